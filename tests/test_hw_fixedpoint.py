@@ -1,4 +1,4 @@
-"""The hardware rounding helpers (requant, and requant_parallel of timing = "fast") equal onchip.fixed.requant
+"""The hardware rounding helpers (requant, and requant_by_carry of timing = "fast") equal onchip.fixed.requant
 for every quantization and overflow mode."""
 
 import itertools
@@ -10,7 +10,7 @@ from amaranth.sim import Simulator
 
 from onchip.fixed import OVERFLOW_MODES, QUANT_MODES, Fmt, requant
 from onchip.hw.fixedpoint import requant as hw_requant
-from onchip.hw.fixedpoint import requant_parallel
+from onchip.hw.fixedpoint import requant_by_carry
 
 IN_BITS, IN_FRAC = 11, 6
 
@@ -40,7 +40,7 @@ def assert_equals_golden_on_every_input(build, targets, frac_from):
         assert bad.size == 0, f"{fmt}: input {values[bad[0]]} gives {got[bad[0], t]}, golden {want[bad[0]]}"
 
 
-@pytest.mark.parametrize("build", [hw_requant, requant_parallel], ids=["requant", "requant_parallel"])
+@pytest.mark.parametrize("build", [hw_requant, requant_by_carry], ids=["requant", "requant_by_carry"])
 def test_requant_matches_golden_exhaustively(build):
     # every 11-bit input through shifts right (round), none, and left, into narrow
     # signed and unsigned formats that overflow
@@ -51,6 +51,8 @@ def test_requant_matches_golden_exhaustively(build):
             Fmt(5, 5, True, quant, ovf),  # drop all 6 fractional bits
             Fmt(6, 2, False, quant, ovf),  # unsigned target
             Fmt(9, 2, True, quant, ovf),  # shift left by one bit
+            Fmt(7, 2, True, quant, ovf),  # drop one bit: the tie is the only discarded bit
+            Fmt(4, 8, True, quant, ovf),  # drop 10 of the 11 bits: the rounding carry reaches the sign
         ]
     assert_equals_golden_on_every_input(lambda m, x, fmt: build(m, x, IN_FRAC, fmt), targets, lambda fmt: IN_FRAC)
 

@@ -179,24 +179,24 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
+  wire [15:0] \$100 ;
+  wire [15:0] \$101 ;
   wire \$102 ;
   wire \$103 ;
   wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire [32:0] \$107 ;
-  wire [15:0] \$108 ;
+  wire [3:0] \$105 ;
+  wire [3:0] \$106 ;
+  wire \$107 ;
+  wire \$108 ;
   wire \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
   wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
+  wire [15:0] \$113 ;
+  wire [15:0] \$114 ;
   wire \$115 ;
-  wire \$116 ;
+  wire [4:0] \$116 ;
   wire \$117 ;
   wire \$118 ;
   wire \$119 ;
@@ -210,16 +210,16 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$126 ;
   wire \$127 ;
   wire \$128 ;
-  wire [32:0] \$129 ;
+  wire \$129 ;
   wire [2:0] \$13 ;
-  wire [15:0] \$130 ;
+  wire \$130 ;
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
   wire \$134 ;
-  wire \$135 ;
-  wire [3:0] \$136 ;
-  wire [3:0] \$137 ;
+  wire [3:0] \$135 ;
+  wire \$136 ;
+  wire \$137 ;
   wire \$138 ;
   wire \$139 ;
   wire \$14 ;
@@ -227,291 +227,221 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$141 ;
   wire \$142 ;
   wire \$143 ;
-  wire [15:0] \$144 ;
-  wire [15:0] \$145 ;
-  wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire [4:0] \$146 ;
+  wire [2:0] \$147 ;
+  reg [2:0] \$148 ;
   wire [3:0] \$149 ;
   wire [3:0] \$15 ;
-  wire [3:0] \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
+  wire [2:0] \$150 ;
+  wire [2:0] \$151 ;
+  wire [5:0] \$152 ;
+  wire [6:0] \$153 ;
   wire \$154 ;
   wire \$155 ;
   wire \$156 ;
-  wire [15:0] \$157 ;
-  wire [15:0] \$158 ;
-  wire \$159 ;
+  reg [15:0] \$157 ;
+  reg [15:0] \$158 ;
+  reg [15:0] \$159 ;
   wire [3:0] \$16 ;
-  wire \$160 ;
+  wire [2:0] \$160 ;
   wire \$161 ;
   wire [3:0] \$162 ;
-  wire [3:0] \$163 ;
+  wire [2:0] \$163 ;
   wire \$164 ;
-  wire \$165 ;
-  wire \$166 ;
+  wire [3:0] \$165 ;
+  wire [2:0] \$166 ;
   wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
-  wire \$17 ;
-  wire [15:0] \$170 ;
-  wire [15:0] \$171 ;
-  wire \$172 ;
-  wire \$173 ;
-  wire \$174 ;
-  wire [3:0] \$175 ;
-  wire [3:0] \$176 ;
-  wire \$177 ;
-  wire \$178 ;
-  wire \$179 ;
+  wire [3:0] \$168 ;
+  wire [2:0] \$169 ;
+  wire [42:0] \$17 ;
+  wire \$170 ;
+  wire [3:0] \$171 ;
+  reg [15:0] \$172 ;
+  reg [15:0] \$173 ;
+  reg [15:0] \$174 ;
+  reg [15:0] \$175 ;
+  wire [31:0] \$176 ;
+  wire [31:0] \$177 ;
+  wire [31:0] \$178 ;
+  wire [31:0] \$179 ;
   wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
-  wire \$182 ;
-  wire [15:0] \$183 ;
-  wire [15:0] \$184 ;
-  wire \$185 ;
-  wire [4:0] \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
+  wire [40:0] \$180 ;
+  wire [40:0] \$181 ;
+  wire [41:0] \$182 ;
+  wire [31:0] \$183 ;
+  wire [31:0] \$184 ;
+  wire [31:0] \$185 ;
+  wire [31:0] \$186 ;
+  reg \$187 ;
+  reg \$188 ;
+  reg \$189 ;
   wire \$19 ;
-  wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire \$199 ;
+  reg \$190 ;
+  reg \$191 ;
+  reg \$192 ;
+  reg \$193 ;
+  reg \$194 ;
+  reg \$195 ;
+  reg \$196 ;
+  reg [3:0] \$197 ;
+  reg \$198 ;
+  reg \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire \$202 ;
-  wire \$203 ;
-  wire \$204 ;
-  wire [3:0] \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
+  reg \$200 ;
+  reg \$201 ;
+  reg [2:0] \$202 ;
+  reg \$203 ;
+  reg \$204 ;
+  reg [15:0] \$205 ;
+  reg [2:0] \$206 ;
+  reg [2:0] \$207 ;
+  reg \$208 ;
+  reg \$209 ;
   wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire [4:0] \$216 ;
-  wire [2:0] \$217 ;
+  reg [15:0] \$210 ;
+  reg [2:0] \$211 ;
+  reg [2:0] \$212 ;
+  reg \$213 ;
+  reg \$214 ;
+  reg [15:0] \$215 ;
+  reg [2:0] \$216 ;
+  reg [6:0] \$217 ;
   reg [2:0] \$218 ;
-  wire [3:0] \$219 ;
+  reg \$219 ;
   wire \$22 ;
-  wire [2:0] \$220 ;
-  wire [2:0] \$221 ;
-  wire [5:0] \$222 ;
-  wire [6:0] \$223 ;
-  wire \$224 ;
-  wire \$225 ;
-  wire \$226 ;
-  reg [15:0] \$227 ;
-  reg [15:0] \$228 ;
-  reg [15:0] \$229 ;
+  reg \$220 ;
+  reg [15:0] \$221 ;
+  reg \$222 ;
+  reg [1:0] \$223 ;
+  reg \$224 ;
+  reg \$225 ;
+  reg \$226 ;
+  reg \$227 ;
+  reg \$228 ;
+  reg \$229 ;
   wire \$23 ;
-  wire [2:0] \$230 ;
-  wire \$231 ;
-  wire [3:0] \$232 ;
-  wire [2:0] \$233 ;
-  wire \$234 ;
-  wire [3:0] \$235 ;
-  wire [2:0] \$236 ;
-  wire \$237 ;
-  wire [3:0] \$238 ;
-  wire [2:0] \$239 ;
-  wire \$24 ;
-  wire \$240 ;
-  wire [3:0] \$241 ;
-  reg [15:0] \$242 ;
-  reg [15:0] \$243 ;
-  reg [15:0] \$244 ;
-  reg [15:0] \$245 ;
-  wire [31:0] \$246 ;
-  wire [31:0] \$247 ;
-  wire [31:0] \$248 ;
-  wire [31:0] \$249 ;
+  reg \$230 ;
+  reg [15:0] \$231 ;
+  reg [15:0] \$232 ;
+  reg [15:0] \$233 ;
+  reg [1:0] \$234 ;
+  reg [13:0] \$235 ;
+  reg [1:0] \$236 ;
+  reg [2:0] \$237 ;
+  reg [15:0] \$238 ;
+  reg [15:0] \$239 ;
+  wire [15:0] \$24 ;
+  reg [15:0] \$240 ;
+  reg [15:0] \$241 ;
+  reg [3:0] \$242 ;
+  reg [3:0] \$243 ;
+  reg [3:0] \$244 ;
+  reg [3:0] \$245 ;
+  reg [15:0] \$246 ;
+  reg [15:0] \$247 ;
+  reg [15:0] \$248 ;
+  reg [15:0] \$249 ;
   wire \$25 ;
-  wire [40:0] \$250 ;
-  wire [40:0] \$251 ;
-  wire [41:0] \$252 ;
-  wire [31:0] \$253 ;
-  wire [31:0] \$254 ;
-  wire [31:0] \$255 ;
-  wire [31:0] \$256 ;
-  reg \$257 ;
-  reg \$258 ;
-  reg \$259 ;
+  reg [15:0] \$250 ;
+  reg [15:0] \$251 ;
+  reg [31:0] \$252 ;
+  reg [15:0] \$253 ;
+  reg [15:0] \$254 ;
+  reg [31:0] \$255 ;
+  reg [15:0] \$256 ;
+  reg [15:0] \$257 ;
+  reg [31:0] \$258 ;
+  reg [15:0] \$259 ;
   wire \$26 ;
-  reg \$260 ;
-  reg \$261 ;
-  reg \$262 ;
-  reg \$263 ;
-  reg \$264 ;
-  reg \$265 ;
-  reg \$266 ;
-  reg [3:0] \$267 ;
-  reg \$268 ;
-  reg \$269 ;
+  reg [15:0] \$260 ;
+  reg [31:0] \$261 ;
+  reg [41:0] \$262 ;
+  reg [15:0] \$263 ;
+  reg [15:0] \$264 ;
+  reg [15:0] \$265 ;
+  reg [15:0] \$266 ;
+  reg [15:0] \$267 ;
+  reg [15:0] \$268 ;
+  reg [15:0] \$269 ;
   wire \$27 ;
-  reg \$270 ;
-  reg \$271 ;
-  reg [2:0] \$272 ;
-  reg \$273 ;
-  reg \$274 ;
-  reg [15:0] \$275 ;
-  reg [2:0] \$276 ;
-  reg [2:0] \$277 ;
-  reg \$278 ;
-  reg \$279 ;
-  wire \$28 ;
-  reg [15:0] \$280 ;
-  reg [2:0] \$281 ;
-  reg [2:0] \$282 ;
-  reg \$283 ;
-  reg \$284 ;
-  reg [15:0] \$285 ;
-  reg [2:0] \$286 ;
-  reg [6:0] \$287 ;
-  reg [2:0] \$288 ;
-  reg \$289 ;
-  wire \$29 ;
-  reg \$290 ;
-  reg [15:0] \$291 ;
-  reg \$292 ;
-  reg [1:0] \$293 ;
-  reg \$294 ;
-  reg \$295 ;
-  reg \$296 ;
-  reg \$297 ;
-  reg \$298 ;
-  reg \$299 ;
+  reg [1:0] \$270 ;
+  reg [1:0] \$271 ;
+  reg [1:0] \$272 ;
+  reg [1:0] \$273 ;
+  reg [1:0] \$274 ;
+  reg [1:0] \$275 ;
+  reg [15:0] \$276 ;
+  reg [3:0] \$277 ;
+  reg [3:0] \$278 ;
+  reg [3:0] \$279 ;
+  wire [15:0] \$28 ;
+  reg [3:0] \$280 ;
+  reg [3:0] \$281 ;
+  reg [3:0] \$282 ;
+  reg [3:0] \$283 ;
+  reg [3:0] \$284 ;
+  reg [3:0] \$285 ;
+  reg [3:0] \$286 ;
+  reg [3:0] \$287 ;
+  reg [3:0] \$288 ;
+  reg [3:0] \$289 ;
+  wire [34:0] \$29 ;
+  reg [3:0] \$290 ;
+  reg [3:0] \$291 ;
+  reg [3:0] \$292 ;
+  reg [3:0] \$293 ;
+  reg [3:0] \$294 ;
+  reg [3:0] \$295 ;
+  reg [3:0] \$296 ;
+  reg [3:0] \$297 ;
+  reg [3:0] \$298 ;
+  reg [3:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  reg \$300 ;
+  reg [3:0] \$300 ;
   reg [15:0] \$301 ;
   reg [15:0] \$302 ;
   reg [15:0] \$303 ;
-  reg [1:0] \$304 ;
-  reg [13:0] \$305 ;
-  reg [1:0] \$306 ;
-  reg [2:0] \$307 ;
+  reg [15:0] \$304 ;
+  reg [31:0] \$305 ;
+  reg [15:0] \$306 ;
+  reg [15:0] \$307 ;
   reg [15:0] \$308 ;
   reg [15:0] \$309 ;
   wire \$31 ;
   reg [15:0] \$310 ;
-  reg [15:0] \$311 ;
-  reg [3:0] \$312 ;
-  reg [3:0] \$313 ;
-  reg [3:0] \$314 ;
-  reg [3:0] \$315 ;
+  reg [31:0] \$311 ;
+  reg [15:0] \$312 ;
+  reg [15:0] \$313 ;
+  reg [15:0] \$314 ;
+  reg [15:0] \$315 ;
   reg [15:0] \$316 ;
-  reg [15:0] \$317 ;
+  reg [31:0] \$317 ;
   reg [15:0] \$318 ;
   reg [15:0] \$319 ;
   wire \$32 ;
   reg [15:0] \$320 ;
   reg [15:0] \$321 ;
-  reg [31:0] \$322 ;
-  reg [15:0] \$323 ;
+  reg [15:0] \$322 ;
+  reg [31:0] \$323 ;
   reg [15:0] \$324 ;
-  reg [31:0] \$325 ;
-  reg [15:0] \$326 ;
-  reg [15:0] \$327 ;
-  reg [31:0] \$328 ;
-  reg [15:0] \$329 ;
   wire \$33 ;
-  reg [15:0] \$330 ;
-  reg [31:0] \$331 ;
-  reg [41:0] \$332 ;
-  reg [15:0] \$333 ;
-  reg [15:0] \$334 ;
-  reg [15:0] \$335 ;
-  reg [15:0] \$336 ;
-  reg [15:0] \$337 ;
-  reg [15:0] \$338 ;
-  reg [15:0] \$339 ;
   wire \$34 ;
-  reg [1:0] \$340 ;
-  reg [1:0] \$341 ;
-  reg [1:0] \$342 ;
-  reg [1:0] \$343 ;
-  reg [1:0] \$344 ;
-  reg [1:0] \$345 ;
-  reg [15:0] \$346 ;
-  reg [3:0] \$347 ;
-  reg [3:0] \$348 ;
-  reg [3:0] \$349 ;
   wire \$35 ;
-  reg [3:0] \$350 ;
-  reg [3:0] \$351 ;
-  reg [3:0] \$352 ;
-  reg [3:0] \$353 ;
-  reg [3:0] \$354 ;
-  reg [3:0] \$355 ;
-  reg [3:0] \$356 ;
-  reg [3:0] \$357 ;
-  reg [3:0] \$358 ;
-  reg [3:0] \$359 ;
-  wire \$36 ;
-  reg [3:0] \$360 ;
-  reg [3:0] \$361 ;
-  reg [3:0] \$362 ;
-  reg [3:0] \$363 ;
-  reg [3:0] \$364 ;
-  reg [3:0] \$365 ;
-  reg [3:0] \$366 ;
-  reg [3:0] \$367 ;
-  reg [3:0] \$368 ;
-  reg [3:0] \$369 ;
-  wire [40:0] \$37 ;
-  reg [3:0] \$370 ;
-  reg [15:0] \$371 ;
-  reg [15:0] \$372 ;
-  reg [15:0] \$373 ;
-  reg [15:0] \$374 ;
-  reg [31:0] \$375 ;
-  reg [15:0] \$376 ;
-  reg [15:0] \$377 ;
-  reg [15:0] \$378 ;
-  reg [15:0] \$379 ;
-  wire [15:0] \$38 ;
-  reg [15:0] \$380 ;
-  reg [31:0] \$381 ;
-  reg [15:0] \$382 ;
-  reg [15:0] \$383 ;
-  reg [15:0] \$384 ;
-  reg [15:0] \$385 ;
-  reg [15:0] \$386 ;
-  reg [31:0] \$387 ;
-  reg [15:0] \$388 ;
-  reg [15:0] \$389 ;
+  wire [15:0] \$36 ;
+  wire [34:0] \$37 ;
+  wire \$38 ;
   wire \$39 ;
-  reg [15:0] \$390 ;
-  reg [15:0] \$391 ;
-  reg [15:0] \$392 ;
-  reg [31:0] \$393 ;
-  reg [15:0] \$394 ;
   wire [3:0] \$4 ;
   wire \$40 ;
   wire \$41 ;
-  wire [15:0] \$42 ;
+  wire \$42 ;
   wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
+  wire [15:0] \$44 ;
+  wire [34:0] \$45 ;
   wire \$46 ;
   wire \$47 ;
   wire \$48 ;
@@ -519,8 +449,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [2:0] \$5 ;
   wire \$50 ;
   wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
+  wire [15:0] \$52 ;
+  wire [34:0] \$53 ;
   wire \$54 ;
   wire \$55 ;
   wire \$56 ;
@@ -528,14 +458,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$58 ;
   wire \$59 ;
   wire \$6 ;
-  wire \$60 ;
+  wire [15:0] \$60 ;
   wire \$61 ;
   wire \$62 ;
-  wire [32:0] \$63 ;
-  wire [15:0] \$64 ;
+  wire \$63 ;
+  wire \$64 ;
   wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
+  wire [3:0] \$66 ;
+  wire [3:0] \$67 ;
   wire \$68 ;
   wire \$69 ;
   wire [3:0] \$7 ;
@@ -543,28 +473,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$71 ;
   wire \$72 ;
   wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
+  wire [15:0] \$74 ;
+  wire [15:0] \$75 ;
   wire \$76 ;
   wire \$77 ;
   wire \$78 ;
-  wire \$79 ;
+  wire [3:0] \$79 ;
   wire [3:0] \$8 ;
-  wire \$80 ;
+  wire [3:0] \$80 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire [32:0] \$85 ;
-  wire [15:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire [15:0] \$87 ;
+  wire [15:0] \$88 ;
   wire \$89 ;
   wire [2:0] \$9 ;
   wire \$90 ;
   wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
+  wire [3:0] \$92 ;
+  wire [3:0] \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
@@ -573,39 +503,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$99 ;
   wire \$signature__addr ;
   wire \$signature__addr$10 ;
-  wire \$signature__addr$109 ;
+  wire \$signature__addr$105 ;
+  wire \$signature__addr$116 ;
   wire \$signature__addr$12 ;
-  wire \$signature__addr$120 ;
-  wire \$signature__addr$131 ;
   wire \$signature__addr$14 ;
-  wire \$signature__addr$97 ;
+  wire \$signature__addr$82 ;
+  wire \$signature__addr$94 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$106 ;
-  wire [15:0] \$signature__data$117 ;
-  wire [15:0] \$signature__data$128 ;
+  wire [15:0] \$signature__data$102 ;
+  wire [15:0] \$signature__data$113 ;
   wire [15:0] \$signature__data$19 ;
   wire [15:0] \$signature__data$20 ;
   wire [15:0] \$signature__data$21 ;
+  wire [15:0] \$signature__data$76 ;
   wire [15:0] \$signature__data$91 ;
   wire \$signature__en ;
-  wire \$signature__en$100 ;
+  wire \$signature__en$108 ;
   wire \$signature__en$11 ;
-  wire \$signature__en$112 ;
-  wire \$signature__en$123 ;
+  wire \$signature__en$119 ;
   wire \$signature__en$13 ;
-  wire \$signature__en$134 ;
   wire \$signature__en$15 ;
-  wire above;
-  wire \above$55 ;
-  wire \above$61 ;
-  wire \above$67 ;
-  wire \above$73 ;
+  wire \$signature__en$85 ;
+  wire \$signature__en$97 ;
   wire accept;
-  wire below;
-  wire \below$56 ;
-  wire \below$62 ;
-  wire \below$68 ;
-  wire \below$74 ;
   wire busy;
   wire [63:0] bval;
   wire [15:0] \bval[0] ;
@@ -621,16 +541,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] err0_s8 = 16'h0000;
   output execute;
   wire execute;
-  wire [39:0] floor;
-  wire [31:0] \floor$52 ;
-  wire [31:0] \floor$58 ;
-  wire [31:0] \floor$64 ;
-  wire [31:0] \floor$70 ;
-  wire inc;
-  wire \inc$54 ;
-  wire \inc$60 ;
-  wire \inc$66 ;
-  wire \inc$72 ;
   reg [1:0] kind_s1 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
@@ -805,6 +715,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [15:0] resp;
   wire [2:0] rom_rd__addr;
   wire [15:0] rom_rd__data;
+  wire [25:0] rounded;
+  wire [17:0] \rounded$49 ;
+  wire [17:0] \rounded$52 ;
+  wire [17:0] \rounded$55 ;
+  wire [17:0] \rounded$58 ;
   input rst;
   wire rst;
   input [33:0] s__payload;
@@ -819,9 +734,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [34:0] t;
-  wire [16:0] \t$105 ;
-  wire [16:0] \t$116 ;
-  wire [16:0] \t$127 ;
+  wire [16:0] \t$101 ;
+  wire [16:0] \t$112 ;
   wire [39:0] \t$24 ;
   wire [34:0] \t$26 ;
   wire [39:0] \t$28 ;
@@ -830,14 +744,15 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [34:0] \t$34 ;
   wire [39:0] \t$36 ;
   wire [39:0] \t$37 ;
-  wire [15:0] \t$43 ;
-  wire [16:0] \t$46 ;
-  wire [17:0] \t$48 ;
-  wire [15:0] \t$49 ;
+  wire [15:0] \t$40 ;
+  wire [16:0] \t$43 ;
+  wire [17:0] \t$45 ;
+  wire [15:0] \t$46 ;
+  wire [15:0] \t$51 ;
+  wire [15:0] \t$54 ;
   wire [15:0] \t$57 ;
-  wire [15:0] \t$63 ;
-  wire [15:0] \t$69 ;
-  wire [15:0] \t$75 ;
+  wire [15:0] \t$60 ;
+  wire [16:0] \t$75 ;
   wire [16:0] \t$90 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
@@ -852,17 +767,17 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg valid_s8 = 1'h0;
   reg valid_s9 = 1'h0;
   wire wp__addr;
-  wire \wp__addr$113 ;
-  wire \wp__addr$124 ;
-  wire \wp__addr$135 ;
+  wire \wp__addr$109 ;
+  wire \wp__addr$120 ;
+  wire \wp__addr$98 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$114 ;
-  wire [15:0] \wp__data$125 ;
-  wire [15:0] \wp__data$136 ;
+  wire [15:0] \wp__data$110 ;
+  wire [15:0] \wp__data$121 ;
+  wire [15:0] \wp__data$99 ;
   wire wp__en;
-  wire \wp__en$115 ;
-  wire \wp__en$126 ;
-  wire \wp__en$137 ;
+  wire \wp__en$100 ;
+  wire \wp__en$111 ;
+  wire \wp__en$122 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
@@ -880,19 +795,19 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$137 [0]] <= wp__data;
+      l0_coef_0_0_bank0[\$67 [0]] <= wp__data;
   end
   reg [0:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$136 [0];
+    _0_ <= \$66 [0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [0]];
-      if (wp__en && \$4 [0] == \$137 [0])
+      if (wp__en && \$4 [0] == \$67 [0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$91  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$76  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [1:0];
@@ -901,20 +816,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$115 )
-      l0_coef_0_0_bank1[\$150 [0]] <= \wp__data$114 ;
+    if (\wp__en$100 )
+      l0_coef_0_0_bank1[\$80 [0]] <= \wp__data$99 ;
   end
   reg [0:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$149 [0];
+    _2_ <= \$79 [0];
     if (\$signature__en$11 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [0]];
-      if (\wp__en$115  && \$8 [0] == \$150 [0])
-        _3_ <= \wp__data$114 ;
+      if (\wp__en$100  && \$8 [0] == \$80 [0])
+        _3_ <= \wp__data$99 ;
     end
   end
-  assign \$signature__data$106  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$91  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$19  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [1:0];
@@ -923,20 +838,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$126 )
-      l0_coef_0_0_bank2[\$163 [0]] <= \wp__data$125 ;
+    if (\wp__en$111 )
+      l0_coef_0_0_bank2[\$93 [0]] <= \wp__data$110 ;
   end
   reg [0:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$162 [0];
+    _4_ <= \$92 [0];
     if (\$signature__en$13 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [0]];
-      if (\wp__en$126  && \$12 [0] == \$163 [0])
-        _5_ <= \wp__data$125 ;
+      if (\wp__en$111  && \$12 [0] == \$93 [0])
+        _5_ <= \wp__data$110 ;
     end
   end
-  assign \$signature__data$117  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$102  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$20  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [1:0];
@@ -945,20 +860,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$137 )
-      l0_coef_0_0_bank3[\$176 [0]] <= \wp__data$136 ;
+    if (\wp__en$122 )
+      l0_coef_0_0_bank3[\$106 [0]] <= \wp__data$121 ;
   end
   reg [0:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$175 [0];
+    _6_ <= \$105 [0];
     if (\$signature__en$15 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [0]];
-      if (\wp__en$137  && \$16 [0] == \$176 [0])
-        _7_ <= \wp__data$136 ;
+      if (\wp__en$122  && \$16 [0] == \$106 [0])
+        _7_ <= \wp__data$121 ;
     end
   end
-  assign \$signature__data$128  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$113  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$21  = _7_;
   reg [15:0] theta0_rom [7:0];
   initial begin
@@ -976,22 +891,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _8_ <= theta0_rom[reload_count[2:0]];
   end
   assign rom_rd__data = _8_;
-  always @(posedge clk)
-    l0_delta0_0_2_raw_s9 <= \$387 ;
-  always @(posedge clk)
-    l0_delta0_0_2_s10 <= \$388 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$389 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$390 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s7 <= \$391 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s8 <= \$392 ;
-  always @(posedge clk)
-    l0_delta0_0_3_raw_s9 <= \$393 ;
-  always @(posedge clk)
-    l0_delta0_0_3_s10 <= \$394 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 3'h0, l0_port_baddr_p4[0] } : \$3 ;
@@ -1008,542 +907,473 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$15  = \$13  + \$14 ;
   assign \$16  = l0_ram_rd ? { 3'h0, l0_port_baddr_p4[0] } : \$15 ;
   assign \$signature__en$15  = en | l0_ram_rd;
-  assign \$17  = ! l0_sum0_t0_0_s6[14:0];
-  assign \$18  = ~ \$17 ;
-  assign \$19  = l0_sum0_t0_0_s6[15] & \$18 ;
-  assign \$20  = ! l0_sum0_t0_0_s6[14:0];
-  assign \$21  = l0_sum0_t0_0_s6[15] & \$20 ;
-  assign \$22  = \$21  & floor[0];
-  assign inc = \$19  | \$22 ;
-  assign \$23  = $signed(floor) > $signed(16'h7fff);
-  assign \$24  = floor == 15'h7fff;
-  assign \$25  = \$24  & inc;
-  assign above = \$23  | \$25 ;
-  assign \$26  = $signed(floor) < $signed(17'h17fff);
-  assign \$27  = floor == 40'hffffff7fff;
-  assign \$28  = ~ inc;
-  assign \$29  = \$27  & \$28 ;
-  assign below = \$26  | \$29 ;
-  assign \$30  = ! l0_sum0_t0_0_s6[14:0];
+  assign \$17  = $signed({ l0_sum0_t0_0_s6[39:0], l0_sum0_t0_0_s6[16] }) + $signed({ 16'h7fff, l0_sum0_t0_0_s6[16] });
+  assign \$18  = & \$17 [42:32];
+  assign \$19  = ~ \$18 ;
+  assign \$20  = \$17 [42] & \$19 ;
+  assign \$21  = ~ \$17 [42];
+  assign \$22  = | \$17 [42:32];
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = \$23  ? 16'h7fff : \$17 [32:17];
+  assign \t$40  = \$20  ? 16'h8000 : \$24 ;
+  assign \$25  = $signed(l0_out0_s7) >= $signed(1'h0);
+  assign \t$43  = $signed(l0_out0_s7) - $signed(y0_s7);
+  assign \$26  = $signed(\t$45 ) < $signed(16'h8000);
+  assign \$27  = $signed(\t$45 ) > $signed(16'h7fff);
+  assign \$28  = \$27  ? 16'h7fff : \t$45 [15:0];
+  assign \t$46  = \$26  ? 16'h8000 : \$28 ;
+  assign \$29  = $signed({ l0_delta0_0_0_raw_s9, l0_delta0_0_0_raw_s9[16] }) + $signed({ 16'h7fff, l0_delta0_0_0_raw_s9[16] });
+  assign \$30  = & \$29 [34:32];
   assign \$31  = ~ \$30 ;
-  assign \$32  = l0_sum0_t0_0_s6[15] & \$31 ;
-  assign \$33  = ! l0_sum0_t0_0_s6[14:0];
-  assign \$34  = l0_sum0_t0_0_s6[15] & \$33 ;
-  assign \$35  = \$34  & floor[0];
-  assign \$36  = \$32  | \$35 ;
-  assign \$37  = $signed(floor) + $signed({ 1'h0, \$36  });
-  assign \$38  = above ? 16'h7fff : \$37 [15:0];
-  assign \t$43  = below ? 16'h8000 : \$38 ;
-  assign \$39  = $signed(l0_out0_s7) >= $signed(1'h0);
-  assign \t$46  = $signed(l0_out0_s7) - $signed(y0_s7);
-  assign \$40  = $signed(\t$48 ) < $signed(16'h8000);
-  assign \$41  = $signed(\t$48 ) > $signed(16'h7fff);
-  assign \$42  = \$41  ? 16'h7fff : \t$48 [15:0];
-  assign \t$49  = \$40  ? 16'h8000 : \$42 ;
-  assign \$43  = ! l0_delta0_0_0_raw_s9[14:0];
-  assign \$44  = ~ \$43 ;
-  assign \$45  = l0_delta0_0_0_raw_s9[15] & \$44 ;
-  assign \$46  = ! l0_delta0_0_0_raw_s9[14:0];
-  assign \$47  = l0_delta0_0_0_raw_s9[15] & \$46 ;
-  assign \$48  = \$47  & \floor$52 [0];
-  assign \inc$54  = \$45  | \$48 ;
-  assign \$49  = $signed(\floor$52 ) > $signed(16'h7fff);
-  assign \$50  = \floor$52  == 15'h7fff;
-  assign \$51  = \$50  & \inc$54 ;
-  assign \above$55  = \$49  | \$51 ;
-  assign \$52  = $signed(\floor$52 ) < $signed(17'h17fff);
-  assign \$53  = \floor$52  == 32'd4294934527;
-  assign \$54  = ~ \inc$54 ;
-  assign \$55  = \$53  & \$54 ;
-  assign \below$56  = \$52  | \$55 ;
-  assign \$56  = ! l0_delta0_0_0_raw_s9[14:0];
-  assign \$57  = ~ \$56 ;
-  assign \$58  = l0_delta0_0_0_raw_s9[15] & \$57 ;
-  assign \$59  = ! l0_delta0_0_0_raw_s9[14:0];
-  assign \$60  = l0_delta0_0_0_raw_s9[15] & \$59 ;
-  assign \$61  = \$60  & \floor$52 [0];
-  assign \$62  = \$58  | \$61 ;
-  assign \$63  = $signed(\floor$52 ) + $signed({ 1'h0, \$62  });
-  assign \$64  = \above$55  ? 16'h7fff : \$63 [15:0];
-  assign \t$57  = \below$56  ? 16'h8000 : \$64 ;
-  assign \$65  = ! l0_delta0_0_1_raw_s9[14:0];
-  assign \$66  = ~ \$65 ;
-  assign \$67  = l0_delta0_0_1_raw_s9[15] & \$66 ;
-  assign \$68  = ! l0_delta0_0_1_raw_s9[14:0];
-  assign \$69  = l0_delta0_0_1_raw_s9[15] & \$68 ;
-  assign \$70  = \$69  & \floor$58 [0];
-  assign \inc$60  = \$67  | \$70 ;
-  assign \$71  = $signed(\floor$58 ) > $signed(16'h7fff);
-  assign \$72  = \floor$58  == 15'h7fff;
-  assign \$73  = \$72  & \inc$60 ;
-  assign \above$61  = \$71  | \$73 ;
-  assign \$74  = $signed(\floor$58 ) < $signed(17'h17fff);
-  assign \$75  = \floor$58  == 32'd4294934527;
-  assign \$76  = ~ \inc$60 ;
-  assign \$77  = \$75  & \$76 ;
-  assign \below$62  = \$74  | \$77 ;
-  assign \$78  = ! l0_delta0_0_1_raw_s9[14:0];
-  assign \$79  = ~ \$78 ;
-  assign \$80  = l0_delta0_0_1_raw_s9[15] & \$79 ;
-  assign \$81  = ! l0_delta0_0_1_raw_s9[14:0];
-  assign \$82  = l0_delta0_0_1_raw_s9[15] & \$81 ;
-  assign \$83  = \$82  & \floor$58 [0];
-  assign \$84  = \$80  | \$83 ;
-  assign \$85  = $signed(\floor$58 ) + $signed({ 1'h0, \$84  });
-  assign \$86  = \above$61  ? 16'h7fff : \$85 [15:0];
-  assign \t$63  = \below$62  ? 16'h8000 : \$86 ;
-  assign \$87  = ! l0_delta0_0_2_raw_s9[14:0];
-  assign \$88  = ~ \$87 ;
-  assign \$89  = l0_delta0_0_2_raw_s9[15] & \$88 ;
-  assign \$90  = ! l0_delta0_0_2_raw_s9[14:0];
-  assign \$91  = l0_delta0_0_2_raw_s9[15] & \$90 ;
-  assign \$92  = \$91  & \floor$64 [0];
-  assign \inc$66  = \$89  | \$92 ;
-  assign \$93  = $signed(\floor$64 ) > $signed(16'h7fff);
-  assign \$94  = \floor$64  == 15'h7fff;
-  assign \$95  = \$94  & \inc$66 ;
-  assign \above$67  = \$93  | \$95 ;
-  assign \$96  = $signed(\floor$64 ) < $signed(17'h17fff);
-  assign \$97  = \floor$64  == 32'd4294934527;
-  assign \$98  = ~ \inc$66 ;
-  assign \$99  = \$97  & \$98 ;
-  assign \below$68  = \$96  | \$99 ;
-  assign \$100  = ! l0_delta0_0_2_raw_s9[14:0];
-  assign \$101  = ~ \$100 ;
-  assign \$102  = l0_delta0_0_2_raw_s9[15] & \$101 ;
-  assign \$103  = ! l0_delta0_0_2_raw_s9[14:0];
-  assign \$104  = l0_delta0_0_2_raw_s9[15] & \$103 ;
-  assign \$105  = \$104  & \floor$64 [0];
-  assign \$106  = \$102  | \$105 ;
-  assign \$107  = $signed(\floor$64 ) + $signed({ 1'h0, \$106  });
-  assign \$108  = \above$67  ? 16'h7fff : \$107 [15:0];
-  assign \t$69  = \below$68  ? 16'h8000 : \$108 ;
-  assign \$109  = ! l0_delta0_0_3_raw_s9[14:0];
-  assign \$110  = ~ \$109 ;
-  assign \$111  = l0_delta0_0_3_raw_s9[15] & \$110 ;
-  assign \$112  = ! l0_delta0_0_3_raw_s9[14:0];
-  assign \$113  = l0_delta0_0_3_raw_s9[15] & \$112 ;
-  assign \$114  = \$113  & \floor$70 [0];
-  assign \inc$72  = \$111  | \$114 ;
-  assign \$115  = $signed(\floor$70 ) > $signed(16'h7fff);
-  assign \$116  = \floor$70  == 15'h7fff;
-  assign \$117  = \$116  & \inc$72 ;
-  assign \above$73  = \$115  | \$117 ;
-  assign \$118  = $signed(\floor$70 ) < $signed(17'h17fff);
-  assign \$119  = \floor$70  == 32'd4294934527;
-  assign \$120  = ~ \inc$72 ;
-  assign \$121  = \$119  & \$120 ;
-  assign \below$74  = \$118  | \$121 ;
-  assign \$122  = ! l0_delta0_0_3_raw_s9[14:0];
-  assign \$123  = ~ \$122 ;
-  assign \$124  = l0_delta0_0_3_raw_s9[15] & \$123 ;
-  assign \$125  = ! l0_delta0_0_3_raw_s9[14:0];
-  assign \$126  = l0_delta0_0_3_raw_s9[15] & \$125 ;
-  assign \$127  = \$126  & \floor$70 [0];
-  assign \$128  = \$124  | \$127 ;
-  assign \$129  = $signed(\floor$70 ) + $signed({ 1'h0, \$128  });
-  assign \$130  = \above$73  ? 16'h7fff : \$129 [15:0];
-  assign \t$75  = \below$74  ? 16'h8000 : \$130 ;
-  assign \$131  = ~ m__ready;
-  assign \$132  = valid_s7 & \$131 ;
-  assign en = ~ \$132 ;
+  assign \$32  = \$29 [34] & \$31 ;
+  assign \$33  = ~ \$29 [34];
+  assign \$34  = | \$29 [34:32];
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = \$35  ? 16'h7fff : \$29 [32:17];
+  assign \t$51  = \$32  ? 16'h8000 : \$36 ;
+  assign \$37  = $signed({ l0_delta0_0_1_raw_s9, l0_delta0_0_1_raw_s9[16] }) + $signed({ 16'h7fff, l0_delta0_0_1_raw_s9[16] });
+  assign \$38  = & \$37 [34:32];
+  assign \$39  = ~ \$38 ;
+  assign \$40  = \$37 [34] & \$39 ;
+  assign \$41  = ~ \$37 [34];
+  assign \$42  = | \$37 [34:32];
+  assign \$43  = \$41  & \$42 ;
+  assign \$44  = \$43  ? 16'h7fff : \$37 [32:17];
+  assign \t$54  = \$40  ? 16'h8000 : \$44 ;
+  assign \$45  = $signed({ l0_delta0_0_2_raw_s9, l0_delta0_0_2_raw_s9[16] }) + $signed({ 16'h7fff, l0_delta0_0_2_raw_s9[16] });
+  assign \$46  = & \$45 [34:32];
+  assign \$47  = ~ \$46 ;
+  assign \$48  = \$45 [34] & \$47 ;
+  assign \$49  = ~ \$45 [34];
+  assign \$50  = | \$45 [34:32];
+  assign \$51  = \$49  & \$50 ;
+  assign \$52  = \$51  ? 16'h7fff : \$45 [32:17];
+  assign \t$57  = \$48  ? 16'h8000 : \$52 ;
+  assign \$53  = $signed({ l0_delta0_0_3_raw_s9, l0_delta0_0_3_raw_s9[16] }) + $signed({ 16'h7fff, l0_delta0_0_3_raw_s9[16] });
+  assign \$54  = & \$53 [34:32];
+  assign \$55  = ~ \$54 ;
+  assign \$56  = \$53 [34] & \$55 ;
+  assign \$57  = ~ \$53 [34];
+  assign \$58  = | \$53 [34:32];
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = \$59  ? 16'h7fff : \$53 [32:17];
+  assign \t$60  = \$56  ? 16'h8000 : \$60 ;
+  assign \$61  = ~ m__ready;
+  assign \$62  = valid_s7 & \$61 ;
+  assign en = ~ \$62 ;
   assign busy = | { valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s10;
-  assign \t$90  = $signed(\$signature__data$91 ) - $signed(l0_delta0_0_0_s10);
-  assign \$133  = ! l0_port_edge_p4[0];
-  assign \$134  = l0_ram_wr & \$133 ;
-  assign \$135  = ! l0_port_bank_p4[1:0];
-  assign l0_port_hit0_0_0 = \$134  & \$135 ;
-  assign \$136  = \$132  ? l0_waddr0_0_s10 : l0_waddr0_0_s9;
-  assign \$137  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_0_s10;
-  assign \$138  = & \t$90 [16:15];
-  assign \$139  = ~ \$138 ;
-  assign \$140  = \t$90 [16] & \$139 ;
-  assign \$141  = ~ \t$90 [16];
-  assign \$142  = | \t$90 [16:15];
-  assign \$143  = \$141  & \$142 ;
-  assign \$144  = \$143  ? 16'h7fff : \t$90 [15:0];
-  assign \$145  = \$140  ? 16'h8000 : \$144 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$145 ;
+  assign \t$75  = $signed(\$signature__data$76 ) - $signed(l0_delta0_0_0_s10);
+  assign \$63  = ! l0_port_edge_p4[0];
+  assign \$64  = l0_ram_wr & \$63 ;
+  assign \$65  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_0_0 = \$64  & \$65 ;
+  assign \$66  = \$62  ? l0_waddr0_0_s10 : l0_waddr0_0_s9;
+  assign \$67  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_0_s10;
+  assign \$68  = & \t$75 [16:15];
+  assign \$69  = ~ \$68 ;
+  assign \$70  = \t$75 [16] & \$69 ;
+  assign \$71  = ~ \t$75 [16];
+  assign \$72  = | \t$75 [16:15];
+  assign \$73  = \$71  & \$72 ;
+  assign \$74  = \$73  ? 16'h7fff : \t$75 [15:0];
+  assign \$75  = \$70  ? 16'h8000 : \$74 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$75 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$105  = $signed(\$signature__data$106 ) - $signed(l0_delta0_0_1_s10);
-  assign \$146  = ! l0_port_edge_p4[0];
-  assign \$147  = l0_ram_wr & \$146 ;
-  assign \$148  = l0_port_bank_p4[1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$147  & \$148 ;
-  assign \$149  = \$132  ? l0_waddr0_1_s10 : l0_waddr0_1_s9;
-  assign \$150  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_1_s10;
-  assign \$151  = & \t$105 [16:15];
-  assign \$152  = ~ \$151 ;
-  assign \$153  = \t$105 [16] & \$152 ;
-  assign \$154  = ~ \t$105 [16];
-  assign \$155  = | \t$105 [16:15];
-  assign \$156  = \$154  & \$155 ;
-  assign \$157  = \$156  ? 16'h7fff : \t$105 [15:0];
-  assign \$158  = \$153  ? 16'h8000 : \$157 ;
-  assign \wp__data$114  = l0_port_hit0_0_1 ? l0_ram_data : \$158 ;
-  assign \wp__en$115  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$116  = $signed(\$signature__data$117 ) - $signed(l0_delta0_0_2_s10);
-  assign \$159  = ! l0_port_edge_p4[0];
-  assign \$160  = l0_ram_wr & \$159 ;
-  assign \$161  = l0_port_bank_p4[1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$160  & \$161 ;
-  assign \$162  = \$132  ? l0_waddr0_2_s10 : l0_waddr0_2_s9;
-  assign \$163  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_2_s10;
-  assign \$164  = & \t$116 [16:15];
-  assign \$165  = ~ \$164 ;
-  assign \$166  = \t$116 [16] & \$165 ;
-  assign \$167  = ~ \t$116 [16];
-  assign \$168  = | \t$116 [16:15];
-  assign \$169  = \$167  & \$168 ;
-  assign \$170  = \$169  ? 16'h7fff : \t$116 [15:0];
-  assign \$171  = \$166  ? 16'h8000 : \$170 ;
-  assign \wp__data$125  = l0_port_hit0_0_2 ? l0_ram_data : \$171 ;
-  assign \wp__en$126  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$127  = $signed(\$signature__data$128 ) - $signed(l0_delta0_0_3_s10);
-  assign \$172  = ! l0_port_edge_p4[0];
-  assign \$173  = l0_ram_wr & \$172 ;
-  assign \$174  = l0_port_bank_p4[1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$173  & \$174 ;
-  assign \$175  = \$132  ? l0_waddr0_3_s10 : l0_waddr0_3_s9;
-  assign \$176  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_3_s10;
-  assign \$177  = & \t$127 [16:15];
-  assign \$178  = ~ \$177 ;
-  assign \$179  = \t$127 [16] & \$178 ;
-  assign \$180  = ~ \t$127 [16];
-  assign \$181  = | \t$127 [16:15];
-  assign \$182  = \$180  & \$181 ;
-  assign \$183  = \$182  ? 16'h7fff : \t$127 [15:0];
-  assign \$184  = \$179  ? 16'h8000 : \$183 ;
-  assign \wp__data$136  = l0_port_hit0_0_3 ? l0_ram_data : \$184 ;
-  assign \wp__en$137  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$90  = $signed(\$signature__data$91 ) - $signed(l0_delta0_0_1_s10);
+  assign \$76  = ! l0_port_edge_p4[0];
+  assign \$77  = l0_ram_wr & \$76 ;
+  assign \$78  = l0_port_bank_p4[1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$77  & \$78 ;
+  assign \$79  = \$62  ? l0_waddr0_1_s10 : l0_waddr0_1_s9;
+  assign \$80  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_1_s10;
+  assign \$81  = & \t$90 [16:15];
+  assign \$82  = ~ \$81 ;
+  assign \$83  = \t$90 [16] & \$82 ;
+  assign \$84  = ~ \t$90 [16];
+  assign \$85  = | \t$90 [16:15];
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = \$86  ? 16'h7fff : \t$90 [15:0];
+  assign \$88  = \$83  ? 16'h8000 : \$87 ;
+  assign \wp__data$99  = l0_port_hit0_0_1 ? l0_ram_data : \$88 ;
+  assign \wp__en$100  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$101  = $signed(\$signature__data$102 ) - $signed(l0_delta0_0_2_s10);
+  assign \$89  = ! l0_port_edge_p4[0];
+  assign \$90  = l0_ram_wr & \$89 ;
+  assign \$91  = l0_port_bank_p4[1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$90  & \$91 ;
+  assign \$92  = \$62  ? l0_waddr0_2_s10 : l0_waddr0_2_s9;
+  assign \$93  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_2_s10;
+  assign \$94  = & \t$101 [16:15];
+  assign \$95  = ~ \$94 ;
+  assign \$96  = \t$101 [16] & \$95 ;
+  assign \$97  = ~ \t$101 [16];
+  assign \$98  = | \t$101 [16:15];
+  assign \$99  = \$97  & \$98 ;
+  assign \$100  = \$99  ? 16'h7fff : \t$101 [15:0];
+  assign \$101  = \$96  ? 16'h8000 : \$100 ;
+  assign \wp__data$110  = l0_port_hit0_0_2 ? l0_ram_data : \$101 ;
+  assign \wp__en$111  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$112  = $signed(\$signature__data$113 ) - $signed(l0_delta0_0_3_s10);
+  assign \$102  = ! l0_port_edge_p4[0];
+  assign \$103  = l0_ram_wr & \$102 ;
+  assign \$104  = l0_port_bank_p4[1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$103  & \$104 ;
+  assign \$105  = \$62  ? l0_waddr0_3_s10 : l0_waddr0_3_s9;
+  assign \$106  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_3_s10;
+  assign \$107  = & \t$112 [16:15];
+  assign \$108  = ~ \$107 ;
+  assign \$109  = \t$112 [16] & \$108 ;
+  assign \$110  = ~ \t$112 [16];
+  assign \$111  = | \t$112 [16:15];
+  assign \$112  = \$110  & \$111 ;
+  assign \$113  = \$112  ? 16'h7fff : \t$112 [15:0];
+  assign \$114  = \$109  ? 16'h8000 : \$113 ;
+  assign \wp__data$121  = l0_port_hit0_0_3 ? l0_ram_data : \$114 ;
+  assign \wp__en$122  = commit_l0 | l0_port_hit0_0_3;
   assign reloading = reload_count != 4'h9;
-  assign \$185  = | reload_count;
-  assign reload_write = reloading & \$185 ;
-  assign \$186  = reload_count - 1'h1;
-  assign \$187  = ~ pc__valid;
-  assign \$188  = en & \$187 ;
-  assign \$189  = ~ reloading;
-  assign \$190  = \$188  & \$189 ;
-  assign \$191  = | { valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$192  = ~ \$191 ;
-  assign \$193  = \$190  & \$192 ;
-  assign \$194  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
-  assign \$195  = ~ \$194 ;
-  assign s__ready = \$193  & \$195 ;
+  assign \$115  = | reload_count;
+  assign reload_write = reloading & \$115 ;
+  assign \$116  = reload_count - 1'h1;
+  assign \$117  = ~ pc__valid;
+  assign \$118  = en & \$117 ;
+  assign \$119  = ~ reloading;
+  assign \$120  = \$118  & \$119 ;
+  assign \$121  = | { valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$122  = ~ \$121 ;
+  assign \$123  = \$120  & \$122 ;
+  assign \$124  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
+  assign \$125  = ~ \$124 ;
+  assign s__ready = \$123  & \$125 ;
   assign accept = s__valid & s__ready;
-  assign \$196  = ~ busy;
-  assign \$197  = pc__valid & \$196 ;
-  assign \$198  = ~ reloading;
-  assign \$199  = \$197  & \$198 ;
-  assign \$200  = | { read_wait4, read_wait3, read_wait2, read_wait1, read_wait };
-  assign \$201  = ~ \$200 ;
-  assign \$202  = \$199  & \$201 ;
-  assign \$203  = ~ pr__valid;
-  assign \$204  = \$203  | pr__ready;
-  assign execute = \$202  & \$204 ;
-  assign port_addr = reload_write ? \$186 [2:0] : pc__payload[18:16];
-  assign \$205  = port_addr - 1'h0;
+  assign \$126  = ~ busy;
+  assign \$127  = pc__valid & \$126 ;
+  assign \$128  = ~ reloading;
+  assign \$129  = \$127  & \$128 ;
+  assign \$130  = | { read_wait4, read_wait3, read_wait2, read_wait1, read_wait };
+  assign \$131  = ~ \$130 ;
+  assign \$132  = \$129  & \$131 ;
+  assign \$133  = ~ pr__valid;
+  assign \$134  = \$133  | pr__ready;
+  assign execute = \$132  & \$134 ;
+  assign port_addr = reload_write ? \$116 [2:0] : pc__payload[18:16];
+  assign \$135  = port_addr - 1'h0;
   assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$206  = port_addr >= 1'h0;
-  assign \$207  = port_addr < 4'h8;
-  assign \$208  = \$206  & \$207 ;
-  assign \$209  = execute & pc__payload[19];
-  assign \$210  = reload_write | \$209 ;
-  assign l0_port_wr = \$208  & \$210 ;
-  assign \$211  = port_addr >= 1'h0;
-  assign \$212  = port_addr < 4'h8;
-  assign \$213  = \$211  & \$212 ;
-  assign \$214  = \$213  & execute;
-  assign \$215  = ~ pc__payload[19];
-  assign l0_port_rd = \$214  & \$215 ;
+  assign \$136  = port_addr >= 1'h0;
+  assign \$137  = port_addr < 4'h8;
+  assign \$138  = \$136  & \$137 ;
+  assign \$139  = execute & pc__payload[19];
+  assign \$140  = reload_write | \$139 ;
+  assign l0_port_wr = \$138  & \$140 ;
+  assign \$141  = port_addr >= 1'h0;
+  assign \$142  = port_addr < 4'h8;
+  assign \$143  = \$141  & \$142 ;
+  assign \$144  = \$143  & execute;
+  assign \$145  = ~ pc__payload[19];
+  assign l0_port_rd = \$144  & \$145 ;
   assign port_cmd = reload_write | execute;
-  assign \$216  = reload_count + 1'h1;
-  assign \$219  = l0_port_local_p2 - \$218 ;
-  assign \$222  = \$221  * 3'h4;
-  assign \$223  = l0_port_q_p3 - \$222 ;
-  assign \$224  = ~ pc__payload[19];
-  assign \$225  = execute & \$224 ;
-  assign \$226  = execute & pc__payload[19];
-  assign \$231  = l0_cell0_s3[1:0] > 1'h0;
-  assign \$232  = \$230  + \$231 ;
-  assign \$234  = l0_cell0_s3[1:0] > 1'h1;
-  assign \$235  = \$233  + \$234 ;
-  assign \$237  = l0_cell0_s3[1:0] > 2'h2;
-  assign \$238  = \$236  + \$237 ;
-  assign \$240  = l0_cell0_s3[1:0] > 2'h3;
-  assign \$241  = \$239  + \$240 ;
-  assign \$246  = $signed(l0_coef0_0_0_s4) * $signed(l0_bval0_0_s4);
-  assign \$247  = $signed(l0_coef0_0_1_s4) * $signed(l0_bval0_1_s4);
-  assign \$248  = $signed(l0_coef0_0_2_s4) * $signed(l0_bval0_2_s4);
-  assign \$249  = $signed(l0_coef0_0_3_s4) * $signed(l0_bval0_3_s4);
-  assign \$250  = $signed(t) + $signed(\t$26 );
-  assign \$251  = $signed(\t$30 ) + $signed(\t$34 );
-  assign \$252  = $signed(\$250 ) + $signed(\$251 );
-  assign \$253  = $signed(err0_s8) * $signed(l0_bval_bank0_0_s8);
-  assign \$254  = $signed(err0_s8) * $signed(l0_bval_bank0_1_s8);
-  assign \$255  = $signed(err0_s8) * $signed(l0_bval_bank0_2_s8);
-  assign \$256  = $signed(err0_s8) * $signed(l0_bval_bank0_3_s8);
+  assign \$146  = reload_count + 1'h1;
+  assign \$149  = l0_port_local_p2 - \$148 ;
+  assign \$152  = \$151  * 3'h4;
+  assign \$153  = l0_port_q_p3 - \$152 ;
+  assign \$154  = ~ pc__payload[19];
+  assign \$155  = execute & \$154 ;
+  assign \$156  = execute & pc__payload[19];
+  assign \$161  = l0_cell0_s3[1:0] > 1'h0;
+  assign \$162  = \$160  + \$161 ;
+  assign \$164  = l0_cell0_s3[1:0] > 1'h1;
+  assign \$165  = \$163  + \$164 ;
+  assign \$167  = l0_cell0_s3[1:0] > 2'h2;
+  assign \$168  = \$166  + \$167 ;
+  assign \$170  = l0_cell0_s3[1:0] > 2'h3;
+  assign \$171  = \$169  + \$170 ;
+  assign \$176  = $signed(l0_coef0_0_0_s4) * $signed(l0_bval0_0_s4);
+  assign \$177  = $signed(l0_coef0_0_1_s4) * $signed(l0_bval0_1_s4);
+  assign \$178  = $signed(l0_coef0_0_2_s4) * $signed(l0_bval0_2_s4);
+  assign \$179  = $signed(l0_coef0_0_3_s4) * $signed(l0_bval0_3_s4);
+  assign \$180  = $signed(t) + $signed(\t$26 );
+  assign \$181  = $signed(\t$30 ) + $signed(\t$34 );
+  assign \$182  = $signed(\$180 ) + $signed(\$181 );
+  assign \$183  = $signed(err0_s8) * $signed(l0_bval_bank0_0_s8);
+  assign \$184  = $signed(err0_s8) * $signed(l0_bval_bank0_1_s8);
+  assign \$185  = $signed(err0_s8) * $signed(l0_bval_bank0_2_s8);
+  assign \$186  = $signed(err0_s8) * $signed(l0_bval_bank0_3_s8);
   always @(posedge clk)
-    valid_s1 <= \$257 ;
+    valid_s1 <= \$187 ;
   always @(posedge clk)
-    valid_s2 <= \$258 ;
+    valid_s2 <= \$188 ;
   always @(posedge clk)
-    valid_s3 <= \$259 ;
+    valid_s3 <= \$189 ;
   always @(posedge clk)
-    valid_s4 <= \$260 ;
+    valid_s4 <= \$190 ;
   always @(posedge clk)
-    valid_s5 <= \$261 ;
+    valid_s5 <= \$191 ;
   always @(posedge clk)
-    valid_s6 <= \$262 ;
+    valid_s6 <= \$192 ;
   always @(posedge clk)
-    valid_s7 <= \$263 ;
+    valid_s7 <= \$193 ;
   always @(posedge clk)
-    valid_s8 <= \$264 ;
+    valid_s8 <= \$194 ;
   always @(posedge clk)
-    valid_s9 <= \$265 ;
+    valid_s9 <= \$195 ;
   always @(posedge clk)
-    valid_s10 <= \$266 ;
+    valid_s10 <= \$196 ;
   always @(posedge clk)
-    reload_count <= \$267 ;
+    reload_count <= \$197 ;
   always @(posedge clk)
-    port_in_flight0 <= \$268 ;
+    port_in_flight0 <= \$198 ;
   always @(posedge clk)
-    port_in_flight1 <= \$269 ;
+    port_in_flight1 <= \$199 ;
   always @(posedge clk)
-    port_in_flight2 <= \$270 ;
+    port_in_flight2 <= \$200 ;
   always @(posedge clk)
-    port_in_flight3 <= \$271 ;
+    port_in_flight3 <= \$201 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$272 ;
+    l0_port_local_p1 <= \$202 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$273 ;
+    l0_port_wr_p1 <= \$203 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$274 ;
+    l0_port_rd_p1 <= \$204 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$275 ;
+    l0_port_data_p1 <= \$205 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$276 ;
+    l0_port_edge_p2 <= \$206 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$277 ;
+    l0_port_local_p2 <= \$207 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$278 ;
+    l0_port_wr_p2 <= \$208 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$279 ;
+    l0_port_rd_p2 <= \$209 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$280 ;
+    l0_port_data_p2 <= \$210 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$281 ;
+    l0_port_q_p3 <= \$211 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$282 ;
+    l0_port_edge_p3 <= \$212 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$283 ;
+    l0_port_wr_p3 <= \$213 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$284 ;
+    l0_port_rd_p3 <= \$214 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$285 ;
+    l0_port_data_p3 <= \$215 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$286 ;
+    l0_port_baddr_p4 <= \$216 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$287 ;
+    l0_port_bank_p4 <= \$217 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$288 ;
+    l0_port_edge_p4 <= \$218 ;
   always @(posedge clk)
-    l0_ram_wr <= \$289 ;
+    l0_ram_wr <= \$219 ;
   always @(posedge clk)
-    l0_ram_rd <= \$290 ;
+    l0_ram_rd <= \$220 ;
   always @(posedge clk)
-    l0_ram_data <= \$291 ;
+    l0_ram_data <= \$221 ;
   always @(posedge clk)
-    l0_rd_edge <= \$292 ;
+    l0_rd_edge <= \$222 ;
   always @(posedge clk)
-    l0_rd_bank <= \$293 ;
+    l0_rd_bank <= \$223 ;
   always @(posedge clk)
-    read_layer <= \$294 ;
+    read_layer <= \$224 ;
   always @(posedge clk)
-    read_wait <= \$295 ;
+    read_wait <= \$225 ;
   always @(posedge clk)
-    read_wait1 <= \$296 ;
+    read_wait1 <= \$226 ;
   always @(posedge clk)
-    read_wait2 <= \$297 ;
+    read_wait2 <= \$227 ;
   always @(posedge clk)
-    read_wait3 <= \$298 ;
+    read_wait3 <= \$228 ;
   always @(posedge clk)
-    read_wait4 <= \$299 ;
+    read_wait4 <= \$229 ;
   always @(posedge clk)
-    pr__valid <= \$300 ;
+    pr__valid <= \$230 ;
   always @(posedge clk)
-    pr__payload <= \$301 ;
+    pr__payload <= \$231 ;
   always @(posedge clk)
-    u <= \$302 ;
+    u <= \$232 ;
   always @(posedge clk)
-    y0_s1 <= \$303 ;
+    y0_s1 <= \$233 ;
   always @(posedge clk)
-    kind_s1 <= \$304 ;
+    kind_s1 <= \$234 ;
   always @(posedge clk)
-    pos_in <= \$305 ;
+    pos_in <= \$235 ;
   always @(posedge clk)
-    l0_lo0_s3 <= \$306 ;
+    l0_lo0_s3 <= \$236 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$307 ;
+    l0_cell0_s3 <= \$237 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$308 ;
+    l0_bval0_0_s3 <= \$238 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$309 ;
+    l0_bval0_1_s3 <= \$239 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$310 ;
+    l0_bval0_2_s3 <= \$240 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$311 ;
+    l0_bval0_3_s3 <= \$241 ;
   always @(posedge clk)
-    l0_waddr0_0_s4 <= \$312 ;
+    l0_waddr0_0_s4 <= \$242 ;
   always @(posedge clk)
-    l0_waddr0_1_s4 <= \$313 ;
+    l0_waddr0_1_s4 <= \$243 ;
   always @(posedge clk)
-    l0_waddr0_2_s4 <= \$314 ;
+    l0_waddr0_2_s4 <= \$244 ;
   always @(posedge clk)
-    l0_waddr0_3_s4 <= \$315 ;
+    l0_waddr0_3_s4 <= \$245 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$316 ;
+    l0_bval_bank0_0_s4 <= \$246 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$317 ;
+    l0_bval_bank0_1_s4 <= \$247 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$318 ;
+    l0_bval_bank0_2_s4 <= \$248 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$319 ;
+    l0_bval_bank0_3_s4 <= \$249 ;
   always @(posedge clk)
-    l0_coef0_0_0_s4 <= \$320 ;
+    l0_coef0_0_0_s4 <= \$250 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$321 ;
+    l0_bval0_0_s4 <= \$251 ;
   always @(posedge clk)
-    l0_prod0_0_0_raw_s5 <= \$322 ;
+    l0_prod0_0_0_raw_s5 <= \$252 ;
   always @(posedge clk)
-    l0_coef0_0_1_s4 <= \$323 ;
+    l0_coef0_0_1_s4 <= \$253 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$324 ;
+    l0_bval0_1_s4 <= \$254 ;
   always @(posedge clk)
-    l0_prod0_0_1_raw_s5 <= \$325 ;
+    l0_prod0_0_1_raw_s5 <= \$255 ;
   always @(posedge clk)
-    l0_coef0_0_2_s4 <= \$326 ;
+    l0_coef0_0_2_s4 <= \$256 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$327 ;
+    l0_bval0_2_s4 <= \$257 ;
   always @(posedge clk)
-    l0_prod0_0_2_raw_s5 <= \$328 ;
+    l0_prod0_0_2_raw_s5 <= \$258 ;
   always @(posedge clk)
-    l0_coef0_0_3_s4 <= \$329 ;
+    l0_coef0_0_3_s4 <= \$259 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$330 ;
+    l0_bval0_3_s4 <= \$260 ;
   always @(posedge clk)
-    l0_prod0_0_3_raw_s5 <= \$331 ;
+    l0_prod0_0_3_raw_s5 <= \$261 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s6 <= \$332 ;
+    l0_sum0_t0_0_s6 <= \$262 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$333 ;
+    l0_out0_s7 <= \$263 ;
   always @(posedge clk)
-    y0_s2 <= \$334 ;
+    y0_s2 <= \$264 ;
   always @(posedge clk)
-    y0_s3 <= \$335 ;
+    y0_s3 <= \$265 ;
   always @(posedge clk)
-    y0_s4 <= \$336 ;
+    y0_s4 <= \$266 ;
   always @(posedge clk)
-    y0_s5 <= \$337 ;
+    y0_s5 <= \$267 ;
   always @(posedge clk)
-    y0_s6 <= \$338 ;
+    y0_s6 <= \$268 ;
   always @(posedge clk)
-    y0_s7 <= \$339 ;
+    y0_s7 <= \$269 ;
   always @(posedge clk)
-    kind_s2 <= \$340 ;
+    kind_s2 <= \$270 ;
   always @(posedge clk)
-    kind_s3 <= \$341 ;
+    kind_s3 <= \$271 ;
   always @(posedge clk)
-    kind_s4 <= \$342 ;
+    kind_s4 <= \$272 ;
   always @(posedge clk)
-    kind_s5 <= \$343 ;
+    kind_s5 <= \$273 ;
   always @(posedge clk)
-    kind_s6 <= \$344 ;
+    kind_s6 <= \$274 ;
   always @(posedge clk)
-    kind_s7 <= \$345 ;
+    kind_s7 <= \$275 ;
   always @(posedge clk)
-    err0_s8 <= \$346 ;
+    err0_s8 <= \$276 ;
   always @(posedge clk)
-    l0_waddr0_0_s5 <= \$347 ;
+    l0_waddr0_0_s5 <= \$277 ;
   always @(posedge clk)
-    l0_waddr0_0_s6 <= \$348 ;
+    l0_waddr0_0_s6 <= \$278 ;
   always @(posedge clk)
-    l0_waddr0_0_s7 <= \$349 ;
+    l0_waddr0_0_s7 <= \$279 ;
   always @(posedge clk)
-    l0_waddr0_0_s8 <= \$350 ;
+    l0_waddr0_0_s8 <= \$280 ;
   always @(posedge clk)
-    l0_waddr0_0_s9 <= \$351 ;
+    l0_waddr0_0_s9 <= \$281 ;
   always @(posedge clk)
-    l0_waddr0_0_s10 <= \$352 ;
+    l0_waddr0_0_s10 <= \$282 ;
   always @(posedge clk)
-    l0_waddr0_1_s5 <= \$353 ;
+    l0_waddr0_1_s5 <= \$283 ;
   always @(posedge clk)
-    l0_waddr0_1_s6 <= \$354 ;
+    l0_waddr0_1_s6 <= \$284 ;
   always @(posedge clk)
-    l0_waddr0_1_s7 <= \$355 ;
+    l0_waddr0_1_s7 <= \$285 ;
   always @(posedge clk)
-    l0_waddr0_1_s8 <= \$356 ;
+    l0_waddr0_1_s8 <= \$286 ;
   always @(posedge clk)
-    l0_waddr0_1_s9 <= \$357 ;
+    l0_waddr0_1_s9 <= \$287 ;
   always @(posedge clk)
-    l0_waddr0_1_s10 <= \$358 ;
+    l0_waddr0_1_s10 <= \$288 ;
   always @(posedge clk)
-    l0_waddr0_2_s5 <= \$359 ;
+    l0_waddr0_2_s5 <= \$289 ;
   always @(posedge clk)
-    l0_waddr0_2_s6 <= \$360 ;
+    l0_waddr0_2_s6 <= \$290 ;
   always @(posedge clk)
-    l0_waddr0_2_s7 <= \$361 ;
+    l0_waddr0_2_s7 <= \$291 ;
   always @(posedge clk)
-    l0_waddr0_2_s8 <= \$362 ;
+    l0_waddr0_2_s8 <= \$292 ;
   always @(posedge clk)
-    l0_waddr0_2_s9 <= \$363 ;
+    l0_waddr0_2_s9 <= \$293 ;
   always @(posedge clk)
-    l0_waddr0_2_s10 <= \$364 ;
+    l0_waddr0_2_s10 <= \$294 ;
   always @(posedge clk)
-    l0_waddr0_3_s5 <= \$365 ;
+    l0_waddr0_3_s5 <= \$295 ;
   always @(posedge clk)
-    l0_waddr0_3_s6 <= \$366 ;
+    l0_waddr0_3_s6 <= \$296 ;
   always @(posedge clk)
-    l0_waddr0_3_s7 <= \$367 ;
+    l0_waddr0_3_s7 <= \$297 ;
   always @(posedge clk)
-    l0_waddr0_3_s8 <= \$368 ;
+    l0_waddr0_3_s8 <= \$298 ;
   always @(posedge clk)
-    l0_waddr0_3_s9 <= \$369 ;
+    l0_waddr0_3_s9 <= \$299 ;
   always @(posedge clk)
-    l0_waddr0_3_s10 <= \$370 ;
+    l0_waddr0_3_s10 <= \$300 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$371 ;
+    l0_bval_bank0_0_s5 <= \$301 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$372 ;
+    l0_bval_bank0_0_s6 <= \$302 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s7 <= \$373 ;
+    l0_bval_bank0_0_s7 <= \$303 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s8 <= \$374 ;
+    l0_bval_bank0_0_s8 <= \$304 ;
   always @(posedge clk)
-    l0_delta0_0_0_raw_s9 <= \$375 ;
+    l0_delta0_0_0_raw_s9 <= \$305 ;
   always @(posedge clk)
-    l0_delta0_0_0_s10 <= \$376 ;
+    l0_delta0_0_0_s10 <= \$306 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$377 ;
+    l0_bval_bank0_1_s5 <= \$307 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$378 ;
+    l0_bval_bank0_1_s6 <= \$308 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s7 <= \$379 ;
+    l0_bval_bank0_1_s7 <= \$309 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s8 <= \$380 ;
+    l0_bval_bank0_1_s8 <= \$310 ;
   always @(posedge clk)
-    l0_delta0_0_1_raw_s9 <= \$381 ;
+    l0_delta0_0_1_raw_s9 <= \$311 ;
   always @(posedge clk)
-    l0_delta0_0_1_s10 <= \$382 ;
+    l0_delta0_0_1_s10 <= \$312 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$383 ;
+    l0_bval_bank0_2_s5 <= \$313 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$384 ;
+    l0_bval_bank0_2_s6 <= \$314 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s7 <= \$385 ;
+    l0_bval_bank0_2_s7 <= \$315 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s8 <= \$386 ;
+    l0_bval_bank0_2_s8 <= \$316 ;
+  always @(posedge clk)
+    l0_delta0_0_2_raw_s9 <= \$317 ;
+  always @(posedge clk)
+    l0_delta0_0_2_s10 <= \$318 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s5 <= \$319 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s6 <= \$320 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s7 <= \$321 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s8 <= \$322 ;
+  always @(posedge clk)
+    l0_delta0_0_3_raw_s9 <= \$323 ;
+  always @(posedge clk)
+    l0_delta0_0_3_s10 <= \$324 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -1551,62 +1381,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     .u(u),
     .vc(pos)
   );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$387  = l0_delta0_0_2_raw_s9;
-    if (en) begin
-      \$387  = \$255 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$388  = l0_delta0_0_2_s10;
-    if (en) begin
-      \$388  = \t$69 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$389  = l0_bval_bank0_3_s5;
-    if (en) begin
-      \$389  = l0_bval_bank0_3_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$390  = l0_bval_bank0_3_s6;
-    if (en) begin
-      \$390  = l0_bval_bank0_3_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$391  = l0_bval_bank0_3_s7;
-    if (en) begin
-      \$391  = l0_bval_bank0_3_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$392  = l0_bval_bank0_3_s8;
-    if (en) begin
-      \$392  = l0_bval_bank0_3_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$393  = l0_delta0_0_3_raw_s9;
-    if (en) begin
-      \$393  = \$256 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$394  = l0_delta0_0_3_s10;
-    if (en) begin
-      \$394  = \t$75 ;
-    end
-  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
@@ -1665,10 +1439,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$218  = 3'h0;
+    \$148  = 3'h0;
     casez (l0_port_edge_p2)
       3'h0:
-          \$218  = 3'h0;
+          \$148  = 3'h0;
     endcase
   end
   always @* begin
@@ -1676,29 +1450,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$227  = \$signature__data ;
+          \$157  = \$signature__data ;
       2'h1:
-          \$227  = \$signature__data$19 ;
+          \$157  = \$signature__data$19 ;
       2'h2:
-          \$227  = \$signature__data$20 ;
+          \$157  = \$signature__data$20 ;
       2'h3:
-          \$227  = \$signature__data$21 ;
+          \$157  = \$signature__data$21 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$228  = 16'h0000;
+    \$158  = 16'h0000;
     casez (l0_rd_edge)
       1'h0:
-          \$228  = \$227 ;
+          \$158  = \$157 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$229  = 16'h0000;
+    \$159  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$229  = \$228 ;
+          \$159  = \$158 ;
     endcase
   end
   always @* begin
@@ -1706,13 +1480,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_lo0_s3)
       2'h0:
-          \$242  = l0_bval0_0_s3;
+          \$172  = l0_bval0_0_s3;
       2'h1:
-          \$242  = l0_bval0_3_s3;
+          \$172  = l0_bval0_3_s3;
       2'h2:
-          \$242  = l0_bval0_2_s3;
+          \$172  = l0_bval0_2_s3;
       2'h3:
-          \$242  = l0_bval0_1_s3;
+          \$172  = l0_bval0_1_s3;
     endcase
   end
   always @* begin
@@ -1720,13 +1494,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_lo0_s3)
       2'h0:
-          \$243  = l0_bval0_1_s3;
+          \$173  = l0_bval0_1_s3;
       2'h1:
-          \$243  = l0_bval0_0_s3;
+          \$173  = l0_bval0_0_s3;
       2'h2:
-          \$243  = l0_bval0_3_s3;
+          \$173  = l0_bval0_3_s3;
       2'h3:
-          \$243  = l0_bval0_2_s3;
+          \$173  = l0_bval0_2_s3;
     endcase
   end
   always @* begin
@@ -1734,13 +1508,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_lo0_s3)
       2'h0:
-          \$244  = l0_bval0_2_s3;
+          \$174  = l0_bval0_2_s3;
       2'h1:
-          \$244  = l0_bval0_1_s3;
+          \$174  = l0_bval0_1_s3;
       2'h2:
-          \$244  = l0_bval0_0_s3;
+          \$174  = l0_bval0_0_s3;
       2'h3:
-          \$244  = l0_bval0_3_s3;
+          \$174  = l0_bval0_3_s3;
     endcase
   end
   always @* begin
@@ -1748,13 +1522,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_lo0_s3)
       2'h0:
-          \$245  = l0_bval0_3_s3;
+          \$175  = l0_bval0_3_s3;
       2'h1:
-          \$245  = l0_bval0_2_s3;
+          \$175  = l0_bval0_2_s3;
       2'h2:
-          \$245  = l0_bval0_1_s3;
+          \$175  = l0_bval0_1_s3;
       2'h3:
-          \$245  = l0_bval0_0_s3;
+          \$175  = l0_bval0_0_s3;
     endcase
   end
   always @* begin
@@ -1762,7 +1536,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (kind_s7)
       2'h0:
-          e = \t$49 ;
+          e = \t$46 ;
       2'h2:
           e = y0_s7;
       default:
@@ -1771,966 +1545,1022 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$257  = valid_s1;
+    \$187  = valid_s1;
     if (en) begin
-      \$257  = accept;
+      \$187  = accept;
     end
     if (rst) begin
-      \$257  = 1'h0;
+      \$187  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$258  = valid_s2;
+    \$188  = valid_s2;
     if (en) begin
-      \$258  = valid_s1;
+      \$188  = valid_s1;
     end
     if (rst) begin
-      \$258  = 1'h0;
+      \$188  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$259  = valid_s3;
+    \$189  = valid_s3;
     if (en) begin
-      \$259  = valid_s2;
+      \$189  = valid_s2;
     end
     if (rst) begin
-      \$259  = 1'h0;
+      \$189  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$260  = valid_s4;
+    \$190  = valid_s4;
     if (en) begin
-      \$260  = valid_s3;
+      \$190  = valid_s3;
     end
     if (rst) begin
-      \$260  = 1'h0;
+      \$190  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$261  = valid_s5;
+    \$191  = valid_s5;
     if (en) begin
-      \$261  = valid_s4;
+      \$191  = valid_s4;
     end
     if (rst) begin
-      \$261  = 1'h0;
+      \$191  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$262  = valid_s6;
+    \$192  = valid_s6;
     if (en) begin
-      \$262  = valid_s5;
+      \$192  = valid_s5;
     end
     if (rst) begin
-      \$262  = 1'h0;
+      \$192  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$263  = valid_s7;
+    \$193  = valid_s7;
     if (en) begin
-      \$263  = valid_s6;
+      \$193  = valid_s6;
     end
     if (rst) begin
-      \$263  = 1'h0;
+      \$193  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$264  = valid_s8;
+    \$194  = valid_s8;
     if (en) begin
-      \$264  = valid_s7;
+      \$194  = valid_s7;
     end
     if (rst) begin
-      \$264  = 1'h0;
+      \$194  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$265  = valid_s9;
+    \$195  = valid_s9;
     if (en) begin
-      \$265  = valid_s8;
+      \$195  = valid_s8;
     end
     if (rst) begin
-      \$265  = 1'h0;
+      \$195  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$266  = valid_s10;
+    \$196  = valid_s10;
     if (en) begin
-      \$266  = valid_s9;
+      \$196  = valid_s9;
     end
     if (rst) begin
-      \$266  = 1'h0;
+      \$196  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$267  = reload_count;
+    \$197  = reload_count;
     if (reloading) begin
-      \$267  = \$216 [3:0];
+      \$197  = \$146 [3:0];
     end
     if (rst) begin
-      \$267  = 4'h0;
+      \$197  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$268  = port_cmd;
+    \$198  = port_cmd;
     if (rst) begin
-      \$268  = 1'h0;
+      \$198  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$269  = port_in_flight0;
+    \$199  = port_in_flight0;
     if (rst) begin
-      \$269  = 1'h0;
+      \$199  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$270  = port_in_flight1;
+    \$200  = port_in_flight1;
     if (rst) begin
-      \$270  = 1'h0;
+      \$200  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$271  = port_in_flight2;
+    \$201  = port_in_flight2;
     if (rst) begin
-      \$271  = 1'h0;
+      \$201  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$272  = \$205 [2:0];
+    \$202  = \$135 [2:0];
     if (rst) begin
-      \$272  = 3'h0;
+      \$202  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$273  = l0_port_wr;
+    \$203  = l0_port_wr;
     if (rst) begin
-      \$273  = 1'h0;
+      \$203  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$274  = l0_port_rd;
+    \$204  = l0_port_rd;
     if (rst) begin
-      \$274  = 1'h0;
+      \$204  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$275  = l0_port_data;
+    \$205  = l0_port_data;
     if (rst) begin
-      \$275  = 16'h0000;
+      \$205  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$276  = \$217 ;
+    \$206  = \$147 ;
     if (rst) begin
-      \$276  = 3'h0;
+      \$206  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$277  = l0_port_local_p1;
+    \$207  = l0_port_local_p1;
     if (rst) begin
-      \$277  = 3'h0;
+      \$207  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$278  = l0_port_wr_p1;
+    \$208  = l0_port_wr_p1;
     if (rst) begin
-      \$278  = 1'h0;
+      \$208  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$279  = l0_port_rd_p1;
+    \$209  = l0_port_rd_p1;
     if (rst) begin
-      \$279  = 1'h0;
+      \$209  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$280  = l0_port_data_p1;
+    \$210  = l0_port_data_p1;
     if (rst) begin
-      \$280  = 16'h0000;
+      \$210  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$281  = \$219 [2:0];
+    \$211  = \$149 [2:0];
     if (rst) begin
-      \$281  = 3'h0;
+      \$211  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$282  = l0_port_edge_p2;
+    \$212  = l0_port_edge_p2;
     if (rst) begin
-      \$282  = 3'h0;
+      \$212  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$283  = l0_port_wr_p2;
+    \$213  = l0_port_wr_p2;
     if (rst) begin
-      \$283  = 1'h0;
+      \$213  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$284  = l0_port_rd_p2;
+    \$214  = l0_port_rd_p2;
     if (rst) begin
-      \$284  = 1'h0;
+      \$214  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$285  = l0_port_data_p2;
+    \$215  = l0_port_data_p2;
     if (rst) begin
-      \$285  = 16'h0000;
+      \$215  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$286  = \$220 ;
+    \$216  = \$150 ;
     if (rst) begin
-      \$286  = 3'h0;
+      \$216  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$287  = \$223 ;
+    \$217  = \$153 ;
     if (rst) begin
-      \$287  = 7'h00;
+      \$217  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$288  = l0_port_edge_p3;
+    \$218  = l0_port_edge_p3;
     if (rst) begin
-      \$288  = 3'h0;
+      \$218  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$289  = l0_port_wr_p3;
+    \$219  = l0_port_wr_p3;
     if (rst) begin
-      \$289  = 1'h0;
+      \$219  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$290  = l0_port_rd_p3;
+    \$220  = l0_port_rd_p3;
     if (rst) begin
-      \$290  = 1'h0;
+      \$220  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$291  = l0_port_data_p3;
+    \$221  = l0_port_data_p3;
     if (rst) begin
-      \$291  = 16'h0000;
+      \$221  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$292  = l0_rd_edge;
+    \$222  = l0_rd_edge;
     if (l0_ram_rd) begin
-      \$292  = l0_port_edge_p4[0];
+      \$222  = l0_port_edge_p4[0];
     end
     if (rst) begin
-      \$292  = 1'h0;
+      \$222  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$293  = l0_rd_bank;
+    \$223  = l0_rd_bank;
     if (l0_ram_rd) begin
-      \$293  = l0_port_bank_p4[1:0];
+      \$223  = l0_port_bank_p4[1:0];
     end
     if (rst) begin
-      \$293  = 2'h0;
+      \$223  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$294  = read_layer;
+    \$224  = read_layer;
     if (l0_port_rd) begin
-      \$294  = 1'h0;
+      \$224  = 1'h0;
     end
     if (rst) begin
-      \$294  = 1'h0;
+      \$224  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$295  = \$225 ;
+    \$225  = \$155 ;
     if (rst) begin
-      \$295  = 1'h0;
+      \$225  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$296  = read_wait;
+    \$226  = read_wait;
     if (rst) begin
-      \$296  = 1'h0;
+      \$226  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$297  = read_wait1;
+    \$227  = read_wait1;
     if (rst) begin
-      \$297  = 1'h0;
+      \$227  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$298  = read_wait2;
+    \$228  = read_wait2;
     if (rst) begin
-      \$298  = 1'h0;
+      \$228  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$299  = read_wait3;
+    \$229  = read_wait3;
     if (rst) begin
-      \$299  = 1'h0;
+      \$229  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$300  = pr__valid;
-    if (\$226 ) begin
-      \$300  = 1'h1;
+    \$230  = pr__valid;
+    if (\$156 ) begin
+      \$230  = 1'h1;
     end else if (read_wait4) begin
-      \$300  = 1'h1;
+      \$230  = 1'h1;
     end else if (pr__ready) begin
-      \$300  = 1'h0;
+      \$230  = 1'h0;
     end
     if (rst) begin
-      \$300  = 1'h0;
+      \$230  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$301  = pr__payload;
-    if (\$226 ) begin
-      \$301  = pc__payload[15:0];
+    \$231  = pr__payload;
+    if (\$156 ) begin
+      \$231  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$301  = \$229 ;
+      \$231  = \$159 ;
     end
     if (rst) begin
-      \$301  = 16'h0000;
+      \$231  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$302  = u;
+    \$232  = u;
     if (en) begin
-      \$302  = s__payload[15:0];
+      \$232  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$303  = y0_s1;
+    \$233  = y0_s1;
     if (en) begin
-      \$303  = s__payload[31:16];
+      \$233  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$304  = kind_s1;
+    \$234  = kind_s1;
     if (en) begin
-      \$304  = s__payload[33:32];
+      \$234  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$305  = pos_in;
+    \$235  = pos_in;
     if (en) begin
-      \$305  = pos;
+      \$235  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$306  = l0_lo0_s3;
+    \$236  = l0_lo0_s3;
     if (en) begin
-      \$306  = \cell [1:0];
+      \$236  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$307  = l0_cell0_s3;
+    \$237  = l0_cell0_s3;
     if (en) begin
-      \$307  = \cell ;
+      \$237  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$308  = l0_bval0_0_s3;
+    \$238  = l0_bval0_0_s3;
     if (en) begin
-      \$308  = bval[15:0];
+      \$238  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$309  = l0_bval0_1_s3;
+    \$239  = l0_bval0_1_s3;
     if (en) begin
-      \$309  = bval[31:16];
+      \$239  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$310  = l0_bval0_2_s3;
+    \$240  = l0_bval0_2_s3;
     if (en) begin
-      \$310  = bval[47:32];
+      \$240  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$311  = l0_bval0_3_s3;
+    \$241  = l0_bval0_3_s3;
     if (en) begin
-      \$311  = bval[63:48];
+      \$241  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$312  = l0_waddr0_0_s4;
+    \$242  = l0_waddr0_0_s4;
     if (en) begin
-      \$312  = \$232 ;
+      \$242  = \$162 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$313  = l0_waddr0_1_s4;
+    \$243  = l0_waddr0_1_s4;
     if (en) begin
-      \$313  = \$235 ;
+      \$243  = \$165 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$314  = l0_waddr0_2_s4;
+    \$244  = l0_waddr0_2_s4;
     if (en) begin
-      \$314  = \$238 ;
+      \$244  = \$168 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$315  = l0_waddr0_3_s4;
+    \$245  = l0_waddr0_3_s4;
     if (en) begin
-      \$315  = \$241 ;
+      \$245  = \$171 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$316  = l0_bval_bank0_0_s4;
+    \$246  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$316  = \$242 ;
+      \$246  = \$172 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$317  = l0_bval_bank0_1_s4;
+    \$247  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$317  = \$243 ;
+      \$247  = \$173 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$318  = l0_bval_bank0_2_s4;
+    \$248  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$318  = \$244 ;
+      \$248  = \$174 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$319  = l0_bval_bank0_3_s4;
+    \$249  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$319  = \$245 ;
+      \$249  = \$175 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$320  = l0_coef0_0_0_s4;
+    \$250  = l0_coef0_0_0_s4;
     if (en) begin
-      \$320  = l0_read0_0_0;
+      \$250  = l0_read0_0_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$321  = l0_bval0_0_s4;
+    \$251  = l0_bval0_0_s4;
     if (en) begin
-      \$321  = l0_bval0_0_s3;
+      \$251  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$322  = l0_prod0_0_0_raw_s5;
+    \$252  = l0_prod0_0_0_raw_s5;
     if (en) begin
-      \$322  = \$246 ;
+      \$252  = \$176 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$323  = l0_coef0_0_1_s4;
+    \$253  = l0_coef0_0_1_s4;
     if (en) begin
-      \$323  = l0_read0_0_1;
+      \$253  = l0_read0_0_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = l0_bval0_1_s4;
+    \$254  = l0_bval0_1_s4;
     if (en) begin
-      \$324  = l0_bval0_1_s3;
+      \$254  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$325  = l0_prod0_0_1_raw_s5;
+    \$255  = l0_prod0_0_1_raw_s5;
     if (en) begin
-      \$325  = \$247 ;
+      \$255  = \$177 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$326  = l0_coef0_0_2_s4;
+    \$256  = l0_coef0_0_2_s4;
     if (en) begin
-      \$326  = l0_read0_0_2;
+      \$256  = l0_read0_0_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$327  = l0_bval0_2_s4;
+    \$257  = l0_bval0_2_s4;
     if (en) begin
-      \$327  = l0_bval0_2_s3;
+      \$257  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$328  = l0_prod0_0_2_raw_s5;
+    \$258  = l0_prod0_0_2_raw_s5;
     if (en) begin
-      \$328  = \$248 ;
+      \$258  = \$178 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$329  = l0_coef0_0_3_s4;
+    \$259  = l0_coef0_0_3_s4;
     if (en) begin
-      \$329  = l0_read0_0_3;
+      \$259  = l0_read0_0_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$330  = l0_bval0_3_s4;
+    \$260  = l0_bval0_3_s4;
     if (en) begin
-      \$330  = l0_bval0_3_s3;
+      \$260  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$331  = l0_prod0_0_3_raw_s5;
+    \$261  = l0_prod0_0_3_raw_s5;
     if (en) begin
-      \$331  = \$249 ;
+      \$261  = \$179 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$332  = l0_sum0_t0_0_s6;
+    \$262  = l0_sum0_t0_0_s6;
     if (en) begin
-      \$332  = \$252 ;
+      \$262  = \$182 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$333  = l0_out0_s7;
+    \$263  = l0_out0_s7;
     if (en) begin
-      \$333  = \t$43 ;
+      \$263  = \t$40 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$334  = y0_s2;
+    \$264  = y0_s2;
     if (en) begin
-      \$334  = y0_s1;
+      \$264  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$335  = y0_s3;
+    \$265  = y0_s3;
     if (en) begin
-      \$335  = y0_s2;
+      \$265  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$336  = y0_s4;
+    \$266  = y0_s4;
     if (en) begin
-      \$336  = y0_s3;
+      \$266  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$337  = y0_s5;
+    \$267  = y0_s5;
     if (en) begin
-      \$337  = y0_s4;
+      \$267  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$338  = y0_s6;
+    \$268  = y0_s6;
     if (en) begin
-      \$338  = y0_s5;
+      \$268  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$339  = y0_s7;
+    \$269  = y0_s7;
     if (en) begin
-      \$339  = y0_s6;
+      \$269  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$340  = kind_s2;
+    \$270  = kind_s2;
     if (en) begin
-      \$340  = kind_s1;
+      \$270  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$341  = kind_s3;
+    \$271  = kind_s3;
     if (en) begin
-      \$341  = kind_s2;
+      \$271  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$342  = kind_s4;
+    \$272  = kind_s4;
     if (en) begin
-      \$342  = kind_s3;
+      \$272  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$343  = kind_s5;
+    \$273  = kind_s5;
     if (en) begin
-      \$343  = kind_s4;
+      \$273  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$344  = kind_s6;
+    \$274  = kind_s6;
     if (en) begin
-      \$344  = kind_s5;
+      \$274  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$345  = kind_s7;
+    \$275  = kind_s7;
     if (en) begin
-      \$345  = kind_s6;
+      \$275  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$346  = err0_s8;
+    \$276  = err0_s8;
     if (en) begin
-      \$346  = e;
+      \$276  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$347  = l0_waddr0_0_s5;
+    \$277  = l0_waddr0_0_s5;
     if (en) begin
-      \$347  = l0_waddr0_0_s4;
+      \$277  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$348  = l0_waddr0_0_s6;
+    \$278  = l0_waddr0_0_s6;
     if (en) begin
-      \$348  = l0_waddr0_0_s5;
+      \$278  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$349  = l0_waddr0_0_s7;
+    \$279  = l0_waddr0_0_s7;
     if (en) begin
-      \$349  = l0_waddr0_0_s6;
+      \$279  = l0_waddr0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = l0_waddr0_0_s8;
+    \$280  = l0_waddr0_0_s8;
     if (en) begin
-      \$350  = l0_waddr0_0_s7;
+      \$280  = l0_waddr0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$351  = l0_waddr0_0_s9;
+    \$281  = l0_waddr0_0_s9;
     if (en) begin
-      \$351  = l0_waddr0_0_s8;
+      \$281  = l0_waddr0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$352  = l0_waddr0_0_s10;
+    \$282  = l0_waddr0_0_s10;
     if (en) begin
-      \$352  = l0_waddr0_0_s9;
+      \$282  = l0_waddr0_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$353  = l0_waddr0_1_s5;
+    \$283  = l0_waddr0_1_s5;
     if (en) begin
-      \$353  = l0_waddr0_1_s4;
+      \$283  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$354  = l0_waddr0_1_s6;
+    \$284  = l0_waddr0_1_s6;
     if (en) begin
-      \$354  = l0_waddr0_1_s5;
+      \$284  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$355  = l0_waddr0_1_s7;
+    \$285  = l0_waddr0_1_s7;
     if (en) begin
-      \$355  = l0_waddr0_1_s6;
+      \$285  = l0_waddr0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$356  = l0_waddr0_1_s8;
+    \$286  = l0_waddr0_1_s8;
     if (en) begin
-      \$356  = l0_waddr0_1_s7;
+      \$286  = l0_waddr0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$357  = l0_waddr0_1_s9;
+    \$287  = l0_waddr0_1_s9;
     if (en) begin
-      \$357  = l0_waddr0_1_s8;
+      \$287  = l0_waddr0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$358  = l0_waddr0_1_s10;
+    \$288  = l0_waddr0_1_s10;
     if (en) begin
-      \$358  = l0_waddr0_1_s9;
+      \$288  = l0_waddr0_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$359  = l0_waddr0_2_s5;
+    \$289  = l0_waddr0_2_s5;
     if (en) begin
-      \$359  = l0_waddr0_2_s4;
+      \$289  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$360  = l0_waddr0_2_s6;
+    \$290  = l0_waddr0_2_s6;
     if (en) begin
-      \$360  = l0_waddr0_2_s5;
+      \$290  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$361  = l0_waddr0_2_s7;
+    \$291  = l0_waddr0_2_s7;
     if (en) begin
-      \$361  = l0_waddr0_2_s6;
+      \$291  = l0_waddr0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$362  = l0_waddr0_2_s8;
+    \$292  = l0_waddr0_2_s8;
     if (en) begin
-      \$362  = l0_waddr0_2_s7;
+      \$292  = l0_waddr0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$363  = l0_waddr0_2_s9;
+    \$293  = l0_waddr0_2_s9;
     if (en) begin
-      \$363  = l0_waddr0_2_s8;
+      \$293  = l0_waddr0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$364  = l0_waddr0_2_s10;
+    \$294  = l0_waddr0_2_s10;
     if (en) begin
-      \$364  = l0_waddr0_2_s9;
+      \$294  = l0_waddr0_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$365  = l0_waddr0_3_s5;
+    \$295  = l0_waddr0_3_s5;
     if (en) begin
-      \$365  = l0_waddr0_3_s4;
+      \$295  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$366  = l0_waddr0_3_s6;
+    \$296  = l0_waddr0_3_s6;
     if (en) begin
-      \$366  = l0_waddr0_3_s5;
+      \$296  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$367  = l0_waddr0_3_s7;
+    \$297  = l0_waddr0_3_s7;
     if (en) begin
-      \$367  = l0_waddr0_3_s6;
+      \$297  = l0_waddr0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$368  = l0_waddr0_3_s8;
+    \$298  = l0_waddr0_3_s8;
     if (en) begin
-      \$368  = l0_waddr0_3_s7;
+      \$298  = l0_waddr0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$369  = l0_waddr0_3_s9;
+    \$299  = l0_waddr0_3_s9;
     if (en) begin
-      \$369  = l0_waddr0_3_s8;
+      \$299  = l0_waddr0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$370  = l0_waddr0_3_s10;
+    \$300  = l0_waddr0_3_s10;
     if (en) begin
-      \$370  = l0_waddr0_3_s9;
+      \$300  = l0_waddr0_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$371  = l0_bval_bank0_0_s5;
+    \$301  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$371  = l0_bval_bank0_0_s4;
+      \$301  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$372  = l0_bval_bank0_0_s6;
+    \$302  = l0_bval_bank0_0_s6;
     if (en) begin
-      \$372  = l0_bval_bank0_0_s5;
+      \$302  = l0_bval_bank0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$373  = l0_bval_bank0_0_s7;
+    \$303  = l0_bval_bank0_0_s7;
     if (en) begin
-      \$373  = l0_bval_bank0_0_s6;
+      \$303  = l0_bval_bank0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$374  = l0_bval_bank0_0_s8;
+    \$304  = l0_bval_bank0_0_s8;
     if (en) begin
-      \$374  = l0_bval_bank0_0_s7;
+      \$304  = l0_bval_bank0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$375  = l0_delta0_0_0_raw_s9;
+    \$305  = l0_delta0_0_0_raw_s9;
     if (en) begin
-      \$375  = \$253 ;
+      \$305  = \$183 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$376  = l0_delta0_0_0_s10;
+    \$306  = l0_delta0_0_0_s10;
     if (en) begin
-      \$376  = \t$57 ;
+      \$306  = \t$51 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$377  = l0_bval_bank0_1_s5;
+    \$307  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$377  = l0_bval_bank0_1_s4;
+      \$307  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$378  = l0_bval_bank0_1_s6;
+    \$308  = l0_bval_bank0_1_s6;
     if (en) begin
-      \$378  = l0_bval_bank0_1_s5;
+      \$308  = l0_bval_bank0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$379  = l0_bval_bank0_1_s7;
+    \$309  = l0_bval_bank0_1_s7;
     if (en) begin
-      \$379  = l0_bval_bank0_1_s6;
+      \$309  = l0_bval_bank0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$380  = l0_bval_bank0_1_s8;
+    \$310  = l0_bval_bank0_1_s8;
     if (en) begin
-      \$380  = l0_bval_bank0_1_s7;
+      \$310  = l0_bval_bank0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$381  = l0_delta0_0_1_raw_s9;
+    \$311  = l0_delta0_0_1_raw_s9;
     if (en) begin
-      \$381  = \$254 ;
+      \$311  = \$184 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$382  = l0_delta0_0_1_s10;
+    \$312  = l0_delta0_0_1_s10;
     if (en) begin
-      \$382  = \t$63 ;
+      \$312  = \t$54 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$383  = l0_bval_bank0_2_s5;
+    \$313  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$383  = l0_bval_bank0_2_s4;
+      \$313  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$384  = l0_bval_bank0_2_s6;
+    \$314  = l0_bval_bank0_2_s6;
     if (en) begin
-      \$384  = l0_bval_bank0_2_s5;
+      \$314  = l0_bval_bank0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$385  = l0_bval_bank0_2_s7;
+    \$315  = l0_bval_bank0_2_s7;
     if (en) begin
-      \$385  = l0_bval_bank0_2_s6;
+      \$315  = l0_bval_bank0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$386  = l0_bval_bank0_2_s8;
+    \$316  = l0_bval_bank0_2_s8;
     if (en) begin
-      \$386  = l0_bval_bank0_2_s7;
+      \$316  = l0_bval_bank0_2_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$317  = l0_delta0_0_2_raw_s9;
+    if (en) begin
+      \$317  = \$185 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$318  = l0_delta0_0_2_s10;
+    if (en) begin
+      \$318  = \t$57 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$319  = l0_bval_bank0_3_s5;
+    if (en) begin
+      \$319  = l0_bval_bank0_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$320  = l0_bval_bank0_3_s6;
+    if (en) begin
+      \$320  = l0_bval_bank0_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$321  = l0_bval_bank0_3_s7;
+    if (en) begin
+      \$321  = l0_bval_bank0_3_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$322  = l0_bval_bank0_3_s8;
+    if (en) begin
+      \$322  = l0_bval_bank0_3_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$323  = l0_delta0_0_3_raw_s9;
+    if (en) begin
+      \$323  = \$186 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$324  = l0_delta0_0_3_s10;
+    if (en) begin
+      \$324  = \t$60 ;
     end
   end
   assign x0_s1 = u;
@@ -2745,25 +2575,30 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$32  = { \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30  };
   assign \t$36  = { \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34 [34], \t$34  };
   assign \t$37  = l0_sum0_t0_0_s6[39:0];
+  assign rounded = \$17 [42:17];
+  assign \rounded$49  = \$29 [34:17];
+  assign \rounded$52  = \$37 [34:17];
+  assign \rounded$55  = \$45 [34:17];
+  assign \rounded$58  = \$53 [34:17];
   assign m__valid = valid_s7;
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \$signature__addr$97  = \$136 [0];
-  assign \$signature__en$100  = 1'h1;
-  assign wp__addr = \$137 [0];
-  assign \$signature__addr$109  = \$149 [0];
-  assign \$signature__en$112  = 1'h1;
-  assign \wp__addr$113  = \$150 [0];
-  assign \$signature__addr$120  = \$162 [0];
-  assign \$signature__en$123  = 1'h1;
-  assign \wp__addr$124  = \$163 [0];
-  assign \$signature__addr$131  = \$175 [0];
-  assign \$signature__en$134  = 1'h1;
-  assign \wp__addr$135  = \$176 [0];
+  assign \$signature__addr$82  = \$66 [0];
+  assign \$signature__en$85  = 1'h1;
+  assign wp__addr = \$67 [0];
+  assign \$signature__addr$94  = \$79 [0];
+  assign \$signature__en$97  = 1'h1;
+  assign \wp__addr$98  = \$80 [0];
+  assign \$signature__addr$105  = \$92 [0];
+  assign \$signature__en$108  = 1'h1;
+  assign \wp__addr$109  = \$93 [0];
+  assign \$signature__addr$116  = \$105 [0];
+  assign \$signature__en$119  = 1'h1;
+  assign \wp__addr$120  = \$106 [0];
   assign rom_rd__addr = reload_count[2:0];
-  assign reload_addr = \$186 [2:0];
+  assign reload_addr = \$116 [2:0];
   assign pc__ready = execute;
-  assign l0_port_local = \$205 [2:0];
+  assign l0_port_local = \$135 [2:0];
   assign l0_port_wr_p4 = l0_ram_wr;
   assign l0_port_rd_p4 = l0_ram_rd;
   assign l0_port_data_p4 = l0_ram_data;
@@ -2784,7 +2619,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign m__payload[16] = \$39 ;
+  assign m__payload[16] = \$25 ;
   assign m__payload[15:0] = l0_out0_s7;
   assign \$1  = { 2'h0, \cell [2] };
   assign \$5  = { 2'h0, \cell [2] };
@@ -2794,19 +2629,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$26  = { l0_prod0_0_1_raw_s5[31], l0_prod0_0_1_raw_s5, 2'h0 };
   assign \t$30  = { l0_prod0_0_2_raw_s5[31], l0_prod0_0_2_raw_s5, 2'h0 };
   assign \t$34  = { l0_prod0_0_3_raw_s5[31], l0_prod0_0_3_raw_s5, 2'h0 };
-  assign floor = { l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39:16] };
-  assign \t$48  = { \t$46 [16], \t$46  };
-  assign \floor$52  = { l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31:16] };
-  assign \floor$58  = { l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31:16] };
-  assign \floor$64  = { l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31:16] };
-  assign \floor$70  = { l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31:16] };
-  assign \$217  = 3'h0;
-  assign \$220  = { 2'h0, l0_port_q_p3[2] };
-  assign \$221  = { 2'h0, l0_port_q_p3[2] };
-  assign \$230  = { 2'h0, l0_cell0_s3[2] };
-  assign \$233  = { 2'h0, l0_cell0_s3[2] };
-  assign \$236  = { 2'h0, l0_cell0_s3[2] };
-  assign \$239  = { 2'h0, l0_cell0_s3[2] };
+  assign \t$45  = { \t$43 [16], \t$43  };
+  assign \$147  = 3'h0;
+  assign \$150  = { 2'h0, l0_port_q_p3[2] };
+  assign \$151  = { 2'h0, l0_port_q_p3[2] };
+  assign \$160  = { 2'h0, l0_cell0_s3[2] };
+  assign \$163  = { 2'h0, l0_cell0_s3[2] };
+  assign \$166  = { 2'h0, l0_cell0_s3[2] };
+  assign \$169  = { 2'h0, l0_cell0_s3[2] };
 endmodule
 
 (* generator = "Amaranth" *)

@@ -75,23 +75,23 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
-  wire \$100 ;
-  wire [32:0] \$101 ;
-  wire [15:0] \$102 ;
+  wire [15:0] \$100 ;
+  wire [34:0] \$101 ;
+  wire \$102 ;
   wire \$103 ;
   wire \$104 ;
   wire \$105 ;
   wire \$106 ;
   wire \$107 ;
-  wire \$108 ;
+  wire [15:0] \$108 ;
   wire \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
   wire \$112 ;
   wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
+  wire [3:0] \$114 ;
+  wire [3:0] \$115 ;
   wire \$116 ;
   wire \$117 ;
   wire \$118 ;
@@ -99,13 +99,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [3:0] \$12 ;
   wire \$120 ;
   wire \$121 ;
-  wire \$122 ;
-  wire [32:0] \$123 ;
-  wire [15:0] \$124 ;
+  wire [15:0] \$122 ;
+  wire [15:0] \$123 ;
+  wire \$124 ;
   wire \$125 ;
   wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
+  wire [3:0] \$127 ;
+  wire [3:0] \$128 ;
   wire \$129 ;
   wire [2:0] \$13 ;
   wire \$130 ;
@@ -113,28 +113,28 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$132 ;
   wire \$133 ;
   wire \$134 ;
-  wire \$135 ;
-  wire \$136 ;
+  wire [15:0] \$135 ;
+  wire [15:0] \$136 ;
   wire \$137 ;
   wire \$138 ;
   wire \$139 ;
   wire \$14 ;
-  wire \$140 ;
-  wire \$141 ;
+  wire [3:0] \$140 ;
+  wire [3:0] \$141 ;
   wire \$142 ;
   wire \$143 ;
   wire \$144 ;
-  wire [32:0] \$145 ;
-  wire [15:0] \$146 ;
+  wire \$145 ;
+  wire \$146 ;
   wire \$147 ;
-  wire \$148 ;
-  wire \$149 ;
+  wire [15:0] \$148 ;
+  wire [15:0] \$149 ;
   wire [3:0] \$15 ;
   wire \$150 ;
   wire \$151 ;
   wire \$152 ;
-  wire \$153 ;
-  wire \$154 ;
+  wire [3:0] \$153 ;
+  wire [3:0] \$154 ;
   wire \$155 ;
   wire \$156 ;
   wire \$157 ;
@@ -142,42 +142,42 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$159 ;
   wire [3:0] \$16 ;
   wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
+  wire [15:0] \$161 ;
+  wire [15:0] \$162 ;
   wire \$163 ;
   wire \$164 ;
   wire \$165 ;
-  wire \$166 ;
-  wire [32:0] \$167 ;
-  wire [15:0] \$168 ;
+  wire [3:0] \$166 ;
+  wire [3:0] \$167 ;
+  wire \$168 ;
   wire \$169 ;
   wire [2:0] \$17 ;
   wire \$170 ;
   wire \$171 ;
   wire \$172 ;
   wire \$173 ;
-  wire \$174 ;
-  wire \$175 ;
+  wire [15:0] \$174 ;
+  wire [15:0] \$175 ;
   wire \$176 ;
   wire \$177 ;
   wire \$178 ;
-  wire \$179 ;
+  wire [3:0] \$179 ;
   wire \$18 ;
-  wire \$180 ;
+  wire [3:0] \$180 ;
   wire \$181 ;
   wire \$182 ;
   wire \$183 ;
   wire \$184 ;
   wire \$185 ;
   wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire [32:0] \$189 ;
+  wire [15:0] \$187 ;
+  wire [15:0] \$188 ;
+  wire \$189 ;
   wire [3:0] \$19 ;
-  wire [15:0] \$190 ;
+  wire \$190 ;
   wire \$191 ;
-  wire \$192 ;
-  wire \$193 ;
+  wire [3:0] \$192 ;
+  wire [3:0] \$193 ;
   wire \$194 ;
   wire \$195 ;
   wire \$196 ;
@@ -186,24 +186,24 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$199 ;
   wire \$2 ;
   wire [3:0] \$20 ;
-  wire \$200 ;
-  wire \$201 ;
+  wire [15:0] \$200 ;
+  wire [15:0] \$201 ;
   wire \$202 ;
   wire \$203 ;
   wire \$204 ;
-  wire \$205 ;
-  wire \$206 ;
+  wire [3:0] \$205 ;
+  wire [3:0] \$206 ;
   wire \$207 ;
   wire \$208 ;
   wire \$209 ;
   wire [2:0] \$21 ;
   wire \$210 ;
-  wire [32:0] \$211 ;
-  wire [15:0] \$212 ;
-  wire \$213 ;
-  wire \$214 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire [15:0] \$213 ;
+  wire [15:0] \$214 ;
   wire \$215 ;
-  wire \$216 ;
+  wire [5:0] \$216 ;
   wire \$217 ;
   wire \$218 ;
   wire \$219 ;
@@ -222,501 +222,375 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$230 ;
   wire \$231 ;
   wire \$232 ;
-  wire [32:0] \$233 ;
-  wire [15:0] \$234 ;
-  wire \$235 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire [5:0] \$235 ;
   wire \$236 ;
   wire \$237 ;
   wire \$238 ;
   wire \$239 ;
   wire [3:0] \$24 ;
-  wire [3:0] \$240 ;
-  wire [3:0] \$241 ;
+  wire \$240 ;
+  wire \$241 ;
   wire \$242 ;
   wire \$243 ;
   wire \$244 ;
   wire \$245 ;
-  wire \$246 ;
-  wire \$247 ;
-  wire [15:0] \$248 ;
-  wire [15:0] \$249 ;
+  wire [5:0] \$246 ;
+  wire [6:0] \$247 ;
+  wire [6:0] \$248 ;
+  reg [4:0] \$249 ;
   wire [2:0] \$25 ;
-  wire \$250 ;
-  wire \$251 ;
-  wire \$252 ;
-  wire [3:0] \$253 ;
-  wire [3:0] \$254 ;
+  wire [5:0] \$250 ;
+  wire [3:0] \$251 ;
+  wire [3:0] \$252 ;
+  wire [6:0] \$253 ;
+  wire [7:0] \$254 ;
   wire \$255 ;
   wire \$256 ;
   wire \$257 ;
-  wire \$258 ;
-  wire \$259 ;
+  reg [15:0] \$258 ;
+  reg [15:0] \$259 ;
   wire \$26 ;
-  wire \$260 ;
-  wire [15:0] \$261 ;
-  wire [15:0] \$262 ;
+  reg [15:0] \$260 ;
+  reg [15:0] \$261 ;
+  wire [2:0] \$262 ;
   wire \$263 ;
-  wire \$264 ;
-  wire \$265 ;
-  wire [3:0] \$266 ;
+  wire [3:0] \$264 ;
+  wire [2:0] \$265 ;
+  wire \$266 ;
   wire [3:0] \$267 ;
-  wire \$268 ;
+  wire [2:0] \$268 ;
   wire \$269 ;
   wire [3:0] \$27 ;
-  wire \$270 ;
-  wire \$271 ;
+  wire [3:0] \$270 ;
+  wire [2:0] \$271 ;
   wire \$272 ;
-  wire \$273 ;
-  wire [15:0] \$274 ;
-  wire [15:0] \$275 ;
-  wire \$276 ;
-  wire \$277 ;
-  wire \$278 ;
-  wire [3:0] \$279 ;
+  wire [3:0] \$273 ;
+  reg [15:0] \$274 ;
+  reg [15:0] \$275 ;
+  reg [15:0] \$276 ;
+  reg [15:0] \$277 ;
+  wire [2:0] \$278 ;
+  wire \$279 ;
   wire [3:0] \$28 ;
   wire [3:0] \$280 ;
-  wire \$281 ;
+  wire [2:0] \$281 ;
   wire \$282 ;
-  wire \$283 ;
-  wire \$284 ;
+  wire [3:0] \$283 ;
+  wire [2:0] \$284 ;
   wire \$285 ;
-  wire \$286 ;
-  wire [15:0] \$287 ;
-  wire [15:0] \$288 ;
-  wire \$289 ;
+  wire [3:0] \$286 ;
+  wire [2:0] \$287 ;
+  wire \$288 ;
+  wire [3:0] \$289 ;
   wire [2:0] \$29 ;
-  wire \$290 ;
-  wire \$291 ;
-  wire [3:0] \$292 ;
-  wire [3:0] \$293 ;
-  wire \$294 ;
-  wire \$295 ;
-  wire \$296 ;
-  wire \$297 ;
-  wire \$298 ;
-  wire \$299 ;
+  reg [15:0] \$290 ;
+  reg [15:0] \$291 ;
+  reg [15:0] \$292 ;
+  reg [15:0] \$293 ;
+  wire [31:0] \$294 ;
+  wire [31:0] \$295 ;
+  wire [31:0] \$296 ;
+  wire [31:0] \$297 ;
+  wire [31:0] \$298 ;
+  wire [31:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  wire [15:0] \$300 ;
-  wire [15:0] \$301 ;
-  wire \$302 ;
-  wire \$303 ;
-  wire \$304 ;
-  wire [3:0] \$305 ;
-  wire [3:0] \$306 ;
-  wire \$307 ;
-  wire \$308 ;
-  wire \$309 ;
+  wire [31:0] \$300 ;
+  wire [31:0] \$301 ;
+  wire [40:0] \$302 ;
+  wire [40:0] \$303 ;
+  wire [41:0] \$304 ;
+  wire [40:0] \$305 ;
+  wire [40:0] \$306 ;
+  wire [41:0] \$307 ;
+  wire [42:0] \$308 ;
+  wire [31:0] \$309 ;
   wire [3:0] \$31 ;
-  wire \$310 ;
-  wire \$311 ;
-  wire \$312 ;
-  wire [15:0] \$313 ;
-  wire [15:0] \$314 ;
-  wire \$315 ;
-  wire \$316 ;
-  wire \$317 ;
-  wire [3:0] \$318 ;
-  wire [3:0] \$319 ;
+  wire [31:0] \$310 ;
+  wire [31:0] \$311 ;
+  wire [31:0] \$312 ;
+  wire [31:0] \$313 ;
+  wire [31:0] \$314 ;
+  wire [31:0] \$315 ;
+  wire [31:0] \$316 ;
+  reg \$317 ;
+  reg \$318 ;
+  reg \$319 ;
   wire [3:0] \$32 ;
-  wire \$320 ;
-  wire \$321 ;
-  wire \$322 ;
-  wire \$323 ;
-  wire \$324 ;
-  wire \$325 ;
-  wire [15:0] \$326 ;
-  wire [15:0] \$327 ;
-  wire \$328 ;
-  wire \$329 ;
-  wire \$33 ;
-  wire \$330 ;
-  wire [3:0] \$331 ;
-  wire [3:0] \$332 ;
-  wire \$333 ;
-  wire \$334 ;
-  wire \$335 ;
-  wire \$336 ;
-  wire \$337 ;
-  wire \$338 ;
-  wire [15:0] \$339 ;
+  reg \$320 ;
+  reg \$321 ;
+  reg \$322 ;
+  reg \$323 ;
+  reg \$324 ;
+  reg \$325 ;
+  reg \$326 ;
+  reg \$327 ;
+  reg [4:0] \$328 ;
+  reg \$329 ;
+  wire [42:0] \$33 ;
+  reg \$330 ;
+  reg \$331 ;
+  reg \$332 ;
+  reg [4:0] \$333 ;
+  reg \$334 ;
+  reg \$335 ;
+  reg [15:0] \$336 ;
+  reg [6:0] \$337 ;
+  reg [4:0] \$338 ;
+  reg \$339 ;
   wire \$34 ;
-  wire [15:0] \$340 ;
-  wire \$341 ;
-  wire [5:0] \$342 ;
-  wire \$343 ;
-  wire \$344 ;
-  wire \$345 ;
-  wire \$346 ;
-  wire \$347 ;
-  wire \$348 ;
-  wire \$349 ;
+  reg \$340 ;
+  reg [15:0] \$341 ;
+  reg [3:0] \$342 ;
+  reg [6:0] \$343 ;
+  reg \$344 ;
+  reg \$345 ;
+  reg [15:0] \$346 ;
+  reg [3:0] \$347 ;
+  reg [7:0] \$348 ;
+  reg [6:0] \$349 ;
   wire \$35 ;
-  wire \$350 ;
-  wire \$351 ;
-  wire \$352 ;
-  wire \$353 ;
-  wire \$354 ;
-  wire \$355 ;
-  wire \$356 ;
-  wire \$357 ;
-  wire \$358 ;
-  wire \$359 ;
+  reg \$350 ;
+  reg \$351 ;
+  reg [15:0] \$352 ;
+  reg \$353 ;
+  reg [1:0] \$354 ;
+  reg \$355 ;
+  reg \$356 ;
+  reg \$357 ;
+  reg \$358 ;
+  reg \$359 ;
   wire \$36 ;
-  wire \$360 ;
-  wire [5:0] \$361 ;
-  wire \$362 ;
-  wire \$363 ;
-  wire \$364 ;
-  wire \$365 ;
-  wire \$366 ;
-  wire \$367 ;
-  wire \$368 ;
-  wire \$369 ;
+  reg \$360 ;
+  reg \$361 ;
+  reg [15:0] \$362 ;
+  reg [15:0] \$363 ;
+  reg [15:0] \$364 ;
+  reg [15:0] \$365 ;
+  reg [1:0] \$366 ;
+  reg [14:0] \$367 ;
+  reg [1:0] \$368 ;
+  reg [2:0] \$369 ;
   wire \$37 ;
-  wire \$370 ;
-  wire \$371 ;
-  wire [5:0] \$372 ;
-  wire [6:0] \$373 ;
-  wire [6:0] \$374 ;
-  reg [4:0] \$375 ;
-  wire [5:0] \$376 ;
-  wire [3:0] \$377 ;
-  wire [3:0] \$378 ;
-  wire [6:0] \$379 ;
+  reg [15:0] \$370 ;
+  reg [15:0] \$371 ;
+  reg [15:0] \$372 ;
+  reg [15:0] \$373 ;
+  reg [14:0] \$374 ;
+  reg [1:0] \$375 ;
+  reg [2:0] \$376 ;
+  reg [15:0] \$377 ;
+  reg [15:0] \$378 ;
+  reg [15:0] \$379 ;
   wire \$38 ;
-  wire [7:0] \$380 ;
-  wire \$381 ;
-  wire \$382 ;
-  wire \$383 ;
-  reg [15:0] \$384 ;
+  reg [15:0] \$380 ;
+  reg [3:0] \$381 ;
+  reg [3:0] \$382 ;
+  reg [3:0] \$383 ;
+  reg [3:0] \$384 ;
   reg [15:0] \$385 ;
   reg [15:0] \$386 ;
   reg [15:0] \$387 ;
-  wire [2:0] \$388 ;
-  wire \$389 ;
+  reg [15:0] \$388 ;
+  reg [3:0] \$389 ;
   wire \$39 ;
-  wire [3:0] \$390 ;
-  wire [2:0] \$391 ;
-  wire \$392 ;
-  wire [3:0] \$393 ;
-  wire [2:0] \$394 ;
-  wire \$395 ;
-  wire [3:0] \$396 ;
-  wire [2:0] \$397 ;
-  wire \$398 ;
-  wire [3:0] \$399 ;
+  reg [3:0] \$390 ;
+  reg [3:0] \$391 ;
+  reg [3:0] \$392 ;
+  reg [15:0] \$393 ;
+  reg [15:0] \$394 ;
+  reg [15:0] \$395 ;
+  reg [15:0] \$396 ;
+  reg [15:0] \$397 ;
+  reg [15:0] \$398 ;
+  reg [31:0] \$399 ;
   wire [3:0] \$4 ;
-  wire \$40 ;
+  wire [15:0] \$40 ;
   reg [15:0] \$400 ;
   reg [15:0] \$401 ;
-  reg [15:0] \$402 ;
+  reg [31:0] \$402 ;
   reg [15:0] \$403 ;
-  wire [2:0] \$404 ;
-  wire \$405 ;
-  wire [3:0] \$406 ;
-  wire [2:0] \$407 ;
-  wire \$408 ;
-  wire [3:0] \$409 ;
+  reg [15:0] \$404 ;
+  reg [31:0] \$405 ;
+  reg [15:0] \$406 ;
+  reg [15:0] \$407 ;
+  reg [31:0] \$408 ;
+  reg [15:0] \$409 ;
   wire \$41 ;
-  wire [2:0] \$410 ;
-  wire \$411 ;
-  wire [3:0] \$412 ;
-  wire [2:0] \$413 ;
-  wire \$414 ;
-  wire [3:0] \$415 ;
+  reg [15:0] \$410 ;
+  reg [31:0] \$411 ;
+  reg [15:0] \$412 ;
+  reg [15:0] \$413 ;
+  reg [31:0] \$414 ;
+  reg [15:0] \$415 ;
   reg [15:0] \$416 ;
-  reg [15:0] \$417 ;
+  reg [31:0] \$417 ;
   reg [15:0] \$418 ;
   reg [15:0] \$419 ;
   wire \$42 ;
-  wire [31:0] \$420 ;
-  wire [31:0] \$421 ;
-  wire [31:0] \$422 ;
-  wire [31:0] \$423 ;
-  wire [31:0] \$424 ;
-  wire [31:0] \$425 ;
-  wire [31:0] \$426 ;
-  wire [31:0] \$427 ;
-  wire [40:0] \$428 ;
-  wire [40:0] \$429 ;
+  reg [31:0] \$420 ;
+  reg [41:0] \$421 ;
+  reg [41:0] \$422 ;
+  reg [42:0] \$423 ;
+  reg [15:0] \$424 ;
+  reg [15:0] \$425 ;
+  reg [15:0] \$426 ;
+  reg [15:0] \$427 ;
+  reg [15:0] \$428 ;
+  reg [15:0] \$429 ;
   wire \$43 ;
-  wire [41:0] \$430 ;
-  wire [40:0] \$431 ;
-  wire [40:0] \$432 ;
-  wire [41:0] \$433 ;
-  wire [42:0] \$434 ;
-  wire [31:0] \$435 ;
-  wire [31:0] \$436 ;
-  wire [31:0] \$437 ;
-  wire [31:0] \$438 ;
-  wire [31:0] \$439 ;
-  wire \$44 ;
-  wire [31:0] \$440 ;
-  wire [31:0] \$441 ;
-  wire [31:0] \$442 ;
-  reg \$443 ;
-  reg \$444 ;
-  reg \$445 ;
-  reg \$446 ;
-  reg \$447 ;
-  reg \$448 ;
-  reg \$449 ;
-  wire \$45 ;
-  reg \$450 ;
-  reg \$451 ;
-  reg \$452 ;
-  reg \$453 ;
-  reg [4:0] \$454 ;
-  reg \$455 ;
-  reg \$456 ;
-  reg \$457 ;
-  reg \$458 ;
-  reg [4:0] \$459 ;
+  reg [15:0] \$430 ;
+  reg [15:0] \$431 ;
+  reg [1:0] \$432 ;
+  reg [1:0] \$433 ;
+  reg [1:0] \$434 ;
+  reg [1:0] \$435 ;
+  reg [1:0] \$436 ;
+  reg [1:0] \$437 ;
+  reg [1:0] \$438 ;
+  reg [15:0] \$439 ;
+  wire [15:0] \$44 ;
+  reg [3:0] \$440 ;
+  reg [3:0] \$441 ;
+  reg [3:0] \$442 ;
+  reg [3:0] \$443 ;
+  reg [3:0] \$444 ;
+  reg [3:0] \$445 ;
+  reg [3:0] \$446 ;
+  reg [3:0] \$447 ;
+  reg [3:0] \$448 ;
+  reg [3:0] \$449 ;
+  wire [34:0] \$45 ;
+  reg [3:0] \$450 ;
+  reg [3:0] \$451 ;
+  reg [3:0] \$452 ;
+  reg [3:0] \$453 ;
+  reg [3:0] \$454 ;
+  reg [3:0] \$455 ;
+  reg [3:0] \$456 ;
+  reg [3:0] \$457 ;
+  reg [3:0] \$458 ;
+  reg [3:0] \$459 ;
   wire \$46 ;
-  reg \$460 ;
-  reg \$461 ;
-  reg [15:0] \$462 ;
-  reg [6:0] \$463 ;
-  reg [4:0] \$464 ;
-  reg \$465 ;
-  reg \$466 ;
-  reg [15:0] \$467 ;
+  reg [3:0] \$460 ;
+  reg [3:0] \$461 ;
+  reg [3:0] \$462 ;
+  reg [3:0] \$463 ;
+  reg [3:0] \$464 ;
+  reg [3:0] \$465 ;
+  reg [3:0] \$466 ;
+  reg [3:0] \$467 ;
   reg [3:0] \$468 ;
-  reg [6:0] \$469 ;
+  reg [3:0] \$469 ;
   wire \$47 ;
-  reg \$470 ;
-  reg \$471 ;
-  reg [15:0] \$472 ;
+  reg [3:0] \$470 ;
+  reg [3:0] \$471 ;
+  reg [3:0] \$472 ;
   reg [3:0] \$473 ;
-  reg [7:0] \$474 ;
-  reg [6:0] \$475 ;
-  reg \$476 ;
-  reg \$477 ;
-  reg [15:0] \$478 ;
-  reg \$479 ;
+  reg [3:0] \$474 ;
+  reg [3:0] \$475 ;
+  reg [3:0] \$476 ;
+  reg [3:0] \$477 ;
+  reg [3:0] \$478 ;
+  reg [3:0] \$479 ;
   wire \$48 ;
-  reg [1:0] \$480 ;
-  reg \$481 ;
-  reg \$482 ;
-  reg \$483 ;
-  reg \$484 ;
-  reg \$485 ;
-  reg \$486 ;
-  reg \$487 ;
-  reg [15:0] \$488 ;
-  reg [15:0] \$489 ;
+  reg [3:0] \$480 ;
+  reg [3:0] \$481 ;
+  reg [3:0] \$482 ;
+  reg [3:0] \$483 ;
+  reg [3:0] \$484 ;
+  reg [3:0] \$485 ;
+  reg [3:0] \$486 ;
+  reg [3:0] \$487 ;
+  reg [3:0] \$488 ;
+  reg [3:0] \$489 ;
   wire \$49 ;
-  reg [15:0] \$490 ;
-  reg [15:0] \$491 ;
-  reg [1:0] \$492 ;
-  reg [14:0] \$493 ;
-  reg [1:0] \$494 ;
-  reg [2:0] \$495 ;
+  reg [3:0] \$490 ;
+  reg [3:0] \$491 ;
+  reg [3:0] \$492 ;
+  reg [3:0] \$493 ;
+  reg [3:0] \$494 ;
+  reg [3:0] \$495 ;
   reg [15:0] \$496 ;
   reg [15:0] \$497 ;
   reg [15:0] \$498 ;
   reg [15:0] \$499 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  reg [14:0] \$500 ;
-  reg [1:0] \$501 ;
-  reg [2:0] \$502 ;
+  reg [15:0] \$500 ;
+  reg [31:0] \$501 ;
+  reg [15:0] \$502 ;
   reg [15:0] \$503 ;
   reg [15:0] \$504 ;
   reg [15:0] \$505 ;
   reg [15:0] \$506 ;
-  reg [3:0] \$507 ;
-  reg [3:0] \$508 ;
-  reg [3:0] \$509 ;
+  reg [15:0] \$507 ;
+  reg [31:0] \$508 ;
+  reg [15:0] \$509 ;
   wire \$51 ;
-  reg [3:0] \$510 ;
+  reg [15:0] \$510 ;
   reg [15:0] \$511 ;
   reg [15:0] \$512 ;
   reg [15:0] \$513 ;
   reg [15:0] \$514 ;
-  reg [3:0] \$515 ;
-  reg [3:0] \$516 ;
-  reg [3:0] \$517 ;
-  reg [3:0] \$518 ;
+  reg [31:0] \$515 ;
+  reg [15:0] \$516 ;
+  reg [15:0] \$517 ;
+  reg [15:0] \$518 ;
   reg [15:0] \$519 ;
-  wire \$52 ;
+  wire [15:0] \$52 ;
   reg [15:0] \$520 ;
   reg [15:0] \$521 ;
-  reg [15:0] \$522 ;
+  reg [31:0] \$522 ;
   reg [15:0] \$523 ;
   reg [15:0] \$524 ;
-  reg [31:0] \$525 ;
+  reg [15:0] \$525 ;
   reg [15:0] \$526 ;
   reg [15:0] \$527 ;
-  reg [31:0] \$528 ;
-  reg [15:0] \$529 ;
-  wire [40:0] \$53 ;
+  reg [15:0] \$528 ;
+  reg [31:0] \$529 ;
+  wire [34:0] \$53 ;
   reg [15:0] \$530 ;
-  reg [31:0] \$531 ;
+  reg [15:0] \$531 ;
   reg [15:0] \$532 ;
   reg [15:0] \$533 ;
-  reg [31:0] \$534 ;
+  reg [15:0] \$534 ;
   reg [15:0] \$535 ;
-  reg [15:0] \$536 ;
-  reg [31:0] \$537 ;
+  reg [31:0] \$536 ;
+  reg [15:0] \$537 ;
   reg [15:0] \$538 ;
   reg [15:0] \$539 ;
-  wire [15:0] \$54 ;
-  reg [31:0] \$540 ;
+  wire \$54 ;
+  reg [15:0] \$540 ;
   reg [15:0] \$541 ;
   reg [15:0] \$542 ;
   reg [31:0] \$543 ;
   reg [15:0] \$544 ;
   reg [15:0] \$545 ;
-  reg [31:0] \$546 ;
-  reg [41:0] \$547 ;
-  reg [41:0] \$548 ;
-  reg [42:0] \$549 ;
+  reg [15:0] \$546 ;
+  reg [15:0] \$547 ;
+  reg [15:0] \$548 ;
+  reg [15:0] \$549 ;
   wire \$55 ;
-  reg [15:0] \$550 ;
+  reg [31:0] \$550 ;
   reg [15:0] \$551 ;
-  reg [15:0] \$552 ;
-  reg [15:0] \$553 ;
-  reg [15:0] \$554 ;
-  reg [15:0] \$555 ;
-  reg [15:0] \$556 ;
-  reg [15:0] \$557 ;
-  reg [1:0] \$558 ;
-  reg [1:0] \$559 ;
   wire \$56 ;
-  reg [1:0] \$560 ;
-  reg [1:0] \$561 ;
-  reg [1:0] \$562 ;
-  reg [1:0] \$563 ;
-  reg [1:0] \$564 ;
-  reg [15:0] \$565 ;
-  reg [3:0] \$566 ;
-  reg [3:0] \$567 ;
-  reg [3:0] \$568 ;
-  reg [3:0] \$569 ;
   wire \$57 ;
-  reg [3:0] \$570 ;
-  reg [3:0] \$571 ;
-  reg [3:0] \$572 ;
-  reg [3:0] \$573 ;
-  reg [3:0] \$574 ;
-  reg [3:0] \$575 ;
-  reg [3:0] \$576 ;
-  reg [3:0] \$577 ;
-  reg [3:0] \$578 ;
-  reg [3:0] \$579 ;
-  wire [15:0] \$58 ;
-  reg [3:0] \$580 ;
-  reg [3:0] \$581 ;
-  reg [3:0] \$582 ;
-  reg [3:0] \$583 ;
-  reg [3:0] \$584 ;
-  reg [3:0] \$585 ;
-  reg [3:0] \$586 ;
-  reg [3:0] \$587 ;
-  reg [3:0] \$588 ;
-  reg [3:0] \$589 ;
+  wire \$58 ;
   wire \$59 ;
-  reg [3:0] \$590 ;
-  reg [3:0] \$591 ;
-  reg [3:0] \$592 ;
-  reg [3:0] \$593 ;
-  reg [3:0] \$594 ;
-  reg [3:0] \$595 ;
-  reg [3:0] \$596 ;
-  reg [3:0] \$597 ;
-  reg [3:0] \$598 ;
-  reg [3:0] \$599 ;
   wire \$6 ;
-  wire \$60 ;
-  reg [3:0] \$600 ;
-  reg [3:0] \$601 ;
-  reg [3:0] \$602 ;
-  reg [3:0] \$603 ;
-  reg [3:0] \$604 ;
-  reg [3:0] \$605 ;
-  reg [3:0] \$606 ;
-  reg [3:0] \$607 ;
-  reg [3:0] \$608 ;
-  reg [3:0] \$609 ;
-  wire \$61 ;
-  reg [3:0] \$610 ;
-  reg [3:0] \$611 ;
-  reg [3:0] \$612 ;
-  reg [3:0] \$613 ;
-  reg [3:0] \$614 ;
-  reg [3:0] \$615 ;
-  reg [3:0] \$616 ;
-  reg [3:0] \$617 ;
-  reg [3:0] \$618 ;
-  reg [3:0] \$619 ;
+  wire [15:0] \$60 ;
+  wire [34:0] \$61 ;
   wire \$62 ;
-  reg [3:0] \$620 ;
-  reg [3:0] \$621 ;
-  reg [15:0] \$622 ;
-  reg [15:0] \$623 ;
-  reg [15:0] \$624 ;
-  reg [15:0] \$625 ;
-  reg [15:0] \$626 ;
-  reg [31:0] \$627 ;
-  reg [15:0] \$628 ;
-  reg [15:0] \$629 ;
   wire \$63 ;
-  reg [15:0] \$630 ;
-  reg [15:0] \$631 ;
-  reg [15:0] \$632 ;
-  reg [15:0] \$633 ;
-  reg [31:0] \$634 ;
-  reg [15:0] \$635 ;
-  reg [15:0] \$636 ;
-  reg [15:0] \$637 ;
-  reg [15:0] \$638 ;
-  reg [15:0] \$639 ;
   wire \$64 ;
-  reg [15:0] \$640 ;
-  reg [31:0] \$641 ;
-  reg [15:0] \$642 ;
-  reg [15:0] \$643 ;
-  reg [15:0] \$644 ;
-  reg [15:0] \$645 ;
-  reg [15:0] \$646 ;
-  reg [15:0] \$647 ;
-  reg [31:0] \$648 ;
-  reg [15:0] \$649 ;
   wire \$65 ;
-  reg [15:0] \$650 ;
-  reg [15:0] \$651 ;
-  reg [15:0] \$652 ;
-  reg [15:0] \$653 ;
-  reg [15:0] \$654 ;
-  reg [31:0] \$655 ;
-  reg [15:0] \$656 ;
-  reg [15:0] \$657 ;
-  reg [15:0] \$658 ;
-  reg [15:0] \$659 ;
   wire \$66 ;
-  reg [15:0] \$660 ;
-  reg [15:0] \$661 ;
-  reg [31:0] \$662 ;
-  reg [15:0] \$663 ;
-  reg [15:0] \$664 ;
-  reg [15:0] \$665 ;
-  reg [15:0] \$666 ;
-  reg [15:0] \$667 ;
-  reg [15:0] \$668 ;
-  reg [31:0] \$669 ;
   wire \$67 ;
-  reg [15:0] \$670 ;
-  reg [15:0] \$671 ;
-  reg [15:0] \$672 ;
-  reg [15:0] \$673 ;
-  reg [15:0] \$674 ;
-  reg [15:0] \$675 ;
-  reg [31:0] \$676 ;
-  reg [15:0] \$677 ;
-  wire \$68 ;
-  wire \$69 ;
+  wire [15:0] \$68 ;
+  wire [34:0] \$69 ;
   wire [3:0] \$7 ;
   wire \$70 ;
   wire \$71 ;
@@ -724,17 +598,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$73 ;
   wire \$74 ;
   wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
+  wire [15:0] \$76 ;
+  wire [34:0] \$77 ;
   wire \$78 ;
-  wire [32:0] \$79 ;
+  wire \$79 ;
   wire [3:0] \$8 ;
-  wire [15:0] \$80 ;
+  wire \$80 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
+  wire [15:0] \$84 ;
+  wire [34:0] \$85 ;
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
@@ -742,8 +616,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [2:0] \$9 ;
   wire \$90 ;
   wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
+  wire [15:0] \$92 ;
+  wire [34:0] \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
@@ -751,14 +625,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$98 ;
   wire \$99 ;
   wire [1:0] \$signature__addr ;
-  wire [1:0] \$signature__addr$167 ;
-  wire [1:0] \$signature__addr$179 ;
-  wire [1:0] \$signature__addr$190 ;
-  wire [1:0] \$signature__addr$201 ;
-  wire [1:0] \$signature__addr$212 ;
-  wire [1:0] \$signature__addr$223 ;
-  wire [1:0] \$signature__addr$234 ;
-  wire [1:0] \$signature__addr$245 ;
+  wire [1:0] \$signature__addr$140 ;
+  wire [1:0] \$signature__addr$152 ;
+  wire [1:0] \$signature__addr$163 ;
+  wire [1:0] \$signature__addr$174 ;
+  wire [1:0] \$signature__addr$185 ;
+  wire [1:0] \$signature__addr$196 ;
+  wire [1:0] \$signature__addr$207 ;
+  wire [1:0] \$signature__addr$218 ;
   wire [1:0] \$signature__addr$28 ;
   wire [1:0] \$signature__addr$30 ;
   wire [1:0] \$signature__addr$32 ;
@@ -767,14 +641,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [1:0] \$signature__addr$60 ;
   wire [1:0] \$signature__addr$62 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$161 ;
-  wire [15:0] \$signature__data$176 ;
-  wire [15:0] \$signature__data$187 ;
-  wire [15:0] \$signature__data$198 ;
-  wire [15:0] \$signature__data$209 ;
-  wire [15:0] \$signature__data$220 ;
-  wire [15:0] \$signature__data$231 ;
-  wire [15:0] \$signature__data$242 ;
+  wire [15:0] \$signature__data$134 ;
+  wire [15:0] \$signature__data$149 ;
+  wire [15:0] \$signature__data$160 ;
+  wire [15:0] \$signature__data$171 ;
+  wire [15:0] \$signature__data$182 ;
+  wire [15:0] \$signature__data$193 ;
+  wire [15:0] \$signature__data$204 ;
+  wire [15:0] \$signature__data$215 ;
   wire [15:0] \$signature__data$37 ;
   wire [15:0] \$signature__data$38 ;
   wire [15:0] \$signature__data$39 ;
@@ -783,14 +657,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [15:0] \$signature__data$68 ;
   wire [15:0] \$signature__data$69 ;
   wire \$signature__en ;
-  wire \$signature__en$170 ;
-  wire \$signature__en$182 ;
-  wire \$signature__en$193 ;
-  wire \$signature__en$204 ;
-  wire \$signature__en$215 ;
-  wire \$signature__en$226 ;
-  wire \$signature__en$237 ;
-  wire \$signature__en$248 ;
+  wire \$signature__en$143 ;
+  wire \$signature__en$155 ;
+  wire \$signature__en$166 ;
+  wire \$signature__en$177 ;
+  wire \$signature__en$188 ;
+  wire \$signature__en$199 ;
+  wire \$signature__en$210 ;
+  wire \$signature__en$221 ;
   wire \$signature__en$29 ;
   wire \$signature__en$31 ;
   wire \$signature__en$33 ;
@@ -798,32 +672,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$signature__en$59 ;
   wire \$signature__en$61 ;
   wire \$signature__en$63 ;
-  wire above;
-  wire \above$102 ;
-  wire \above$108 ;
-  wire \above$114 ;
-  wire \above$120 ;
-  wire \above$126 ;
-  wire \above$132 ;
-  wire \above$138 ;
-  wire \above$144 ;
   wire accept;
-  wire below;
-  wire \below$103 ;
-  wire \below$109 ;
-  wire \below$115 ;
-  wire \below$121 ;
-  wire \below$127 ;
-  wire \below$133 ;
-  wire \below$139 ;
-  wire \below$145 ;
   wire busy;
   wire [63:0] bval;
-  wire [63:0] \bval$311 ;
-  wire [15:0] \bval$311[0] ;
-  wire [15:0] \bval$311[1] ;
-  wire [15:0] \bval$311[2] ;
-  wire [15:0] \bval$311[3] ;
+  wire [63:0] \bval$284 ;
+  wire [15:0] \bval$284[0] ;
+  wire [15:0] \bval$284[1] ;
+  wire [15:0] \bval$284[2] ;
+  wire [15:0] \bval$284[3] ;
   wire [15:0] \bval[0] ;
   wire [15:0] \bval[1] ;
   wire [15:0] \bval[2] ;
@@ -837,24 +693,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire en;
   reg [15:0] err0_s9 = 16'h0000;
   wire execute;
-  wire [39:0] floor;
-  wire [31:0] \floor$105 ;
-  wire [31:0] \floor$111 ;
-  wire [31:0] \floor$117 ;
-  wire [31:0] \floor$123 ;
-  wire [31:0] \floor$129 ;
-  wire [31:0] \floor$135 ;
-  wire [31:0] \floor$141 ;
-  wire [31:0] \floor$99 ;
-  wire inc;
-  wire \inc$101 ;
-  wire \inc$107 ;
-  wire \inc$113 ;
-  wire \inc$119 ;
-  wire \inc$125 ;
-  wire \inc$131 ;
-  wire \inc$137 ;
-  wire \inc$143 ;
   reg [1:0] kind_s1 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
@@ -1111,7 +949,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg port_in_flight2 = 1'h0;
   reg port_in_flight3 = 1'h0;
   wire [14:0] pos;
-  wire [14:0] \pos$308 ;
+  wire [14:0] \pos$281 ;
   reg [14:0] pos_in = 15'h0000;
   reg [14:0] \pos_in$20  = 15'h0000;
   output [15:0] pr__payload;
@@ -1136,6 +974,15 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   (* init = 5'h00 *)
   wire [4:0] rom_rd__addr;
   wire [15:0] rom_rd__data;
+  wire [27:0] rounded;
+  wire [15:0] \rounded$102 ;
+  wire [15:0] \rounded$105 ;
+  wire [15:0] \rounded$108 ;
+  wire [15:0] \rounded$111 ;
+  wire [15:0] \rounded$114 ;
+  wire [15:0] \rounded$117 ;
+  wire [15:0] \rounded$96 ;
+  wire [15:0] \rounded$99 ;
   input rst;
   wire rst;
   input [49:0] s__payload;
@@ -1151,22 +998,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input s__valid;
   wire s__valid;
   wire [32:0] t;
+  wire [15:0] \t$101 ;
   wire [15:0] \t$104 ;
+  wire [15:0] \t$107 ;
   wire [15:0] \t$110 ;
+  wire [15:0] \t$113 ;
   wire [15:0] \t$116 ;
-  wire [15:0] \t$122 ;
-  wire [15:0] \t$128 ;
-  wire [15:0] \t$134 ;
-  wire [15:0] \t$140 ;
-  wire [15:0] \t$146 ;
-  wire [16:0] \t$160 ;
-  wire [16:0] \t$175 ;
-  wire [16:0] \t$186 ;
-  wire [16:0] \t$197 ;
-  wire [16:0] \t$208 ;
-  wire [16:0] \t$219 ;
-  wire [16:0] \t$230 ;
-  wire [16:0] \t$241 ;
+  wire [15:0] \t$119 ;
+  wire [16:0] \t$133 ;
+  wire [16:0] \t$148 ;
+  wire [16:0] \t$159 ;
+  wire [16:0] \t$170 ;
+  wire [16:0] \t$181 ;
+  wire [16:0] \t$192 ;
+  wire [16:0] \t$203 ;
+  wire [16:0] \t$214 ;
   wire [39:0] \t$42 ;
   wire [32:0] \t$44 ;
   wire [39:0] \t$46 ;
@@ -1183,10 +1029,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [32:0] \t$82 ;
   wire [39:0] \t$84 ;
   wire [39:0] \t$85 ;
-  wire [15:0] \t$91 ;
-  wire [16:0] \t$93 ;
-  wire [17:0] \t$95 ;
-  wire [15:0] \t$96 ;
+  wire [15:0] \t$88 ;
+  wire [16:0] \t$90 ;
+  wire [17:0] \t$92 ;
+  wire [15:0] \t$93 ;
+  wire [15:0] \t$98 ;
   reg [15:0] u = 16'h0000;
   reg [15:0] \u$18  = 16'h0000;
   reg valid_s1 = 1'h0;
@@ -1202,29 +1049,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire valid_s8;
   reg valid_s9 = 1'h0;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$183 ;
-  wire [1:0] \wp__addr$194 ;
-  wire [1:0] \wp__addr$205 ;
-  wire [1:0] \wp__addr$216 ;
-  wire [1:0] \wp__addr$227 ;
-  wire [1:0] \wp__addr$238 ;
-  wire [1:0] \wp__addr$249 ;
+  wire [1:0] \wp__addr$156 ;
+  wire [1:0] \wp__addr$167 ;
+  wire [1:0] \wp__addr$178 ;
+  wire [1:0] \wp__addr$189 ;
+  wire [1:0] \wp__addr$200 ;
+  wire [1:0] \wp__addr$211 ;
+  wire [1:0] \wp__addr$222 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$184 ;
-  wire [15:0] \wp__data$195 ;
-  wire [15:0] \wp__data$206 ;
-  wire [15:0] \wp__data$217 ;
-  wire [15:0] \wp__data$228 ;
-  wire [15:0] \wp__data$239 ;
-  wire [15:0] \wp__data$250 ;
+  wire [15:0] \wp__data$157 ;
+  wire [15:0] \wp__data$168 ;
+  wire [15:0] \wp__data$179 ;
+  wire [15:0] \wp__data$190 ;
+  wire [15:0] \wp__data$201 ;
+  wire [15:0] \wp__data$212 ;
+  wire [15:0] \wp__data$223 ;
   wire wp__en;
-  wire \wp__en$185 ;
-  wire \wp__en$196 ;
-  wire \wp__en$207 ;
-  wire \wp__en$218 ;
-  wire \wp__en$229 ;
-  wire \wp__en$240 ;
-  wire \wp__en$251 ;
+  wire \wp__en$158 ;
+  wire \wp__en$169 ;
+  wire \wp__en$180 ;
+  wire \wp__en$191 ;
+  wire \wp__en$202 ;
+  wire \wp__en$213 ;
+  wire \wp__en$224 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   (* init = 16'h0000 *)
@@ -1246,19 +1093,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$241 [1:0]] <= wp__data;
+      l0_coef_0_0_bank0[\$115 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$240 [1:0];
+    _0_ <= \$114 [1:0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == \$241 [1:0])
+      if (wp__en && \$4 [1:0] == \$115 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$161  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$134  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
@@ -1268,20 +1115,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$185 )
-      l0_coef_0_0_bank1[\$254 [1:0]] <= \wp__data$184 ;
+    if (\wp__en$158 )
+      l0_coef_0_0_bank1[\$128 [1:0]] <= \wp__data$157 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$253 [1:0];
+    _2_ <= \$127 [1:0];
     if (\$signature__en$29 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$185  && \$8 [1:0] == \$254 [1:0])
-        _3_ <= \wp__data$184 ;
+      if (\wp__en$158  && \$8 [1:0] == \$128 [1:0])
+        _3_ <= \wp__data$157 ;
     end
   end
-  assign \$signature__data$176  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$149  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$37  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
@@ -1291,20 +1138,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$196 )
-      l0_coef_0_0_bank2[\$267 [1:0]] <= \wp__data$195 ;
+    if (\wp__en$169 )
+      l0_coef_0_0_bank2[\$141 [1:0]] <= \wp__data$168 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$266 [1:0];
+    _4_ <= \$140 [1:0];
     if (\$signature__en$31 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$196  && \$12 [1:0] == \$267 [1:0])
-        _5_ <= \wp__data$195 ;
+      if (\wp__en$169  && \$12 [1:0] == \$141 [1:0])
+        _5_ <= \wp__data$168 ;
     end
   end
-  assign \$signature__data$187  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$160  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$38  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
@@ -1314,20 +1161,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$207 )
-      l0_coef_0_0_bank3[\$280 [1:0]] <= \wp__data$206 ;
+    if (\wp__en$180 )
+      l0_coef_0_0_bank3[\$154 [1:0]] <= \wp__data$179 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$279 [1:0];
+    _6_ <= \$153 [1:0];
     if (\$signature__en$33 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$207  && \$16 [1:0] == \$280 [1:0])
-        _7_ <= \wp__data$206 ;
+      if (\wp__en$180  && \$16 [1:0] == \$154 [1:0])
+        _7_ <= \wp__data$179 ;
     end
   end
-  assign \$signature__data$198  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$171  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$39  = _7_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank0 [2:0];
@@ -1337,20 +1184,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank0[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$218 )
-      l0_coef_0_1_bank0[\$293 [1:0]] <= \wp__data$217 ;
+    if (\wp__en$191 )
+      l0_coef_0_1_bank0[\$167 [1:0]] <= \wp__data$190 ;
   end
   reg [1:0] _8_;
   reg [15:0] _9_;
   always @(posedge clk) begin
-    _8_ <= \$292 [1:0];
+    _8_ <= \$166 [1:0];
     if (\$signature__en$57 ) begin
       _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
-      if (\wp__en$218  && \$20 [1:0] == \$293 [1:0])
-        _9_ <= \wp__data$217 ;
+      if (\wp__en$191  && \$20 [1:0] == \$167 [1:0])
+        _9_ <= \wp__data$190 ;
     end
   end
-  assign \$signature__data$209  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$182  = l0_coef_0_1_bank0[_8_];
   assign \$signature__data$66  = _9_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank1 [2:0];
@@ -1360,20 +1207,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$229 )
-      l0_coef_0_1_bank1[\$306 [1:0]] <= \wp__data$228 ;
+    if (\wp__en$202 )
+      l0_coef_0_1_bank1[\$180 [1:0]] <= \wp__data$201 ;
   end
   reg [1:0] _10_;
   reg [15:0] _11_;
   always @(posedge clk) begin
-    _10_ <= \$305 [1:0];
+    _10_ <= \$179 [1:0];
     if (\$signature__en$59 ) begin
       _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
-      if (\wp__en$229  && \$24 [1:0] == \$306 [1:0])
-        _11_ <= \wp__data$228 ;
+      if (\wp__en$202  && \$24 [1:0] == \$180 [1:0])
+        _11_ <= \wp__data$201 ;
     end
   end
-  assign \$signature__data$220  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$193  = l0_coef_0_1_bank1[_10_];
   assign \$signature__data$67  = _11_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank2 [2:0];
@@ -1383,20 +1230,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$240 )
-      l0_coef_0_1_bank2[\$319 [1:0]] <= \wp__data$239 ;
+    if (\wp__en$213 )
+      l0_coef_0_1_bank2[\$193 [1:0]] <= \wp__data$212 ;
   end
   reg [1:0] _12_;
   reg [15:0] _13_;
   always @(posedge clk) begin
-    _12_ <= \$318 [1:0];
+    _12_ <= \$192 [1:0];
     if (\$signature__en$61 ) begin
       _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
-      if (\wp__en$240  && \$28 [1:0] == \$319 [1:0])
-        _13_ <= \wp__data$239 ;
+      if (\wp__en$213  && \$28 [1:0] == \$193 [1:0])
+        _13_ <= \wp__data$212 ;
     end
   end
-  assign \$signature__data$231  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$204  = l0_coef_0_1_bank2[_12_];
   assign \$signature__data$68  = _13_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank3 [2:0];
@@ -1406,20 +1253,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$251 )
-      l0_coef_0_1_bank3[\$332 [1:0]] <= \wp__data$250 ;
+    if (\wp__en$224 )
+      l0_coef_0_1_bank3[\$206 [1:0]] <= \wp__data$223 ;
   end
   reg [1:0] _14_;
   reg [15:0] _15_;
   always @(posedge clk) begin
-    _14_ <= \$331 [1:0];
+    _14_ <= \$205 [1:0];
     if (\$signature__en$63 ) begin
       _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
-      if (\wp__en$251  && \$32 [1:0] == \$332 [1:0])
-        _15_ <= \wp__data$250 ;
+      if (\wp__en$224  && \$32 [1:0] == \$206 [1:0])
+        _15_ <= \wp__data$223 ;
     end
   end
-  assign \$signature__data$242  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$215  = l0_coef_0_1_bank3[_14_];
   assign \$signature__data$69  = _15_;
   reg [15:0] theta0_rom [21:0];
   initial begin
@@ -1451,685 +1298,462 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _16_ <= theta0_rom[reload_count];
   end
   assign rom_rd__data = _16_;
-  assign \$246  = | \t$160 [16:15];
-  assign \$247  = \$245  & \$246 ;
-  assign \$248  = \$247  ? 16'h7fff : \t$160 [15:0];
-  assign \$249  = \$244  ? 16'h8000 : \$248 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$249 ;
-  assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$175  = $signed(\$signature__data$176 ) - $signed(l0_delta0_0_1_s11);
-  assign \$250  = ! l0_port_edge_p4[0];
-  assign \$251  = l0_ram_wr & \$250 ;
-  assign \$252  = l0_port_bank_p4[1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$251  & \$252 ;
-  assign \$253  = \$236  ? l0_waddr0_1_s11 : l0_waddr0_1_s10;
-  assign \$254  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s11;
-  assign \$255  = & \t$175 [16:15];
-  assign \$256  = ~ \$255 ;
-  assign \$257  = \t$175 [16] & \$256 ;
-  assign \$258  = ~ \t$175 [16];
-  assign \$259  = | \t$175 [16:15];
-  assign \$260  = \$258  & \$259 ;
-  assign \$261  = \$260  ? 16'h7fff : \t$175 [15:0];
-  assign \$262  = \$257  ? 16'h8000 : \$261 ;
-  assign \wp__data$184  = l0_port_hit0_0_1 ? l0_ram_data : \$262 ;
-  assign \wp__en$185  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$186  = $signed(\$signature__data$187 ) - $signed(l0_delta0_0_2_s11);
-  assign \$263  = ! l0_port_edge_p4[0];
-  assign \$264  = l0_ram_wr & \$263 ;
-  assign \$265  = l0_port_bank_p4[1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$264  & \$265 ;
-  assign \$266  = \$236  ? l0_waddr0_2_s11 : l0_waddr0_2_s10;
-  assign \$267  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s11;
-  assign \$268  = & \t$186 [16:15];
-  assign \$269  = ~ \$268 ;
-  assign \$270  = \t$186 [16] & \$269 ;
-  assign \$271  = ~ \t$186 [16];
-  assign \$272  = | \t$186 [16:15];
-  assign \$273  = \$271  & \$272 ;
-  assign \$274  = \$273  ? 16'h7fff : \t$186 [15:0];
-  assign \$275  = \$270  ? 16'h8000 : \$274 ;
-  assign \wp__data$195  = l0_port_hit0_0_2 ? l0_ram_data : \$275 ;
-  assign \wp__en$196  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$197  = $signed(\$signature__data$198 ) - $signed(l0_delta0_0_3_s11);
-  assign \$276  = ! l0_port_edge_p4[0];
-  assign \$277  = l0_ram_wr & \$276 ;
-  assign \$278  = l0_port_bank_p4[1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$277  & \$278 ;
-  assign \$279  = \$236  ? l0_waddr0_3_s11 : l0_waddr0_3_s10;
-  assign \$280  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s11;
-  assign \$281  = & \t$197 [16:15];
-  assign \$282  = ~ \$281 ;
-  assign \$283  = \t$197 [16] & \$282 ;
-  assign \$284  = ~ \t$197 [16];
-  assign \$285  = | \t$197 [16:15];
-  assign \$286  = \$284  & \$285 ;
-  assign \$287  = \$286  ? 16'h7fff : \t$197 [15:0];
-  assign \$288  = \$283  ? 16'h8000 : \$287 ;
-  assign \wp__data$206  = l0_port_hit0_0_3 ? l0_ram_data : \$288 ;
-  assign \wp__en$207  = commit_l0 | l0_port_hit0_0_3;
-  assign \t$208  = $signed(\$signature__data$209 ) - $signed(l0_delta0_1_0_s11);
-  assign \$290  = l0_ram_wr & \$289 ;
-  assign \$291  = ! l0_port_bank_p4[1:0];
-  assign l0_port_hit0_1_0 = \$290  & \$291 ;
-  assign \$292  = \$236  ? l0_waddr1_0_s11 : l0_waddr1_0_s10;
-  assign \$293  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_0_s11;
-  assign \$294  = & \t$208 [16:15];
-  assign \$295  = ~ \$294 ;
-  assign \$296  = \t$208 [16] & \$295 ;
-  assign \$297  = ~ \t$208 [16];
-  assign \$298  = | \t$208 [16:15];
-  assign \$299  = \$297  & \$298 ;
-  assign \$300  = \$299  ? 16'h7fff : \t$208 [15:0];
-  assign \$301  = \$296  ? 16'h8000 : \$300 ;
-  assign \wp__data$217  = l0_port_hit0_1_0 ? l0_ram_data : \$301 ;
-  assign \wp__en$218  = commit_l0 | l0_port_hit0_1_0;
-  assign \t$219  = $signed(\$signature__data$220 ) - $signed(l0_delta0_1_1_s11);
-  assign \$303  = l0_ram_wr & \$302 ;
-  assign \$304  = l0_port_bank_p4[1:0] == 1'h1;
-  assign l0_port_hit0_1_1 = \$303  & \$304 ;
-  assign \$305  = \$236  ? l0_waddr1_1_s11 : l0_waddr1_1_s10;
-  assign \$306  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_1_s11;
-  assign \$307  = & \t$219 [16:15];
-  assign \$308  = ~ \$307 ;
-  assign \$309  = \t$219 [16] & \$308 ;
-  assign \$310  = ~ \t$219 [16];
-  assign \$311  = | \t$219 [16:15];
-  assign \$312  = \$310  & \$311 ;
-  assign \$313  = \$312  ? 16'h7fff : \t$219 [15:0];
-  assign \$314  = \$309  ? 16'h8000 : \$313 ;
-  assign \wp__data$228  = l0_port_hit0_1_1 ? l0_ram_data : \$314 ;
-  assign \wp__en$229  = commit_l0 | l0_port_hit0_1_1;
-  assign \t$230  = $signed(\$signature__data$231 ) - $signed(l0_delta0_1_2_s11);
-  assign \$316  = l0_ram_wr & \$315 ;
-  assign \$317  = l0_port_bank_p4[1:0] == 2'h2;
-  assign l0_port_hit0_1_2 = \$316  & \$317 ;
-  assign \$318  = \$236  ? l0_waddr1_2_s11 : l0_waddr1_2_s10;
-  assign \$319  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_2_s11;
-  assign \$320  = & \t$230 [16:15];
-  assign \$321  = ~ \$320 ;
-  assign \$322  = \t$230 [16] & \$321 ;
-  assign \$323  = ~ \t$230 [16];
-  assign \$324  = | \t$230 [16:15];
-  assign \$325  = \$323  & \$324 ;
-  assign \$326  = \$325  ? 16'h7fff : \t$230 [15:0];
-  assign \$327  = \$322  ? 16'h8000 : \$326 ;
-  assign \wp__data$239  = l0_port_hit0_1_2 ? l0_ram_data : \$327 ;
-  assign \wp__en$240  = commit_l0 | l0_port_hit0_1_2;
-  assign \t$241  = $signed(\$signature__data$242 ) - $signed(l0_delta0_1_3_s11);
-  assign \$329  = l0_ram_wr & \$328 ;
-  assign \$330  = l0_port_bank_p4[1:0] == 2'h3;
-  assign l0_port_hit0_1_3 = \$329  & \$330 ;
-  assign \$331  = \$236  ? l0_waddr1_3_s11 : l0_waddr1_3_s10;
-  assign \$332  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_3_s11;
-  assign \$333  = & \t$241 [16:15];
-  assign \$334  = ~ \$333 ;
-  assign \$335  = \t$241 [16] & \$334 ;
-  assign \$336  = ~ \t$241 [16];
-  assign \$337  = | \t$241 [16:15];
-  assign \$338  = \$336  & \$337 ;
-  assign \$339  = \$338  ? 16'h7fff : \t$241 [15:0];
-  assign \$340  = \$335  ? 16'h8000 : \$339 ;
-  assign \wp__data$250  = l0_port_hit0_1_3 ? l0_ram_data : \$340 ;
-  assign \wp__en$251  = commit_l0 | l0_port_hit0_1_3;
-  assign reloading = reload_count != 5'h17;
-  assign \$341  = | reload_count;
-  assign reload_write = reloading & \$341 ;
-  assign \$342  = reload_count - 1'h1;
-  assign \$343  = ~ pc__valid;
-  assign \$344  = en & \$343 ;
-  assign \$345  = ~ reloading;
-  assign \$346  = \$344  & \$345 ;
-  assign \$347  = | { m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$348  = ~ \$347 ;
-  assign \$349  = \$346  & \$348 ;
-  assign \$350  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
-  assign \$351  = ~ \$350 ;
-  assign s__ready = \$349  & \$351 ;
-  assign accept = s__valid & s__ready;
-  assign \$352  = ~ busy;
-  assign \$353  = pc__valid & \$352 ;
-  assign \$354  = ~ reloading;
-  assign \$355  = \$353  & \$354 ;
-  assign \$356  = | { read_wait4, read_wait3, read_wait2, read_wait1, read_wait };
-  assign \$357  = ~ \$356 ;
-  assign \$358  = \$355  & \$357 ;
-  assign \$359  = ~ pr__valid;
-  assign \$360  = \$359  | pr__ready;
-  assign pc__ready = \$358  & \$360 ;
-  assign port_addr = reload_write ? \$342 [4:0] : pc__payload[20:16];
-  assign \$361  = port_addr - 1'h0;
-  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$362  = port_addr >= 1'h0;
-  assign \$363  = port_addr < 5'h16;
-  assign \$364  = \$362  & \$363 ;
-  assign \$365  = pc__ready & pc__payload[21];
-  assign \$366  = reload_write | \$365 ;
-  assign l0_port_wr = \$364  & \$366 ;
-  assign \$367  = port_addr >= 1'h0;
-  assign \$368  = port_addr < 5'h16;
-  assign \$369  = \$367  & \$368 ;
-  assign \$370  = \$369  & pc__ready;
-  assign \$371  = ~ pc__payload[21];
-  assign l0_port_rd = \$370  & \$371 ;
-  assign port_cmd = reload_write | pc__ready;
-  assign \$372  = reload_count + 1'h1;
-  assign \$373  = l0_port_local_p1 * 2'h3;
-  assign \$376  = l0_port_local_p2 - \$375 ;
-  assign \$379  = \$378  * 3'h4;
-  assign \$380  = l0_port_q_p3 - \$379 ;
-  assign \$381  = ~ pc__payload[21];
-  assign \$382  = pc__ready & \$381 ;
-  assign \$383  = pc__ready & pc__payload[21];
-  assign \$389  = l0_cell0_s3[1:0] > 1'h0;
-  assign \$390  = \$388  + \$389 ;
-  assign \$392  = l0_cell0_s3[1:0] > 1'h1;
-  assign \$393  = \$391  + \$392 ;
-  assign \$395  = l0_cell0_s3[1:0] > 2'h2;
-  assign \$396  = \$394  + \$395 ;
-  assign \$398  = l0_cell0_s3[1:0] > 2'h3;
-  assign \$399  = \$397  + \$398 ;
-  assign \$405  = l0_cell1_s3[1:0] > 1'h0;
-  assign \$406  = \$404  + \$405 ;
-  assign \$408  = l0_cell1_s3[1:0] > 1'h1;
-  assign \$409  = \$407  + \$408 ;
-  assign \$411  = l0_cell1_s3[1:0] > 2'h2;
-  assign \$412  = \$410  + \$411 ;
-  assign \$414  = l0_cell1_s3[1:0] > 2'h3;
-  assign \$415  = \$413  + \$414 ;
-  assign \$420  = $signed(l0_coef0_0_0_s4) * $signed(l0_bval0_0_s4);
-  assign \$421  = $signed(l0_coef0_0_1_s4) * $signed(l0_bval0_1_s4);
-  assign \$422  = $signed(l0_coef0_0_2_s4) * $signed(l0_bval0_2_s4);
-  assign \$423  = $signed(l0_coef0_0_3_s4) * $signed(l0_bval0_3_s4);
-  assign \$424  = $signed(l0_coef0_1_0_s4) * $signed(l0_bval1_0_s4);
-  assign \$425  = $signed(l0_coef0_1_1_s4) * $signed(l0_bval1_1_s4);
-  assign \$426  = $signed(l0_coef0_1_2_s4) * $signed(l0_bval1_2_s4);
-  assign \$427  = $signed(l0_coef0_1_3_s4) * $signed(l0_bval1_3_s4);
-  assign \$428  = $signed(t) + $signed(\t$44 );
-  assign \$429  = $signed(\t$48 ) + $signed(\t$52 );
-  assign \$430  = $signed(\$428 ) + $signed(\$429 );
-  assign \$431  = $signed(\t$70 ) + $signed(\t$74 );
-  assign \$432  = $signed(\t$78 ) + $signed(\t$82 );
-  assign \$433  = $signed(\$431 ) + $signed(\$432 );
-  assign \$434  = $signed(l0_sum0_t0_0_s6) + $signed(l0_sum0_t0_1_s6);
-  assign \$435  = $signed(err0_s9) * $signed(l0_bval_bank0_0_s9);
-  assign \$436  = $signed(err0_s9) * $signed(l0_bval_bank0_1_s9);
-  assign \$437  = $signed(err0_s9) * $signed(l0_bval_bank0_2_s9);
-  assign \$438  = $signed(err0_s9) * $signed(l0_bval_bank0_3_s9);
-  assign \$439  = $signed(err0_s9) * $signed(l0_bval_bank1_0_s9);
-  assign \$440  = $signed(err0_s9) * $signed(l0_bval_bank1_1_s9);
-  assign \$441  = $signed(err0_s9) * $signed(l0_bval_bank1_2_s9);
-  assign \$442  = $signed(err0_s9) * $signed(l0_bval_bank1_3_s9);
-  always @(posedge clk)
-    valid_s1 <= \$443 ;
-  always @(posedge clk)
-    valid_s2 <= \$444 ;
-  always @(posedge clk)
-    valid_s3 <= \$445 ;
-  always @(posedge clk)
-    valid_s4 <= \$446 ;
-  always @(posedge clk)
-    valid_s5 <= \$447 ;
   always @(posedge clk)
-    valid_s6 <= \$448 ;
+    m__valid <= \$324 ;
   always @(posedge clk)
-    valid_s7 <= \$449 ;
+    valid_s9 <= \$325 ;
   always @(posedge clk)
-    m__valid <= \$450 ;
+    valid_s10 <= \$326 ;
   always @(posedge clk)
-    valid_s9 <= \$451 ;
+    valid_s11 <= \$327 ;
   always @(posedge clk)
-    valid_s10 <= \$452 ;
+    reload_count <= \$328 ;
   always @(posedge clk)
-    valid_s11 <= \$453 ;
+    port_in_flight0 <= \$329 ;
   always @(posedge clk)
-    reload_count <= \$454 ;
+    port_in_flight1 <= \$330 ;
   always @(posedge clk)
-    port_in_flight0 <= \$455 ;
+    port_in_flight2 <= \$331 ;
   always @(posedge clk)
-    port_in_flight1 <= \$456 ;
+    port_in_flight3 <= \$332 ;
   always @(posedge clk)
-    port_in_flight2 <= \$457 ;
+    l0_port_local_p1 <= \$333 ;
   always @(posedge clk)
-    port_in_flight3 <= \$458 ;
+    l0_port_wr_p1 <= \$334 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$459 ;
+    l0_port_rd_p1 <= \$335 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$460 ;
+    l0_port_data_p1 <= \$336 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$461 ;
+    l0_port_edge_p2 <= \$337 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$462 ;
+    l0_port_local_p2 <= \$338 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$463 ;
+    l0_port_wr_p2 <= \$339 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$464 ;
+    l0_port_rd_p2 <= \$340 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$465 ;
+    l0_port_data_p2 <= \$341 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$466 ;
+    l0_port_q_p3 <= \$342 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$467 ;
+    l0_port_edge_p3 <= \$343 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$468 ;
+    l0_port_wr_p3 <= \$344 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$469 ;
+    l0_port_rd_p3 <= \$345 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$470 ;
+    l0_port_data_p3 <= \$346 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$471 ;
+    l0_port_baddr_p4 <= \$347 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$472 ;
+    l0_port_bank_p4 <= \$348 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$473 ;
+    l0_port_edge_p4 <= \$349 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$474 ;
+    l0_ram_wr <= \$350 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$475 ;
+    l0_ram_rd <= \$351 ;
   always @(posedge clk)
-    l0_ram_wr <= \$476 ;
+    l0_ram_data <= \$352 ;
   always @(posedge clk)
-    l0_ram_rd <= \$477 ;
+    l0_rd_edge <= \$353 ;
   always @(posedge clk)
-    l0_ram_data <= \$478 ;
+    l0_rd_bank <= \$354 ;
   always @(posedge clk)
-    l0_rd_edge <= \$479 ;
+    read_layer <= \$355 ;
   always @(posedge clk)
-    l0_rd_bank <= \$480 ;
+    read_wait <= \$356 ;
   always @(posedge clk)
-    read_layer <= \$481 ;
+    read_wait1 <= \$357 ;
   always @(posedge clk)
-    read_wait <= \$482 ;
+    read_wait2 <= \$358 ;
   always @(posedge clk)
-    read_wait1 <= \$483 ;
+    read_wait3 <= \$359 ;
   always @(posedge clk)
-    read_wait2 <= \$484 ;
+    read_wait4 <= \$360 ;
   always @(posedge clk)
-    read_wait3 <= \$485 ;
+    pr__valid <= \$361 ;
   always @(posedge clk)
-    read_wait4 <= \$486 ;
+    pr__payload <= \$362 ;
   always @(posedge clk)
-    pr__valid <= \$487 ;
+    u <= \$363 ;
   always @(posedge clk)
-    pr__payload <= \$488 ;
+    \u$18  <= \$364 ;
   always @(posedge clk)
-    u <= \$489 ;
+    y0_s1 <= \$365 ;
   always @(posedge clk)
-    \u$18  <= \$490 ;
+    kind_s1 <= \$366 ;
   always @(posedge clk)
-    y0_s1 <= \$491 ;
+    pos_in <= \$367 ;
   always @(posedge clk)
-    kind_s1 <= \$492 ;
+    l0_lo0_s3 <= \$368 ;
   always @(posedge clk)
-    pos_in <= \$493 ;
+    l0_cell0_s3 <= \$369 ;
   always @(posedge clk)
-    l0_lo0_s3 <= \$494 ;
+    l0_bval0_0_s3 <= \$370 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$495 ;
+    l0_bval0_1_s3 <= \$371 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$496 ;
+    l0_bval0_2_s3 <= \$372 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$497 ;
+    l0_bval0_3_s3 <= \$373 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$498 ;
+    \pos_in$20  <= \$374 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$499 ;
+    l0_lo1_s3 <= \$375 ;
   always @(posedge clk)
-    \pos_in$20  <= \$500 ;
+    l0_cell1_s3 <= \$376 ;
   always @(posedge clk)
-    l0_lo1_s3 <= \$501 ;
+    l0_bval1_0_s3 <= \$377 ;
   always @(posedge clk)
-    l0_cell1_s3 <= \$502 ;
+    l0_bval1_1_s3 <= \$378 ;
   always @(posedge clk)
-    l0_bval1_0_s3 <= \$503 ;
+    l0_bval1_2_s3 <= \$379 ;
   always @(posedge clk)
-    l0_bval1_1_s3 <= \$504 ;
+    l0_bval1_3_s3 <= \$380 ;
   always @(posedge clk)
-    l0_bval1_2_s3 <= \$505 ;
+    l0_waddr0_0_s4 <= \$381 ;
   always @(posedge clk)
-    l0_bval1_3_s3 <= \$506 ;
+    l0_waddr0_1_s4 <= \$382 ;
   always @(posedge clk)
-    l0_waddr0_0_s4 <= \$507 ;
+    l0_waddr0_2_s4 <= \$383 ;
   always @(posedge clk)
-    l0_waddr0_1_s4 <= \$508 ;
+    l0_waddr0_3_s4 <= \$384 ;
   always @(posedge clk)
-    l0_waddr0_2_s4 <= \$509 ;
+    l0_bval_bank0_0_s4 <= \$385 ;
   always @(posedge clk)
-    l0_waddr0_3_s4 <= \$510 ;
+    l0_bval_bank0_1_s4 <= \$386 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$511 ;
+    l0_bval_bank0_2_s4 <= \$387 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$512 ;
+    l0_bval_bank0_3_s4 <= \$388 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$513 ;
+    l0_waddr1_0_s4 <= \$389 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$514 ;
+    l0_waddr1_1_s4 <= \$390 ;
   always @(posedge clk)
-    l0_waddr1_0_s4 <= \$515 ;
+    l0_waddr1_2_s4 <= \$391 ;
   always @(posedge clk)
-    l0_waddr1_1_s4 <= \$516 ;
+    l0_waddr1_3_s4 <= \$392 ;
   always @(posedge clk)
-    l0_waddr1_2_s4 <= \$517 ;
+    l0_bval_bank1_0_s4 <= \$393 ;
   always @(posedge clk)
-    l0_waddr1_3_s4 <= \$518 ;
+    l0_bval_bank1_1_s4 <= \$394 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s4 <= \$519 ;
+    l0_bval_bank1_2_s4 <= \$395 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s4 <= \$520 ;
+    l0_bval_bank1_3_s4 <= \$396 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s4 <= \$521 ;
+    l0_coef0_0_0_s4 <= \$397 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s4 <= \$522 ;
+    l0_bval0_0_s4 <= \$398 ;
   always @(posedge clk)
-    l0_coef0_0_0_s4 <= \$523 ;
+    l0_prod0_0_0_raw_s5 <= \$399 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$524 ;
+    l0_coef0_0_1_s4 <= \$400 ;
   always @(posedge clk)
-    l0_prod0_0_0_raw_s5 <= \$525 ;
+    l0_bval0_1_s4 <= \$401 ;
   always @(posedge clk)
-    l0_coef0_0_1_s4 <= \$526 ;
+    l0_prod0_0_1_raw_s5 <= \$402 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$527 ;
+    l0_coef0_0_2_s4 <= \$403 ;
   always @(posedge clk)
-    l0_prod0_0_1_raw_s5 <= \$528 ;
+    l0_bval0_2_s4 <= \$404 ;
   always @(posedge clk)
-    l0_coef0_0_2_s4 <= \$529 ;
+    l0_prod0_0_2_raw_s5 <= \$405 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$530 ;
+    l0_coef0_0_3_s4 <= \$406 ;
   always @(posedge clk)
-    l0_prod0_0_2_raw_s5 <= \$531 ;
+    l0_bval0_3_s4 <= \$407 ;
   always @(posedge clk)
-    l0_coef0_0_3_s4 <= \$532 ;
+    l0_prod0_0_3_raw_s5 <= \$408 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$533 ;
+    l0_coef0_1_0_s4 <= \$409 ;
   always @(posedge clk)
-    l0_prod0_0_3_raw_s5 <= \$534 ;
+    l0_bval1_0_s4 <= \$410 ;
   always @(posedge clk)
-    l0_coef0_1_0_s4 <= \$535 ;
+    l0_prod0_1_0_raw_s5 <= \$411 ;
   always @(posedge clk)
-    l0_bval1_0_s4 <= \$536 ;
+    l0_coef0_1_1_s4 <= \$412 ;
   always @(posedge clk)
-    l0_prod0_1_0_raw_s5 <= \$537 ;
+    l0_bval1_1_s4 <= \$413 ;
   always @(posedge clk)
-    l0_coef0_1_1_s4 <= \$538 ;
+    l0_prod0_1_1_raw_s5 <= \$414 ;
   always @(posedge clk)
-    l0_bval1_1_s4 <= \$539 ;
+    l0_coef0_1_2_s4 <= \$415 ;
   always @(posedge clk)
-    l0_prod0_1_1_raw_s5 <= \$540 ;
+    l0_bval1_2_s4 <= \$416 ;
   always @(posedge clk)
-    l0_coef0_1_2_s4 <= \$541 ;
+    l0_prod0_1_2_raw_s5 <= \$417 ;
   always @(posedge clk)
-    l0_bval1_2_s4 <= \$542 ;
+    l0_coef0_1_3_s4 <= \$418 ;
   always @(posedge clk)
-    l0_prod0_1_2_raw_s5 <= \$543 ;
+    l0_bval1_3_s4 <= \$419 ;
   always @(posedge clk)
-    l0_coef0_1_3_s4 <= \$544 ;
+    l0_prod0_1_3_raw_s5 <= \$420 ;
   always @(posedge clk)
-    l0_bval1_3_s4 <= \$545 ;
+    l0_sum0_t0_0_s6 <= \$421 ;
   always @(posedge clk)
-    l0_prod0_1_3_raw_s5 <= \$546 ;
+    l0_sum0_t0_1_s6 <= \$422 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s6 <= \$547 ;
+    l0_sum0_t1_0_s7 <= \$423 ;
   always @(posedge clk)
-    l0_sum0_t0_1_s6 <= \$548 ;
+    l0_out0_s8 <= \$424 ;
   always @(posedge clk)
-    l0_sum0_t1_0_s7 <= \$549 ;
+    y0_s2 <= \$425 ;
   always @(posedge clk)
-    l0_out0_s8 <= \$550 ;
+    y0_s3 <= \$426 ;
   always @(posedge clk)
-    y0_s2 <= \$551 ;
+    y0_s4 <= \$427 ;
   always @(posedge clk)
-    y0_s3 <= \$552 ;
+    y0_s5 <= \$428 ;
   always @(posedge clk)
-    y0_s4 <= \$553 ;
+    y0_s6 <= \$429 ;
   always @(posedge clk)
-    y0_s5 <= \$554 ;
+    y0_s7 <= \$430 ;
   always @(posedge clk)
-    y0_s6 <= \$555 ;
+    y0_s8 <= \$431 ;
   always @(posedge clk)
-    y0_s7 <= \$556 ;
+    kind_s2 <= \$432 ;
   always @(posedge clk)
-    y0_s8 <= \$557 ;
+    kind_s3 <= \$433 ;
   always @(posedge clk)
-    kind_s2 <= \$558 ;
+    kind_s4 <= \$434 ;
   always @(posedge clk)
-    kind_s3 <= \$559 ;
+    kind_s5 <= \$435 ;
   always @(posedge clk)
-    kind_s4 <= \$560 ;
+    kind_s6 <= \$436 ;
   always @(posedge clk)
-    kind_s5 <= \$561 ;
+    kind_s7 <= \$437 ;
   always @(posedge clk)
-    kind_s6 <= \$562 ;
+    kind_s8 <= \$438 ;
   always @(posedge clk)
-    kind_s7 <= \$563 ;
+    err0_s9 <= \$439 ;
   always @(posedge clk)
-    kind_s8 <= \$564 ;
+    l0_waddr0_0_s5 <= \$440 ;
   always @(posedge clk)
-    err0_s9 <= \$565 ;
+    l0_waddr0_0_s6 <= \$441 ;
   always @(posedge clk)
-    l0_waddr0_0_s5 <= \$566 ;
+    l0_waddr0_0_s7 <= \$442 ;
   always @(posedge clk)
-    l0_waddr0_0_s6 <= \$567 ;
+    l0_waddr0_0_s8 <= \$443 ;
   always @(posedge clk)
-    l0_waddr0_0_s7 <= \$568 ;
+    l0_waddr0_0_s9 <= \$444 ;
   always @(posedge clk)
-    l0_waddr0_0_s8 <= \$569 ;
+    l0_waddr0_0_s10 <= \$445 ;
   always @(posedge clk)
-    l0_waddr0_0_s9 <= \$570 ;
+    l0_waddr0_0_s11 <= \$446 ;
   always @(posedge clk)
-    l0_waddr0_0_s10 <= \$571 ;
+    l0_waddr0_1_s5 <= \$447 ;
   always @(posedge clk)
-    l0_waddr0_0_s11 <= \$572 ;
+    l0_waddr0_1_s6 <= \$448 ;
   always @(posedge clk)
-    l0_waddr0_1_s5 <= \$573 ;
+    l0_waddr0_1_s7 <= \$449 ;
   always @(posedge clk)
-    l0_waddr0_1_s6 <= \$574 ;
+    l0_waddr0_1_s8 <= \$450 ;
   always @(posedge clk)
-    l0_waddr0_1_s7 <= \$575 ;
+    l0_waddr0_1_s9 <= \$451 ;
   always @(posedge clk)
-    l0_waddr0_1_s8 <= \$576 ;
+    l0_waddr0_1_s10 <= \$452 ;
   always @(posedge clk)
-    l0_waddr0_1_s9 <= \$577 ;
+    l0_waddr0_1_s11 <= \$453 ;
   always @(posedge clk)
-    l0_waddr0_1_s10 <= \$578 ;
+    l0_waddr0_2_s5 <= \$454 ;
   always @(posedge clk)
-    l0_waddr0_1_s11 <= \$579 ;
+    l0_waddr0_2_s6 <= \$455 ;
   always @(posedge clk)
-    l0_waddr0_2_s5 <= \$580 ;
+    l0_waddr0_2_s7 <= \$456 ;
   always @(posedge clk)
-    l0_waddr0_2_s6 <= \$581 ;
+    l0_waddr0_2_s8 <= \$457 ;
   always @(posedge clk)
-    l0_waddr0_2_s7 <= \$582 ;
+    l0_waddr0_2_s9 <= \$458 ;
   always @(posedge clk)
-    l0_waddr0_2_s8 <= \$583 ;
+    l0_waddr0_2_s10 <= \$459 ;
   always @(posedge clk)
-    l0_waddr0_2_s9 <= \$584 ;
+    l0_waddr0_2_s11 <= \$460 ;
   always @(posedge clk)
-    l0_waddr0_2_s10 <= \$585 ;
+    l0_waddr0_3_s5 <= \$461 ;
   always @(posedge clk)
-    l0_waddr0_2_s11 <= \$586 ;
+    l0_waddr0_3_s6 <= \$462 ;
   always @(posedge clk)
-    l0_waddr0_3_s5 <= \$587 ;
+    l0_waddr0_3_s7 <= \$463 ;
   always @(posedge clk)
-    l0_waddr0_3_s6 <= \$588 ;
+    l0_waddr0_3_s8 <= \$464 ;
   always @(posedge clk)
-    l0_waddr0_3_s7 <= \$589 ;
+    l0_waddr0_3_s9 <= \$465 ;
   always @(posedge clk)
-    l0_waddr0_3_s8 <= \$590 ;
+    l0_waddr0_3_s10 <= \$466 ;
   always @(posedge clk)
-    l0_waddr0_3_s9 <= \$591 ;
+    l0_waddr0_3_s11 <= \$467 ;
   always @(posedge clk)
-    l0_waddr0_3_s10 <= \$592 ;
+    l0_waddr1_0_s5 <= \$468 ;
   always @(posedge clk)
-    l0_waddr0_3_s11 <= \$593 ;
+    l0_waddr1_0_s6 <= \$469 ;
   always @(posedge clk)
-    l0_waddr1_0_s5 <= \$594 ;
+    l0_waddr1_0_s7 <= \$470 ;
   always @(posedge clk)
-    l0_waddr1_0_s6 <= \$595 ;
+    l0_waddr1_0_s8 <= \$471 ;
   always @(posedge clk)
-    l0_waddr1_0_s7 <= \$596 ;
+    l0_waddr1_0_s9 <= \$472 ;
   always @(posedge clk)
-    l0_waddr1_0_s8 <= \$597 ;
+    l0_waddr1_0_s10 <= \$473 ;
   always @(posedge clk)
-    l0_waddr1_0_s9 <= \$598 ;
+    l0_waddr1_0_s11 <= \$474 ;
   always @(posedge clk)
-    l0_waddr1_0_s10 <= \$599 ;
+    l0_waddr1_1_s5 <= \$475 ;
   always @(posedge clk)
-    l0_waddr1_0_s11 <= \$600 ;
+    l0_waddr1_1_s6 <= \$476 ;
   always @(posedge clk)
-    l0_waddr1_1_s5 <= \$601 ;
+    l0_waddr1_1_s7 <= \$477 ;
   always @(posedge clk)
-    l0_waddr1_1_s6 <= \$602 ;
+    l0_waddr1_1_s8 <= \$478 ;
   always @(posedge clk)
-    l0_waddr1_1_s7 <= \$603 ;
+    l0_waddr1_1_s9 <= \$479 ;
   always @(posedge clk)
-    l0_waddr1_1_s8 <= \$604 ;
+    l0_waddr1_1_s10 <= \$480 ;
   always @(posedge clk)
-    l0_waddr1_1_s9 <= \$605 ;
+    l0_waddr1_1_s11 <= \$481 ;
   always @(posedge clk)
-    l0_waddr1_1_s10 <= \$606 ;
+    l0_waddr1_2_s5 <= \$482 ;
   always @(posedge clk)
-    l0_waddr1_1_s11 <= \$607 ;
+    l0_waddr1_2_s6 <= \$483 ;
   always @(posedge clk)
-    l0_waddr1_2_s5 <= \$608 ;
+    l0_waddr1_2_s7 <= \$484 ;
   always @(posedge clk)
-    l0_waddr1_2_s6 <= \$609 ;
+    l0_waddr1_2_s8 <= \$485 ;
   always @(posedge clk)
-    l0_waddr1_2_s7 <= \$610 ;
+    l0_waddr1_2_s9 <= \$486 ;
   always @(posedge clk)
-    l0_waddr1_2_s8 <= \$611 ;
+    l0_waddr1_2_s10 <= \$487 ;
   always @(posedge clk)
-    l0_waddr1_2_s9 <= \$612 ;
+    l0_waddr1_2_s11 <= \$488 ;
   always @(posedge clk)
-    l0_waddr1_2_s10 <= \$613 ;
+    l0_waddr1_3_s5 <= \$489 ;
   always @(posedge clk)
-    l0_waddr1_2_s11 <= \$614 ;
+    l0_waddr1_3_s6 <= \$490 ;
   always @(posedge clk)
-    l0_waddr1_3_s5 <= \$615 ;
+    l0_waddr1_3_s7 <= \$491 ;
   always @(posedge clk)
-    l0_waddr1_3_s6 <= \$616 ;
+    l0_waddr1_3_s8 <= \$492 ;
   always @(posedge clk)
-    l0_waddr1_3_s7 <= \$617 ;
+    l0_waddr1_3_s9 <= \$493 ;
   always @(posedge clk)
-    l0_waddr1_3_s8 <= \$618 ;
+    l0_waddr1_3_s10 <= \$494 ;
   always @(posedge clk)
-    l0_waddr1_3_s9 <= \$619 ;
+    l0_waddr1_3_s11 <= \$495 ;
   always @(posedge clk)
-    l0_waddr1_3_s10 <= \$620 ;
+    l0_bval_bank0_0_s5 <= \$496 ;
   always @(posedge clk)
-    l0_waddr1_3_s11 <= \$621 ;
+    l0_bval_bank0_0_s6 <= \$497 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$622 ;
+    l0_bval_bank0_0_s7 <= \$498 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$623 ;
+    l0_bval_bank0_0_s8 <= \$499 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s7 <= \$624 ;
+    l0_bval_bank0_0_s9 <= \$500 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s8 <= \$625 ;
+    l0_delta0_0_0_raw_s10 <= \$501 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s9 <= \$626 ;
+    l0_delta0_0_0_s11 <= \$502 ;
   always @(posedge clk)
-    l0_delta0_0_0_raw_s10 <= \$627 ;
+    l0_bval_bank0_1_s5 <= \$503 ;
   always @(posedge clk)
-    l0_delta0_0_0_s11 <= \$628 ;
+    l0_bval_bank0_1_s6 <= \$504 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$629 ;
+    l0_bval_bank0_1_s7 <= \$505 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$630 ;
+    l0_bval_bank0_1_s8 <= \$506 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s7 <= \$631 ;
+    l0_bval_bank0_1_s9 <= \$507 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s8 <= \$632 ;
+    l0_delta0_0_1_raw_s10 <= \$508 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s9 <= \$633 ;
+    l0_delta0_0_1_s11 <= \$509 ;
   always @(posedge clk)
-    l0_delta0_0_1_raw_s10 <= \$634 ;
+    l0_bval_bank0_2_s5 <= \$510 ;
   always @(posedge clk)
-    l0_delta0_0_1_s11 <= \$635 ;
+    l0_bval_bank0_2_s6 <= \$511 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$636 ;
+    l0_bval_bank0_2_s7 <= \$512 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$637 ;
+    l0_bval_bank0_2_s8 <= \$513 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s7 <= \$638 ;
+    l0_bval_bank0_2_s9 <= \$514 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s8 <= \$639 ;
+    l0_delta0_0_2_raw_s10 <= \$515 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s9 <= \$640 ;
+    l0_delta0_0_2_s11 <= \$516 ;
   always @(posedge clk)
-    l0_delta0_0_2_raw_s10 <= \$641 ;
+    l0_bval_bank0_3_s5 <= \$517 ;
   always @(posedge clk)
-    l0_delta0_0_2_s11 <= \$642 ;
+    l0_bval_bank0_3_s6 <= \$518 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$643 ;
+    l0_bval_bank0_3_s7 <= \$519 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$644 ;
+    l0_bval_bank0_3_s8 <= \$520 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s7 <= \$645 ;
+    l0_bval_bank0_3_s9 <= \$521 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s8 <= \$646 ;
+    l0_delta0_0_3_raw_s10 <= \$522 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s9 <= \$647 ;
+    l0_delta0_0_3_s11 <= \$523 ;
   always @(posedge clk)
-    l0_delta0_0_3_raw_s10 <= \$648 ;
+    l0_bval_bank1_0_s5 <= \$524 ;
   always @(posedge clk)
-    l0_delta0_0_3_s11 <= \$649 ;
+    l0_bval_bank1_0_s6 <= \$525 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s5 <= \$650 ;
+    l0_bval_bank1_0_s7 <= \$526 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s6 <= \$651 ;
+    l0_bval_bank1_0_s8 <= \$527 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s7 <= \$652 ;
+    l0_bval_bank1_0_s9 <= \$528 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s8 <= \$653 ;
+    l0_delta0_1_0_raw_s10 <= \$529 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s9 <= \$654 ;
+    l0_delta0_1_0_s11 <= \$530 ;
   always @(posedge clk)
-    l0_delta0_1_0_raw_s10 <= \$655 ;
+    l0_bval_bank1_1_s5 <= \$531 ;
   always @(posedge clk)
-    l0_delta0_1_0_s11 <= \$656 ;
+    l0_bval_bank1_1_s6 <= \$532 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s5 <= \$657 ;
+    l0_bval_bank1_1_s7 <= \$533 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s6 <= \$658 ;
+    l0_bval_bank1_1_s8 <= \$534 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s7 <= \$659 ;
+    l0_bval_bank1_1_s9 <= \$535 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s8 <= \$660 ;
+    l0_delta0_1_1_raw_s10 <= \$536 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s9 <= \$661 ;
+    l0_delta0_1_1_s11 <= \$537 ;
   always @(posedge clk)
-    l0_delta0_1_1_raw_s10 <= \$662 ;
+    l0_bval_bank1_2_s5 <= \$538 ;
   always @(posedge clk)
-    l0_delta0_1_1_s11 <= \$663 ;
+    l0_bval_bank1_2_s6 <= \$539 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s5 <= \$664 ;
+    l0_bval_bank1_2_s7 <= \$540 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s6 <= \$665 ;
+    l0_bval_bank1_2_s8 <= \$541 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s7 <= \$666 ;
+    l0_bval_bank1_2_s9 <= \$542 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s8 <= \$667 ;
+    l0_delta0_1_2_raw_s10 <= \$543 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s9 <= \$668 ;
+    l0_delta0_1_2_s11 <= \$544 ;
   always @(posedge clk)
-    l0_delta0_1_2_raw_s10 <= \$669 ;
+    l0_bval_bank1_3_s5 <= \$545 ;
   always @(posedge clk)
-    l0_delta0_1_2_s11 <= \$670 ;
+    l0_bval_bank1_3_s6 <= \$546 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s5 <= \$671 ;
+    l0_bval_bank1_3_s7 <= \$547 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s6 <= \$672 ;
+    l0_bval_bank1_3_s8 <= \$548 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s7 <= \$673 ;
+    l0_bval_bank1_3_s9 <= \$549 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s8 <= \$674 ;
+    l0_delta0_1_3_raw_s10 <= \$550 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s9 <= \$675 ;
-  always @(posedge clk)
-    l0_delta0_1_3_raw_s10 <= \$676 ;
-  always @(posedge clk)
-    l0_delta0_1_3_s11 <= \$677 ;
+    l0_delta0_1_3_s11 <= \$551 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$3 ;
@@ -2162,262 +1786,284 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$31  = \$29  + \$30 ;
   assign \$32  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$31 ;
   assign \$signature__en$63  = en | l0_ram_rd;
-  assign \$33  = ! l0_sum0_t1_0_s7[12:0];
-  assign \$34  = ~ \$33 ;
-  assign \$35  = l0_sum0_t1_0_s7[13] & \$34 ;
-  assign \$36  = ! l0_sum0_t1_0_s7[12:0];
-  assign \$37  = l0_sum0_t1_0_s7[13] & \$36 ;
-  assign \$38  = \$37  & floor[0];
-  assign inc = \$35  | \$38 ;
-  assign \$39  = $signed(floor) > $signed(16'h7fff);
-  assign \$40  = floor == 15'h7fff;
-  assign \$41  = \$40  & inc;
-  assign above = \$39  | \$41 ;
-  assign \$42  = $signed(floor) < $signed(17'h17fff);
-  assign \$43  = floor == 40'hffffff7fff;
-  assign \$44  = ~ inc;
-  assign \$45  = \$43  & \$44 ;
-  assign below = \$42  | \$45 ;
-  assign \$46  = ! l0_sum0_t1_0_s7[12:0];
+  assign \$33  = $signed({ l0_sum0_t1_0_s7[39:0], l0_sum0_t1_0_s7[14] }) + $signed({ 14'h1fff, l0_sum0_t1_0_s7[14] });
+  assign \$34  = & \$33 [42:30];
+  assign \$35  = ~ \$34 ;
+  assign \$36  = \$33 [42] & \$35 ;
+  assign \$37  = ~ \$33 [42];
+  assign \$38  = | \$33 [42:30];
+  assign \$39  = \$37  & \$38 ;
+  assign \$40  = \$39  ? 16'h7fff : \$33 [30:15];
+  assign \t$88  = \$36  ? 16'h8000 : \$40 ;
+  assign \$41  = $signed(l0_out0_s8) >= $signed(1'h0);
+  assign \t$90  = $signed(l0_out0_s8) - $signed(y0_s8);
+  assign \$42  = $signed(\t$92 ) < $signed(16'h8000);
+  assign \$43  = $signed(\t$92 ) > $signed(16'h7fff);
+  assign \$44  = \$43  ? 16'h7fff : \t$92 [15:0];
+  assign \t$93  = \$42  ? 16'h8000 : \$44 ;
+  assign \$45  = $signed({ l0_delta0_0_0_raw_s10, l0_delta0_0_0_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_0_0_raw_s10[18] });
   assign \$47  = ~ \$46 ;
-  assign \$48  = l0_sum0_t1_0_s7[13] & \$47 ;
-  assign \$49  = ! l0_sum0_t1_0_s7[12:0];
-  assign \$50  = l0_sum0_t1_0_s7[13] & \$49 ;
-  assign \$51  = \$50  & floor[0];
-  assign \$52  = \$48  | \$51 ;
-  assign \$53  = $signed(floor) + $signed({ 1'h0, \$52  });
-  assign \$54  = above ? 16'h7fff : \$53 [15:0];
-  assign \t$91  = below ? 16'h8000 : \$54 ;
-  assign \$55  = $signed(l0_out0_s8) >= $signed(1'h0);
-  assign \t$93  = $signed(l0_out0_s8) - $signed(y0_s8);
-  assign \$56  = $signed(\t$95 ) < $signed(16'h8000);
-  assign \$57  = $signed(\t$95 ) > $signed(16'h7fff);
-  assign \$58  = \$57  ? 16'h7fff : \t$95 [15:0];
-  assign \t$96  = \$56  ? 16'h8000 : \$58 ;
-  assign \$59  = ! l0_delta0_0_0_raw_s10[16:0];
-  assign \$60  = ~ \$59 ;
-  assign \$61  = l0_delta0_0_0_raw_s10[17] & \$60 ;
-  assign \$62  = ! l0_delta0_0_0_raw_s10[16:0];
-  assign \$63  = l0_delta0_0_0_raw_s10[17] & \$62 ;
-  assign \$64  = \$63  & \floor$99 [0];
-  assign \inc$101  = \$61  | \$64 ;
-  assign \$65  = $signed(\floor$99 ) > $signed(16'h7fff);
-  assign \$66  = \floor$99  == 15'h7fff;
-  assign \$67  = \$66  & \inc$101 ;
-  assign \above$102  = \$65  | \$67 ;
-  assign \$68  = $signed(\floor$99 ) < $signed(17'h17fff);
-  assign \$69  = \floor$99  == 32'd4294934527;
-  assign \$70  = ~ \inc$101 ;
-  assign \$71  = \$69  & \$70 ;
-  assign \below$103  = \$68  | \$71 ;
-  assign \$72  = ! l0_delta0_0_0_raw_s10[16:0];
-  assign \$73  = ~ \$72 ;
-  assign \$74  = l0_delta0_0_0_raw_s10[17] & \$73 ;
-  assign \$75  = ! l0_delta0_0_0_raw_s10[16:0];
-  assign \$76  = l0_delta0_0_0_raw_s10[17] & \$75 ;
-  assign \$77  = \$76  & \floor$99 [0];
-  assign \$78  = \$74  | \$77 ;
-  assign \$79  = $signed(\floor$99 ) + $signed({ 1'h0, \$78  });
-  assign \$80  = \above$102  ? 16'h7fff : \$79 [15:0];
-  assign \t$104  = \below$103  ? 16'h8000 : \$80 ;
-  assign \$81  = ! l0_delta0_0_1_raw_s10[16:0];
-  assign \$82  = ~ \$81 ;
-  assign \$83  = l0_delta0_0_1_raw_s10[17] & \$82 ;
-  assign \$84  = ! l0_delta0_0_1_raw_s10[16:0];
-  assign \$85  = l0_delta0_0_1_raw_s10[17] & \$84 ;
-  assign \$86  = \$85  & \floor$105 [0];
-  assign \inc$107  = \$83  | \$86 ;
-  assign \$87  = $signed(\floor$105 ) > $signed(16'h7fff);
-  assign \$88  = \floor$105  == 15'h7fff;
-  assign \$89  = \$88  & \inc$107 ;
-  assign \above$108  = \$87  | \$89 ;
-  assign \$90  = $signed(\floor$105 ) < $signed(17'h17fff);
-  assign \$91  = \floor$105  == 32'd4294934527;
-  assign \$92  = ~ \inc$107 ;
-  assign \$93  = \$91  & \$92 ;
-  assign \below$109  = \$90  | \$93 ;
-  assign \$94  = ! l0_delta0_0_1_raw_s10[16:0];
+  assign \$49  = ~ \$45 [34];
+  assign \$53  = $signed({ l0_delta0_0_1_raw_s10, l0_delta0_0_1_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_0_1_raw_s10[18] });
+  assign \$55  = ~ \$54 ;
+  assign \$57  = ~ \$53 [34];
+  assign \$61  = $signed({ l0_delta0_0_2_raw_s10, l0_delta0_0_2_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_0_2_raw_s10[18] });
+  assign \$63  = ~ \$62 ;
+  assign \$65  = ~ \$61 [34];
+  assign \$69  = $signed({ l0_delta0_0_3_raw_s10, l0_delta0_0_3_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_0_3_raw_s10[18] });
+  assign \$71  = ~ \$70 ;
+  assign \$73  = ~ \$69 [34];
+  assign \$77  = $signed({ l0_delta0_1_0_raw_s10, l0_delta0_1_0_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_1_0_raw_s10[18] });
+  assign \$79  = ~ \$78 ;
+  assign \$81  = ~ \$77 [34];
+  assign \$85  = $signed({ l0_delta0_1_1_raw_s10, l0_delta0_1_1_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_1_1_raw_s10[18] });
+  assign \$87  = ~ \$86 ;
+  assign \$89  = ~ \$85 [34];
+  assign \$93  = $signed({ l0_delta0_1_2_raw_s10, l0_delta0_1_2_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_1_2_raw_s10[18] });
   assign \$95  = ~ \$94 ;
-  assign \$96  = l0_delta0_0_1_raw_s10[17] & \$95 ;
-  assign \$97  = ! l0_delta0_0_1_raw_s10[16:0];
-  assign \$98  = l0_delta0_0_1_raw_s10[17] & \$97 ;
-  assign \$99  = \$98  & \floor$105 [0];
-  assign \$100  = \$96  | \$99 ;
-  assign \$101  = $signed(\floor$105 ) + $signed({ 1'h0, \$100  });
-  assign \$102  = \above$108  ? 16'h7fff : \$101 [15:0];
-  assign \t$110  = \below$109  ? 16'h8000 : \$102 ;
-  assign \$103  = ! l0_delta0_0_2_raw_s10[16:0];
-  assign \$104  = ~ \$103 ;
-  assign \$105  = l0_delta0_0_2_raw_s10[17] & \$104 ;
-  assign \$106  = ! l0_delta0_0_2_raw_s10[16:0];
-  assign \$107  = l0_delta0_0_2_raw_s10[17] & \$106 ;
-  assign \$108  = \$107  & \floor$111 [0];
-  assign \inc$113  = \$105  | \$108 ;
-  assign \$109  = $signed(\floor$111 ) > $signed(16'h7fff);
-  assign \$110  = \floor$111  == 15'h7fff;
-  assign \$111  = \$110  & \inc$113 ;
-  assign \above$114  = \$109  | \$111 ;
-  assign \$112  = $signed(\floor$111 ) < $signed(17'h17fff);
-  assign \$113  = \floor$111  == 32'd4294934527;
-  assign \$114  = ~ \inc$113 ;
-  assign \$115  = \$113  & \$114 ;
-  assign \below$115  = \$112  | \$115 ;
-  assign \$116  = ! l0_delta0_0_2_raw_s10[16:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = l0_delta0_0_2_raw_s10[17] & \$117 ;
-  assign \$119  = ! l0_delta0_0_2_raw_s10[16:0];
-  assign \$120  = l0_delta0_0_2_raw_s10[17] & \$119 ;
-  assign \$121  = \$120  & \floor$111 [0];
-  assign \$122  = \$118  | \$121 ;
-  assign \$123  = $signed(\floor$111 ) + $signed({ 1'h0, \$122  });
-  assign \$124  = \above$114  ? 16'h7fff : \$123 [15:0];
-  assign \t$116  = \below$115  ? 16'h8000 : \$124 ;
-  assign \$125  = ! l0_delta0_0_3_raw_s10[16:0];
-  assign \$126  = ~ \$125 ;
-  assign \$127  = l0_delta0_0_3_raw_s10[17] & \$126 ;
-  assign \$128  = ! l0_delta0_0_3_raw_s10[16:0];
-  assign \$129  = l0_delta0_0_3_raw_s10[17] & \$128 ;
-  assign \$130  = \$129  & \floor$117 [0];
-  assign \inc$119  = \$127  | \$130 ;
-  assign \$131  = $signed(\floor$117 ) > $signed(16'h7fff);
-  assign \$132  = \floor$117  == 15'h7fff;
-  assign \$133  = \$132  & \inc$119 ;
-  assign \above$120  = \$131  | \$133 ;
-  assign \$134  = $signed(\floor$117 ) < $signed(17'h17fff);
-  assign \$135  = \floor$117  == 32'd4294934527;
-  assign \$136  = ~ \inc$119 ;
-  assign \$137  = \$135  & \$136 ;
-  assign \below$121  = \$134  | \$137 ;
-  assign \$138  = ! l0_delta0_0_3_raw_s10[16:0];
-  assign \$139  = ~ \$138 ;
-  assign \$140  = l0_delta0_0_3_raw_s10[17] & \$139 ;
-  assign \$141  = ! l0_delta0_0_3_raw_s10[16:0];
-  assign \$142  = l0_delta0_0_3_raw_s10[17] & \$141 ;
-  assign \$143  = \$142  & \floor$117 [0];
-  assign \$144  = \$140  | \$143 ;
-  assign \$145  = $signed(\floor$117 ) + $signed({ 1'h0, \$144  });
-  assign \$146  = \above$120  ? 16'h7fff : \$145 [15:0];
-  assign \t$122  = \below$121  ? 16'h8000 : \$146 ;
-  assign \$147  = ! l0_delta0_1_0_raw_s10[16:0];
-  assign \$148  = ~ \$147 ;
-  assign \$149  = l0_delta0_1_0_raw_s10[17] & \$148 ;
-  assign \$150  = ! l0_delta0_1_0_raw_s10[16:0];
-  assign \$151  = l0_delta0_1_0_raw_s10[17] & \$150 ;
-  assign \$152  = \$151  & \floor$123 [0];
-  assign \inc$125  = \$149  | \$152 ;
-  assign \$153  = $signed(\floor$123 ) > $signed(16'h7fff);
-  assign \$154  = \floor$123  == 15'h7fff;
-  assign \$155  = \$154  & \inc$125 ;
-  assign \above$126  = \$153  | \$155 ;
-  assign \$156  = $signed(\floor$123 ) < $signed(17'h17fff);
-  assign \$157  = \floor$123  == 32'd4294934527;
-  assign \$158  = ~ \inc$125 ;
-  assign \$159  = \$157  & \$158 ;
-  assign \below$127  = \$156  | \$159 ;
-  assign \$160  = ! l0_delta0_1_0_raw_s10[16:0];
-  assign \$161  = ~ \$160 ;
-  assign \$162  = l0_delta0_1_0_raw_s10[17] & \$161 ;
-  assign \$163  = ! l0_delta0_1_0_raw_s10[16:0];
-  assign \$164  = l0_delta0_1_0_raw_s10[17] & \$163 ;
-  assign \$165  = \$164  & \floor$123 [0];
-  assign \$166  = \$162  | \$165 ;
-  assign \$167  = $signed(\floor$123 ) + $signed({ 1'h0, \$166  });
-  assign \$168  = \above$126  ? 16'h7fff : \$167 [15:0];
-  assign \t$128  = \below$127  ? 16'h8000 : \$168 ;
-  assign \$169  = ! l0_delta0_1_1_raw_s10[16:0];
-  assign \$170  = ~ \$169 ;
-  assign \$171  = l0_delta0_1_1_raw_s10[17] & \$170 ;
-  assign \$172  = ! l0_delta0_1_1_raw_s10[16:0];
-  assign \$173  = l0_delta0_1_1_raw_s10[17] & \$172 ;
-  assign \$174  = \$173  & \floor$129 [0];
-  assign \inc$131  = \$171  | \$174 ;
-  assign \$175  = $signed(\floor$129 ) > $signed(16'h7fff);
-  assign \$176  = \floor$129  == 15'h7fff;
-  assign \$177  = \$176  & \inc$131 ;
-  assign \above$132  = \$175  | \$177 ;
-  assign \$178  = $signed(\floor$129 ) < $signed(17'h17fff);
-  assign \$179  = \floor$129  == 32'd4294934527;
-  assign \$180  = ~ \inc$131 ;
-  assign \$181  = \$179  & \$180 ;
-  assign \below$133  = \$178  | \$181 ;
-  assign \$182  = ! l0_delta0_1_1_raw_s10[16:0];
-  assign \$183  = ~ \$182 ;
-  assign \$184  = l0_delta0_1_1_raw_s10[17] & \$183 ;
-  assign \$185  = ! l0_delta0_1_1_raw_s10[16:0];
-  assign \$186  = l0_delta0_1_1_raw_s10[17] & \$185 ;
-  assign \$187  = \$186  & \floor$129 [0];
-  assign \$188  = \$184  | \$187 ;
-  assign \$189  = $signed(\floor$129 ) + $signed({ 1'h0, \$188  });
-  assign \$190  = \above$132  ? 16'h7fff : \$189 [15:0];
-  assign \t$134  = \below$133  ? 16'h8000 : \$190 ;
-  assign \$191  = ! l0_delta0_1_2_raw_s10[16:0];
-  assign \$192  = ~ \$191 ;
-  assign \$193  = l0_delta0_1_2_raw_s10[17] & \$192 ;
-  assign \$194  = ! l0_delta0_1_2_raw_s10[16:0];
-  assign \$195  = l0_delta0_1_2_raw_s10[17] & \$194 ;
-  assign \$196  = \$195  & \floor$135 [0];
-  assign \inc$137  = \$193  | \$196 ;
-  assign \$197  = $signed(\floor$135 ) > $signed(16'h7fff);
-  assign \$198  = \floor$135  == 15'h7fff;
-  assign \$199  = \$198  & \inc$137 ;
-  assign \above$138  = \$197  | \$199 ;
-  assign \$200  = $signed(\floor$135 ) < $signed(17'h17fff);
-  assign \$201  = \floor$135  == 32'd4294934527;
-  assign \$202  = ~ \inc$137 ;
-  assign \$203  = \$201  & \$202 ;
-  assign \below$139  = \$200  | \$203 ;
-  assign \$204  = ! l0_delta0_1_2_raw_s10[16:0];
-  assign \$205  = ~ \$204 ;
-  assign \$206  = l0_delta0_1_2_raw_s10[17] & \$205 ;
-  assign \$207  = ! l0_delta0_1_2_raw_s10[16:0];
-  assign \$208  = l0_delta0_1_2_raw_s10[17] & \$207 ;
-  assign \$209  = \$208  & \floor$135 [0];
-  assign \$210  = \$206  | \$209 ;
-  assign \$211  = $signed(\floor$135 ) + $signed({ 1'h0, \$210  });
-  assign \$212  = \above$138  ? 16'h7fff : \$211 [15:0];
-  assign \t$140  = \below$139  ? 16'h8000 : \$212 ;
-  assign \$213  = ! l0_delta0_1_3_raw_s10[16:0];
-  assign \$214  = ~ \$213 ;
-  assign \$215  = l0_delta0_1_3_raw_s10[17] & \$214 ;
-  assign \$216  = ! l0_delta0_1_3_raw_s10[16:0];
-  assign \$217  = l0_delta0_1_3_raw_s10[17] & \$216 ;
-  assign \$218  = \$217  & \floor$141 [0];
-  assign \inc$143  = \$215  | \$218 ;
-  assign \$219  = $signed(\floor$141 ) > $signed(16'h7fff);
-  assign \$220  = \floor$141  == 15'h7fff;
-  assign \$221  = \$220  & \inc$143 ;
-  assign \above$144  = \$219  | \$221 ;
-  assign \$222  = $signed(\floor$141 ) < $signed(17'h17fff);
-  assign \$223  = \floor$141  == 32'd4294934527;
-  assign \$224  = ~ \inc$143 ;
-  assign \$225  = \$223  & \$224 ;
-  assign \below$145  = \$222  | \$225 ;
-  assign \$226  = ! l0_delta0_1_3_raw_s10[16:0];
-  assign \$227  = ~ \$226 ;
-  assign \$228  = l0_delta0_1_3_raw_s10[17] & \$227 ;
-  assign \$229  = ! l0_delta0_1_3_raw_s10[16:0];
-  assign \$230  = l0_delta0_1_3_raw_s10[17] & \$229 ;
-  assign \$231  = \$230  & \floor$141 [0];
-  assign \$232  = \$228  | \$231 ;
-  assign \$233  = $signed(\floor$141 ) + $signed({ 1'h0, \$232  });
-  assign \$234  = \above$144  ? 16'h7fff : \$233 [15:0];
-  assign \t$146  = \below$145  ? 16'h8000 : \$234 ;
-  assign \$235  = ~ m__ready;
-  assign \$236  = m__valid & \$235 ;
-  assign en = ~ \$236 ;
+  assign \$97  = ~ \$93 [34];
+  assign \$101  = $signed({ l0_delta0_1_3_raw_s10, l0_delta0_1_3_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_1_3_raw_s10[18] });
+  assign \$103  = ~ \$102 ;
+  assign \$105  = ~ \$101 [34];
+  assign \$109  = ~ m__ready;
+  assign \$110  = m__valid & \$109 ;
+  assign en = ~ \$110 ;
   assign busy = | { valid_s11, valid_s10, valid_s9, m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s11;
-  assign \t$160  = $signed(\$signature__data$161 ) - $signed(l0_delta0_0_0_s11);
-  assign \$237  = ! l0_port_edge_p4[0];
-  assign \$238  = l0_ram_wr & \$237 ;
-  assign \$239  = ! l0_port_bank_p4[1:0];
-  assign l0_port_hit0_0_0 = \$238  & \$239 ;
-  assign \$240  = \$236  ? l0_waddr0_0_s11 : l0_waddr0_0_s10;
-  assign \$241  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s11;
-  assign \$242  = & \t$160 [16:15];
-  assign \$243  = ~ \$242 ;
-  assign \$244  = \t$160 [16] & \$243 ;
-  assign \$245  = ~ \t$160 [16];
+  assign \t$133  = $signed(\$signature__data$134 ) - $signed(l0_delta0_0_0_s11);
+  assign \$111  = ! l0_port_edge_p4[0];
+  assign \$112  = l0_ram_wr & \$111 ;
+  assign \$113  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_0_0 = \$112  & \$113 ;
+  assign \$114  = \$110  ? l0_waddr0_0_s11 : l0_waddr0_0_s10;
+  assign \$115  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s11;
+  assign \$116  = & \t$133 [16:15];
+  assign \$117  = ~ \$116 ;
+  assign \$118  = \t$133 [16] & \$117 ;
+  assign \$119  = ~ \t$133 [16];
+  assign \$120  = | \t$133 [16:15];
+  assign \$121  = \$119  & \$120 ;
+  assign \$122  = \$121  ? 16'h7fff : \t$133 [15:0];
+  assign \$123  = \$118  ? 16'h8000 : \$122 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$123 ;
+  assign wp__en = commit_l0 | l0_port_hit0_0_0;
+  assign \t$148  = $signed(\$signature__data$149 ) - $signed(l0_delta0_0_1_s11);
+  assign \$124  = ! l0_port_edge_p4[0];
+  assign \$125  = l0_ram_wr & \$124 ;
+  assign \$126  = l0_port_bank_p4[1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$125  & \$126 ;
+  assign \$127  = \$110  ? l0_waddr0_1_s11 : l0_waddr0_1_s10;
+  assign \$128  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s11;
+  assign \$129  = & \t$148 [16:15];
+  assign \$130  = ~ \$129 ;
+  assign \$131  = \t$148 [16] & \$130 ;
+  assign \$132  = ~ \t$148 [16];
+  assign \$133  = | \t$148 [16:15];
+  assign \$134  = \$132  & \$133 ;
+  assign \$135  = \$134  ? 16'h7fff : \t$148 [15:0];
+  assign \$136  = \$131  ? 16'h8000 : \$135 ;
+  assign \wp__data$157  = l0_port_hit0_0_1 ? l0_ram_data : \$136 ;
+  assign \wp__en$158  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$159  = $signed(\$signature__data$160 ) - $signed(l0_delta0_0_2_s11);
+  assign \$137  = ! l0_port_edge_p4[0];
+  assign \$138  = l0_ram_wr & \$137 ;
+  assign \$139  = l0_port_bank_p4[1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$138  & \$139 ;
+  assign \$140  = \$110  ? l0_waddr0_2_s11 : l0_waddr0_2_s10;
+  assign \$141  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s11;
+  assign \$142  = & \t$159 [16:15];
+  assign \$143  = ~ \$142 ;
+  assign \$144  = \t$159 [16] & \$143 ;
+  assign \$145  = ~ \t$159 [16];
+  assign \$146  = | \t$159 [16:15];
+  assign \$147  = \$145  & \$146 ;
+  assign \$148  = \$147  ? 16'h7fff : \t$159 [15:0];
+  assign \$149  = \$144  ? 16'h8000 : \$148 ;
+  assign \wp__data$168  = l0_port_hit0_0_2 ? l0_ram_data : \$149 ;
+  assign \wp__en$169  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$170  = $signed(\$signature__data$171 ) - $signed(l0_delta0_0_3_s11);
+  assign \$150  = ! l0_port_edge_p4[0];
+  assign \$151  = l0_ram_wr & \$150 ;
+  assign \$152  = l0_port_bank_p4[1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$151  & \$152 ;
+  assign \$153  = \$110  ? l0_waddr0_3_s11 : l0_waddr0_3_s10;
+  assign \$154  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s11;
+  assign \$155  = & \t$170 [16:15];
+  assign \$156  = ~ \$155 ;
+  assign \$157  = \t$170 [16] & \$156 ;
+  assign \$158  = ~ \t$170 [16];
+  assign \$159  = | \t$170 [16:15];
+  assign \$160  = \$158  & \$159 ;
+  assign \$161  = \$160  ? 16'h7fff : \t$170 [15:0];
+  assign \$162  = \$157  ? 16'h8000 : \$161 ;
+  assign \wp__data$179  = l0_port_hit0_0_3 ? l0_ram_data : \$162 ;
+  assign \wp__en$180  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$181  = $signed(\$signature__data$182 ) - $signed(l0_delta0_1_0_s11);
+  assign \$164  = l0_ram_wr & \$163 ;
+  assign \$165  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_1_0 = \$164  & \$165 ;
+  assign \$166  = \$110  ? l0_waddr1_0_s11 : l0_waddr1_0_s10;
+  assign \$167  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_0_s11;
+  assign \$168  = & \t$181 [16:15];
+  assign \$169  = ~ \$168 ;
+  assign \$170  = \t$181 [16] & \$169 ;
+  assign \$171  = ~ \t$181 [16];
+  assign \$172  = | \t$181 [16:15];
+  assign \$173  = \$171  & \$172 ;
+  assign \$174  = \$173  ? 16'h7fff : \t$181 [15:0];
+  assign \$175  = \$170  ? 16'h8000 : \$174 ;
+  assign \wp__data$190  = l0_port_hit0_1_0 ? l0_ram_data : \$175 ;
+  assign \wp__en$191  = commit_l0 | l0_port_hit0_1_0;
+  assign \t$192  = $signed(\$signature__data$193 ) - $signed(l0_delta0_1_1_s11);
+  assign \$177  = l0_ram_wr & \$176 ;
+  assign \$178  = l0_port_bank_p4[1:0] == 1'h1;
+  assign l0_port_hit0_1_1 = \$177  & \$178 ;
+  assign \$179  = \$110  ? l0_waddr1_1_s11 : l0_waddr1_1_s10;
+  assign \$180  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_1_s11;
+  assign \$181  = & \t$192 [16:15];
+  assign \$182  = ~ \$181 ;
+  assign \$183  = \t$192 [16] & \$182 ;
+  assign \$184  = ~ \t$192 [16];
+  assign \$185  = | \t$192 [16:15];
+  assign \$186  = \$184  & \$185 ;
+  assign \$187  = \$186  ? 16'h7fff : \t$192 [15:0];
+  assign \$188  = \$183  ? 16'h8000 : \$187 ;
+  assign \wp__data$201  = l0_port_hit0_1_1 ? l0_ram_data : \$188 ;
+  assign \wp__en$202  = commit_l0 | l0_port_hit0_1_1;
+  assign \t$203  = $signed(\$signature__data$204 ) - $signed(l0_delta0_1_2_s11);
+  assign \$190  = l0_ram_wr & \$189 ;
+  assign \$191  = l0_port_bank_p4[1:0] == 2'h2;
+  assign l0_port_hit0_1_2 = \$190  & \$191 ;
+  assign \$192  = \$110  ? l0_waddr1_2_s11 : l0_waddr1_2_s10;
+  assign \$193  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_2_s11;
+  assign \$194  = & \t$203 [16:15];
+  assign \$195  = ~ \$194 ;
+  assign \$196  = \t$203 [16] & \$195 ;
+  assign \$197  = ~ \t$203 [16];
+  assign \$198  = | \t$203 [16:15];
+  assign \$199  = \$197  & \$198 ;
+  assign \$200  = \$199  ? 16'h7fff : \t$203 [15:0];
+  assign \$201  = \$196  ? 16'h8000 : \$200 ;
+  assign \wp__data$212  = l0_port_hit0_1_2 ? l0_ram_data : \$201 ;
+  assign \wp__en$213  = commit_l0 | l0_port_hit0_1_2;
+  assign \t$214  = $signed(\$signature__data$215 ) - $signed(l0_delta0_1_3_s11);
+  assign \$203  = l0_ram_wr & \$202 ;
+  assign \$204  = l0_port_bank_p4[1:0] == 2'h3;
+  assign l0_port_hit0_1_3 = \$203  & \$204 ;
+  assign \$205  = \$110  ? l0_waddr1_3_s11 : l0_waddr1_3_s10;
+  assign \$206  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_3_s11;
+  assign \$207  = & \t$214 [16:15];
+  assign \$208  = ~ \$207 ;
+  assign \$209  = \t$214 [16] & \$208 ;
+  assign \$210  = ~ \t$214 [16];
+  assign \$211  = | \t$214 [16:15];
+  assign \$212  = \$210  & \$211 ;
+  assign \$213  = \$212  ? 16'h7fff : \t$214 [15:0];
+  assign \$214  = \$209  ? 16'h8000 : \$213 ;
+  assign \wp__data$223  = l0_port_hit0_1_3 ? l0_ram_data : \$214 ;
+  assign \wp__en$224  = commit_l0 | l0_port_hit0_1_3;
+  assign reloading = reload_count != 5'h17;
+  assign \$215  = | reload_count;
+  assign reload_write = reloading & \$215 ;
+  assign \$216  = reload_count - 1'h1;
+  assign \$217  = ~ pc__valid;
+  assign \$218  = en & \$217 ;
+  assign \$219  = ~ reloading;
+  assign \$220  = \$218  & \$219 ;
+  assign \$221  = | { m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$222  = ~ \$221 ;
+  assign \$223  = \$220  & \$222 ;
+  assign \$224  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
+  assign \$225  = ~ \$224 ;
+  assign s__ready = \$223  & \$225 ;
+  assign accept = s__valid & s__ready;
+  assign \$226  = ~ busy;
+  assign \$227  = pc__valid & \$226 ;
+  assign \$228  = ~ reloading;
+  assign \$229  = \$227  & \$228 ;
+  assign \$230  = | { read_wait4, read_wait3, read_wait2, read_wait1, read_wait };
+  assign \$231  = ~ \$230 ;
+  assign \$232  = \$229  & \$231 ;
+  assign \$233  = ~ pr__valid;
+  assign \$234  = \$233  | pr__ready;
+  assign pc__ready = \$232  & \$234 ;
+  assign port_addr = reload_write ? \$216 [4:0] : pc__payload[20:16];
+  assign \$235  = port_addr - 1'h0;
+  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
+  assign \$236  = port_addr >= 1'h0;
+  assign \$237  = port_addr < 5'h16;
+  assign \$238  = \$236  & \$237 ;
+  assign \$239  = pc__ready & pc__payload[21];
+  assign \$240  = reload_write | \$239 ;
+  assign l0_port_wr = \$238  & \$240 ;
+  assign \$241  = port_addr >= 1'h0;
+  assign \$242  = port_addr < 5'h16;
+  assign \$243  = \$241  & \$242 ;
+  assign \$244  = \$243  & pc__ready;
+  assign \$245  = ~ pc__payload[21];
+  assign l0_port_rd = \$244  & \$245 ;
+  assign port_cmd = reload_write | pc__ready;
+  assign \$246  = reload_count + 1'h1;
+  assign \$247  = l0_port_local_p1 * 2'h3;
+  assign \$250  = l0_port_local_p2 - \$249 ;
+  assign \$253  = \$252  * 3'h4;
+  assign \$254  = l0_port_q_p3 - \$253 ;
+  assign \$255  = ~ pc__payload[21];
+  assign \$256  = pc__ready & \$255 ;
+  assign \$257  = pc__ready & pc__payload[21];
+  assign \$263  = l0_cell0_s3[1:0] > 1'h0;
+  assign \$264  = \$262  + \$263 ;
+  assign \$266  = l0_cell0_s3[1:0] > 1'h1;
+  assign \$267  = \$265  + \$266 ;
+  assign \$269  = l0_cell0_s3[1:0] > 2'h2;
+  assign \$270  = \$268  + \$269 ;
+  assign \$272  = l0_cell0_s3[1:0] > 2'h3;
+  assign \$273  = \$271  + \$272 ;
+  assign \$279  = l0_cell1_s3[1:0] > 1'h0;
+  assign \$280  = \$278  + \$279 ;
+  assign \$282  = l0_cell1_s3[1:0] > 1'h1;
+  assign \$283  = \$281  + \$282 ;
+  assign \$285  = l0_cell1_s3[1:0] > 2'h2;
+  assign \$286  = \$284  + \$285 ;
+  assign \$288  = l0_cell1_s3[1:0] > 2'h3;
+  assign \$289  = \$287  + \$288 ;
+  assign \$294  = $signed(l0_coef0_0_0_s4) * $signed(l0_bval0_0_s4);
+  assign \$295  = $signed(l0_coef0_0_1_s4) * $signed(l0_bval0_1_s4);
+  assign \$296  = $signed(l0_coef0_0_2_s4) * $signed(l0_bval0_2_s4);
+  assign \$297  = $signed(l0_coef0_0_3_s4) * $signed(l0_bval0_3_s4);
+  assign \$298  = $signed(l0_coef0_1_0_s4) * $signed(l0_bval1_0_s4);
+  assign \$299  = $signed(l0_coef0_1_1_s4) * $signed(l0_bval1_1_s4);
+  assign \$300  = $signed(l0_coef0_1_2_s4) * $signed(l0_bval1_2_s4);
+  assign \$301  = $signed(l0_coef0_1_3_s4) * $signed(l0_bval1_3_s4);
+  assign \$302  = $signed(t) + $signed(\t$44 );
+  assign \$303  = $signed(\t$48 ) + $signed(\t$52 );
+  assign \$304  = $signed(\$302 ) + $signed(\$303 );
+  assign \$305  = $signed(\t$70 ) + $signed(\t$74 );
+  assign \$306  = $signed(\t$78 ) + $signed(\t$82 );
+  assign \$307  = $signed(\$305 ) + $signed(\$306 );
+  assign \$308  = $signed(l0_sum0_t0_0_s6) + $signed(l0_sum0_t0_1_s6);
+  assign \$309  = $signed(err0_s9) * $signed(l0_bval_bank0_0_s9);
+  assign \$310  = $signed(err0_s9) * $signed(l0_bval_bank0_1_s9);
+  assign \$311  = $signed(err0_s9) * $signed(l0_bval_bank0_2_s9);
+  assign \$312  = $signed(err0_s9) * $signed(l0_bval_bank0_3_s9);
+  assign \$313  = $signed(err0_s9) * $signed(l0_bval_bank1_0_s9);
+  assign \$314  = $signed(err0_s9) * $signed(l0_bval_bank1_1_s9);
+  assign \$315  = $signed(err0_s9) * $signed(l0_bval_bank1_2_s9);
+  assign \$316  = $signed(err0_s9) * $signed(l0_bval_bank1_3_s9);
+  always @(posedge clk)
+    valid_s1 <= \$317 ;
+  always @(posedge clk)
+    valid_s2 <= \$318 ;
+  always @(posedge clk)
+    valid_s3 <= \$319 ;
+  always @(posedge clk)
+    valid_s4 <= \$320 ;
+  always @(posedge clk)
+    valid_s5 <= \$321 ;
+  always @(posedge clk)
+    valid_s6 <= \$322 ;
+  always @(posedge clk)
+    valid_s7 <= \$323 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -2426,1892 +2072,1632 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     .vc(pos)
   );
   \onchip_learner.l0_bspline1  l0_bspline1 (
-    .bval(\bval$311 ),
+    .bval(\bval$284 ),
     .\cell (\cell$56 ),
     .pos_in(\pos_in$20 ),
     .u(\u$18 ),
-    .vc(\pos$308 )
+    .vc(\pos$281 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$375  = 5'h00;
-    casez (l0_port_edge_p2)
-      7'h00:
-          \$375  = 5'h00;
-      7'h01:
-          \$375  = 5'h0b;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_rd_bank)
-      2'h0:
-          \$384  = \$signature__data ;
-      2'h1:
-          \$384  = \$signature__data$37 ;
-      2'h2:
-          \$384  = \$signature__data$38 ;
-      2'h3:
-          \$384  = \$signature__data$39 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_rd_bank)
-      2'h0:
-          \$385  = \$signature__data$66 ;
-      2'h1:
-          \$385  = \$signature__data$67 ;
-      2'h2:
-          \$385  = \$signature__data$68 ;
-      2'h3:
-          \$385  = \$signature__data$69 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_rd_edge)
-      1'h0:
-          \$386  = \$384 ;
-      1'h1:
-          \$386  = \$385 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$387  = 16'h0000;
-    casez (read_layer)
-      1'h0:
-          \$387  = \$386 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
-      2'h0:
-          \$400  = l0_bval0_0_s3;
-      2'h1:
-          \$400  = l0_bval0_3_s3;
-      2'h2:
-          \$400  = l0_bval0_2_s3;
-      2'h3:
-          \$400  = l0_bval0_1_s3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
-      2'h0:
-          \$401  = l0_bval0_1_s3;
-      2'h1:
-          \$401  = l0_bval0_0_s3;
-      2'h2:
-          \$401  = l0_bval0_3_s3;
-      2'h3:
-          \$401  = l0_bval0_2_s3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
-      2'h0:
-          \$402  = l0_bval0_2_s3;
-      2'h1:
-          \$402  = l0_bval0_1_s3;
-      2'h2:
-          \$402  = l0_bval0_0_s3;
-      2'h3:
-          \$402  = l0_bval0_3_s3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
-      2'h0:
-          \$403  = l0_bval0_3_s3;
-      2'h1:
-          \$403  = l0_bval0_2_s3;
-      2'h2:
-          \$403  = l0_bval0_1_s3;
-      2'h3:
-          \$403  = l0_bval0_0_s3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo1_s3)
-      2'h0:
-          \$416  = l0_bval1_0_s3;
-      2'h1:
-          \$416  = l0_bval1_3_s3;
-      2'h2:
-          \$416  = l0_bval1_2_s3;
-      2'h3:
-          \$416  = l0_bval1_1_s3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo1_s3)
-      2'h0:
-          \$417  = l0_bval1_1_s3;
-      2'h1:
-          \$417  = l0_bval1_0_s3;
-      2'h2:
-          \$417  = l0_bval1_3_s3;
-      2'h3:
-          \$417  = l0_bval1_2_s3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo1_s3)
-      2'h0:
-          \$418  = l0_bval1_2_s3;
-      2'h1:
-          \$418  = l0_bval1_1_s3;
-      2'h2:
-          \$418  = l0_bval1_0_s3;
-      2'h3:
-          \$418  = l0_bval1_3_s3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo1_s3)
-      2'h0:
-          \$419  = l0_bval1_3_s3;
-      2'h1:
-          \$419  = l0_bval1_2_s3;
-      2'h2:
-          \$419  = l0_bval1_1_s3;
-      2'h3:
-          \$419  = l0_bval1_0_s3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (kind_s8)
-      2'h0:
-          e = \t$96 ;
-      2'h2:
-          e = y0_s8;
-      default:
-          e = 16'h0000;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$443  = valid_s1;
+    \$325  = valid_s9;
     if (en) begin
-      \$443  = accept;
+      \$325  = m__valid;
     end
     if (rst) begin
-      \$443  = 1'h0;
+      \$325  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$444  = valid_s2;
+    \$326  = valid_s10;
     if (en) begin
-      \$444  = valid_s1;
+      \$326  = valid_s9;
     end
     if (rst) begin
-      \$444  = 1'h0;
+      \$326  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$445  = valid_s3;
+    \$327  = valid_s11;
     if (en) begin
-      \$445  = valid_s2;
+      \$327  = valid_s10;
     end
     if (rst) begin
-      \$445  = 1'h0;
+      \$327  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$446  = valid_s4;
-    if (en) begin
-      \$446  = valid_s3;
-    end
-    if (rst) begin
-      \$446  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$447  = valid_s5;
-    if (en) begin
-      \$447  = valid_s4;
-    end
-    if (rst) begin
-      \$447  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$448  = valid_s6;
-    if (en) begin
-      \$448  = valid_s5;
-    end
-    if (rst) begin
-      \$448  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$449  = valid_s7;
-    if (en) begin
-      \$449  = valid_s6;
-    end
-    if (rst) begin
-      \$449  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$450  = m__valid;
-    if (en) begin
-      \$450  = valid_s7;
-    end
-    if (rst) begin
-      \$450  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$451  = valid_s9;
-    if (en) begin
-      \$451  = m__valid;
-    end
-    if (rst) begin
-      \$451  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$452  = valid_s10;
-    if (en) begin
-      \$452  = valid_s9;
-    end
-    if (rst) begin
-      \$452  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$453  = valid_s11;
-    if (en) begin
-      \$453  = valid_s10;
-    end
-    if (rst) begin
-      \$453  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$454  = reload_count;
+    \$328  = reload_count;
     if (reloading) begin
-      \$454  = \$372 [4:0];
+      \$328  = \$246 [4:0];
     end
     if (rst) begin
-      \$454  = 5'h00;
+      \$328  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$455  = port_cmd;
+    \$329  = port_cmd;
     if (rst) begin
-      \$455  = 1'h0;
+      \$329  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$456  = port_in_flight0;
+    \$330  = port_in_flight0;
     if (rst) begin
-      \$456  = 1'h0;
+      \$330  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$457  = port_in_flight1;
+    \$331  = port_in_flight1;
     if (rst) begin
-      \$457  = 1'h0;
+      \$331  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$458  = port_in_flight2;
+    \$332  = port_in_flight2;
     if (rst) begin
-      \$458  = 1'h0;
+      \$332  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$459  = \$361 [4:0];
+    \$333  = \$235 [4:0];
     if (rst) begin
-      \$459  = 5'h00;
+      \$333  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$460  = l0_port_wr;
+    \$334  = l0_port_wr;
     if (rst) begin
-      \$460  = 1'h0;
+      \$334  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$461  = l0_port_rd;
+    \$335  = l0_port_rd;
     if (rst) begin
-      \$461  = 1'h0;
+      \$335  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$462  = l0_port_data;
+    \$336  = l0_port_data;
     if (rst) begin
-      \$462  = 16'h0000;
+      \$336  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$463  = \$374 ;
+    \$337  = \$248 ;
     if (rst) begin
-      \$463  = 7'h00;
+      \$337  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$464  = l0_port_local_p1;
+    \$338  = l0_port_local_p1;
     if (rst) begin
-      \$464  = 5'h00;
+      \$338  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$465  = l0_port_wr_p1;
+    \$339  = l0_port_wr_p1;
     if (rst) begin
-      \$465  = 1'h0;
+      \$339  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$466  = l0_port_rd_p1;
+    \$340  = l0_port_rd_p1;
     if (rst) begin
-      \$466  = 1'h0;
+      \$340  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$467  = l0_port_data_p1;
+    \$341  = l0_port_data_p1;
     if (rst) begin
-      \$467  = 16'h0000;
+      \$341  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$468  = \$376 [3:0];
+    \$342  = \$250 [3:0];
     if (rst) begin
-      \$468  = 4'h0;
+      \$342  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$469  = l0_port_edge_p2;
+    \$343  = l0_port_edge_p2;
     if (rst) begin
-      \$469  = 7'h00;
+      \$343  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$470  = l0_port_wr_p2;
+    \$344  = l0_port_wr_p2;
     if (rst) begin
-      \$470  = 1'h0;
+      \$344  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$471  = l0_port_rd_p2;
+    \$345  = l0_port_rd_p2;
     if (rst) begin
-      \$471  = 1'h0;
+      \$345  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$472  = l0_port_data_p2;
+    \$346  = l0_port_data_p2;
     if (rst) begin
-      \$472  = 16'h0000;
+      \$346  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$473  = \$377 ;
+    \$347  = \$251 ;
     if (rst) begin
-      \$473  = 4'h0;
+      \$347  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$474  = \$380 ;
+    \$348  = \$254 ;
     if (rst) begin
-      \$474  = 8'h00;
+      \$348  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$475  = l0_port_edge_p3;
+    \$349  = l0_port_edge_p3;
     if (rst) begin
-      \$475  = 7'h00;
+      \$349  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$476  = l0_port_wr_p3;
+    \$350  = l0_port_wr_p3;
     if (rst) begin
-      \$476  = 1'h0;
+      \$350  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$477  = l0_port_rd_p3;
+    \$351  = l0_port_rd_p3;
     if (rst) begin
-      \$477  = 1'h0;
+      \$351  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$478  = l0_port_data_p3;
+    \$352  = l0_port_data_p3;
     if (rst) begin
-      \$478  = 16'h0000;
+      \$352  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$479  = l0_rd_edge;
+    \$353  = l0_rd_edge;
     if (l0_ram_rd) begin
-      \$479  = l0_port_edge_p4[0];
+      \$353  = l0_port_edge_p4[0];
     end
     if (rst) begin
-      \$479  = 1'h0;
+      \$353  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$480  = l0_rd_bank;
+    \$354  = l0_rd_bank;
     if (l0_ram_rd) begin
-      \$480  = l0_port_bank_p4[1:0];
+      \$354  = l0_port_bank_p4[1:0];
     end
     if (rst) begin
-      \$480  = 2'h0;
+      \$354  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$481  = read_layer;
+    \$355  = read_layer;
     if (l0_port_rd) begin
-      \$481  = 1'h0;
+      \$355  = 1'h0;
     end
     if (rst) begin
-      \$481  = 1'h0;
+      \$355  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$482  = \$382 ;
+    \$356  = \$256 ;
     if (rst) begin
-      \$482  = 1'h0;
+      \$356  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$483  = read_wait;
+    \$357  = read_wait;
     if (rst) begin
-      \$483  = 1'h0;
+      \$357  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$484  = read_wait1;
+    \$358  = read_wait1;
     if (rst) begin
-      \$484  = 1'h0;
+      \$358  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$485  = read_wait2;
+    \$359  = read_wait2;
     if (rst) begin
-      \$485  = 1'h0;
+      \$359  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$486  = read_wait3;
+    \$360  = read_wait3;
     if (rst) begin
-      \$486  = 1'h0;
+      \$360  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$487  = pr__valid;
-    if (\$383 ) begin
-      \$487  = 1'h1;
+    \$361  = pr__valid;
+    if (\$257 ) begin
+      \$361  = 1'h1;
     end else if (read_wait4) begin
-      \$487  = 1'h1;
+      \$361  = 1'h1;
     end else if (pr__ready) begin
-      \$487  = 1'h0;
+      \$361  = 1'h0;
     end
     if (rst) begin
-      \$487  = 1'h0;
+      \$361  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$488  = pr__payload;
-    if (\$383 ) begin
-      \$488  = pc__payload[15:0];
+    \$362  = pr__payload;
+    if (\$257 ) begin
+      \$362  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$488  = \$387 ;
+      \$362  = \$261 ;
     end
     if (rst) begin
-      \$488  = 16'h0000;
+      \$362  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$489  = u;
+    \$363  = u;
     if (en) begin
-      \$489  = s__payload[15:0];
+      \$363  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$490  = \u$18 ;
+    \$364  = \u$18 ;
     if (en) begin
-      \$490  = s__payload[31:16];
+      \$364  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$491  = y0_s1;
+    \$365  = y0_s1;
     if (en) begin
-      \$491  = s__payload[47:32];
+      \$365  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$492  = kind_s1;
+    \$366  = kind_s1;
     if (en) begin
-      \$492  = s__payload[49:48];
+      \$366  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$493  = pos_in;
+    \$367  = pos_in;
     if (en) begin
-      \$493  = pos;
+      \$367  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$494  = l0_lo0_s3;
+    \$368  = l0_lo0_s3;
     if (en) begin
-      \$494  = \cell [1:0];
+      \$368  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$495  = l0_cell0_s3;
+    \$369  = l0_cell0_s3;
     if (en) begin
-      \$495  = \cell ;
+      \$369  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$496  = l0_bval0_0_s3;
+    \$370  = l0_bval0_0_s3;
     if (en) begin
-      \$496  = bval[15:0];
+      \$370  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$497  = l0_bval0_1_s3;
+    \$371  = l0_bval0_1_s3;
     if (en) begin
-      \$497  = bval[31:16];
+      \$371  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$498  = l0_bval0_2_s3;
+    \$372  = l0_bval0_2_s3;
     if (en) begin
-      \$498  = bval[47:32];
+      \$372  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$499  = l0_bval0_3_s3;
+    \$373  = l0_bval0_3_s3;
     if (en) begin
-      \$499  = bval[63:48];
+      \$373  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$500  = \pos_in$20 ;
+    \$374  = \pos_in$20 ;
     if (en) begin
-      \$500  = \pos$308 ;
+      \$374  = \pos$281 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$501  = l0_lo1_s3;
+    \$375  = l0_lo1_s3;
     if (en) begin
-      \$501  = \cell$56 [1:0];
+      \$375  = \cell$56 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$502  = l0_cell1_s3;
+    \$376  = l0_cell1_s3;
     if (en) begin
-      \$502  = \cell$56 ;
+      \$376  = \cell$56 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$503  = l0_bval1_0_s3;
+    \$377  = l0_bval1_0_s3;
     if (en) begin
-      \$503  = \bval$311 [15:0];
+      \$377  = \bval$284 [15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$504  = l0_bval1_1_s3;
+    \$378  = l0_bval1_1_s3;
     if (en) begin
-      \$504  = \bval$311 [31:16];
+      \$378  = \bval$284 [31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$505  = l0_bval1_2_s3;
+    \$379  = l0_bval1_2_s3;
     if (en) begin
-      \$505  = \bval$311 [47:32];
+      \$379  = \bval$284 [47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$506  = l0_bval1_3_s3;
+    \$380  = l0_bval1_3_s3;
     if (en) begin
-      \$506  = \bval$311 [63:48];
+      \$380  = \bval$284 [63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$507  = l0_waddr0_0_s4;
+    \$381  = l0_waddr0_0_s4;
     if (en) begin
-      \$507  = \$390 ;
+      \$381  = \$264 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$508  = l0_waddr0_1_s4;
+    \$382  = l0_waddr0_1_s4;
     if (en) begin
-      \$508  = \$393 ;
+      \$382  = \$267 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$509  = l0_waddr0_2_s4;
+    \$383  = l0_waddr0_2_s4;
     if (en) begin
-      \$509  = \$396 ;
+      \$383  = \$270 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$510  = l0_waddr0_3_s4;
+    \$384  = l0_waddr0_3_s4;
     if (en) begin
-      \$510  = \$399 ;
+      \$384  = \$273 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$511  = l0_bval_bank0_0_s4;
+    \$385  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$511  = \$400 ;
+      \$385  = \$274 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$512  = l0_bval_bank0_1_s4;
+    \$386  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$512  = \$401 ;
+      \$386  = \$275 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$513  = l0_bval_bank0_2_s4;
+    \$387  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$513  = \$402 ;
+      \$387  = \$276 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$514  = l0_bval_bank0_3_s4;
+    \$388  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$514  = \$403 ;
+      \$388  = \$277 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$515  = l0_waddr1_0_s4;
+    \$389  = l0_waddr1_0_s4;
     if (en) begin
-      \$515  = \$406 ;
+      \$389  = \$280 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$516  = l0_waddr1_1_s4;
+    \$390  = l0_waddr1_1_s4;
     if (en) begin
-      \$516  = \$409 ;
+      \$390  = \$283 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$517  = l0_waddr1_2_s4;
+    \$391  = l0_waddr1_2_s4;
     if (en) begin
-      \$517  = \$412 ;
+      \$391  = \$286 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$518  = l0_waddr1_3_s4;
+    \$392  = l0_waddr1_3_s4;
     if (en) begin
-      \$518  = \$415 ;
+      \$392  = \$289 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$519  = l0_bval_bank1_0_s4;
+    \$393  = l0_bval_bank1_0_s4;
     if (en) begin
-      \$519  = \$416 ;
+      \$393  = \$290 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$520  = l0_bval_bank1_1_s4;
+    \$394  = l0_bval_bank1_1_s4;
     if (en) begin
-      \$520  = \$417 ;
+      \$394  = \$291 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$521  = l0_bval_bank1_2_s4;
+    \$395  = l0_bval_bank1_2_s4;
     if (en) begin
-      \$521  = \$418 ;
+      \$395  = \$292 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$522  = l0_bval_bank1_3_s4;
+    \$396  = l0_bval_bank1_3_s4;
     if (en) begin
-      \$522  = \$419 ;
+      \$396  = \$293 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$523  = l0_coef0_0_0_s4;
+    \$397  = l0_coef0_0_0_s4;
     if (en) begin
-      \$523  = l0_read0_0_0;
+      \$397  = l0_read0_0_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$524  = l0_bval0_0_s4;
+    \$398  = l0_bval0_0_s4;
     if (en) begin
-      \$524  = l0_bval0_0_s3;
+      \$398  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$525  = l0_prod0_0_0_raw_s5;
+    \$399  = l0_prod0_0_0_raw_s5;
     if (en) begin
-      \$525  = \$420 ;
+      \$399  = \$294 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$526  = l0_coef0_0_1_s4;
+    \$400  = l0_coef0_0_1_s4;
     if (en) begin
-      \$526  = l0_read0_0_1;
+      \$400  = l0_read0_0_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$527  = l0_bval0_1_s4;
+    \$401  = l0_bval0_1_s4;
     if (en) begin
-      \$527  = l0_bval0_1_s3;
+      \$401  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$528  = l0_prod0_0_1_raw_s5;
+    \$402  = l0_prod0_0_1_raw_s5;
     if (en) begin
-      \$528  = \$421 ;
+      \$402  = \$295 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$529  = l0_coef0_0_2_s4;
+    \$403  = l0_coef0_0_2_s4;
     if (en) begin
-      \$529  = l0_read0_0_2;
+      \$403  = l0_read0_0_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$530  = l0_bval0_2_s4;
+    \$404  = l0_bval0_2_s4;
     if (en) begin
-      \$530  = l0_bval0_2_s3;
+      \$404  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$531  = l0_prod0_0_2_raw_s5;
+    \$405  = l0_prod0_0_2_raw_s5;
     if (en) begin
-      \$531  = \$422 ;
+      \$405  = \$296 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$532  = l0_coef0_0_3_s4;
+    \$406  = l0_coef0_0_3_s4;
     if (en) begin
-      \$532  = l0_read0_0_3;
+      \$406  = l0_read0_0_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$533  = l0_bval0_3_s4;
+    \$407  = l0_bval0_3_s4;
     if (en) begin
-      \$533  = l0_bval0_3_s3;
+      \$407  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$534  = l0_prod0_0_3_raw_s5;
+    \$408  = l0_prod0_0_3_raw_s5;
     if (en) begin
-      \$534  = \$423 ;
+      \$408  = \$297 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$535  = l0_coef0_1_0_s4;
+    \$409  = l0_coef0_1_0_s4;
     if (en) begin
-      \$535  = l0_read0_1_0;
+      \$409  = l0_read0_1_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$536  = l0_bval1_0_s4;
+    \$410  = l0_bval1_0_s4;
     if (en) begin
-      \$536  = l0_bval1_0_s3;
+      \$410  = l0_bval1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$537  = l0_prod0_1_0_raw_s5;
+    \$411  = l0_prod0_1_0_raw_s5;
     if (en) begin
-      \$537  = \$424 ;
+      \$411  = \$298 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$538  = l0_coef0_1_1_s4;
+    \$412  = l0_coef0_1_1_s4;
     if (en) begin
-      \$538  = l0_read0_1_1;
+      \$412  = l0_read0_1_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$539  = l0_bval1_1_s4;
+    \$413  = l0_bval1_1_s4;
     if (en) begin
-      \$539  = l0_bval1_1_s3;
+      \$413  = l0_bval1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$540  = l0_prod0_1_1_raw_s5;
+    \$414  = l0_prod0_1_1_raw_s5;
     if (en) begin
-      \$540  = \$425 ;
+      \$414  = \$299 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$541  = l0_coef0_1_2_s4;
+    \$415  = l0_coef0_1_2_s4;
     if (en) begin
-      \$541  = l0_read0_1_2;
+      \$415  = l0_read0_1_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$542  = l0_bval1_2_s4;
+    \$416  = l0_bval1_2_s4;
     if (en) begin
-      \$542  = l0_bval1_2_s3;
+      \$416  = l0_bval1_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$543  = l0_prod0_1_2_raw_s5;
+    \$417  = l0_prod0_1_2_raw_s5;
     if (en) begin
-      \$543  = \$426 ;
+      \$417  = \$300 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$544  = l0_coef0_1_3_s4;
+    \$418  = l0_coef0_1_3_s4;
     if (en) begin
-      \$544  = l0_read0_1_3;
+      \$418  = l0_read0_1_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$545  = l0_bval1_3_s4;
+    \$419  = l0_bval1_3_s4;
     if (en) begin
-      \$545  = l0_bval1_3_s3;
+      \$419  = l0_bval1_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$546  = l0_prod0_1_3_raw_s5;
+    \$420  = l0_prod0_1_3_raw_s5;
     if (en) begin
-      \$546  = \$427 ;
+      \$420  = \$301 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$547  = l0_sum0_t0_0_s6;
+    \$421  = l0_sum0_t0_0_s6;
     if (en) begin
-      \$547  = \$430 ;
+      \$421  = \$304 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$548  = l0_sum0_t0_1_s6;
+    \$422  = l0_sum0_t0_1_s6;
     if (en) begin
-      \$548  = \$433 ;
+      \$422  = \$307 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$549  = l0_sum0_t1_0_s7;
+    \$423  = l0_sum0_t1_0_s7;
     if (en) begin
-      \$549  = \$434 ;
+      \$423  = \$308 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$550  = l0_out0_s8;
+    \$424  = l0_out0_s8;
     if (en) begin
-      \$550  = \t$91 ;
+      \$424  = \t$88 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$551  = y0_s2;
+    \$425  = y0_s2;
     if (en) begin
-      \$551  = y0_s1;
+      \$425  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$552  = y0_s3;
+    \$426  = y0_s3;
     if (en) begin
-      \$552  = y0_s2;
+      \$426  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$553  = y0_s4;
+    \$427  = y0_s4;
     if (en) begin
-      \$553  = y0_s3;
+      \$427  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$554  = y0_s5;
+    \$428  = y0_s5;
     if (en) begin
-      \$554  = y0_s4;
+      \$428  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$555  = y0_s6;
+    \$429  = y0_s6;
     if (en) begin
-      \$555  = y0_s5;
+      \$429  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$556  = y0_s7;
+    \$430  = y0_s7;
     if (en) begin
-      \$556  = y0_s6;
+      \$430  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$557  = y0_s8;
+    \$431  = y0_s8;
     if (en) begin
-      \$557  = y0_s7;
+      \$431  = y0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$558  = kind_s2;
+    \$432  = kind_s2;
     if (en) begin
-      \$558  = kind_s1;
+      \$432  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$559  = kind_s3;
+    \$433  = kind_s3;
     if (en) begin
-      \$559  = kind_s2;
+      \$433  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$560  = kind_s4;
+    \$434  = kind_s4;
     if (en) begin
-      \$560  = kind_s3;
+      \$434  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$561  = kind_s5;
+    \$435  = kind_s5;
     if (en) begin
-      \$561  = kind_s4;
+      \$435  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$562  = kind_s6;
+    \$436  = kind_s6;
     if (en) begin
-      \$562  = kind_s5;
+      \$436  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$563  = kind_s7;
+    \$437  = kind_s7;
     if (en) begin
-      \$563  = kind_s6;
+      \$437  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$564  = kind_s8;
+    \$438  = kind_s8;
     if (en) begin
-      \$564  = kind_s7;
+      \$438  = kind_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$565  = err0_s9;
+    \$439  = err0_s9;
     if (en) begin
-      \$565  = e;
+      \$439  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$566  = l0_waddr0_0_s5;
+    \$440  = l0_waddr0_0_s5;
     if (en) begin
-      \$566  = l0_waddr0_0_s4;
+      \$440  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$567  = l0_waddr0_0_s6;
+    \$441  = l0_waddr0_0_s6;
     if (en) begin
-      \$567  = l0_waddr0_0_s5;
+      \$441  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$568  = l0_waddr0_0_s7;
+    \$442  = l0_waddr0_0_s7;
     if (en) begin
-      \$568  = l0_waddr0_0_s6;
+      \$442  = l0_waddr0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$569  = l0_waddr0_0_s8;
+    \$443  = l0_waddr0_0_s8;
     if (en) begin
-      \$569  = l0_waddr0_0_s7;
+      \$443  = l0_waddr0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$570  = l0_waddr0_0_s9;
+    \$444  = l0_waddr0_0_s9;
     if (en) begin
-      \$570  = l0_waddr0_0_s8;
+      \$444  = l0_waddr0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$571  = l0_waddr0_0_s10;
+    \$445  = l0_waddr0_0_s10;
     if (en) begin
-      \$571  = l0_waddr0_0_s9;
+      \$445  = l0_waddr0_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$572  = l0_waddr0_0_s11;
+    \$446  = l0_waddr0_0_s11;
     if (en) begin
-      \$572  = l0_waddr0_0_s10;
+      \$446  = l0_waddr0_0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$573  = l0_waddr0_1_s5;
+    \$447  = l0_waddr0_1_s5;
     if (en) begin
-      \$573  = l0_waddr0_1_s4;
+      \$447  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$574  = l0_waddr0_1_s6;
+    \$448  = l0_waddr0_1_s6;
     if (en) begin
-      \$574  = l0_waddr0_1_s5;
+      \$448  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$575  = l0_waddr0_1_s7;
+    \$449  = l0_waddr0_1_s7;
     if (en) begin
-      \$575  = l0_waddr0_1_s6;
+      \$449  = l0_waddr0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$576  = l0_waddr0_1_s8;
+    \$450  = l0_waddr0_1_s8;
     if (en) begin
-      \$576  = l0_waddr0_1_s7;
+      \$450  = l0_waddr0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$577  = l0_waddr0_1_s9;
+    \$451  = l0_waddr0_1_s9;
     if (en) begin
-      \$577  = l0_waddr0_1_s8;
+      \$451  = l0_waddr0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$578  = l0_waddr0_1_s10;
+    \$452  = l0_waddr0_1_s10;
     if (en) begin
-      \$578  = l0_waddr0_1_s9;
+      \$452  = l0_waddr0_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$579  = l0_waddr0_1_s11;
+    \$453  = l0_waddr0_1_s11;
     if (en) begin
-      \$579  = l0_waddr0_1_s10;
+      \$453  = l0_waddr0_1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$580  = l0_waddr0_2_s5;
+    \$454  = l0_waddr0_2_s5;
     if (en) begin
-      \$580  = l0_waddr0_2_s4;
+      \$454  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$581  = l0_waddr0_2_s6;
+    \$455  = l0_waddr0_2_s6;
     if (en) begin
-      \$581  = l0_waddr0_2_s5;
+      \$455  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$582  = l0_waddr0_2_s7;
+    \$456  = l0_waddr0_2_s7;
     if (en) begin
-      \$582  = l0_waddr0_2_s6;
+      \$456  = l0_waddr0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$583  = l0_waddr0_2_s8;
+    \$457  = l0_waddr0_2_s8;
     if (en) begin
-      \$583  = l0_waddr0_2_s7;
+      \$457  = l0_waddr0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$584  = l0_waddr0_2_s9;
+    \$458  = l0_waddr0_2_s9;
     if (en) begin
-      \$584  = l0_waddr0_2_s8;
+      \$458  = l0_waddr0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$585  = l0_waddr0_2_s10;
+    \$459  = l0_waddr0_2_s10;
     if (en) begin
-      \$585  = l0_waddr0_2_s9;
+      \$459  = l0_waddr0_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$586  = l0_waddr0_2_s11;
+    \$460  = l0_waddr0_2_s11;
     if (en) begin
-      \$586  = l0_waddr0_2_s10;
+      \$460  = l0_waddr0_2_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$587  = l0_waddr0_3_s5;
+    \$461  = l0_waddr0_3_s5;
     if (en) begin
-      \$587  = l0_waddr0_3_s4;
+      \$461  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$588  = l0_waddr0_3_s6;
+    \$462  = l0_waddr0_3_s6;
     if (en) begin
-      \$588  = l0_waddr0_3_s5;
+      \$462  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$589  = l0_waddr0_3_s7;
+    \$463  = l0_waddr0_3_s7;
     if (en) begin
-      \$589  = l0_waddr0_3_s6;
+      \$463  = l0_waddr0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$590  = l0_waddr0_3_s8;
+    \$464  = l0_waddr0_3_s8;
     if (en) begin
-      \$590  = l0_waddr0_3_s7;
+      \$464  = l0_waddr0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$591  = l0_waddr0_3_s9;
+    \$465  = l0_waddr0_3_s9;
     if (en) begin
-      \$591  = l0_waddr0_3_s8;
+      \$465  = l0_waddr0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$592  = l0_waddr0_3_s10;
+    \$466  = l0_waddr0_3_s10;
     if (en) begin
-      \$592  = l0_waddr0_3_s9;
+      \$466  = l0_waddr0_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$593  = l0_waddr0_3_s11;
+    \$467  = l0_waddr0_3_s11;
     if (en) begin
-      \$593  = l0_waddr0_3_s10;
+      \$467  = l0_waddr0_3_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$594  = l0_waddr1_0_s5;
+    \$468  = l0_waddr1_0_s5;
     if (en) begin
-      \$594  = l0_waddr1_0_s4;
+      \$468  = l0_waddr1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$595  = l0_waddr1_0_s6;
+    \$469  = l0_waddr1_0_s6;
     if (en) begin
-      \$595  = l0_waddr1_0_s5;
+      \$469  = l0_waddr1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$596  = l0_waddr1_0_s7;
+    \$470  = l0_waddr1_0_s7;
     if (en) begin
-      \$596  = l0_waddr1_0_s6;
+      \$470  = l0_waddr1_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$597  = l0_waddr1_0_s8;
+    \$471  = l0_waddr1_0_s8;
     if (en) begin
-      \$597  = l0_waddr1_0_s7;
+      \$471  = l0_waddr1_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$598  = l0_waddr1_0_s9;
+    \$472  = l0_waddr1_0_s9;
     if (en) begin
-      \$598  = l0_waddr1_0_s8;
+      \$472  = l0_waddr1_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$599  = l0_waddr1_0_s10;
+    \$473  = l0_waddr1_0_s10;
     if (en) begin
-      \$599  = l0_waddr1_0_s9;
+      \$473  = l0_waddr1_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$600  = l0_waddr1_0_s11;
+    \$474  = l0_waddr1_0_s11;
     if (en) begin
-      \$600  = l0_waddr1_0_s10;
+      \$474  = l0_waddr1_0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$601  = l0_waddr1_1_s5;
+    \$475  = l0_waddr1_1_s5;
     if (en) begin
-      \$601  = l0_waddr1_1_s4;
+      \$475  = l0_waddr1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$602  = l0_waddr1_1_s6;
+    \$476  = l0_waddr1_1_s6;
     if (en) begin
-      \$602  = l0_waddr1_1_s5;
+      \$476  = l0_waddr1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$603  = l0_waddr1_1_s7;
+    \$477  = l0_waddr1_1_s7;
     if (en) begin
-      \$603  = l0_waddr1_1_s6;
+      \$477  = l0_waddr1_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$604  = l0_waddr1_1_s8;
+    \$478  = l0_waddr1_1_s8;
     if (en) begin
-      \$604  = l0_waddr1_1_s7;
+      \$478  = l0_waddr1_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$605  = l0_waddr1_1_s9;
+    \$479  = l0_waddr1_1_s9;
     if (en) begin
-      \$605  = l0_waddr1_1_s8;
+      \$479  = l0_waddr1_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$606  = l0_waddr1_1_s10;
+    \$480  = l0_waddr1_1_s10;
     if (en) begin
-      \$606  = l0_waddr1_1_s9;
+      \$480  = l0_waddr1_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$607  = l0_waddr1_1_s11;
+    \$481  = l0_waddr1_1_s11;
     if (en) begin
-      \$607  = l0_waddr1_1_s10;
+      \$481  = l0_waddr1_1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$608  = l0_waddr1_2_s5;
+    \$482  = l0_waddr1_2_s5;
     if (en) begin
-      \$608  = l0_waddr1_2_s4;
+      \$482  = l0_waddr1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$609  = l0_waddr1_2_s6;
+    \$483  = l0_waddr1_2_s6;
     if (en) begin
-      \$609  = l0_waddr1_2_s5;
+      \$483  = l0_waddr1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$610  = l0_waddr1_2_s7;
+    \$484  = l0_waddr1_2_s7;
     if (en) begin
-      \$610  = l0_waddr1_2_s6;
+      \$484  = l0_waddr1_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$611  = l0_waddr1_2_s8;
+    \$485  = l0_waddr1_2_s8;
     if (en) begin
-      \$611  = l0_waddr1_2_s7;
+      \$485  = l0_waddr1_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$612  = l0_waddr1_2_s9;
+    \$486  = l0_waddr1_2_s9;
     if (en) begin
-      \$612  = l0_waddr1_2_s8;
+      \$486  = l0_waddr1_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$613  = l0_waddr1_2_s10;
+    \$487  = l0_waddr1_2_s10;
     if (en) begin
-      \$613  = l0_waddr1_2_s9;
+      \$487  = l0_waddr1_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$614  = l0_waddr1_2_s11;
+    \$488  = l0_waddr1_2_s11;
     if (en) begin
-      \$614  = l0_waddr1_2_s10;
+      \$488  = l0_waddr1_2_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$615  = l0_waddr1_3_s5;
+    \$489  = l0_waddr1_3_s5;
     if (en) begin
-      \$615  = l0_waddr1_3_s4;
+      \$489  = l0_waddr1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$616  = l0_waddr1_3_s6;
+    \$490  = l0_waddr1_3_s6;
     if (en) begin
-      \$616  = l0_waddr1_3_s5;
+      \$490  = l0_waddr1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$617  = l0_waddr1_3_s7;
+    \$491  = l0_waddr1_3_s7;
     if (en) begin
-      \$617  = l0_waddr1_3_s6;
+      \$491  = l0_waddr1_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$618  = l0_waddr1_3_s8;
+    \$492  = l0_waddr1_3_s8;
     if (en) begin
-      \$618  = l0_waddr1_3_s7;
+      \$492  = l0_waddr1_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$619  = l0_waddr1_3_s9;
+    \$493  = l0_waddr1_3_s9;
     if (en) begin
-      \$619  = l0_waddr1_3_s8;
+      \$493  = l0_waddr1_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$620  = l0_waddr1_3_s10;
+    \$494  = l0_waddr1_3_s10;
     if (en) begin
-      \$620  = l0_waddr1_3_s9;
+      \$494  = l0_waddr1_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$621  = l0_waddr1_3_s11;
+    \$495  = l0_waddr1_3_s11;
     if (en) begin
-      \$621  = l0_waddr1_3_s10;
+      \$495  = l0_waddr1_3_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$622  = l0_bval_bank0_0_s5;
+    \$496  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$622  = l0_bval_bank0_0_s4;
+      \$496  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$623  = l0_bval_bank0_0_s6;
+    \$497  = l0_bval_bank0_0_s6;
     if (en) begin
-      \$623  = l0_bval_bank0_0_s5;
+      \$497  = l0_bval_bank0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$624  = l0_bval_bank0_0_s7;
+    \$498  = l0_bval_bank0_0_s7;
     if (en) begin
-      \$624  = l0_bval_bank0_0_s6;
+      \$498  = l0_bval_bank0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$625  = l0_bval_bank0_0_s8;
+    \$499  = l0_bval_bank0_0_s8;
     if (en) begin
-      \$625  = l0_bval_bank0_0_s7;
+      \$499  = l0_bval_bank0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$626  = l0_bval_bank0_0_s9;
+    \$500  = l0_bval_bank0_0_s9;
     if (en) begin
-      \$626  = l0_bval_bank0_0_s8;
+      \$500  = l0_bval_bank0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$627  = l0_delta0_0_0_raw_s10;
+    \$501  = l0_delta0_0_0_raw_s10;
     if (en) begin
-      \$627  = \$435 ;
+      \$501  = \$309 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$628  = l0_delta0_0_0_s11;
+    \$502  = l0_delta0_0_0_s11;
     if (en) begin
-      \$628  = \t$104 ;
+      \$502  = \t$98 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$629  = l0_bval_bank0_1_s5;
+    \$503  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$629  = l0_bval_bank0_1_s4;
+      \$503  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$630  = l0_bval_bank0_1_s6;
+    \$504  = l0_bval_bank0_1_s6;
     if (en) begin
-      \$630  = l0_bval_bank0_1_s5;
+      \$504  = l0_bval_bank0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$631  = l0_bval_bank0_1_s7;
+    \$505  = l0_bval_bank0_1_s7;
     if (en) begin
-      \$631  = l0_bval_bank0_1_s6;
+      \$505  = l0_bval_bank0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$632  = l0_bval_bank0_1_s8;
+    \$506  = l0_bval_bank0_1_s8;
     if (en) begin
-      \$632  = l0_bval_bank0_1_s7;
+      \$506  = l0_bval_bank0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$633  = l0_bval_bank0_1_s9;
+    \$507  = l0_bval_bank0_1_s9;
     if (en) begin
-      \$633  = l0_bval_bank0_1_s8;
+      \$507  = l0_bval_bank0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$634  = l0_delta0_0_1_raw_s10;
+    \$508  = l0_delta0_0_1_raw_s10;
     if (en) begin
-      \$634  = \$436 ;
+      \$508  = \$310 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$635  = l0_delta0_0_1_s11;
+    \$509  = l0_delta0_0_1_s11;
     if (en) begin
-      \$635  = \t$110 ;
+      \$509  = \t$101 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$636  = l0_bval_bank0_2_s5;
+    \$510  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$636  = l0_bval_bank0_2_s4;
+      \$510  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$637  = l0_bval_bank0_2_s6;
+    \$511  = l0_bval_bank0_2_s6;
     if (en) begin
-      \$637  = l0_bval_bank0_2_s5;
+      \$511  = l0_bval_bank0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$638  = l0_bval_bank0_2_s7;
+    \$512  = l0_bval_bank0_2_s7;
     if (en) begin
-      \$638  = l0_bval_bank0_2_s6;
+      \$512  = l0_bval_bank0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$639  = l0_bval_bank0_2_s8;
+    \$513  = l0_bval_bank0_2_s8;
     if (en) begin
-      \$639  = l0_bval_bank0_2_s7;
+      \$513  = l0_bval_bank0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$640  = l0_bval_bank0_2_s9;
+    \$514  = l0_bval_bank0_2_s9;
     if (en) begin
-      \$640  = l0_bval_bank0_2_s8;
+      \$514  = l0_bval_bank0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$641  = l0_delta0_0_2_raw_s10;
+    \$515  = l0_delta0_0_2_raw_s10;
     if (en) begin
-      \$641  = \$437 ;
+      \$515  = \$311 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$642  = l0_delta0_0_2_s11;
+    \$516  = l0_delta0_0_2_s11;
     if (en) begin
-      \$642  = \t$116 ;
+      \$516  = \t$104 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$643  = l0_bval_bank0_3_s5;
+    \$517  = l0_bval_bank0_3_s5;
     if (en) begin
-      \$643  = l0_bval_bank0_3_s4;
+      \$517  = l0_bval_bank0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$644  = l0_bval_bank0_3_s6;
+    \$518  = l0_bval_bank0_3_s6;
     if (en) begin
-      \$644  = l0_bval_bank0_3_s5;
+      \$518  = l0_bval_bank0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$645  = l0_bval_bank0_3_s7;
+    \$519  = l0_bval_bank0_3_s7;
     if (en) begin
-      \$645  = l0_bval_bank0_3_s6;
+      \$519  = l0_bval_bank0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$646  = l0_bval_bank0_3_s8;
+    \$520  = l0_bval_bank0_3_s8;
     if (en) begin
-      \$646  = l0_bval_bank0_3_s7;
+      \$520  = l0_bval_bank0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$647  = l0_bval_bank0_3_s9;
+    \$521  = l0_bval_bank0_3_s9;
     if (en) begin
-      \$647  = l0_bval_bank0_3_s8;
+      \$521  = l0_bval_bank0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$648  = l0_delta0_0_3_raw_s10;
+    \$522  = l0_delta0_0_3_raw_s10;
     if (en) begin
-      \$648  = \$438 ;
+      \$522  = \$312 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$649  = l0_delta0_0_3_s11;
+    \$523  = l0_delta0_0_3_s11;
     if (en) begin
-      \$649  = \t$122 ;
+      \$523  = \t$107 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$650  = l0_bval_bank1_0_s5;
+    \$524  = l0_bval_bank1_0_s5;
     if (en) begin
-      \$650  = l0_bval_bank1_0_s4;
+      \$524  = l0_bval_bank1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$651  = l0_bval_bank1_0_s6;
+    \$525  = l0_bval_bank1_0_s6;
     if (en) begin
-      \$651  = l0_bval_bank1_0_s5;
+      \$525  = l0_bval_bank1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$652  = l0_bval_bank1_0_s7;
+    \$526  = l0_bval_bank1_0_s7;
     if (en) begin
-      \$652  = l0_bval_bank1_0_s6;
+      \$526  = l0_bval_bank1_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$653  = l0_bval_bank1_0_s8;
+    \$527  = l0_bval_bank1_0_s8;
     if (en) begin
-      \$653  = l0_bval_bank1_0_s7;
+      \$527  = l0_bval_bank1_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$654  = l0_bval_bank1_0_s9;
+    \$528  = l0_bval_bank1_0_s9;
     if (en) begin
-      \$654  = l0_bval_bank1_0_s8;
+      \$528  = l0_bval_bank1_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$655  = l0_delta0_1_0_raw_s10;
+    \$529  = l0_delta0_1_0_raw_s10;
     if (en) begin
-      \$655  = \$439 ;
+      \$529  = \$313 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$656  = l0_delta0_1_0_s11;
+    \$530  = l0_delta0_1_0_s11;
     if (en) begin
-      \$656  = \t$128 ;
+      \$530  = \t$110 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$657  = l0_bval_bank1_1_s5;
+    \$531  = l0_bval_bank1_1_s5;
     if (en) begin
-      \$657  = l0_bval_bank1_1_s4;
+      \$531  = l0_bval_bank1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$658  = l0_bval_bank1_1_s6;
+    \$532  = l0_bval_bank1_1_s6;
     if (en) begin
-      \$658  = l0_bval_bank1_1_s5;
+      \$532  = l0_bval_bank1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$659  = l0_bval_bank1_1_s7;
+    \$533  = l0_bval_bank1_1_s7;
     if (en) begin
-      \$659  = l0_bval_bank1_1_s6;
+      \$533  = l0_bval_bank1_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$660  = l0_bval_bank1_1_s8;
+    \$534  = l0_bval_bank1_1_s8;
     if (en) begin
-      \$660  = l0_bval_bank1_1_s7;
+      \$534  = l0_bval_bank1_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$661  = l0_bval_bank1_1_s9;
+    \$535  = l0_bval_bank1_1_s9;
     if (en) begin
-      \$661  = l0_bval_bank1_1_s8;
+      \$535  = l0_bval_bank1_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$662  = l0_delta0_1_1_raw_s10;
+    \$536  = l0_delta0_1_1_raw_s10;
     if (en) begin
-      \$662  = \$440 ;
+      \$536  = \$314 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$663  = l0_delta0_1_1_s11;
+    \$537  = l0_delta0_1_1_s11;
     if (en) begin
-      \$663  = \t$134 ;
+      \$537  = \t$113 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$664  = l0_bval_bank1_2_s5;
+    \$538  = l0_bval_bank1_2_s5;
     if (en) begin
-      \$664  = l0_bval_bank1_2_s4;
+      \$538  = l0_bval_bank1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$665  = l0_bval_bank1_2_s6;
+    \$539  = l0_bval_bank1_2_s6;
     if (en) begin
-      \$665  = l0_bval_bank1_2_s5;
+      \$539  = l0_bval_bank1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$666  = l0_bval_bank1_2_s7;
+    \$540  = l0_bval_bank1_2_s7;
     if (en) begin
-      \$666  = l0_bval_bank1_2_s6;
+      \$540  = l0_bval_bank1_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$667  = l0_bval_bank1_2_s8;
+    \$541  = l0_bval_bank1_2_s8;
     if (en) begin
-      \$667  = l0_bval_bank1_2_s7;
+      \$541  = l0_bval_bank1_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$668  = l0_bval_bank1_2_s9;
+    \$542  = l0_bval_bank1_2_s9;
     if (en) begin
-      \$668  = l0_bval_bank1_2_s8;
+      \$542  = l0_bval_bank1_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$669  = l0_delta0_1_2_raw_s10;
+    \$543  = l0_delta0_1_2_raw_s10;
     if (en) begin
-      \$669  = \$441 ;
+      \$543  = \$315 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$670  = l0_delta0_1_2_s11;
+    \$544  = l0_delta0_1_2_s11;
     if (en) begin
-      \$670  = \t$140 ;
+      \$544  = \t$116 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$671  = l0_bval_bank1_3_s5;
+    \$545  = l0_bval_bank1_3_s5;
     if (en) begin
-      \$671  = l0_bval_bank1_3_s4;
+      \$545  = l0_bval_bank1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$672  = l0_bval_bank1_3_s6;
+    \$546  = l0_bval_bank1_3_s6;
     if (en) begin
-      \$672  = l0_bval_bank1_3_s5;
+      \$546  = l0_bval_bank1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$673  = l0_bval_bank1_3_s7;
+    \$547  = l0_bval_bank1_3_s7;
     if (en) begin
-      \$673  = l0_bval_bank1_3_s6;
+      \$547  = l0_bval_bank1_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$674  = l0_bval_bank1_3_s8;
+    \$548  = l0_bval_bank1_3_s8;
     if (en) begin
-      \$674  = l0_bval_bank1_3_s7;
+      \$548  = l0_bval_bank1_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$675  = l0_bval_bank1_3_s9;
+    \$549  = l0_bval_bank1_3_s9;
     if (en) begin
-      \$675  = l0_bval_bank1_3_s8;
+      \$549  = l0_bval_bank1_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$676  = l0_delta0_1_3_raw_s10;
+    \$550  = l0_delta0_1_3_raw_s10;
     if (en) begin
-      \$676  = \$442 ;
+      \$550  = \$316 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$677  = l0_delta0_1_3_s11;
+    \$551  = l0_delta0_1_3_s11;
     if (en) begin
-      \$677  = \t$146 ;
+      \$551  = \t$119 ;
     end
   end
   always @* begin
@@ -4426,6 +3812,266 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
           l0_read0_1_3 = \$signature__data$68 ;
     endcase
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$249  = 5'h00;
+    casez (l0_port_edge_p2)
+      7'h00:
+          \$249  = 5'h00;
+      7'h01:
+          \$249  = 5'h0b;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_bank)
+      2'h0:
+          \$258  = \$signature__data ;
+      2'h1:
+          \$258  = \$signature__data$37 ;
+      2'h2:
+          \$258  = \$signature__data$38 ;
+      2'h3:
+          \$258  = \$signature__data$39 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_bank)
+      2'h0:
+          \$259  = \$signature__data$66 ;
+      2'h1:
+          \$259  = \$signature__data$67 ;
+      2'h2:
+          \$259  = \$signature__data$68 ;
+      2'h3:
+          \$259  = \$signature__data$69 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_rd_edge)
+      1'h0:
+          \$260  = \$258 ;
+      1'h1:
+          \$260  = \$259 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$261  = 16'h0000;
+    casez (read_layer)
+      1'h0:
+          \$261  = \$260 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          \$274  = l0_bval0_0_s3;
+      2'h1:
+          \$274  = l0_bval0_3_s3;
+      2'h2:
+          \$274  = l0_bval0_2_s3;
+      2'h3:
+          \$274  = l0_bval0_1_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          \$275  = l0_bval0_1_s3;
+      2'h1:
+          \$275  = l0_bval0_0_s3;
+      2'h2:
+          \$275  = l0_bval0_3_s3;
+      2'h3:
+          \$275  = l0_bval0_2_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          \$276  = l0_bval0_2_s3;
+      2'h1:
+          \$276  = l0_bval0_1_s3;
+      2'h2:
+          \$276  = l0_bval0_0_s3;
+      2'h3:
+          \$276  = l0_bval0_3_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo0_s3)
+      2'h0:
+          \$277  = l0_bval0_3_s3;
+      2'h1:
+          \$277  = l0_bval0_2_s3;
+      2'h2:
+          \$277  = l0_bval0_1_s3;
+      2'h3:
+          \$277  = l0_bval0_0_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo1_s3)
+      2'h0:
+          \$290  = l0_bval1_0_s3;
+      2'h1:
+          \$290  = l0_bval1_3_s3;
+      2'h2:
+          \$290  = l0_bval1_2_s3;
+      2'h3:
+          \$290  = l0_bval1_1_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo1_s3)
+      2'h0:
+          \$291  = l0_bval1_1_s3;
+      2'h1:
+          \$291  = l0_bval1_0_s3;
+      2'h2:
+          \$291  = l0_bval1_3_s3;
+      2'h3:
+          \$291  = l0_bval1_2_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo1_s3)
+      2'h0:
+          \$292  = l0_bval1_2_s3;
+      2'h1:
+          \$292  = l0_bval1_1_s3;
+      2'h2:
+          \$292  = l0_bval1_0_s3;
+      2'h3:
+          \$292  = l0_bval1_3_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (l0_lo1_s3)
+      2'h0:
+          \$293  = l0_bval1_3_s3;
+      2'h1:
+          \$293  = l0_bval1_2_s3;
+      2'h2:
+          \$293  = l0_bval1_1_s3;
+      2'h3:
+          \$293  = l0_bval1_0_s3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (kind_s8)
+      2'h0:
+          e = \t$93 ;
+      2'h2:
+          e = y0_s8;
+      default:
+          e = 16'h0000;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$317  = valid_s1;
+    if (en) begin
+      \$317  = accept;
+    end
+    if (rst) begin
+      \$317  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$318  = valid_s2;
+    if (en) begin
+      \$318  = valid_s1;
+    end
+    if (rst) begin
+      \$318  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$319  = valid_s3;
+    if (en) begin
+      \$319  = valid_s2;
+    end
+    if (rst) begin
+      \$319  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$320  = valid_s4;
+    if (en) begin
+      \$320  = valid_s3;
+    end
+    if (rst) begin
+      \$320  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$321  = valid_s5;
+    if (en) begin
+      \$321  = valid_s4;
+    end
+    if (rst) begin
+      \$321  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$322  = valid_s6;
+    if (en) begin
+      \$322  = valid_s5;
+    end
+    if (rst) begin
+      \$322  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$323  = valid_s7;
+    if (en) begin
+      \$323  = valid_s6;
+    end
+    if (rst) begin
+      \$323  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$324  = m__valid;
+    if (en) begin
+      \$324  = valid_s7;
+    end
+    if (rst) begin
+      \$324  = 1'h0;
+    end
+  end
   assign x0_s1 = u;
   assign l0_pos0_s2 = pos_in;
   assign x1_s1 = \u$18 ;
@@ -4448,37 +4094,46 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$80  = { \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78  };
   assign \t$84  = { \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82 [32], \t$82  };
   assign \t$85  = l0_sum0_t1_0_s7[39:0];
+  assign rounded = \$33 [42:15];
+  assign \rounded$96  = \$45 [34:19];
+  assign \rounded$99  = \$53 [34:19];
+  assign \rounded$102  = \$61 [34:19];
+  assign \rounded$105  = \$69 [34:19];
+  assign \rounded$108  = \$77 [34:19];
+  assign \rounded$111  = \$85 [34:19];
+  assign \rounded$114  = \$93 [34:19];
+  assign \rounded$117  = \$101 [34:19];
   assign valid_s8 = m__valid;
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \$signature__addr$167  = \$240 [1:0];
-  assign \$signature__en$170  = 1'h1;
-  assign wp__addr = \$241 [1:0];
-  assign \$signature__addr$179  = \$253 [1:0];
-  assign \$signature__en$182  = 1'h1;
-  assign \wp__addr$183  = \$254 [1:0];
-  assign \$signature__addr$190  = \$266 [1:0];
-  assign \$signature__en$193  = 1'h1;
-  assign \wp__addr$194  = \$267 [1:0];
-  assign \$signature__addr$201  = \$279 [1:0];
-  assign \$signature__en$204  = 1'h1;
-  assign \wp__addr$205  = \$280 [1:0];
-  assign \$signature__addr$212  = \$292 [1:0];
-  assign \$signature__en$215  = 1'h1;
-  assign \wp__addr$216  = \$293 [1:0];
-  assign \$signature__addr$223  = \$305 [1:0];
-  assign \$signature__en$226  = 1'h1;
-  assign \wp__addr$227  = \$306 [1:0];
-  assign \$signature__addr$234  = \$318 [1:0];
-  assign \$signature__en$237  = 1'h1;
-  assign \wp__addr$238  = \$319 [1:0];
-  assign \$signature__addr$245  = \$331 [1:0];
-  assign \$signature__en$248  = 1'h1;
-  assign \wp__addr$249  = \$332 [1:0];
+  assign \$signature__addr$140  = \$114 [1:0];
+  assign \$signature__en$143  = 1'h1;
+  assign wp__addr = \$115 [1:0];
+  assign \$signature__addr$152  = \$127 [1:0];
+  assign \$signature__en$155  = 1'h1;
+  assign \wp__addr$156  = \$128 [1:0];
+  assign \$signature__addr$163  = \$140 [1:0];
+  assign \$signature__en$166  = 1'h1;
+  assign \wp__addr$167  = \$141 [1:0];
+  assign \$signature__addr$174  = \$153 [1:0];
+  assign \$signature__en$177  = 1'h1;
+  assign \wp__addr$178  = \$154 [1:0];
+  assign \$signature__addr$185  = \$166 [1:0];
+  assign \$signature__en$188  = 1'h1;
+  assign \wp__addr$189  = \$167 [1:0];
+  assign \$signature__addr$196  = \$179 [1:0];
+  assign \$signature__en$199  = 1'h1;
+  assign \wp__addr$200  = \$180 [1:0];
+  assign \$signature__addr$207  = \$192 [1:0];
+  assign \$signature__en$210  = 1'h1;
+  assign \wp__addr$211  = \$193 [1:0];
+  assign \$signature__addr$218  = \$205 [1:0];
+  assign \$signature__en$221  = 1'h1;
+  assign \wp__addr$222  = \$206 [1:0];
   assign rom_rd__addr = reload_count;
-  assign reload_addr = \$342 [4:0];
+  assign reload_addr = \$216 [4:0];
   assign execute = pc__ready;
-  assign l0_port_local = \$361 [4:0];
+  assign l0_port_local = \$235 [4:0];
   assign l0_port_wr_p4 = l0_ram_wr;
   assign l0_port_rd_p4 = l0_ram_rd;
   assign l0_port_data_p4 = l0_ram_data;
@@ -4500,11 +4155,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \bval$311[0]  = \bval$311 [15:0];
-  assign \bval$311[1]  = \bval$311 [31:16];
-  assign \bval$311[2]  = \bval$311 [47:32];
-  assign \bval$311[3]  = \bval$311 [63:48];
-  assign m__payload[16] = \$55 ;
+  assign \bval$284[0]  = \bval$284 [15:0];
+  assign \bval$284[1]  = \bval$284 [31:16];
+  assign \bval$284[2]  = \bval$284 [47:32];
+  assign \bval$284[3]  = \bval$284 [63:48];
+  assign m__payload[16] = \$41 ;
   assign m__payload[15:0] = l0_out0_s8;
   assign \$1  = { 2'h0, \cell [2] };
   assign \$5  = { 2'h0, \cell [2] };
@@ -4522,31 +4177,70 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$74  = { l0_prod0_1_1_raw_s5[31], l0_prod0_1_1_raw_s5 };
   assign \t$78  = { l0_prod0_1_2_raw_s5[31], l0_prod0_1_2_raw_s5 };
   assign \t$82  = { l0_prod0_1_3_raw_s5[31], l0_prod0_1_3_raw_s5 };
-  assign floor = { l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39], l0_sum0_t1_0_s7[39:14] };
-  assign \t$95  = { \t$93 [16], \t$93  };
-  assign \floor$99  = { l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31], l0_delta0_0_0_raw_s10[31:18] };
-  assign \floor$105  = { l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31], l0_delta0_0_1_raw_s10[31:18] };
-  assign \floor$111  = { l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31], l0_delta0_0_2_raw_s10[31:18] };
-  assign \floor$117  = { l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31], l0_delta0_0_3_raw_s10[31:18] };
-  assign \floor$123  = { l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31], l0_delta0_1_0_raw_s10[31:18] };
-  assign \floor$129  = { l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31], l0_delta0_1_1_raw_s10[31:18] };
-  assign \floor$135  = { l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31], l0_delta0_1_2_raw_s10[31:18] };
-  assign \floor$141  = { l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31], l0_delta0_1_3_raw_s10[31:18] };
-  assign \$289  = l0_port_edge_p4[0];
-  assign \$302  = l0_port_edge_p4[0];
-  assign \$315  = l0_port_edge_p4[0];
-  assign \$328  = l0_port_edge_p4[0];
-  assign \$374  = { 5'h00, \$373 [6:5] };
-  assign \$377  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$378  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$388  = { 2'h0, l0_cell0_s3[2] };
-  assign \$391  = { 2'h0, l0_cell0_s3[2] };
-  assign \$394  = { 2'h0, l0_cell0_s3[2] };
-  assign \$397  = { 2'h0, l0_cell0_s3[2] };
-  assign \$404  = { 2'h0, l0_cell1_s3[2] };
-  assign \$407  = { 2'h0, l0_cell1_s3[2] };
-  assign \$410  = { 2'h0, l0_cell1_s3[2] };
-  assign \$413  = { 2'h0, l0_cell1_s3[2] };
+  assign \t$92  = { \t$90 [16], \t$90  };
+  assign \$46  = \$45 [34];
+  assign \$50  = \$45 [34];
+  assign \$51  = 1'h0;
+  assign \$52  = \$45 [34:19];
+  assign \$54  = \$53 [34];
+  assign \$58  = \$53 [34];
+  assign \$59  = 1'h0;
+  assign \$60  = \$53 [34:19];
+  assign \$62  = \$61 [34];
+  assign \$66  = \$61 [34];
+  assign \$67  = 1'h0;
+  assign \$68  = \$61 [34:19];
+  assign \$70  = \$69 [34];
+  assign \$74  = \$69 [34];
+  assign \$75  = 1'h0;
+  assign \$76  = \$69 [34:19];
+  assign \$78  = \$77 [34];
+  assign \$82  = \$77 [34];
+  assign \$83  = 1'h0;
+  assign \$84  = \$77 [34:19];
+  assign \$86  = \$85 [34];
+  assign \$90  = \$85 [34];
+  assign \$91  = 1'h0;
+  assign \$92  = \$85 [34:19];
+  assign \$94  = \$93 [34];
+  assign \$98  = \$93 [34];
+  assign \$99  = 1'h0;
+  assign \$100  = \$93 [34:19];
+  assign \$102  = \$101 [34];
+  assign \$106  = \$101 [34];
+  assign \$107  = 1'h0;
+  assign \$108  = \$101 [34:19];
+  assign \$163  = l0_port_edge_p4[0];
+  assign \$176  = l0_port_edge_p4[0];
+  assign \$189  = l0_port_edge_p4[0];
+  assign \$202  = l0_port_edge_p4[0];
+  assign \$248  = { 5'h00, \$247 [6:5] };
+  assign \$251  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$252  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$262  = { 2'h0, l0_cell0_s3[2] };
+  assign \$265  = { 2'h0, l0_cell0_s3[2] };
+  assign \$268  = { 2'h0, l0_cell0_s3[2] };
+  assign \$271  = { 2'h0, l0_cell0_s3[2] };
+  assign \$278  = { 2'h0, l0_cell1_s3[2] };
+  assign \$281  = { 2'h0, l0_cell1_s3[2] };
+  assign \$284  = { 2'h0, l0_cell1_s3[2] };
+  assign \$287  = { 2'h0, l0_cell1_s3[2] };
+  assign \$48  = 1'h0;
+  assign \t$98  = \$52 ;
+  assign \$56  = 1'h0;
+  assign \t$101  = \$60 ;
+  assign \$64  = 1'h0;
+  assign \t$104  = \$68 ;
+  assign \$72  = 1'h0;
+  assign \t$107  = \$76 ;
+  assign \$80  = 1'h0;
+  assign \t$110  = \$84 ;
+  assign \$88  = 1'h0;
+  assign \t$113  = \$92 ;
+  assign \$96  = 1'h0;
+  assign \t$116  = \$100 ;
+  assign \$104  = 1'h0;
+  assign \t$119  = \$108 ;
 endmodule
 
 (* generator = "Amaranth" *)

@@ -74,24 +74,24 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
+  wire [15:0] \$100 ;
+  wire [15:0] \$101 ;
   wire \$102 ;
   wire \$103 ;
   wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire [32:0] \$107 ;
-  wire [15:0] \$108 ;
+  wire [3:0] \$105 ;
+  wire [3:0] \$106 ;
+  wire \$107 ;
+  wire \$108 ;
   wire \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
   wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
+  wire [15:0] \$113 ;
+  wire [15:0] \$114 ;
   wire \$115 ;
-  wire \$116 ;
+  wire [4:0] \$116 ;
   wire \$117 ;
   wire \$118 ;
   wire \$119 ;
@@ -105,16 +105,16 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$126 ;
   wire \$127 ;
   wire \$128 ;
-  wire [32:0] \$129 ;
+  wire \$129 ;
   wire [2:0] \$13 ;
-  wire [15:0] \$130 ;
+  wire \$130 ;
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
   wire \$134 ;
-  wire \$135 ;
-  wire [3:0] \$136 ;
-  wire [3:0] \$137 ;
+  wire [4:0] \$135 ;
+  wire \$136 ;
+  wire \$137 ;
   wire \$138 ;
   wire \$139 ;
   wire \$14 ;
@@ -122,292 +122,222 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$141 ;
   wire \$142 ;
   wire \$143 ;
-  wire [15:0] \$144 ;
-  wire [15:0] \$145 ;
-  wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
-  wire [3:0] \$149 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire [4:0] \$146 ;
+  wire [5:0] \$147 ;
+  wire [5:0] \$148 ;
+  reg [3:0] \$149 ;
   wire [3:0] \$15 ;
-  wire [3:0] \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
-  wire \$154 ;
+  wire [4:0] \$150 ;
+  wire [3:0] \$151 ;
+  wire [3:0] \$152 ;
+  wire [6:0] \$153 ;
+  wire [7:0] \$154 ;
   wire \$155 ;
   wire \$156 ;
-  wire [15:0] \$157 ;
-  wire [15:0] \$158 ;
-  wire \$159 ;
+  wire \$157 ;
+  reg [15:0] \$158 ;
+  reg [15:0] \$159 ;
   wire [3:0] \$16 ;
-  wire \$160 ;
-  wire \$161 ;
-  wire [3:0] \$162 ;
+  reg [15:0] \$160 ;
+  wire [2:0] \$161 ;
+  wire \$162 ;
   wire [3:0] \$163 ;
-  wire \$164 ;
+  wire [2:0] \$164 ;
   wire \$165 ;
-  wire \$166 ;
-  wire \$167 ;
+  wire [3:0] \$166 ;
+  wire [2:0] \$167 ;
   wire \$168 ;
-  wire \$169 ;
-  wire \$17 ;
-  wire [15:0] \$170 ;
-  wire [15:0] \$171 ;
-  wire \$172 ;
-  wire \$173 ;
-  wire \$174 ;
-  wire [3:0] \$175 ;
-  wire [3:0] \$176 ;
-  wire \$177 ;
-  wire \$178 ;
-  wire \$179 ;
+  wire [3:0] \$169 ;
+  wire [42:0] \$17 ;
+  wire [2:0] \$170 ;
+  wire \$171 ;
+  wire [3:0] \$172 ;
+  reg [15:0] \$173 ;
+  reg [15:0] \$174 ;
+  reg [15:0] \$175 ;
+  reg [15:0] \$176 ;
+  wire [31:0] \$177 ;
+  wire [31:0] \$178 ;
+  wire [31:0] \$179 ;
   wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
-  wire \$182 ;
-  wire [15:0] \$183 ;
-  wire [15:0] \$184 ;
-  wire \$185 ;
-  wire [4:0] \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
+  wire [31:0] \$180 ;
+  wire [40:0] \$181 ;
+  wire [40:0] \$182 ;
+  wire [41:0] \$183 ;
+  wire [31:0] \$184 ;
+  wire [31:0] \$185 ;
+  wire [31:0] \$186 ;
+  wire [31:0] \$187 ;
+  reg \$188 ;
+  reg \$189 ;
   wire \$19 ;
-  wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire \$199 ;
+  reg \$190 ;
+  reg \$191 ;
+  reg \$192 ;
+  reg \$193 ;
+  reg \$194 ;
+  reg \$195 ;
+  reg \$196 ;
+  reg \$197 ;
+  reg [3:0] \$198 ;
+  reg \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire \$202 ;
-  wire \$203 ;
-  wire \$204 ;
-  wire [4:0] \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
+  reg \$200 ;
+  reg \$201 ;
+  reg \$202 ;
+  reg [3:0] \$203 ;
+  reg \$204 ;
+  reg \$205 ;
+  reg [15:0] \$206 ;
+  reg [5:0] \$207 ;
+  reg [3:0] \$208 ;
+  reg \$209 ;
   wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire [4:0] \$216 ;
-  wire [5:0] \$217 ;
-  wire [5:0] \$218 ;
-  reg [3:0] \$219 ;
+  reg \$210 ;
+  reg [15:0] \$211 ;
+  reg [3:0] \$212 ;
+  reg [5:0] \$213 ;
+  reg \$214 ;
+  reg \$215 ;
+  reg [15:0] \$216 ;
+  reg [3:0] \$217 ;
+  reg [7:0] \$218 ;
+  reg [5:0] \$219 ;
   wire \$22 ;
-  wire [4:0] \$220 ;
-  wire [3:0] \$221 ;
-  wire [3:0] \$222 ;
-  wire [6:0] \$223 ;
-  wire [7:0] \$224 ;
-  wire \$225 ;
-  wire \$226 ;
-  wire \$227 ;
-  reg [15:0] \$228 ;
-  reg [15:0] \$229 ;
+  reg \$220 ;
+  reg \$221 ;
+  reg [15:0] \$222 ;
+  reg \$223 ;
+  reg [1:0] \$224 ;
+  reg \$225 ;
+  reg \$226 ;
+  reg \$227 ;
+  reg \$228 ;
+  reg \$229 ;
   wire \$23 ;
-  reg [15:0] \$230 ;
-  wire [2:0] \$231 ;
-  wire \$232 ;
-  wire [3:0] \$233 ;
-  wire [2:0] \$234 ;
-  wire \$235 ;
-  wire [3:0] \$236 ;
-  wire [2:0] \$237 ;
-  wire \$238 ;
-  wire [3:0] \$239 ;
-  wire \$24 ;
-  wire [2:0] \$240 ;
-  wire \$241 ;
-  wire [3:0] \$242 ;
-  reg [15:0] \$243 ;
-  reg [15:0] \$244 ;
-  reg [15:0] \$245 ;
-  reg [15:0] \$246 ;
-  wire [31:0] \$247 ;
-  wire [31:0] \$248 ;
-  wire [31:0] \$249 ;
+  reg \$230 ;
+  reg \$231 ;
+  reg [15:0] \$232 ;
+  reg [15:0] \$233 ;
+  reg [15:0] \$234 ;
+  reg [1:0] \$235 ;
+  reg [13:0] \$236 ;
+  reg [1:0] \$237 ;
+  reg [2:0] \$238 ;
+  reg [15:0] \$239 ;
+  wire [15:0] \$24 ;
+  reg [15:0] \$240 ;
+  reg [15:0] \$241 ;
+  reg [15:0] \$242 ;
+  reg [3:0] \$243 ;
+  reg [3:0] \$244 ;
+  reg [3:0] \$245 ;
+  reg [3:0] \$246 ;
+  reg [15:0] \$247 ;
+  reg [15:0] \$248 ;
+  reg [15:0] \$249 ;
   wire \$25 ;
-  wire [31:0] \$250 ;
-  wire [40:0] \$251 ;
-  wire [40:0] \$252 ;
-  wire [41:0] \$253 ;
-  wire [31:0] \$254 ;
-  wire [31:0] \$255 ;
-  wire [31:0] \$256 ;
-  wire [31:0] \$257 ;
-  reg \$258 ;
-  reg \$259 ;
+  reg [15:0] \$250 ;
+  reg [15:0] \$251 ;
+  reg [15:0] \$252 ;
+  reg [31:0] \$253 ;
+  reg [15:0] \$254 ;
+  reg [15:0] \$255 ;
+  reg [31:0] \$256 ;
+  reg [15:0] \$257 ;
+  reg [15:0] \$258 ;
+  reg [31:0] \$259 ;
   wire \$26 ;
-  reg \$260 ;
-  reg \$261 ;
-  reg \$262 ;
-  reg \$263 ;
-  reg \$264 ;
-  reg \$265 ;
-  reg \$266 ;
-  reg \$267 ;
-  reg [3:0] \$268 ;
-  reg \$269 ;
+  reg [15:0] \$260 ;
+  reg [15:0] \$261 ;
+  reg [31:0] \$262 ;
+  reg [41:0] \$263 ;
+  reg [15:0] \$264 ;
+  reg [15:0] \$265 ;
+  reg [15:0] \$266 ;
+  reg [15:0] \$267 ;
+  reg [15:0] \$268 ;
+  reg [15:0] \$269 ;
   wire \$27 ;
-  reg \$270 ;
-  reg \$271 ;
-  reg \$272 ;
-  reg [3:0] \$273 ;
-  reg \$274 ;
-  reg \$275 ;
-  reg [15:0] \$276 ;
-  reg [5:0] \$277 ;
+  reg [15:0] \$270 ;
+  reg [1:0] \$271 ;
+  reg [1:0] \$272 ;
+  reg [1:0] \$273 ;
+  reg [1:0] \$274 ;
+  reg [1:0] \$275 ;
+  reg [1:0] \$276 ;
+  reg [15:0] \$277 ;
   reg [3:0] \$278 ;
-  reg \$279 ;
-  wire \$28 ;
-  reg \$280 ;
-  reg [15:0] \$281 ;
+  reg [3:0] \$279 ;
+  wire [15:0] \$28 ;
+  reg [3:0] \$280 ;
+  reg [3:0] \$281 ;
   reg [3:0] \$282 ;
-  reg [5:0] \$283 ;
-  reg \$284 ;
-  reg \$285 ;
-  reg [15:0] \$286 ;
+  reg [3:0] \$283 ;
+  reg [3:0] \$284 ;
+  reg [3:0] \$285 ;
+  reg [3:0] \$286 ;
   reg [3:0] \$287 ;
-  reg [7:0] \$288 ;
-  reg [5:0] \$289 ;
-  wire \$29 ;
-  reg \$290 ;
-  reg \$291 ;
-  reg [15:0] \$292 ;
-  reg \$293 ;
-  reg [1:0] \$294 ;
-  reg \$295 ;
-  reg \$296 ;
-  reg \$297 ;
-  reg \$298 ;
-  reg \$299 ;
+  reg [3:0] \$288 ;
+  reg [3:0] \$289 ;
+  wire [34:0] \$29 ;
+  reg [3:0] \$290 ;
+  reg [3:0] \$291 ;
+  reg [3:0] \$292 ;
+  reg [3:0] \$293 ;
+  reg [3:0] \$294 ;
+  reg [3:0] \$295 ;
+  reg [3:0] \$296 ;
+  reg [3:0] \$297 ;
+  reg [3:0] \$298 ;
+  reg [3:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  reg \$300 ;
-  reg \$301 ;
+  reg [3:0] \$300 ;
+  reg [3:0] \$301 ;
   reg [15:0] \$302 ;
   reg [15:0] \$303 ;
   reg [15:0] \$304 ;
-  reg [1:0] \$305 ;
-  reg [13:0] \$306 ;
-  reg [1:0] \$307 ;
-  reg [2:0] \$308 ;
+  reg [15:0] \$305 ;
+  reg [31:0] \$306 ;
+  reg [15:0] \$307 ;
+  reg [15:0] \$308 ;
   reg [15:0] \$309 ;
   wire \$31 ;
   reg [15:0] \$310 ;
   reg [15:0] \$311 ;
-  reg [15:0] \$312 ;
-  reg [3:0] \$313 ;
-  reg [3:0] \$314 ;
-  reg [3:0] \$315 ;
-  reg [3:0] \$316 ;
+  reg [31:0] \$312 ;
+  reg [15:0] \$313 ;
+  reg [15:0] \$314 ;
+  reg [15:0] \$315 ;
+  reg [15:0] \$316 ;
   reg [15:0] \$317 ;
-  reg [15:0] \$318 ;
+  reg [31:0] \$318 ;
   reg [15:0] \$319 ;
   wire \$32 ;
   reg [15:0] \$320 ;
   reg [15:0] \$321 ;
   reg [15:0] \$322 ;
-  reg [31:0] \$323 ;
-  reg [15:0] \$324 ;
+  reg [15:0] \$323 ;
+  reg [31:0] \$324 ;
   reg [15:0] \$325 ;
-  reg [31:0] \$326 ;
-  reg [15:0] \$327 ;
-  reg [15:0] \$328 ;
-  reg [31:0] \$329 ;
   wire \$33 ;
-  reg [15:0] \$330 ;
-  reg [15:0] \$331 ;
-  reg [31:0] \$332 ;
-  reg [41:0] \$333 ;
-  reg [15:0] \$334 ;
-  reg [15:0] \$335 ;
-  reg [15:0] \$336 ;
-  reg [15:0] \$337 ;
-  reg [15:0] \$338 ;
-  reg [15:0] \$339 ;
   wire \$34 ;
-  reg [15:0] \$340 ;
-  reg [1:0] \$341 ;
-  reg [1:0] \$342 ;
-  reg [1:0] \$343 ;
-  reg [1:0] \$344 ;
-  reg [1:0] \$345 ;
-  reg [1:0] \$346 ;
-  reg [15:0] \$347 ;
-  reg [3:0] \$348 ;
-  reg [3:0] \$349 ;
   wire \$35 ;
-  reg [3:0] \$350 ;
-  reg [3:0] \$351 ;
-  reg [3:0] \$352 ;
-  reg [3:0] \$353 ;
-  reg [3:0] \$354 ;
-  reg [3:0] \$355 ;
-  reg [3:0] \$356 ;
-  reg [3:0] \$357 ;
-  reg [3:0] \$358 ;
-  reg [3:0] \$359 ;
-  wire \$36 ;
-  reg [3:0] \$360 ;
-  reg [3:0] \$361 ;
-  reg [3:0] \$362 ;
-  reg [3:0] \$363 ;
-  reg [3:0] \$364 ;
-  reg [3:0] \$365 ;
-  reg [3:0] \$366 ;
-  reg [3:0] \$367 ;
-  reg [3:0] \$368 ;
-  reg [3:0] \$369 ;
-  wire [40:0] \$37 ;
-  reg [3:0] \$370 ;
-  reg [3:0] \$371 ;
-  reg [15:0] \$372 ;
-  reg [15:0] \$373 ;
-  reg [15:0] \$374 ;
-  reg [15:0] \$375 ;
-  reg [31:0] \$376 ;
-  reg [15:0] \$377 ;
-  reg [15:0] \$378 ;
-  reg [15:0] \$379 ;
-  wire [15:0] \$38 ;
-  reg [15:0] \$380 ;
-  reg [15:0] \$381 ;
-  reg [31:0] \$382 ;
-  reg [15:0] \$383 ;
-  reg [15:0] \$384 ;
-  reg [15:0] \$385 ;
-  reg [15:0] \$386 ;
-  reg [15:0] \$387 ;
-  reg [31:0] \$388 ;
-  reg [15:0] \$389 ;
+  wire [15:0] \$36 ;
+  wire [34:0] \$37 ;
+  wire \$38 ;
   wire \$39 ;
-  reg [15:0] \$390 ;
-  reg [15:0] \$391 ;
-  reg [15:0] \$392 ;
-  reg [15:0] \$393 ;
-  reg [31:0] \$394 ;
-  reg [15:0] \$395 ;
   wire [3:0] \$4 ;
   wire \$40 ;
   wire \$41 ;
-  wire [15:0] \$42 ;
+  wire \$42 ;
   wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
+  wire [15:0] \$44 ;
+  wire [34:0] \$45 ;
   wire \$46 ;
   wire \$47 ;
   wire \$48 ;
@@ -415,8 +345,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [2:0] \$5 ;
   wire \$50 ;
   wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
+  wire [15:0] \$52 ;
+  wire [34:0] \$53 ;
   wire \$54 ;
   wire \$55 ;
   wire \$56 ;
@@ -424,14 +354,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$58 ;
   wire \$59 ;
   wire \$6 ;
-  wire \$60 ;
+  wire [15:0] \$60 ;
   wire \$61 ;
   wire \$62 ;
-  wire [32:0] \$63 ;
-  wire [15:0] \$64 ;
+  wire \$63 ;
+  wire \$64 ;
   wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
+  wire [3:0] \$66 ;
+  wire [3:0] \$67 ;
   wire \$68 ;
   wire \$69 ;
   wire [3:0] \$7 ;
@@ -439,28 +369,28 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$71 ;
   wire \$72 ;
   wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
+  wire [15:0] \$74 ;
+  wire [15:0] \$75 ;
   wire \$76 ;
   wire \$77 ;
   wire \$78 ;
-  wire \$79 ;
+  wire [3:0] \$79 ;
   wire [3:0] \$8 ;
-  wire \$80 ;
+  wire [3:0] \$80 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire [32:0] \$85 ;
-  wire [15:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire [15:0] \$87 ;
+  wire [15:0] \$88 ;
   wire \$89 ;
   wire [2:0] \$9 ;
   wire \$90 ;
   wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
+  wire [3:0] \$92 ;
+  wire [3:0] \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
@@ -468,40 +398,30 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$98 ;
   wire \$99 ;
   wire [1:0] \$signature__addr ;
-  wire [1:0] \$signature__addr$108 ;
-  wire [1:0] \$signature__addr$120 ;
-  wire [1:0] \$signature__addr$131 ;
-  wire [1:0] \$signature__addr$142 ;
+  wire [1:0] \$signature__addr$105 ;
+  wire [1:0] \$signature__addr$116 ;
+  wire [1:0] \$signature__addr$127 ;
   wire [1:0] \$signature__addr$24 ;
   wire [1:0] \$signature__addr$26 ;
   wire [1:0] \$signature__addr$28 ;
+  wire [1:0] \$signature__addr$93 ;
   wire [15:0] \$signature__data ;
   wire [15:0] \$signature__data$102 ;
-  wire [15:0] \$signature__data$117 ;
-  wire [15:0] \$signature__data$128 ;
-  wire [15:0] \$signature__data$139 ;
+  wire [15:0] \$signature__data$113 ;
+  wire [15:0] \$signature__data$124 ;
   wire [15:0] \$signature__data$33 ;
   wire [15:0] \$signature__data$34 ;
   wire [15:0] \$signature__data$35 ;
+  wire [15:0] \$signature__data$87 ;
   wire \$signature__en ;
-  wire \$signature__en$111 ;
-  wire \$signature__en$123 ;
-  wire \$signature__en$134 ;
-  wire \$signature__en$145 ;
+  wire \$signature__en$108 ;
+  wire \$signature__en$119 ;
+  wire \$signature__en$130 ;
   wire \$signature__en$25 ;
   wire \$signature__en$27 ;
   wire \$signature__en$29 ;
-  wire above;
-  wire \above$68 ;
-  wire \above$74 ;
-  wire \above$80 ;
-  wire \above$86 ;
+  wire \$signature__en$96 ;
   wire accept;
-  wire below;
-  wire \below$69 ;
-  wire \below$75 ;
-  wire \below$81 ;
-  wire \below$87 ;
   wire busy;
   wire [63:0] bval;
   wire [15:0] \bval[0] ;
@@ -516,16 +436,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire en;
   reg [15:0] err0_s8 = 16'h0000;
   wire execute;
-  wire [39:0] floor;
-  wire [31:0] \floor$65 ;
-  wire [31:0] \floor$71 ;
-  wire [31:0] \floor$77 ;
-  wire [31:0] \floor$83 ;
-  wire inc;
-  wire \inc$67 ;
-  wire \inc$73 ;
-  wire \inc$79 ;
-  wire \inc$85 ;
   reg [1:0] kind_s1 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
@@ -702,6 +612,11 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   (* init = 4'h0 *)
   wire [3:0] rom_rd__addr;
   wire [15:0] rom_rd__data;
+  wire [27:0] rounded;
+  wire [17:0] \rounded$62 ;
+  wire [17:0] \rounded$65 ;
+  wire [17:0] \rounded$68 ;
+  wire [17:0] \rounded$71 ;
   input rst;
   wire rst;
   input [33:0] s__payload;
@@ -717,9 +632,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire s__valid;
   wire [32:0] t;
   wire [16:0] \t$101 ;
-  wire [16:0] \t$116 ;
-  wire [16:0] \t$127 ;
-  wire [16:0] \t$138 ;
+  wire [16:0] \t$112 ;
+  wire [16:0] \t$123 ;
   wire [39:0] \t$38 ;
   wire [32:0] \t$40 ;
   wire [39:0] \t$42 ;
@@ -728,14 +642,15 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [32:0] \t$48 ;
   wire [39:0] \t$50 ;
   wire [39:0] \t$51 ;
-  wire [15:0] \t$57 ;
-  wire [16:0] \t$59 ;
-  wire [17:0] \t$61 ;
-  wire [15:0] \t$62 ;
+  wire [15:0] \t$54 ;
+  wire [16:0] \t$56 ;
+  wire [17:0] \t$58 ;
+  wire [15:0] \t$59 ;
+  wire [15:0] \t$64 ;
+  wire [15:0] \t$67 ;
   wire [15:0] \t$70 ;
-  wire [15:0] \t$76 ;
-  wire [15:0] \t$82 ;
-  wire [15:0] \t$88 ;
+  wire [15:0] \t$73 ;
+  wire [16:0] \t$86 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
   reg valid_s10 = 1'h0;
@@ -749,17 +664,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg valid_s8 = 1'h0;
   reg valid_s9 = 1'h0;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$124 ;
-  wire [1:0] \wp__addr$135 ;
-  wire [1:0] \wp__addr$146 ;
+  wire [1:0] \wp__addr$109 ;
+  wire [1:0] \wp__addr$120 ;
+  wire [1:0] \wp__addr$131 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$125 ;
-  wire [15:0] \wp__data$136 ;
-  wire [15:0] \wp__data$147 ;
+  wire [15:0] \wp__data$110 ;
+  wire [15:0] \wp__data$121 ;
+  wire [15:0] \wp__data$132 ;
   wire wp__en;
-  wire \wp__en$126 ;
-  wire \wp__en$137 ;
-  wire \wp__en$148 ;
+  wire \wp__en$111 ;
+  wire \wp__en$122 ;
+  wire \wp__en$133 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
@@ -778,19 +693,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$137 [1:0]] <= wp__data;
+      l0_coef_0_0_bank0[\$67 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$136 [1:0];
+    _0_ <= \$66 [1:0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == \$137 [1:0])
+      if (wp__en && \$4 [1:0] == \$67 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$102  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$87  = l0_coef_0_0_bank0[_0_];
   assign \$signature__data  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
@@ -800,20 +715,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$126 )
-      l0_coef_0_0_bank1[\$150 [1:0]] <= \wp__data$125 ;
+    if (\wp__en$111 )
+      l0_coef_0_0_bank1[\$80 [1:0]] <= \wp__data$110 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$149 [1:0];
+    _2_ <= \$79 [1:0];
     if (\$signature__en$25 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$126  && \$8 [1:0] == \$150 [1:0])
-        _3_ <= \wp__data$125 ;
+      if (\wp__en$111  && \$8 [1:0] == \$80 [1:0])
+        _3_ <= \wp__data$110 ;
     end
   end
-  assign \$signature__data$117  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$102  = l0_coef_0_0_bank1[_2_];
   assign \$signature__data$33  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
@@ -823,20 +738,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$137 )
-      l0_coef_0_0_bank2[\$163 [1:0]] <= \wp__data$136 ;
+    if (\wp__en$122 )
+      l0_coef_0_0_bank2[\$93 [1:0]] <= \wp__data$121 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$162 [1:0];
+    _4_ <= \$92 [1:0];
     if (\$signature__en$27 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$137  && \$12 [1:0] == \$163 [1:0])
-        _5_ <= \wp__data$136 ;
+      if (\wp__en$122  && \$12 [1:0] == \$93 [1:0])
+        _5_ <= \wp__data$121 ;
     end
   end
-  assign \$signature__data$128  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$113  = l0_coef_0_0_bank2[_4_];
   assign \$signature__data$34  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
@@ -846,20 +761,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$148 )
-      l0_coef_0_0_bank3[\$176 [1:0]] <= \wp__data$147 ;
+    if (\wp__en$133 )
+      l0_coef_0_0_bank3[\$106 [1:0]] <= \wp__data$132 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$175 [1:0];
+    _6_ <= \$105 [1:0];
     if (\$signature__en$29 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$148  && \$16 [1:0] == \$176 [1:0])
-        _7_ <= \wp__data$147 ;
+      if (\wp__en$133  && \$16 [1:0] == \$106 [1:0])
+        _7_ <= \wp__data$132 ;
     end
   end
-  assign \$signature__data$139  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$124  = l0_coef_0_0_bank3[_6_];
   assign \$signature__data$35  = _7_;
   reg [15:0] theta0_rom [10:0];
   initial begin
@@ -880,24 +795,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _8_ <= theta0_rom[reload_count];
   end
   assign rom_rd__data = _8_;
-  always @(posedge clk)
-    l0_bval_bank0_2_s8 <= \$387 ;
-  always @(posedge clk)
-    l0_delta0_0_2_raw_s9 <= \$388 ;
-  always @(posedge clk)
-    l0_delta0_0_2_s10 <= \$389 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$390 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$391 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s7 <= \$392 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s8 <= \$393 ;
-  always @(posedge clk)
-    l0_delta0_0_3_raw_s9 <= \$394 ;
-  always @(posedge clk)
-    l0_delta0_0_3_s10 <= \$395 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$3 ;
@@ -914,541 +811,474 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$15  = \$13  + \$14 ;
   assign \$16  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$15 ;
   assign \$signature__en$29  = en | l0_ram_rd;
-  assign \$17  = ! l0_sum0_t0_0_s6[12:0];
-  assign \$18  = ~ \$17 ;
-  assign \$19  = l0_sum0_t0_0_s6[13] & \$18 ;
-  assign \$20  = ! l0_sum0_t0_0_s6[12:0];
-  assign \$21  = l0_sum0_t0_0_s6[13] & \$20 ;
-  assign \$22  = \$21  & floor[0];
-  assign inc = \$19  | \$22 ;
-  assign \$23  = $signed(floor) > $signed(16'h7fff);
-  assign \$24  = floor == 15'h7fff;
-  assign \$25  = \$24  & inc;
-  assign above = \$23  | \$25 ;
-  assign \$26  = $signed(floor) < $signed(17'h17fff);
-  assign \$27  = floor == 40'hffffff7fff;
-  assign \$28  = ~ inc;
-  assign \$29  = \$27  & \$28 ;
-  assign below = \$26  | \$29 ;
-  assign \$30  = ! l0_sum0_t0_0_s6[12:0];
+  assign \$17  = $signed({ l0_sum0_t0_0_s6[39:0], l0_sum0_t0_0_s6[14] }) + $signed({ 14'h1fff, l0_sum0_t0_0_s6[14] });
+  assign \$18  = & \$17 [42:30];
+  assign \$19  = ~ \$18 ;
+  assign \$20  = \$17 [42] & \$19 ;
+  assign \$21  = ~ \$17 [42];
+  assign \$22  = | \$17 [42:30];
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = \$23  ? 16'h7fff : \$17 [30:15];
+  assign \t$54  = \$20  ? 16'h8000 : \$24 ;
+  assign \$25  = $signed(l0_out0_s7) >= $signed(1'h0);
+  assign \t$56  = $signed(l0_out0_s7) - $signed(y0_s7);
+  assign \$26  = $signed(\t$58 ) < $signed(16'h8000);
+  assign \$27  = $signed(\t$58 ) > $signed(16'h7fff);
+  assign \$28  = \$27  ? 16'h7fff : \t$58 [15:0];
+  assign \t$59  = \$26  ? 16'h8000 : \$28 ;
+  assign \$29  = $signed({ l0_delta0_0_0_raw_s9, l0_delta0_0_0_raw_s9[16] }) + $signed({ 16'h7fff, l0_delta0_0_0_raw_s9[16] });
+  assign \$30  = & \$29 [34:32];
   assign \$31  = ~ \$30 ;
-  assign \$32  = l0_sum0_t0_0_s6[13] & \$31 ;
-  assign \$33  = ! l0_sum0_t0_0_s6[12:0];
-  assign \$34  = l0_sum0_t0_0_s6[13] & \$33 ;
-  assign \$35  = \$34  & floor[0];
-  assign \$36  = \$32  | \$35 ;
-  assign \$37  = $signed(floor) + $signed({ 1'h0, \$36  });
-  assign \$38  = above ? 16'h7fff : \$37 [15:0];
-  assign \t$57  = below ? 16'h8000 : \$38 ;
-  assign \$39  = $signed(l0_out0_s7) >= $signed(1'h0);
-  assign \t$59  = $signed(l0_out0_s7) - $signed(y0_s7);
-  assign \$40  = $signed(\t$61 ) < $signed(16'h8000);
-  assign \$41  = $signed(\t$61 ) > $signed(16'h7fff);
-  assign \$42  = \$41  ? 16'h7fff : \t$61 [15:0];
-  assign \t$62  = \$40  ? 16'h8000 : \$42 ;
-  assign \$43  = ! l0_delta0_0_0_raw_s9[14:0];
-  assign \$44  = ~ \$43 ;
-  assign \$45  = l0_delta0_0_0_raw_s9[15] & \$44 ;
-  assign \$46  = ! l0_delta0_0_0_raw_s9[14:0];
-  assign \$47  = l0_delta0_0_0_raw_s9[15] & \$46 ;
-  assign \$48  = \$47  & \floor$65 [0];
-  assign \inc$67  = \$45  | \$48 ;
-  assign \$49  = $signed(\floor$65 ) > $signed(16'h7fff);
-  assign \$50  = \floor$65  == 15'h7fff;
-  assign \$51  = \$50  & \inc$67 ;
-  assign \above$68  = \$49  | \$51 ;
-  assign \$52  = $signed(\floor$65 ) < $signed(17'h17fff);
-  assign \$53  = \floor$65  == 32'd4294934527;
-  assign \$54  = ~ \inc$67 ;
-  assign \$55  = \$53  & \$54 ;
-  assign \below$69  = \$52  | \$55 ;
-  assign \$56  = ! l0_delta0_0_0_raw_s9[14:0];
-  assign \$57  = ~ \$56 ;
-  assign \$58  = l0_delta0_0_0_raw_s9[15] & \$57 ;
-  assign \$59  = ! l0_delta0_0_0_raw_s9[14:0];
-  assign \$60  = l0_delta0_0_0_raw_s9[15] & \$59 ;
-  assign \$61  = \$60  & \floor$65 [0];
-  assign \$62  = \$58  | \$61 ;
-  assign \$63  = $signed(\floor$65 ) + $signed({ 1'h0, \$62  });
-  assign \$64  = \above$68  ? 16'h7fff : \$63 [15:0];
-  assign \t$70  = \below$69  ? 16'h8000 : \$64 ;
-  assign \$65  = ! l0_delta0_0_1_raw_s9[14:0];
-  assign \$66  = ~ \$65 ;
-  assign \$67  = l0_delta0_0_1_raw_s9[15] & \$66 ;
-  assign \$68  = ! l0_delta0_0_1_raw_s9[14:0];
-  assign \$69  = l0_delta0_0_1_raw_s9[15] & \$68 ;
-  assign \$70  = \$69  & \floor$71 [0];
-  assign \inc$73  = \$67  | \$70 ;
-  assign \$71  = $signed(\floor$71 ) > $signed(16'h7fff);
-  assign \$72  = \floor$71  == 15'h7fff;
-  assign \$73  = \$72  & \inc$73 ;
-  assign \above$74  = \$71  | \$73 ;
-  assign \$74  = $signed(\floor$71 ) < $signed(17'h17fff);
-  assign \$75  = \floor$71  == 32'd4294934527;
-  assign \$76  = ~ \inc$73 ;
-  assign \$77  = \$75  & \$76 ;
-  assign \below$75  = \$74  | \$77 ;
-  assign \$78  = ! l0_delta0_0_1_raw_s9[14:0];
-  assign \$79  = ~ \$78 ;
-  assign \$80  = l0_delta0_0_1_raw_s9[15] & \$79 ;
-  assign \$81  = ! l0_delta0_0_1_raw_s9[14:0];
-  assign \$82  = l0_delta0_0_1_raw_s9[15] & \$81 ;
-  assign \$83  = \$82  & \floor$71 [0];
-  assign \$84  = \$80  | \$83 ;
-  assign \$85  = $signed(\floor$71 ) + $signed({ 1'h0, \$84  });
-  assign \$86  = \above$74  ? 16'h7fff : \$85 [15:0];
-  assign \t$76  = \below$75  ? 16'h8000 : \$86 ;
-  assign \$87  = ! l0_delta0_0_2_raw_s9[14:0];
-  assign \$88  = ~ \$87 ;
-  assign \$89  = l0_delta0_0_2_raw_s9[15] & \$88 ;
-  assign \$90  = ! l0_delta0_0_2_raw_s9[14:0];
-  assign \$91  = l0_delta0_0_2_raw_s9[15] & \$90 ;
-  assign \$92  = \$91  & \floor$77 [0];
-  assign \inc$79  = \$89  | \$92 ;
-  assign \$93  = $signed(\floor$77 ) > $signed(16'h7fff);
-  assign \$94  = \floor$77  == 15'h7fff;
-  assign \$95  = \$94  & \inc$79 ;
-  assign \above$80  = \$93  | \$95 ;
-  assign \$96  = $signed(\floor$77 ) < $signed(17'h17fff);
-  assign \$97  = \floor$77  == 32'd4294934527;
-  assign \$98  = ~ \inc$79 ;
-  assign \$99  = \$97  & \$98 ;
-  assign \below$81  = \$96  | \$99 ;
-  assign \$100  = ! l0_delta0_0_2_raw_s9[14:0];
-  assign \$101  = ~ \$100 ;
-  assign \$102  = l0_delta0_0_2_raw_s9[15] & \$101 ;
-  assign \$103  = ! l0_delta0_0_2_raw_s9[14:0];
-  assign \$104  = l0_delta0_0_2_raw_s9[15] & \$103 ;
-  assign \$105  = \$104  & \floor$77 [0];
-  assign \$106  = \$102  | \$105 ;
-  assign \$107  = $signed(\floor$77 ) + $signed({ 1'h0, \$106  });
-  assign \$108  = \above$80  ? 16'h7fff : \$107 [15:0];
-  assign \t$82  = \below$81  ? 16'h8000 : \$108 ;
-  assign \$109  = ! l0_delta0_0_3_raw_s9[14:0];
-  assign \$110  = ~ \$109 ;
-  assign \$111  = l0_delta0_0_3_raw_s9[15] & \$110 ;
-  assign \$112  = ! l0_delta0_0_3_raw_s9[14:0];
-  assign \$113  = l0_delta0_0_3_raw_s9[15] & \$112 ;
-  assign \$114  = \$113  & \floor$83 [0];
-  assign \inc$85  = \$111  | \$114 ;
-  assign \$115  = $signed(\floor$83 ) > $signed(16'h7fff);
-  assign \$116  = \floor$83  == 15'h7fff;
-  assign \$117  = \$116  & \inc$85 ;
-  assign \above$86  = \$115  | \$117 ;
-  assign \$118  = $signed(\floor$83 ) < $signed(17'h17fff);
-  assign \$119  = \floor$83  == 32'd4294934527;
-  assign \$120  = ~ \inc$85 ;
-  assign \$121  = \$119  & \$120 ;
-  assign \below$87  = \$118  | \$121 ;
-  assign \$122  = ! l0_delta0_0_3_raw_s9[14:0];
-  assign \$123  = ~ \$122 ;
-  assign \$124  = l0_delta0_0_3_raw_s9[15] & \$123 ;
-  assign \$125  = ! l0_delta0_0_3_raw_s9[14:0];
-  assign \$126  = l0_delta0_0_3_raw_s9[15] & \$125 ;
-  assign \$127  = \$126  & \floor$83 [0];
-  assign \$128  = \$124  | \$127 ;
-  assign \$129  = $signed(\floor$83 ) + $signed({ 1'h0, \$128  });
-  assign \$130  = \above$86  ? 16'h7fff : \$129 [15:0];
-  assign \t$88  = \below$87  ? 16'h8000 : \$130 ;
-  assign \$131  = ~ m__ready;
-  assign \$132  = m__valid & \$131 ;
-  assign en = ~ \$132 ;
+  assign \$32  = \$29 [34] & \$31 ;
+  assign \$33  = ~ \$29 [34];
+  assign \$34  = | \$29 [34:32];
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = \$35  ? 16'h7fff : \$29 [32:17];
+  assign \t$64  = \$32  ? 16'h8000 : \$36 ;
+  assign \$37  = $signed({ l0_delta0_0_1_raw_s9, l0_delta0_0_1_raw_s9[16] }) + $signed({ 16'h7fff, l0_delta0_0_1_raw_s9[16] });
+  assign \$38  = & \$37 [34:32];
+  assign \$39  = ~ \$38 ;
+  assign \$40  = \$37 [34] & \$39 ;
+  assign \$41  = ~ \$37 [34];
+  assign \$42  = | \$37 [34:32];
+  assign \$43  = \$41  & \$42 ;
+  assign \$44  = \$43  ? 16'h7fff : \$37 [32:17];
+  assign \t$67  = \$40  ? 16'h8000 : \$44 ;
+  assign \$45  = $signed({ l0_delta0_0_2_raw_s9, l0_delta0_0_2_raw_s9[16] }) + $signed({ 16'h7fff, l0_delta0_0_2_raw_s9[16] });
+  assign \$46  = & \$45 [34:32];
+  assign \$47  = ~ \$46 ;
+  assign \$48  = \$45 [34] & \$47 ;
+  assign \$49  = ~ \$45 [34];
+  assign \$50  = | \$45 [34:32];
+  assign \$51  = \$49  & \$50 ;
+  assign \$52  = \$51  ? 16'h7fff : \$45 [32:17];
+  assign \t$70  = \$48  ? 16'h8000 : \$52 ;
+  assign \$53  = $signed({ l0_delta0_0_3_raw_s9, l0_delta0_0_3_raw_s9[16] }) + $signed({ 16'h7fff, l0_delta0_0_3_raw_s9[16] });
+  assign \$54  = & \$53 [34:32];
+  assign \$55  = ~ \$54 ;
+  assign \$56  = \$53 [34] & \$55 ;
+  assign \$57  = ~ \$53 [34];
+  assign \$58  = | \$53 [34:32];
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = \$59  ? 16'h7fff : \$53 [32:17];
+  assign \t$73  = \$56  ? 16'h8000 : \$60 ;
+  assign \$61  = ~ m__ready;
+  assign \$62  = m__valid & \$61 ;
+  assign en = ~ \$62 ;
   assign busy = | { valid_s10, valid_s9, valid_s8, m__valid, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s10;
-  assign \t$101  = $signed(\$signature__data$102 ) - $signed(l0_delta0_0_0_s10);
-  assign \$133  = ! l0_port_edge_p4[0];
-  assign \$134  = l0_ram_wr & \$133 ;
-  assign \$135  = ! l0_port_bank_p4[1:0];
-  assign l0_port_hit0_0_0 = \$134  & \$135 ;
-  assign \$136  = \$132  ? l0_waddr0_0_s10 : l0_waddr0_0_s9;
-  assign \$137  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s10;
-  assign \$138  = & \t$101 [16:15];
-  assign \$139  = ~ \$138 ;
-  assign \$140  = \t$101 [16] & \$139 ;
-  assign \$141  = ~ \t$101 [16];
-  assign \$142  = | \t$101 [16:15];
-  assign \$143  = \$141  & \$142 ;
-  assign \$144  = \$143  ? 16'h7fff : \t$101 [15:0];
-  assign \$145  = \$140  ? 16'h8000 : \$144 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$145 ;
+  assign \t$86  = $signed(\$signature__data$87 ) - $signed(l0_delta0_0_0_s10);
+  assign \$63  = ! l0_port_edge_p4[0];
+  assign \$64  = l0_ram_wr & \$63 ;
+  assign \$65  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_0_0 = \$64  & \$65 ;
+  assign \$66  = \$62  ? l0_waddr0_0_s10 : l0_waddr0_0_s9;
+  assign \$67  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s10;
+  assign \$68  = & \t$86 [16:15];
+  assign \$69  = ~ \$68 ;
+  assign \$70  = \t$86 [16] & \$69 ;
+  assign \$71  = ~ \t$86 [16];
+  assign \$72  = | \t$86 [16:15];
+  assign \$73  = \$71  & \$72 ;
+  assign \$74  = \$73  ? 16'h7fff : \t$86 [15:0];
+  assign \$75  = \$70  ? 16'h8000 : \$74 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$75 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$116  = $signed(\$signature__data$117 ) - $signed(l0_delta0_0_1_s10);
-  assign \$146  = ! l0_port_edge_p4[0];
-  assign \$147  = l0_ram_wr & \$146 ;
-  assign \$148  = l0_port_bank_p4[1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$147  & \$148 ;
-  assign \$149  = \$132  ? l0_waddr0_1_s10 : l0_waddr0_1_s9;
-  assign \$150  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s10;
-  assign \$151  = & \t$116 [16:15];
-  assign \$152  = ~ \$151 ;
-  assign \$153  = \t$116 [16] & \$152 ;
-  assign \$154  = ~ \t$116 [16];
-  assign \$155  = | \t$116 [16:15];
-  assign \$156  = \$154  & \$155 ;
-  assign \$157  = \$156  ? 16'h7fff : \t$116 [15:0];
-  assign \$158  = \$153  ? 16'h8000 : \$157 ;
-  assign \wp__data$125  = l0_port_hit0_0_1 ? l0_ram_data : \$158 ;
-  assign \wp__en$126  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$127  = $signed(\$signature__data$128 ) - $signed(l0_delta0_0_2_s10);
-  assign \$159  = ! l0_port_edge_p4[0];
-  assign \$160  = l0_ram_wr & \$159 ;
-  assign \$161  = l0_port_bank_p4[1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$160  & \$161 ;
-  assign \$162  = \$132  ? l0_waddr0_2_s10 : l0_waddr0_2_s9;
-  assign \$163  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s10;
-  assign \$164  = & \t$127 [16:15];
-  assign \$165  = ~ \$164 ;
-  assign \$166  = \t$127 [16] & \$165 ;
-  assign \$167  = ~ \t$127 [16];
-  assign \$168  = | \t$127 [16:15];
-  assign \$169  = \$167  & \$168 ;
-  assign \$170  = \$169  ? 16'h7fff : \t$127 [15:0];
-  assign \$171  = \$166  ? 16'h8000 : \$170 ;
-  assign \wp__data$136  = l0_port_hit0_0_2 ? l0_ram_data : \$171 ;
-  assign \wp__en$137  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$138  = $signed(\$signature__data$139 ) - $signed(l0_delta0_0_3_s10);
-  assign \$172  = ! l0_port_edge_p4[0];
-  assign \$173  = l0_ram_wr & \$172 ;
-  assign \$174  = l0_port_bank_p4[1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$173  & \$174 ;
-  assign \$175  = \$132  ? l0_waddr0_3_s10 : l0_waddr0_3_s9;
-  assign \$176  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s10;
-  assign \$177  = & \t$138 [16:15];
-  assign \$178  = ~ \$177 ;
-  assign \$179  = \t$138 [16] & \$178 ;
-  assign \$180  = ~ \t$138 [16];
-  assign \$181  = | \t$138 [16:15];
-  assign \$182  = \$180  & \$181 ;
-  assign \$183  = \$182  ? 16'h7fff : \t$138 [15:0];
-  assign \$184  = \$179  ? 16'h8000 : \$183 ;
-  assign \wp__data$147  = l0_port_hit0_0_3 ? l0_ram_data : \$184 ;
-  assign \wp__en$148  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$101  = $signed(\$signature__data$102 ) - $signed(l0_delta0_0_1_s10);
+  assign \$76  = ! l0_port_edge_p4[0];
+  assign \$77  = l0_ram_wr & \$76 ;
+  assign \$78  = l0_port_bank_p4[1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$77  & \$78 ;
+  assign \$79  = \$62  ? l0_waddr0_1_s10 : l0_waddr0_1_s9;
+  assign \$80  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s10;
+  assign \$81  = & \t$101 [16:15];
+  assign \$82  = ~ \$81 ;
+  assign \$83  = \t$101 [16] & \$82 ;
+  assign \$84  = ~ \t$101 [16];
+  assign \$85  = | \t$101 [16:15];
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = \$86  ? 16'h7fff : \t$101 [15:0];
+  assign \$88  = \$83  ? 16'h8000 : \$87 ;
+  assign \wp__data$110  = l0_port_hit0_0_1 ? l0_ram_data : \$88 ;
+  assign \wp__en$111  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$112  = $signed(\$signature__data$113 ) - $signed(l0_delta0_0_2_s10);
+  assign \$89  = ! l0_port_edge_p4[0];
+  assign \$90  = l0_ram_wr & \$89 ;
+  assign \$91  = l0_port_bank_p4[1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$90  & \$91 ;
+  assign \$92  = \$62  ? l0_waddr0_2_s10 : l0_waddr0_2_s9;
+  assign \$93  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s10;
+  assign \$94  = & \t$112 [16:15];
+  assign \$95  = ~ \$94 ;
+  assign \$96  = \t$112 [16] & \$95 ;
+  assign \$97  = ~ \t$112 [16];
+  assign \$98  = | \t$112 [16:15];
+  assign \$99  = \$97  & \$98 ;
+  assign \$100  = \$99  ? 16'h7fff : \t$112 [15:0];
+  assign \$101  = \$96  ? 16'h8000 : \$100 ;
+  assign \wp__data$121  = l0_port_hit0_0_2 ? l0_ram_data : \$101 ;
+  assign \wp__en$122  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$123  = $signed(\$signature__data$124 ) - $signed(l0_delta0_0_3_s10);
+  assign \$102  = ! l0_port_edge_p4[0];
+  assign \$103  = l0_ram_wr & \$102 ;
+  assign \$104  = l0_port_bank_p4[1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$103  & \$104 ;
+  assign \$105  = \$62  ? l0_waddr0_3_s10 : l0_waddr0_3_s9;
+  assign \$106  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s10;
+  assign \$107  = & \t$123 [16:15];
+  assign \$108  = ~ \$107 ;
+  assign \$109  = \t$123 [16] & \$108 ;
+  assign \$110  = ~ \t$123 [16];
+  assign \$111  = | \t$123 [16:15];
+  assign \$112  = \$110  & \$111 ;
+  assign \$113  = \$112  ? 16'h7fff : \t$123 [15:0];
+  assign \$114  = \$109  ? 16'h8000 : \$113 ;
+  assign \wp__data$132  = l0_port_hit0_0_3 ? l0_ram_data : \$114 ;
+  assign \wp__en$133  = commit_l0 | l0_port_hit0_0_3;
   assign reloading = reload_count != 4'hc;
-  assign \$185  = | reload_count;
-  assign reload_write = reloading & \$185 ;
-  assign \$186  = reload_count - 1'h1;
-  assign \$187  = ~ pc__valid;
-  assign \$188  = en & \$187 ;
-  assign \$189  = ~ reloading;
-  assign \$190  = \$188  & \$189 ;
-  assign \$191  = | { m__valid, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$192  = ~ \$191 ;
-  assign \$193  = \$190  & \$192 ;
-  assign \$194  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
-  assign \$195  = ~ \$194 ;
-  assign s__ready = \$193  & \$195 ;
+  assign \$115  = | reload_count;
+  assign reload_write = reloading & \$115 ;
+  assign \$116  = reload_count - 1'h1;
+  assign \$117  = ~ pc__valid;
+  assign \$118  = en & \$117 ;
+  assign \$119  = ~ reloading;
+  assign \$120  = \$118  & \$119 ;
+  assign \$121  = | { m__valid, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$122  = ~ \$121 ;
+  assign \$123  = \$120  & \$122 ;
+  assign \$124  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
+  assign \$125  = ~ \$124 ;
+  assign s__ready = \$123  & \$125 ;
   assign accept = s__valid & s__ready;
-  assign \$196  = ~ busy;
-  assign \$197  = pc__valid & \$196 ;
-  assign \$198  = ~ reloading;
-  assign \$199  = \$197  & \$198 ;
-  assign \$200  = | { read_wait4, read_wait3, read_wait2, read_wait1, read_wait };
-  assign \$201  = ~ \$200 ;
-  assign \$202  = \$199  & \$201 ;
-  assign \$203  = ~ pr__valid;
-  assign \$204  = \$203  | pr__ready;
-  assign pc__ready = \$202  & \$204 ;
-  assign port_addr = reload_write ? \$186 [3:0] : pc__payload[19:16];
-  assign \$205  = port_addr - 1'h0;
+  assign \$126  = ~ busy;
+  assign \$127  = pc__valid & \$126 ;
+  assign \$128  = ~ reloading;
+  assign \$129  = \$127  & \$128 ;
+  assign \$130  = | { read_wait4, read_wait3, read_wait2, read_wait1, read_wait };
+  assign \$131  = ~ \$130 ;
+  assign \$132  = \$129  & \$131 ;
+  assign \$133  = ~ pr__valid;
+  assign \$134  = \$133  | pr__ready;
+  assign pc__ready = \$132  & \$134 ;
+  assign port_addr = reload_write ? \$116 [3:0] : pc__payload[19:16];
+  assign \$135  = port_addr - 1'h0;
   assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$206  = port_addr >= 1'h0;
-  assign \$207  = port_addr < 4'hb;
-  assign \$208  = \$206  & \$207 ;
-  assign \$209  = pc__ready & pc__payload[20];
-  assign \$210  = reload_write | \$209 ;
-  assign l0_port_wr = \$208  & \$210 ;
-  assign \$211  = port_addr >= 1'h0;
-  assign \$212  = port_addr < 4'hb;
-  assign \$213  = \$211  & \$212 ;
-  assign \$214  = \$213  & pc__ready;
-  assign \$215  = ~ pc__payload[20];
-  assign l0_port_rd = \$214  & \$215 ;
+  assign \$136  = port_addr >= 1'h0;
+  assign \$137  = port_addr < 4'hb;
+  assign \$138  = \$136  & \$137 ;
+  assign \$139  = pc__ready & pc__payload[20];
+  assign \$140  = reload_write | \$139 ;
+  assign l0_port_wr = \$138  & \$140 ;
+  assign \$141  = port_addr >= 1'h0;
+  assign \$142  = port_addr < 4'hb;
+  assign \$143  = \$141  & \$142 ;
+  assign \$144  = \$143  & pc__ready;
+  assign \$145  = ~ pc__payload[20];
+  assign l0_port_rd = \$144  & \$145 ;
   assign port_cmd = reload_write | pc__ready;
-  assign \$216  = reload_count + 1'h1;
-  assign \$217  = l0_port_local_p1 * 2'h3;
-  assign \$220  = l0_port_local_p2 - \$219 ;
-  assign \$223  = \$222  * 3'h4;
-  assign \$224  = l0_port_q_p3 - \$223 ;
-  assign \$225  = ~ pc__payload[20];
-  assign \$226  = pc__ready & \$225 ;
-  assign \$227  = pc__ready & pc__payload[20];
-  assign \$232  = l0_cell0_s3[1:0] > 1'h0;
-  assign \$233  = \$231  + \$232 ;
-  assign \$235  = l0_cell0_s3[1:0] > 1'h1;
-  assign \$236  = \$234  + \$235 ;
-  assign \$238  = l0_cell0_s3[1:0] > 2'h2;
-  assign \$239  = \$237  + \$238 ;
-  assign \$241  = l0_cell0_s3[1:0] > 2'h3;
-  assign \$242  = \$240  + \$241 ;
-  assign \$247  = $signed(l0_coef0_0_0_s4) * $signed(l0_bval0_0_s4);
-  assign \$248  = $signed(l0_coef0_0_1_s4) * $signed(l0_bval0_1_s4);
-  assign \$249  = $signed(l0_coef0_0_2_s4) * $signed(l0_bval0_2_s4);
-  assign \$250  = $signed(l0_coef0_0_3_s4) * $signed(l0_bval0_3_s4);
-  assign \$251  = $signed(t) + $signed(\t$40 );
-  assign \$252  = $signed(\t$44 ) + $signed(\t$48 );
-  assign \$253  = $signed(\$251 ) + $signed(\$252 );
-  assign \$254  = $signed(err0_s8) * $signed(l0_bval_bank0_0_s8);
-  assign \$255  = $signed(err0_s8) * $signed(l0_bval_bank0_1_s8);
-  assign \$256  = $signed(err0_s8) * $signed(l0_bval_bank0_2_s8);
-  assign \$257  = $signed(err0_s8) * $signed(l0_bval_bank0_3_s8);
+  assign \$146  = reload_count + 1'h1;
+  assign \$147  = l0_port_local_p1 * 2'h3;
+  assign \$150  = l0_port_local_p2 - \$149 ;
+  assign \$153  = \$152  * 3'h4;
+  assign \$154  = l0_port_q_p3 - \$153 ;
+  assign \$155  = ~ pc__payload[20];
+  assign \$156  = pc__ready & \$155 ;
+  assign \$157  = pc__ready & pc__payload[20];
+  assign \$162  = l0_cell0_s3[1:0] > 1'h0;
+  assign \$163  = \$161  + \$162 ;
+  assign \$165  = l0_cell0_s3[1:0] > 1'h1;
+  assign \$166  = \$164  + \$165 ;
+  assign \$168  = l0_cell0_s3[1:0] > 2'h2;
+  assign \$169  = \$167  + \$168 ;
+  assign \$171  = l0_cell0_s3[1:0] > 2'h3;
+  assign \$172  = \$170  + \$171 ;
+  assign \$177  = $signed(l0_coef0_0_0_s4) * $signed(l0_bval0_0_s4);
+  assign \$178  = $signed(l0_coef0_0_1_s4) * $signed(l0_bval0_1_s4);
+  assign \$179  = $signed(l0_coef0_0_2_s4) * $signed(l0_bval0_2_s4);
+  assign \$180  = $signed(l0_coef0_0_3_s4) * $signed(l0_bval0_3_s4);
+  assign \$181  = $signed(t) + $signed(\t$40 );
+  assign \$182  = $signed(\t$44 ) + $signed(\t$48 );
+  assign \$183  = $signed(\$181 ) + $signed(\$182 );
+  assign \$184  = $signed(err0_s8) * $signed(l0_bval_bank0_0_s8);
+  assign \$185  = $signed(err0_s8) * $signed(l0_bval_bank0_1_s8);
+  assign \$186  = $signed(err0_s8) * $signed(l0_bval_bank0_2_s8);
+  assign \$187  = $signed(err0_s8) * $signed(l0_bval_bank0_3_s8);
   always @(posedge clk)
-    valid_s1 <= \$258 ;
+    valid_s1 <= \$188 ;
   always @(posedge clk)
-    valid_s2 <= \$259 ;
+    valid_s2 <= \$189 ;
   always @(posedge clk)
-    valid_s3 <= \$260 ;
+    valid_s3 <= \$190 ;
   always @(posedge clk)
-    valid_s4 <= \$261 ;
+    valid_s4 <= \$191 ;
   always @(posedge clk)
-    valid_s5 <= \$262 ;
+    valid_s5 <= \$192 ;
   always @(posedge clk)
-    valid_s6 <= \$263 ;
+    valid_s6 <= \$193 ;
   always @(posedge clk)
-    m__valid <= \$264 ;
+    m__valid <= \$194 ;
   always @(posedge clk)
-    valid_s8 <= \$265 ;
+    valid_s8 <= \$195 ;
   always @(posedge clk)
-    valid_s9 <= \$266 ;
+    valid_s9 <= \$196 ;
   always @(posedge clk)
-    valid_s10 <= \$267 ;
+    valid_s10 <= \$197 ;
   always @(posedge clk)
-    reload_count <= \$268 ;
+    reload_count <= \$198 ;
   always @(posedge clk)
-    port_in_flight0 <= \$269 ;
+    port_in_flight0 <= \$199 ;
   always @(posedge clk)
-    port_in_flight1 <= \$270 ;
+    port_in_flight1 <= \$200 ;
   always @(posedge clk)
-    port_in_flight2 <= \$271 ;
+    port_in_flight2 <= \$201 ;
   always @(posedge clk)
-    port_in_flight3 <= \$272 ;
+    port_in_flight3 <= \$202 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$273 ;
+    l0_port_local_p1 <= \$203 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$274 ;
+    l0_port_wr_p1 <= \$204 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$275 ;
+    l0_port_rd_p1 <= \$205 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$276 ;
+    l0_port_data_p1 <= \$206 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$277 ;
+    l0_port_edge_p2 <= \$207 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$278 ;
+    l0_port_local_p2 <= \$208 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$279 ;
+    l0_port_wr_p2 <= \$209 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$280 ;
+    l0_port_rd_p2 <= \$210 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$281 ;
+    l0_port_data_p2 <= \$211 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$282 ;
+    l0_port_q_p3 <= \$212 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$283 ;
+    l0_port_edge_p3 <= \$213 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$284 ;
+    l0_port_wr_p3 <= \$214 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$285 ;
+    l0_port_rd_p3 <= \$215 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$286 ;
+    l0_port_data_p3 <= \$216 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$287 ;
+    l0_port_baddr_p4 <= \$217 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$288 ;
+    l0_port_bank_p4 <= \$218 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$289 ;
+    l0_port_edge_p4 <= \$219 ;
   always @(posedge clk)
-    l0_ram_wr <= \$290 ;
+    l0_ram_wr <= \$220 ;
   always @(posedge clk)
-    l0_ram_rd <= \$291 ;
+    l0_ram_rd <= \$221 ;
   always @(posedge clk)
-    l0_ram_data <= \$292 ;
+    l0_ram_data <= \$222 ;
   always @(posedge clk)
-    l0_rd_edge <= \$293 ;
+    l0_rd_edge <= \$223 ;
   always @(posedge clk)
-    l0_rd_bank <= \$294 ;
+    l0_rd_bank <= \$224 ;
   always @(posedge clk)
-    read_layer <= \$295 ;
+    read_layer <= \$225 ;
   always @(posedge clk)
-    read_wait <= \$296 ;
+    read_wait <= \$226 ;
   always @(posedge clk)
-    read_wait1 <= \$297 ;
+    read_wait1 <= \$227 ;
   always @(posedge clk)
-    read_wait2 <= \$298 ;
+    read_wait2 <= \$228 ;
   always @(posedge clk)
-    read_wait3 <= \$299 ;
+    read_wait3 <= \$229 ;
   always @(posedge clk)
-    read_wait4 <= \$300 ;
+    read_wait4 <= \$230 ;
   always @(posedge clk)
-    pr__valid <= \$301 ;
+    pr__valid <= \$231 ;
   always @(posedge clk)
-    pr__payload <= \$302 ;
+    pr__payload <= \$232 ;
   always @(posedge clk)
-    u <= \$303 ;
+    u <= \$233 ;
   always @(posedge clk)
-    y0_s1 <= \$304 ;
+    y0_s1 <= \$234 ;
   always @(posedge clk)
-    kind_s1 <= \$305 ;
+    kind_s1 <= \$235 ;
   always @(posedge clk)
-    pos_in <= \$306 ;
+    pos_in <= \$236 ;
   always @(posedge clk)
-    l0_lo0_s3 <= \$307 ;
+    l0_lo0_s3 <= \$237 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$308 ;
+    l0_cell0_s3 <= \$238 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$309 ;
+    l0_bval0_0_s3 <= \$239 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$310 ;
+    l0_bval0_1_s3 <= \$240 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$311 ;
+    l0_bval0_2_s3 <= \$241 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$312 ;
+    l0_bval0_3_s3 <= \$242 ;
   always @(posedge clk)
-    l0_waddr0_0_s4 <= \$313 ;
+    l0_waddr0_0_s4 <= \$243 ;
   always @(posedge clk)
-    l0_waddr0_1_s4 <= \$314 ;
+    l0_waddr0_1_s4 <= \$244 ;
   always @(posedge clk)
-    l0_waddr0_2_s4 <= \$315 ;
+    l0_waddr0_2_s4 <= \$245 ;
   always @(posedge clk)
-    l0_waddr0_3_s4 <= \$316 ;
+    l0_waddr0_3_s4 <= \$246 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$317 ;
+    l0_bval_bank0_0_s4 <= \$247 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$318 ;
+    l0_bval_bank0_1_s4 <= \$248 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$319 ;
+    l0_bval_bank0_2_s4 <= \$249 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$320 ;
+    l0_bval_bank0_3_s4 <= \$250 ;
   always @(posedge clk)
-    l0_coef0_0_0_s4 <= \$321 ;
+    l0_coef0_0_0_s4 <= \$251 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$322 ;
+    l0_bval0_0_s4 <= \$252 ;
   always @(posedge clk)
-    l0_prod0_0_0_raw_s5 <= \$323 ;
+    l0_prod0_0_0_raw_s5 <= \$253 ;
   always @(posedge clk)
-    l0_coef0_0_1_s4 <= \$324 ;
+    l0_coef0_0_1_s4 <= \$254 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$325 ;
+    l0_bval0_1_s4 <= \$255 ;
   always @(posedge clk)
-    l0_prod0_0_1_raw_s5 <= \$326 ;
+    l0_prod0_0_1_raw_s5 <= \$256 ;
   always @(posedge clk)
-    l0_coef0_0_2_s4 <= \$327 ;
+    l0_coef0_0_2_s4 <= \$257 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$328 ;
+    l0_bval0_2_s4 <= \$258 ;
   always @(posedge clk)
-    l0_prod0_0_2_raw_s5 <= \$329 ;
+    l0_prod0_0_2_raw_s5 <= \$259 ;
   always @(posedge clk)
-    l0_coef0_0_3_s4 <= \$330 ;
+    l0_coef0_0_3_s4 <= \$260 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$331 ;
+    l0_bval0_3_s4 <= \$261 ;
   always @(posedge clk)
-    l0_prod0_0_3_raw_s5 <= \$332 ;
+    l0_prod0_0_3_raw_s5 <= \$262 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s6 <= \$333 ;
+    l0_sum0_t0_0_s6 <= \$263 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$334 ;
+    l0_out0_s7 <= \$264 ;
   always @(posedge clk)
-    y0_s2 <= \$335 ;
+    y0_s2 <= \$265 ;
   always @(posedge clk)
-    y0_s3 <= \$336 ;
+    y0_s3 <= \$266 ;
   always @(posedge clk)
-    y0_s4 <= \$337 ;
+    y0_s4 <= \$267 ;
   always @(posedge clk)
-    y0_s5 <= \$338 ;
+    y0_s5 <= \$268 ;
   always @(posedge clk)
-    y0_s6 <= \$339 ;
+    y0_s6 <= \$269 ;
   always @(posedge clk)
-    y0_s7 <= \$340 ;
+    y0_s7 <= \$270 ;
   always @(posedge clk)
-    kind_s2 <= \$341 ;
+    kind_s2 <= \$271 ;
   always @(posedge clk)
-    kind_s3 <= \$342 ;
+    kind_s3 <= \$272 ;
   always @(posedge clk)
-    kind_s4 <= \$343 ;
+    kind_s4 <= \$273 ;
   always @(posedge clk)
-    kind_s5 <= \$344 ;
+    kind_s5 <= \$274 ;
   always @(posedge clk)
-    kind_s6 <= \$345 ;
+    kind_s6 <= \$275 ;
   always @(posedge clk)
-    kind_s7 <= \$346 ;
+    kind_s7 <= \$276 ;
   always @(posedge clk)
-    err0_s8 <= \$347 ;
+    err0_s8 <= \$277 ;
   always @(posedge clk)
-    l0_waddr0_0_s5 <= \$348 ;
+    l0_waddr0_0_s5 <= \$278 ;
   always @(posedge clk)
-    l0_waddr0_0_s6 <= \$349 ;
+    l0_waddr0_0_s6 <= \$279 ;
   always @(posedge clk)
-    l0_waddr0_0_s7 <= \$350 ;
+    l0_waddr0_0_s7 <= \$280 ;
   always @(posedge clk)
-    l0_waddr0_0_s8 <= \$351 ;
+    l0_waddr0_0_s8 <= \$281 ;
   always @(posedge clk)
-    l0_waddr0_0_s9 <= \$352 ;
+    l0_waddr0_0_s9 <= \$282 ;
   always @(posedge clk)
-    l0_waddr0_0_s10 <= \$353 ;
+    l0_waddr0_0_s10 <= \$283 ;
   always @(posedge clk)
-    l0_waddr0_1_s5 <= \$354 ;
+    l0_waddr0_1_s5 <= \$284 ;
   always @(posedge clk)
-    l0_waddr0_1_s6 <= \$355 ;
+    l0_waddr0_1_s6 <= \$285 ;
   always @(posedge clk)
-    l0_waddr0_1_s7 <= \$356 ;
+    l0_waddr0_1_s7 <= \$286 ;
   always @(posedge clk)
-    l0_waddr0_1_s8 <= \$357 ;
+    l0_waddr0_1_s8 <= \$287 ;
   always @(posedge clk)
-    l0_waddr0_1_s9 <= \$358 ;
+    l0_waddr0_1_s9 <= \$288 ;
   always @(posedge clk)
-    l0_waddr0_1_s10 <= \$359 ;
+    l0_waddr0_1_s10 <= \$289 ;
   always @(posedge clk)
-    l0_waddr0_2_s5 <= \$360 ;
+    l0_waddr0_2_s5 <= \$290 ;
   always @(posedge clk)
-    l0_waddr0_2_s6 <= \$361 ;
+    l0_waddr0_2_s6 <= \$291 ;
   always @(posedge clk)
-    l0_waddr0_2_s7 <= \$362 ;
+    l0_waddr0_2_s7 <= \$292 ;
   always @(posedge clk)
-    l0_waddr0_2_s8 <= \$363 ;
+    l0_waddr0_2_s8 <= \$293 ;
   always @(posedge clk)
-    l0_waddr0_2_s9 <= \$364 ;
+    l0_waddr0_2_s9 <= \$294 ;
   always @(posedge clk)
-    l0_waddr0_2_s10 <= \$365 ;
+    l0_waddr0_2_s10 <= \$295 ;
   always @(posedge clk)
-    l0_waddr0_3_s5 <= \$366 ;
+    l0_waddr0_3_s5 <= \$296 ;
   always @(posedge clk)
-    l0_waddr0_3_s6 <= \$367 ;
+    l0_waddr0_3_s6 <= \$297 ;
   always @(posedge clk)
-    l0_waddr0_3_s7 <= \$368 ;
+    l0_waddr0_3_s7 <= \$298 ;
   always @(posedge clk)
-    l0_waddr0_3_s8 <= \$369 ;
+    l0_waddr0_3_s8 <= \$299 ;
   always @(posedge clk)
-    l0_waddr0_3_s9 <= \$370 ;
+    l0_waddr0_3_s9 <= \$300 ;
   always @(posedge clk)
-    l0_waddr0_3_s10 <= \$371 ;
+    l0_waddr0_3_s10 <= \$301 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$372 ;
+    l0_bval_bank0_0_s5 <= \$302 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$373 ;
+    l0_bval_bank0_0_s6 <= \$303 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s7 <= \$374 ;
+    l0_bval_bank0_0_s7 <= \$304 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s8 <= \$375 ;
+    l0_bval_bank0_0_s8 <= \$305 ;
   always @(posedge clk)
-    l0_delta0_0_0_raw_s9 <= \$376 ;
+    l0_delta0_0_0_raw_s9 <= \$306 ;
   always @(posedge clk)
-    l0_delta0_0_0_s10 <= \$377 ;
+    l0_delta0_0_0_s10 <= \$307 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$378 ;
+    l0_bval_bank0_1_s5 <= \$308 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$379 ;
+    l0_bval_bank0_1_s6 <= \$309 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s7 <= \$380 ;
+    l0_bval_bank0_1_s7 <= \$310 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s8 <= \$381 ;
+    l0_bval_bank0_1_s8 <= \$311 ;
   always @(posedge clk)
-    l0_delta0_0_1_raw_s9 <= \$382 ;
+    l0_delta0_0_1_raw_s9 <= \$312 ;
   always @(posedge clk)
-    l0_delta0_0_1_s10 <= \$383 ;
+    l0_delta0_0_1_s10 <= \$313 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$384 ;
+    l0_bval_bank0_2_s5 <= \$314 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$385 ;
+    l0_bval_bank0_2_s6 <= \$315 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s7 <= \$386 ;
+    l0_bval_bank0_2_s7 <= \$316 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s8 <= \$317 ;
+  always @(posedge clk)
+    l0_delta0_0_2_raw_s9 <= \$318 ;
+  always @(posedge clk)
+    l0_delta0_0_2_s10 <= \$319 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s5 <= \$320 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s6 <= \$321 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s7 <= \$322 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s8 <= \$323 ;
+  always @(posedge clk)
+    l0_delta0_0_3_raw_s9 <= \$324 ;
+  always @(posedge clk)
+    l0_delta0_0_3_s10 <= \$325 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -1456,69 +1286,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     .u(u),
     .vc(pos)
   );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$387  = l0_bval_bank0_2_s8;
-    if (en) begin
-      \$387  = l0_bval_bank0_2_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$388  = l0_delta0_0_2_raw_s9;
-    if (en) begin
-      \$388  = \$256 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$389  = l0_delta0_0_2_s10;
-    if (en) begin
-      \$389  = \t$82 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$390  = l0_bval_bank0_3_s5;
-    if (en) begin
-      \$390  = l0_bval_bank0_3_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$391  = l0_bval_bank0_3_s6;
-    if (en) begin
-      \$391  = l0_bval_bank0_3_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$392  = l0_bval_bank0_3_s7;
-    if (en) begin
-      \$392  = l0_bval_bank0_3_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$393  = l0_bval_bank0_3_s8;
-    if (en) begin
-      \$393  = l0_bval_bank0_3_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$394  = l0_delta0_0_3_raw_s9;
-    if (en) begin
-      \$394  = \$257 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$395  = l0_delta0_0_3_s10;
-    if (en) begin
-      \$395  = \t$88 ;
-    end
-  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
@@ -1577,10 +1344,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$219  = 4'h0;
+    \$149  = 4'h0;
     casez (l0_port_edge_p2)
       6'h00:
-          \$219  = 4'h0;
+          \$149  = 4'h0;
     endcase
   end
   always @* begin
@@ -1588,29 +1355,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$228  = \$signature__data ;
+          \$158  = \$signature__data ;
       2'h1:
-          \$228  = \$signature__data$33 ;
+          \$158  = \$signature__data$33 ;
       2'h2:
-          \$228  = \$signature__data$34 ;
+          \$158  = \$signature__data$34 ;
       2'h3:
-          \$228  = \$signature__data$35 ;
+          \$158  = \$signature__data$35 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$229  = 16'h0000;
+    \$159  = 16'h0000;
     casez (l0_rd_edge)
       1'h0:
-          \$229  = \$228 ;
+          \$159  = \$158 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$230  = 16'h0000;
+    \$160  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$230  = \$229 ;
+          \$160  = \$159 ;
     endcase
   end
   always @* begin
@@ -1618,13 +1385,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_lo0_s3)
       2'h0:
-          \$243  = l0_bval0_0_s3;
+          \$173  = l0_bval0_0_s3;
       2'h1:
-          \$243  = l0_bval0_3_s3;
+          \$173  = l0_bval0_3_s3;
       2'h2:
-          \$243  = l0_bval0_2_s3;
+          \$173  = l0_bval0_2_s3;
       2'h3:
-          \$243  = l0_bval0_1_s3;
+          \$173  = l0_bval0_1_s3;
     endcase
   end
   always @* begin
@@ -1632,13 +1399,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_lo0_s3)
       2'h0:
-          \$244  = l0_bval0_1_s3;
+          \$174  = l0_bval0_1_s3;
       2'h1:
-          \$244  = l0_bval0_0_s3;
+          \$174  = l0_bval0_0_s3;
       2'h2:
-          \$244  = l0_bval0_3_s3;
+          \$174  = l0_bval0_3_s3;
       2'h3:
-          \$244  = l0_bval0_2_s3;
+          \$174  = l0_bval0_2_s3;
     endcase
   end
   always @* begin
@@ -1646,13 +1413,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_lo0_s3)
       2'h0:
-          \$245  = l0_bval0_2_s3;
+          \$175  = l0_bval0_2_s3;
       2'h1:
-          \$245  = l0_bval0_1_s3;
+          \$175  = l0_bval0_1_s3;
       2'h2:
-          \$245  = l0_bval0_0_s3;
+          \$175  = l0_bval0_0_s3;
       2'h3:
-          \$245  = l0_bval0_3_s3;
+          \$175  = l0_bval0_3_s3;
     endcase
   end
   always @* begin
@@ -1660,13 +1427,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_lo0_s3)
       2'h0:
-          \$246  = l0_bval0_3_s3;
+          \$176  = l0_bval0_3_s3;
       2'h1:
-          \$246  = l0_bval0_2_s3;
+          \$176  = l0_bval0_2_s3;
       2'h2:
-          \$246  = l0_bval0_1_s3;
+          \$176  = l0_bval0_1_s3;
       2'h3:
-          \$246  = l0_bval0_0_s3;
+          \$176  = l0_bval0_0_s3;
     endcase
   end
   always @* begin
@@ -1674,7 +1441,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (kind_s7)
       2'h0:
-          e = \t$62 ;
+          e = \t$59 ;
       2'h2:
           e = y0_s7;
       default:
@@ -1683,959 +1450,1022 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$258  = valid_s1;
+    \$188  = valid_s1;
     if (en) begin
-      \$258  = accept;
+      \$188  = accept;
     end
     if (rst) begin
-      \$258  = 1'h0;
+      \$188  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$259  = valid_s2;
+    \$189  = valid_s2;
     if (en) begin
-      \$259  = valid_s1;
+      \$189  = valid_s1;
     end
     if (rst) begin
-      \$259  = 1'h0;
+      \$189  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$260  = valid_s3;
+    \$190  = valid_s3;
     if (en) begin
-      \$260  = valid_s2;
+      \$190  = valid_s2;
     end
     if (rst) begin
-      \$260  = 1'h0;
+      \$190  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$261  = valid_s4;
+    \$191  = valid_s4;
     if (en) begin
-      \$261  = valid_s3;
+      \$191  = valid_s3;
     end
     if (rst) begin
-      \$261  = 1'h0;
+      \$191  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$262  = valid_s5;
+    \$192  = valid_s5;
     if (en) begin
-      \$262  = valid_s4;
+      \$192  = valid_s4;
     end
     if (rst) begin
-      \$262  = 1'h0;
+      \$192  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$263  = valid_s6;
+    \$193  = valid_s6;
     if (en) begin
-      \$263  = valid_s5;
+      \$193  = valid_s5;
     end
     if (rst) begin
-      \$263  = 1'h0;
+      \$193  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$264  = m__valid;
+    \$194  = m__valid;
     if (en) begin
-      \$264  = valid_s6;
+      \$194  = valid_s6;
     end
     if (rst) begin
-      \$264  = 1'h0;
+      \$194  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$265  = valid_s8;
+    \$195  = valid_s8;
     if (en) begin
-      \$265  = m__valid;
+      \$195  = m__valid;
     end
     if (rst) begin
-      \$265  = 1'h0;
+      \$195  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$266  = valid_s9;
+    \$196  = valid_s9;
     if (en) begin
-      \$266  = valid_s8;
+      \$196  = valid_s8;
     end
     if (rst) begin
-      \$266  = 1'h0;
+      \$196  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$267  = valid_s10;
+    \$197  = valid_s10;
     if (en) begin
-      \$267  = valid_s9;
+      \$197  = valid_s9;
     end
     if (rst) begin
-      \$267  = 1'h0;
+      \$197  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$268  = reload_count;
+    \$198  = reload_count;
     if (reloading) begin
-      \$268  = \$216 [3:0];
+      \$198  = \$146 [3:0];
     end
     if (rst) begin
-      \$268  = 4'h0;
+      \$198  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$269  = port_cmd;
+    \$199  = port_cmd;
     if (rst) begin
-      \$269  = 1'h0;
+      \$199  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$270  = port_in_flight0;
+    \$200  = port_in_flight0;
     if (rst) begin
-      \$270  = 1'h0;
+      \$200  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$271  = port_in_flight1;
+    \$201  = port_in_flight1;
     if (rst) begin
-      \$271  = 1'h0;
+      \$201  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$272  = port_in_flight2;
+    \$202  = port_in_flight2;
     if (rst) begin
-      \$272  = 1'h0;
+      \$202  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$273  = \$205 [3:0];
+    \$203  = \$135 [3:0];
     if (rst) begin
-      \$273  = 4'h0;
+      \$203  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$274  = l0_port_wr;
+    \$204  = l0_port_wr;
     if (rst) begin
-      \$274  = 1'h0;
+      \$204  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$275  = l0_port_rd;
+    \$205  = l0_port_rd;
     if (rst) begin
-      \$275  = 1'h0;
+      \$205  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$276  = l0_port_data;
+    \$206  = l0_port_data;
     if (rst) begin
-      \$276  = 16'h0000;
+      \$206  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$277  = \$218 ;
+    \$207  = \$148 ;
     if (rst) begin
-      \$277  = 6'h00;
+      \$207  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$278  = l0_port_local_p1;
+    \$208  = l0_port_local_p1;
     if (rst) begin
-      \$278  = 4'h0;
+      \$208  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$279  = l0_port_wr_p1;
+    \$209  = l0_port_wr_p1;
     if (rst) begin
-      \$279  = 1'h0;
+      \$209  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$280  = l0_port_rd_p1;
+    \$210  = l0_port_rd_p1;
     if (rst) begin
-      \$280  = 1'h0;
+      \$210  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$281  = l0_port_data_p1;
+    \$211  = l0_port_data_p1;
     if (rst) begin
-      \$281  = 16'h0000;
+      \$211  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$282  = \$220 [3:0];
+    \$212  = \$150 [3:0];
     if (rst) begin
-      \$282  = 4'h0;
+      \$212  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$283  = l0_port_edge_p2;
+    \$213  = l0_port_edge_p2;
     if (rst) begin
-      \$283  = 6'h00;
+      \$213  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$284  = l0_port_wr_p2;
+    \$214  = l0_port_wr_p2;
     if (rst) begin
-      \$284  = 1'h0;
+      \$214  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$285  = l0_port_rd_p2;
+    \$215  = l0_port_rd_p2;
     if (rst) begin
-      \$285  = 1'h0;
+      \$215  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$286  = l0_port_data_p2;
+    \$216  = l0_port_data_p2;
     if (rst) begin
-      \$286  = 16'h0000;
+      \$216  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$287  = \$221 ;
+    \$217  = \$151 ;
     if (rst) begin
-      \$287  = 4'h0;
+      \$217  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$288  = \$224 ;
+    \$218  = \$154 ;
     if (rst) begin
-      \$288  = 8'h00;
+      \$218  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$289  = l0_port_edge_p3;
+    \$219  = l0_port_edge_p3;
     if (rst) begin
-      \$289  = 6'h00;
+      \$219  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$290  = l0_port_wr_p3;
+    \$220  = l0_port_wr_p3;
     if (rst) begin
-      \$290  = 1'h0;
+      \$220  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$291  = l0_port_rd_p3;
+    \$221  = l0_port_rd_p3;
     if (rst) begin
-      \$291  = 1'h0;
+      \$221  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$292  = l0_port_data_p3;
+    \$222  = l0_port_data_p3;
     if (rst) begin
-      \$292  = 16'h0000;
+      \$222  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$293  = l0_rd_edge;
+    \$223  = l0_rd_edge;
     if (l0_ram_rd) begin
-      \$293  = l0_port_edge_p4[0];
+      \$223  = l0_port_edge_p4[0];
     end
     if (rst) begin
-      \$293  = 1'h0;
+      \$223  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$294  = l0_rd_bank;
+    \$224  = l0_rd_bank;
     if (l0_ram_rd) begin
-      \$294  = l0_port_bank_p4[1:0];
+      \$224  = l0_port_bank_p4[1:0];
     end
     if (rst) begin
-      \$294  = 2'h0;
+      \$224  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$295  = read_layer;
+    \$225  = read_layer;
     if (l0_port_rd) begin
-      \$295  = 1'h0;
+      \$225  = 1'h0;
     end
     if (rst) begin
-      \$295  = 1'h0;
+      \$225  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$296  = \$226 ;
+    \$226  = \$156 ;
     if (rst) begin
-      \$296  = 1'h0;
+      \$226  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$297  = read_wait;
+    \$227  = read_wait;
     if (rst) begin
-      \$297  = 1'h0;
+      \$227  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$298  = read_wait1;
+    \$228  = read_wait1;
     if (rst) begin
-      \$298  = 1'h0;
+      \$228  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$299  = read_wait2;
+    \$229  = read_wait2;
     if (rst) begin
-      \$299  = 1'h0;
+      \$229  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$300  = read_wait3;
+    \$230  = read_wait3;
     if (rst) begin
-      \$300  = 1'h0;
+      \$230  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$301  = pr__valid;
-    if (\$227 ) begin
-      \$301  = 1'h1;
+    \$231  = pr__valid;
+    if (\$157 ) begin
+      \$231  = 1'h1;
     end else if (read_wait4) begin
-      \$301  = 1'h1;
+      \$231  = 1'h1;
     end else if (pr__ready) begin
-      \$301  = 1'h0;
+      \$231  = 1'h0;
     end
     if (rst) begin
-      \$301  = 1'h0;
+      \$231  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$302  = pr__payload;
-    if (\$227 ) begin
-      \$302  = pc__payload[15:0];
+    \$232  = pr__payload;
+    if (\$157 ) begin
+      \$232  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$302  = \$230 ;
+      \$232  = \$160 ;
     end
     if (rst) begin
-      \$302  = 16'h0000;
+      \$232  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$303  = u;
+    \$233  = u;
     if (en) begin
-      \$303  = s__payload[15:0];
+      \$233  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$304  = y0_s1;
+    \$234  = y0_s1;
     if (en) begin
-      \$304  = s__payload[31:16];
+      \$234  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$305  = kind_s1;
+    \$235  = kind_s1;
     if (en) begin
-      \$305  = s__payload[33:32];
+      \$235  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$306  = pos_in;
+    \$236  = pos_in;
     if (en) begin
-      \$306  = pos;
+      \$236  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$307  = l0_lo0_s3;
+    \$237  = l0_lo0_s3;
     if (en) begin
-      \$307  = \cell [1:0];
+      \$237  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$308  = l0_cell0_s3;
+    \$238  = l0_cell0_s3;
     if (en) begin
-      \$308  = \cell ;
+      \$238  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$309  = l0_bval0_0_s3;
+    \$239  = l0_bval0_0_s3;
     if (en) begin
-      \$309  = bval[15:0];
+      \$239  = bval[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$310  = l0_bval0_1_s3;
+    \$240  = l0_bval0_1_s3;
     if (en) begin
-      \$310  = bval[31:16];
+      \$240  = bval[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$311  = l0_bval0_2_s3;
+    \$241  = l0_bval0_2_s3;
     if (en) begin
-      \$311  = bval[47:32];
+      \$241  = bval[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$312  = l0_bval0_3_s3;
+    \$242  = l0_bval0_3_s3;
     if (en) begin
-      \$312  = bval[63:48];
+      \$242  = bval[63:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$313  = l0_waddr0_0_s4;
+    \$243  = l0_waddr0_0_s4;
     if (en) begin
-      \$313  = \$233 ;
+      \$243  = \$163 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$314  = l0_waddr0_1_s4;
+    \$244  = l0_waddr0_1_s4;
     if (en) begin
-      \$314  = \$236 ;
+      \$244  = \$166 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$315  = l0_waddr0_2_s4;
+    \$245  = l0_waddr0_2_s4;
     if (en) begin
-      \$315  = \$239 ;
+      \$245  = \$169 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$316  = l0_waddr0_3_s4;
+    \$246  = l0_waddr0_3_s4;
     if (en) begin
-      \$316  = \$242 ;
+      \$246  = \$172 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$317  = l0_bval_bank0_0_s4;
+    \$247  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$317  = \$243 ;
+      \$247  = \$173 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$318  = l0_bval_bank0_1_s4;
+    \$248  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$318  = \$244 ;
+      \$248  = \$174 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$319  = l0_bval_bank0_2_s4;
+    \$249  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$319  = \$245 ;
+      \$249  = \$175 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$320  = l0_bval_bank0_3_s4;
+    \$250  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$320  = \$246 ;
+      \$250  = \$176 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$321  = l0_coef0_0_0_s4;
+    \$251  = l0_coef0_0_0_s4;
     if (en) begin
-      \$321  = l0_read0_0_0;
+      \$251  = l0_read0_0_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$322  = l0_bval0_0_s4;
+    \$252  = l0_bval0_0_s4;
     if (en) begin
-      \$322  = l0_bval0_0_s3;
+      \$252  = l0_bval0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$323  = l0_prod0_0_0_raw_s5;
+    \$253  = l0_prod0_0_0_raw_s5;
     if (en) begin
-      \$323  = \$247 ;
+      \$253  = \$177 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = l0_coef0_0_1_s4;
+    \$254  = l0_coef0_0_1_s4;
     if (en) begin
-      \$324  = l0_read0_0_1;
+      \$254  = l0_read0_0_1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$325  = l0_bval0_1_s4;
+    \$255  = l0_bval0_1_s4;
     if (en) begin
-      \$325  = l0_bval0_1_s3;
+      \$255  = l0_bval0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$326  = l0_prod0_0_1_raw_s5;
+    \$256  = l0_prod0_0_1_raw_s5;
     if (en) begin
-      \$326  = \$248 ;
+      \$256  = \$178 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$327  = l0_coef0_0_2_s4;
+    \$257  = l0_coef0_0_2_s4;
     if (en) begin
-      \$327  = l0_read0_0_2;
+      \$257  = l0_read0_0_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$328  = l0_bval0_2_s4;
+    \$258  = l0_bval0_2_s4;
     if (en) begin
-      \$328  = l0_bval0_2_s3;
+      \$258  = l0_bval0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$329  = l0_prod0_0_2_raw_s5;
+    \$259  = l0_prod0_0_2_raw_s5;
     if (en) begin
-      \$329  = \$249 ;
+      \$259  = \$179 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$330  = l0_coef0_0_3_s4;
+    \$260  = l0_coef0_0_3_s4;
     if (en) begin
-      \$330  = l0_read0_0_3;
+      \$260  = l0_read0_0_3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$331  = l0_bval0_3_s4;
+    \$261  = l0_bval0_3_s4;
     if (en) begin
-      \$331  = l0_bval0_3_s3;
+      \$261  = l0_bval0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$332  = l0_prod0_0_3_raw_s5;
+    \$262  = l0_prod0_0_3_raw_s5;
     if (en) begin
-      \$332  = \$250 ;
+      \$262  = \$180 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$333  = l0_sum0_t0_0_s6;
+    \$263  = l0_sum0_t0_0_s6;
     if (en) begin
-      \$333  = \$253 ;
+      \$263  = \$183 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$334  = l0_out0_s7;
+    \$264  = l0_out0_s7;
     if (en) begin
-      \$334  = \t$57 ;
+      \$264  = \t$54 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$335  = y0_s2;
+    \$265  = y0_s2;
     if (en) begin
-      \$335  = y0_s1;
+      \$265  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$336  = y0_s3;
+    \$266  = y0_s3;
     if (en) begin
-      \$336  = y0_s2;
+      \$266  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$337  = y0_s4;
+    \$267  = y0_s4;
     if (en) begin
-      \$337  = y0_s3;
+      \$267  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$338  = y0_s5;
+    \$268  = y0_s5;
     if (en) begin
-      \$338  = y0_s4;
+      \$268  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$339  = y0_s6;
+    \$269  = y0_s6;
     if (en) begin
-      \$339  = y0_s5;
+      \$269  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$340  = y0_s7;
+    \$270  = y0_s7;
     if (en) begin
-      \$340  = y0_s6;
+      \$270  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$341  = kind_s2;
+    \$271  = kind_s2;
     if (en) begin
-      \$341  = kind_s1;
+      \$271  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$342  = kind_s3;
+    \$272  = kind_s3;
     if (en) begin
-      \$342  = kind_s2;
+      \$272  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$343  = kind_s4;
+    \$273  = kind_s4;
     if (en) begin
-      \$343  = kind_s3;
+      \$273  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$344  = kind_s5;
+    \$274  = kind_s5;
     if (en) begin
-      \$344  = kind_s4;
+      \$274  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$345  = kind_s6;
+    \$275  = kind_s6;
     if (en) begin
-      \$345  = kind_s5;
+      \$275  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$346  = kind_s7;
+    \$276  = kind_s7;
     if (en) begin
-      \$346  = kind_s6;
+      \$276  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$347  = err0_s8;
+    \$277  = err0_s8;
     if (en) begin
-      \$347  = e;
+      \$277  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$348  = l0_waddr0_0_s5;
+    \$278  = l0_waddr0_0_s5;
     if (en) begin
-      \$348  = l0_waddr0_0_s4;
+      \$278  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$349  = l0_waddr0_0_s6;
+    \$279  = l0_waddr0_0_s6;
     if (en) begin
-      \$349  = l0_waddr0_0_s5;
+      \$279  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = l0_waddr0_0_s7;
+    \$280  = l0_waddr0_0_s7;
     if (en) begin
-      \$350  = l0_waddr0_0_s6;
+      \$280  = l0_waddr0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$351  = l0_waddr0_0_s8;
+    \$281  = l0_waddr0_0_s8;
     if (en) begin
-      \$351  = l0_waddr0_0_s7;
+      \$281  = l0_waddr0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$352  = l0_waddr0_0_s9;
+    \$282  = l0_waddr0_0_s9;
     if (en) begin
-      \$352  = l0_waddr0_0_s8;
+      \$282  = l0_waddr0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$353  = l0_waddr0_0_s10;
+    \$283  = l0_waddr0_0_s10;
     if (en) begin
-      \$353  = l0_waddr0_0_s9;
+      \$283  = l0_waddr0_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$354  = l0_waddr0_1_s5;
+    \$284  = l0_waddr0_1_s5;
     if (en) begin
-      \$354  = l0_waddr0_1_s4;
+      \$284  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$355  = l0_waddr0_1_s6;
+    \$285  = l0_waddr0_1_s6;
     if (en) begin
-      \$355  = l0_waddr0_1_s5;
+      \$285  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$356  = l0_waddr0_1_s7;
+    \$286  = l0_waddr0_1_s7;
     if (en) begin
-      \$356  = l0_waddr0_1_s6;
+      \$286  = l0_waddr0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$357  = l0_waddr0_1_s8;
+    \$287  = l0_waddr0_1_s8;
     if (en) begin
-      \$357  = l0_waddr0_1_s7;
+      \$287  = l0_waddr0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$358  = l0_waddr0_1_s9;
+    \$288  = l0_waddr0_1_s9;
     if (en) begin
-      \$358  = l0_waddr0_1_s8;
+      \$288  = l0_waddr0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$359  = l0_waddr0_1_s10;
+    \$289  = l0_waddr0_1_s10;
     if (en) begin
-      \$359  = l0_waddr0_1_s9;
+      \$289  = l0_waddr0_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$360  = l0_waddr0_2_s5;
+    \$290  = l0_waddr0_2_s5;
     if (en) begin
-      \$360  = l0_waddr0_2_s4;
+      \$290  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$361  = l0_waddr0_2_s6;
+    \$291  = l0_waddr0_2_s6;
     if (en) begin
-      \$361  = l0_waddr0_2_s5;
+      \$291  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$362  = l0_waddr0_2_s7;
+    \$292  = l0_waddr0_2_s7;
     if (en) begin
-      \$362  = l0_waddr0_2_s6;
+      \$292  = l0_waddr0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$363  = l0_waddr0_2_s8;
+    \$293  = l0_waddr0_2_s8;
     if (en) begin
-      \$363  = l0_waddr0_2_s7;
+      \$293  = l0_waddr0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$364  = l0_waddr0_2_s9;
+    \$294  = l0_waddr0_2_s9;
     if (en) begin
-      \$364  = l0_waddr0_2_s8;
+      \$294  = l0_waddr0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$365  = l0_waddr0_2_s10;
+    \$295  = l0_waddr0_2_s10;
     if (en) begin
-      \$365  = l0_waddr0_2_s9;
+      \$295  = l0_waddr0_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$366  = l0_waddr0_3_s5;
+    \$296  = l0_waddr0_3_s5;
     if (en) begin
-      \$366  = l0_waddr0_3_s4;
+      \$296  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$367  = l0_waddr0_3_s6;
+    \$297  = l0_waddr0_3_s6;
     if (en) begin
-      \$367  = l0_waddr0_3_s5;
+      \$297  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$368  = l0_waddr0_3_s7;
+    \$298  = l0_waddr0_3_s7;
     if (en) begin
-      \$368  = l0_waddr0_3_s6;
+      \$298  = l0_waddr0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$369  = l0_waddr0_3_s8;
+    \$299  = l0_waddr0_3_s8;
     if (en) begin
-      \$369  = l0_waddr0_3_s7;
+      \$299  = l0_waddr0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$370  = l0_waddr0_3_s9;
+    \$300  = l0_waddr0_3_s9;
     if (en) begin
-      \$370  = l0_waddr0_3_s8;
+      \$300  = l0_waddr0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$371  = l0_waddr0_3_s10;
+    \$301  = l0_waddr0_3_s10;
     if (en) begin
-      \$371  = l0_waddr0_3_s9;
+      \$301  = l0_waddr0_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$372  = l0_bval_bank0_0_s5;
+    \$302  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$372  = l0_bval_bank0_0_s4;
+      \$302  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$373  = l0_bval_bank0_0_s6;
+    \$303  = l0_bval_bank0_0_s6;
     if (en) begin
-      \$373  = l0_bval_bank0_0_s5;
+      \$303  = l0_bval_bank0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$374  = l0_bval_bank0_0_s7;
+    \$304  = l0_bval_bank0_0_s7;
     if (en) begin
-      \$374  = l0_bval_bank0_0_s6;
+      \$304  = l0_bval_bank0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$375  = l0_bval_bank0_0_s8;
+    \$305  = l0_bval_bank0_0_s8;
     if (en) begin
-      \$375  = l0_bval_bank0_0_s7;
+      \$305  = l0_bval_bank0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$376  = l0_delta0_0_0_raw_s9;
+    \$306  = l0_delta0_0_0_raw_s9;
     if (en) begin
-      \$376  = \$254 ;
+      \$306  = \$184 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$377  = l0_delta0_0_0_s10;
+    \$307  = l0_delta0_0_0_s10;
     if (en) begin
-      \$377  = \t$70 ;
+      \$307  = \t$64 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$378  = l0_bval_bank0_1_s5;
+    \$308  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$378  = l0_bval_bank0_1_s4;
+      \$308  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$379  = l0_bval_bank0_1_s6;
+    \$309  = l0_bval_bank0_1_s6;
     if (en) begin
-      \$379  = l0_bval_bank0_1_s5;
+      \$309  = l0_bval_bank0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$380  = l0_bval_bank0_1_s7;
+    \$310  = l0_bval_bank0_1_s7;
     if (en) begin
-      \$380  = l0_bval_bank0_1_s6;
+      \$310  = l0_bval_bank0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$381  = l0_bval_bank0_1_s8;
+    \$311  = l0_bval_bank0_1_s8;
     if (en) begin
-      \$381  = l0_bval_bank0_1_s7;
+      \$311  = l0_bval_bank0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$382  = l0_delta0_0_1_raw_s9;
+    \$312  = l0_delta0_0_1_raw_s9;
     if (en) begin
-      \$382  = \$255 ;
+      \$312  = \$185 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$383  = l0_delta0_0_1_s10;
+    \$313  = l0_delta0_0_1_s10;
     if (en) begin
-      \$383  = \t$76 ;
+      \$313  = \t$67 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$384  = l0_bval_bank0_2_s5;
+    \$314  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$384  = l0_bval_bank0_2_s4;
+      \$314  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$385  = l0_bval_bank0_2_s6;
+    \$315  = l0_bval_bank0_2_s6;
     if (en) begin
-      \$385  = l0_bval_bank0_2_s5;
+      \$315  = l0_bval_bank0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$386  = l0_bval_bank0_2_s7;
+    \$316  = l0_bval_bank0_2_s7;
     if (en) begin
-      \$386  = l0_bval_bank0_2_s6;
+      \$316  = l0_bval_bank0_2_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$317  = l0_bval_bank0_2_s8;
+    if (en) begin
+      \$317  = l0_bval_bank0_2_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$318  = l0_delta0_0_2_raw_s9;
+    if (en) begin
+      \$318  = \$186 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$319  = l0_delta0_0_2_s10;
+    if (en) begin
+      \$319  = \t$70 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$320  = l0_bval_bank0_3_s5;
+    if (en) begin
+      \$320  = l0_bval_bank0_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$321  = l0_bval_bank0_3_s6;
+    if (en) begin
+      \$321  = l0_bval_bank0_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$322  = l0_bval_bank0_3_s7;
+    if (en) begin
+      \$322  = l0_bval_bank0_3_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$323  = l0_bval_bank0_3_s8;
+    if (en) begin
+      \$323  = l0_bval_bank0_3_s7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$324  = l0_delta0_0_3_raw_s9;
+    if (en) begin
+      \$324  = \$187 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$325  = l0_delta0_0_3_s10;
+    if (en) begin
+      \$325  = \t$73 ;
     end
   end
   assign x0_s1 = u;
@@ -2650,25 +2480,30 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$46  = { \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44  };
   assign \t$50  = { \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48 [32], \t$48  };
   assign \t$51  = l0_sum0_t0_0_s6[39:0];
+  assign rounded = \$17 [42:15];
+  assign \rounded$62  = \$29 [34:17];
+  assign \rounded$65  = \$37 [34:17];
+  assign \rounded$68  = \$45 [34:17];
+  assign \rounded$71  = \$53 [34:17];
   assign valid_s7 = m__valid;
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \$signature__addr$108  = \$136 [1:0];
-  assign \$signature__en$111  = 1'h1;
-  assign wp__addr = \$137 [1:0];
-  assign \$signature__addr$120  = \$149 [1:0];
-  assign \$signature__en$123  = 1'h1;
-  assign \wp__addr$124  = \$150 [1:0];
-  assign \$signature__addr$131  = \$162 [1:0];
-  assign \$signature__en$134  = 1'h1;
-  assign \wp__addr$135  = \$163 [1:0];
-  assign \$signature__addr$142  = \$175 [1:0];
-  assign \$signature__en$145  = 1'h1;
-  assign \wp__addr$146  = \$176 [1:0];
+  assign \$signature__addr$93  = \$66 [1:0];
+  assign \$signature__en$96  = 1'h1;
+  assign wp__addr = \$67 [1:0];
+  assign \$signature__addr$105  = \$79 [1:0];
+  assign \$signature__en$108  = 1'h1;
+  assign \wp__addr$109  = \$80 [1:0];
+  assign \$signature__addr$116  = \$92 [1:0];
+  assign \$signature__en$119  = 1'h1;
+  assign \wp__addr$120  = \$93 [1:0];
+  assign \$signature__addr$127  = \$105 [1:0];
+  assign \$signature__en$130  = 1'h1;
+  assign \wp__addr$131  = \$106 [1:0];
   assign rom_rd__addr = reload_count;
-  assign reload_addr = \$186 [3:0];
+  assign reload_addr = \$116 [3:0];
   assign execute = pc__ready;
-  assign l0_port_local = \$205 [3:0];
+  assign l0_port_local = \$135 [3:0];
   assign l0_port_wr_p4 = l0_ram_wr;
   assign l0_port_rd_p4 = l0_ram_rd;
   assign l0_port_data_p4 = l0_ram_data;
@@ -2689,7 +2524,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign m__payload[16] = \$39 ;
+  assign m__payload[16] = \$25 ;
   assign m__payload[15:0] = l0_out0_s7;
   assign \$1  = { 2'h0, \cell [2] };
   assign \$5  = { 2'h0, \cell [2] };
@@ -2699,19 +2534,14 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$40  = { l0_prod0_0_1_raw_s5[31], l0_prod0_0_1_raw_s5 };
   assign \t$44  = { l0_prod0_0_2_raw_s5[31], l0_prod0_0_2_raw_s5 };
   assign \t$48  = { l0_prod0_0_3_raw_s5[31], l0_prod0_0_3_raw_s5 };
-  assign floor = { l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39], l0_sum0_t0_0_s6[39:14] };
-  assign \t$61  = { \t$59 [16], \t$59  };
-  assign \floor$65  = { l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31], l0_delta0_0_0_raw_s9[31:16] };
-  assign \floor$71  = { l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31], l0_delta0_0_1_raw_s9[31:16] };
-  assign \floor$77  = { l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31], l0_delta0_0_2_raw_s9[31:16] };
-  assign \floor$83  = { l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31], l0_delta0_0_3_raw_s9[31:16] };
-  assign \$218  = { 5'h00, \$217 [5] };
-  assign \$221  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$222  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$231  = { 2'h0, l0_cell0_s3[2] };
-  assign \$234  = { 2'h0, l0_cell0_s3[2] };
-  assign \$237  = { 2'h0, l0_cell0_s3[2] };
-  assign \$240  = { 2'h0, l0_cell0_s3[2] };
+  assign \t$58  = { \t$56 [16], \t$56  };
+  assign \$148  = { 5'h00, \$147 [5] };
+  assign \$151  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$152  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$161  = { 2'h0, l0_cell0_s3[2] };
+  assign \$164  = { 2'h0, l0_cell0_s3[2] };
+  assign \$167  = { 2'h0, l0_cell0_s3[2] };
+  assign \$170  = { 2'h0, l0_cell0_s3[2] };
 endmodule
 
 (* generator = "Amaranth" *)

@@ -72,939 +72,231 @@
 (* generator = "Amaranth" *)
 module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk, rst, s__ready, m__payload, m__valid, pc__ready, pr__payload, pr__valid, s__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire \$1 ;
+  wire [42:0] \$1 ;
   wire \$10 ;
-  wire \$100 ;
-  wire \$1000 ;
-  wire \$1001 ;
-  wire \$1002 ;
-  wire \$1003 ;
-  wire \$1004 ;
-  wire \$1005 ;
-  wire \$1006 ;
-  wire \$1007 ;
-  wire \$1008 ;
-  wire \$1009 ;
-  wire \$101 ;
-  wire \$1010 ;
-  wire \$1011 ;
-  wire \$1012 ;
-  wire \$1013 ;
-  wire \$1014 ;
-  wire [16:0] \$1015 ;
-  wire [15:0] \$1016 ;
-  wire \$1017 ;
-  wire \$1018 ;
-  wire \$1019 ;
+  wire [15:0] \$100 ;
+  reg [15:0] \$1000 ;
+  reg [15:0] \$1001 ;
+  reg [15:0] \$1002 ;
+  reg [15:0] \$1003 ;
+  reg [15:0] \$1004 ;
+  reg [15:0] \$1005 ;
+  reg [15:0] \$1006 ;
+  reg [15:0] \$1007 ;
+  reg [15:0] \$1008 ;
+  reg [15:0] \$1009 ;
+  wire [34:0] \$101 ;
+  reg [15:0] \$1010 ;
+  reg [15:0] \$1011 ;
+  reg [15:0] \$1012 ;
+  reg [15:0] \$1013 ;
+  reg [15:0] \$1014 ;
+  reg [31:0] \$1015 ;
+  reg [15:0] \$1016 ;
+  reg [31:0] \$1017 ;
+  reg [15:0] \$1018 ;
+  reg [31:0] \$1019 ;
   wire \$102 ;
-  wire \$1020 ;
-  wire \$1021 ;
-  wire \$1022 ;
-  wire \$1023 ;
-  wire \$1024 ;
-  wire \$1025 ;
-  wire \$1026 ;
-  wire \$1027 ;
-  wire \$1028 ;
-  wire \$1029 ;
+  reg [15:0] \$1020 ;
+  reg [31:0] \$1021 ;
+  reg [15:0] \$1022 ;
+  reg [31:0] \$1023 ;
+  reg [15:0] \$1024 ;
+  reg [31:0] \$1025 ;
+  reg [15:0] \$1026 ;
+  reg [31:0] \$1027 ;
+  reg [15:0] \$1028 ;
+  reg [31:0] \$1029 ;
   wire \$103 ;
-  wire \$1030 ;
-  wire \$1031 ;
-  wire \$1032 ;
-  wire \$1033 ;
-  wire \$1034 ;
-  wire \$1035 ;
-  wire \$1036 ;
-  wire [16:0] \$1037 ;
-  wire [15:0] \$1038 ;
-  wire \$1039 ;
+  reg [15:0] \$1030 ;
+  reg [15:0] \$1031 ;
+  reg [15:0] \$1032 ;
+  reg [31:0] \$1033 ;
+  reg [15:0] \$1034 ;
+  reg [15:0] \$1035 ;
+  reg [31:0] \$1036 ;
+  reg [15:0] \$1037 ;
+  reg [15:0] \$1038 ;
+  reg [31:0] \$1039 ;
   wire \$104 ;
-  wire \$1040 ;
-  wire \$1041 ;
-  wire \$1042 ;
-  wire \$1043 ;
-  wire \$1044 ;
-  wire \$1045 ;
-  wire \$1046 ;
-  wire \$1047 ;
-  wire \$1048 ;
-  wire \$1049 ;
+  reg [15:0] \$1040 ;
+  reg [15:0] \$1041 ;
+  reg [31:0] \$1042 ;
+  reg [15:0] \$1043 ;
+  reg [15:0] \$1044 ;
+  reg [31:0] \$1045 ;
+  reg [15:0] \$1046 ;
+  reg [15:0] \$1047 ;
+  reg [31:0] \$1048 ;
+  reg [15:0] \$1049 ;
   wire \$105 ;
-  wire \$1050 ;
-  wire \$1051 ;
-  wire \$1052 ;
-  wire \$1053 ;
-  wire \$1054 ;
-  wire \$1055 ;
-  wire \$1056 ;
-  wire \$1057 ;
-  wire \$1058 ;
-  wire [16:0] \$1059 ;
+  reg [15:0] \$1050 ;
+  reg [31:0] \$1051 ;
+  reg [15:0] \$1052 ;
+  reg [15:0] \$1053 ;
+  reg [31:0] \$1054 ;
+  reg [15:0] \$1055 ;
+  reg [15:0] \$1056 ;
+  reg [15:0] \$1057 ;
+  reg [15:0] \$1058 ;
+  reg [15:0] \$1059 ;
   wire \$106 ;
-  wire [15:0] \$1060 ;
-  wire \$1061 ;
-  wire \$1062 ;
-  wire \$1063 ;
-  wire \$1064 ;
-  wire \$1065 ;
-  wire \$1066 ;
-  wire \$1067 ;
-  wire \$1068 ;
-  wire \$1069 ;
+  reg [15:0] \$1060 ;
+  reg [15:0] \$1061 ;
+  reg [15:0] \$1062 ;
+  reg [15:0] \$1063 ;
+  reg [15:0] \$1064 ;
+  reg [15:0] \$1065 ;
+  reg [15:0] \$1066 ;
+  reg [15:0] \$1067 ;
+  reg [15:0] \$1068 ;
+  reg [15:0] \$1069 ;
   wire \$107 ;
-  wire \$1070 ;
-  wire \$1071 ;
-  wire \$1072 ;
-  wire \$1073 ;
-  wire \$1074 ;
-  wire \$1075 ;
-  wire \$1076 ;
-  wire \$1077 ;
-  wire \$1078 ;
-  wire \$1079 ;
-  wire \$108 ;
-  wire \$1080 ;
-  wire [16:0] \$1081 ;
-  wire [15:0] \$1082 ;
-  wire \$1083 ;
-  wire \$1084 ;
-  wire \$1085 ;
-  wire \$1086 ;
-  wire \$1087 ;
-  wire \$1088 ;
-  wire \$1089 ;
-  wire [40:0] \$109 ;
-  wire \$1090 ;
-  wire \$1091 ;
-  wire \$1092 ;
-  wire \$1093 ;
-  wire \$1094 ;
-  wire \$1095 ;
-  wire \$1096 ;
-  wire \$1097 ;
-  wire \$1098 ;
-  wire \$1099 ;
+  reg [15:0] \$1070 ;
+  reg [15:0] \$1071 ;
+  reg [15:0] \$1072 ;
+  reg [15:0] \$1073 ;
+  reg [15:0] \$1074 ;
+  reg [15:0] \$1075 ;
+  reg [15:0] \$1076 ;
+  reg [31:0] \$1077 ;
+  reg [15:0] \$1078 ;
+  reg [31:0] \$1079 ;
+  wire [15:0] \$108 ;
+  reg [15:0] \$1080 ;
+  reg [31:0] \$1081 ;
+  reg [15:0] \$1082 ;
+  reg [31:0] \$1083 ;
+  reg [15:0] \$1084 ;
+  reg [31:0] \$1085 ;
+  reg [15:0] \$1086 ;
+  reg [31:0] \$1087 ;
+  reg [15:0] \$1088 ;
+  reg [31:0] \$1089 ;
+  wire [34:0] \$109 ;
+  reg [15:0] \$1090 ;
+  reg [31:0] \$1091 ;
+  reg [15:0] \$1092 ;
+  reg [31:0] \$1093 ;
+  reg [15:0] \$1094 ;
+  reg [31:0] \$1095 ;
+  reg [15:0] \$1096 ;
+  reg [31:0] \$1097 ;
+  reg [15:0] \$1098 ;
+  reg [31:0] \$1099 ;
   wire \$11 ;
-  wire [15:0] \$110 ;
-  wire \$1100 ;
-  wire \$1101 ;
-  wire \$1102 ;
-  wire [16:0] \$1103 ;
-  wire [15:0] \$1104 ;
-  wire \$1105 ;
-  wire \$1106 ;
-  wire [16:0] \$1107 ;
-  wire [16:0] \$1108 ;
-  wire [16:0] \$1109 ;
+  wire \$110 ;
+  reg [15:0] \$1100 ;
+  reg [31:0] \$1101 ;
+  reg [15:0] \$1102 ;
+  reg [31:0] \$1103 ;
+  reg [15:0] \$1104 ;
+  reg [31:0] \$1105 ;
+  reg [15:0] \$1106 ;
+  reg [31:0] \$1107 ;
+  reg [15:0] \$1108 ;
+  reg [15:0] \$1109 ;
   wire \$111 ;
-  wire [16:0] \$1110 ;
-  wire [16:0] \$1111 ;
-  wire [16:0] \$1112 ;
-  wire [16:0] \$1113 ;
-  wire [16:0] \$1114 ;
-  wire [16:0] \$1115 ;
-  wire [16:0] \$1116 ;
-  wire [16:0] \$1117 ;
-  wire [16:0] \$1118 ;
-  wire [16:0] \$1119 ;
+  reg [15:0] \$1110 ;
+  reg [15:0] \$1111 ;
+  reg [15:0] \$1112 ;
+  reg [15:0] \$1113 ;
+  reg [15:0] \$1114 ;
+  reg [15:0] \$1115 ;
+  reg [15:0] \$1116 ;
+  reg [15:0] \$1117 ;
+  reg [15:0] \$1118 ;
+  reg [15:0] \$1119 ;
   wire \$112 ;
-  wire [16:0] \$1120 ;
-  wire [16:0] \$1121 ;
-  wire [16:0] \$1122 ;
-  wire [16:0] \$1123 ;
-  wire [16:0] \$1124 ;
-  wire [16:0] \$1125 ;
-  wire [16:0] \$1126 ;
-  wire [16:0] \$1127 ;
-  wire [16:0] \$1128 ;
-  wire [16:0] \$1129 ;
+  reg [15:0] \$1120 ;
+  reg [15:0] \$1121 ;
+  reg [15:0] \$1122 ;
+  reg [15:0] \$1123 ;
+  reg [15:0] \$1124 ;
   wire \$113 ;
-  wire [16:0] \$1130 ;
-  wire [16:0] \$1131 ;
-  wire [16:0] \$1132 ;
-  wire [16:0] \$1133 ;
-  wire [16:0] \$1134 ;
-  wire [16:0] \$1135 ;
-  wire [16:0] \$1136 ;
-  wire [16:0] \$1137 ;
-  wire [16:0] \$1138 ;
-  wire [16:0] \$1139 ;
   wire \$114 ;
-  wire \$1140 ;
-  wire \$1141 ;
-  wire \$1142 ;
-  wire \$1143 ;
-  wire \$1144 ;
-  wire \$1145 ;
-  wire \$1146 ;
-  wire \$1147 ;
-  wire \$1148 ;
-  wire \$1149 ;
   wire \$115 ;
-  wire \$1150 ;
-  wire \$1151 ;
-  wire \$1152 ;
-  wire \$1153 ;
-  wire [6:0] \$1154 ;
-  wire \$1155 ;
-  wire \$1156 ;
-  wire \$1157 ;
-  wire \$1158 ;
-  wire \$1159 ;
-  wire \$116 ;
-  wire \$1160 ;
-  wire \$1161 ;
-  wire \$1162 ;
-  wire \$1163 ;
-  wire \$1164 ;
-  wire [6:0] \$1165 ;
-  wire \$1166 ;
-  wire \$1167 ;
-  wire \$1168 ;
-  wire \$1169 ;
-  wire \$117 ;
-  wire \$1170 ;
-  wire \$1171 ;
-  wire \$1172 ;
-  wire \$1173 ;
-  wire \$1174 ;
-  wire \$1175 ;
-  wire \$1176 ;
-  wire \$1177 ;
-  wire \$1178 ;
-  wire \$1179 ;
+  wire [15:0] \$116 ;
+  wire [34:0] \$117 ;
   wire \$118 ;
-  wire \$1180 ;
-  wire \$1181 ;
-  wire [15:0] \$1182 ;
-  wire [15:0] \$1183 ;
-  wire \$1184 ;
-  wire \$1185 ;
-  wire \$1186 ;
-  wire \$1187 ;
-  wire \$1188 ;
-  wire \$1189 ;
   wire \$119 ;
-  wire [15:0] \$1190 ;
-  wire [15:0] \$1191 ;
-  wire \$1192 ;
-  wire \$1193 ;
-  wire \$1194 ;
-  wire \$1195 ;
-  wire \$1196 ;
-  wire \$1197 ;
-  wire [15:0] \$1198 ;
-  wire [15:0] \$1199 ;
   wire \$12 ;
   wire \$120 ;
-  wire \$1200 ;
-  wire \$1201 ;
-  wire \$1202 ;
-  wire \$1203 ;
-  wire \$1204 ;
-  wire \$1205 ;
-  wire [15:0] \$1206 ;
-  wire [15:0] \$1207 ;
-  wire \$1208 ;
-  wire \$1209 ;
   wire \$121 ;
-  wire \$1210 ;
-  wire \$1211 ;
-  wire \$1212 ;
-  wire \$1213 ;
-  wire [15:0] \$1214 ;
-  wire [15:0] \$1215 ;
-  wire \$1216 ;
-  wire \$1217 ;
-  wire \$1218 ;
-  wire \$1219 ;
   wire \$122 ;
-  wire \$1220 ;
-  wire \$1221 ;
-  wire [15:0] \$1222 ;
-  wire [15:0] \$1223 ;
-  wire \$1224 ;
-  wire \$1225 ;
-  wire \$1226 ;
-  wire \$1227 ;
-  wire \$1228 ;
-  wire \$1229 ;
   wire \$123 ;
-  wire [15:0] \$1230 ;
-  wire [15:0] \$1231 ;
-  wire \$1232 ;
-  wire \$1233 ;
-  wire \$1234 ;
-  wire \$1235 ;
-  wire \$1236 ;
-  wire \$1237 ;
-  wire [15:0] \$1238 ;
-  wire [15:0] \$1239 ;
-  wire \$124 ;
-  wire \$1240 ;
-  wire \$1241 ;
-  wire \$1242 ;
-  wire \$1243 ;
-  wire \$1244 ;
-  wire \$1245 ;
-  wire [15:0] \$1246 ;
-  wire [15:0] \$1247 ;
-  wire \$1248 ;
-  wire \$1249 ;
-  wire \$125 ;
-  wire \$1250 ;
-  wire \$1251 ;
-  wire \$1252 ;
-  wire \$1253 ;
-  wire [15:0] \$1254 ;
-  wire [15:0] \$1255 ;
-  wire \$1256 ;
-  wire \$1257 ;
-  wire \$1258 ;
-  wire \$1259 ;
+  wire [15:0] \$124 ;
+  wire [34:0] \$125 ;
   wire \$126 ;
-  wire \$1260 ;
-  wire \$1261 ;
-  wire [15:0] \$1262 ;
-  wire [15:0] \$1263 ;
-  wire \$1264 ;
-  wire \$1265 ;
-  wire \$1266 ;
-  wire \$1267 ;
-  wire \$1268 ;
-  wire \$1269 ;
   wire \$127 ;
-  wire [15:0] \$1270 ;
-  wire [15:0] \$1271 ;
-  wire \$1272 ;
-  wire \$1273 ;
-  wire \$1274 ;
-  wire \$1275 ;
-  wire \$1276 ;
-  wire \$1277 ;
-  wire [15:0] \$1278 ;
-  wire [15:0] \$1279 ;
   wire \$128 ;
-  wire \$1280 ;
-  wire \$1281 ;
-  wire \$1282 ;
-  wire \$1283 ;
-  wire \$1284 ;
-  wire \$1285 ;
-  wire [15:0] \$1286 ;
-  wire [15:0] \$1287 ;
-  wire \$1288 ;
-  wire \$1289 ;
   wire \$129 ;
-  wire \$1290 ;
-  wire \$1291 ;
-  wire \$1292 ;
-  wire \$1293 ;
-  wire [15:0] \$1294 ;
-  wire [15:0] \$1295 ;
-  wire \$1296 ;
-  wire \$1297 ;
-  wire \$1298 ;
-  wire \$1299 ;
   wire \$13 ;
   wire \$130 ;
-  wire \$1300 ;
-  wire \$1301 ;
-  wire [15:0] \$1302 ;
-  wire [15:0] \$1303 ;
-  wire \$1304 ;
-  wire \$1305 ;
-  wire \$1306 ;
-  wire \$1307 ;
-  wire \$1308 ;
-  wire \$1309 ;
-  wire [40:0] \$131 ;
-  wire [15:0] \$1310 ;
-  wire [15:0] \$1311 ;
-  wire \$1312 ;
-  wire \$1313 ;
-  wire \$1314 ;
-  wire \$1315 ;
-  wire \$1316 ;
-  wire \$1317 ;
-  wire [15:0] \$1318 ;
-  wire [15:0] \$1319 ;
+  wire \$131 ;
   wire [15:0] \$132 ;
-  wire \$1320 ;
-  wire \$1321 ;
-  wire \$1322 ;
-  wire \$1323 ;
-  wire \$1324 ;
-  wire \$1325 ;
-  wire [15:0] \$1326 ;
-  wire [15:0] \$1327 ;
-  wire \$1328 ;
-  wire \$1329 ;
-  wire \$133 ;
-  wire \$1330 ;
-  wire \$1331 ;
-  wire \$1332 ;
-  wire \$1333 ;
-  wire [15:0] \$1334 ;
-  wire [15:0] \$1335 ;
-  wire \$1336 ;
-  wire \$1337 ;
-  wire \$1338 ;
-  wire \$1339 ;
+  wire [34:0] \$133 ;
   wire \$134 ;
-  wire \$1340 ;
-  wire \$1341 ;
-  wire [15:0] \$1342 ;
-  wire [15:0] \$1343 ;
-  wire \$1344 ;
-  wire \$1345 ;
-  wire \$1346 ;
-  wire \$1347 ;
-  wire \$1348 ;
-  wire \$1349 ;
   wire \$135 ;
-  wire [15:0] \$1350 ;
-  wire [15:0] \$1351 ;
-  wire \$1352 ;
-  wire \$1353 ;
-  wire \$1354 ;
-  wire \$1355 ;
-  wire \$1356 ;
-  wire \$1357 ;
-  wire [15:0] \$1358 ;
-  wire [15:0] \$1359 ;
   wire \$136 ;
-  wire \$1360 ;
-  wire \$1361 ;
-  wire \$1362 ;
-  wire \$1363 ;
-  wire \$1364 ;
-  wire \$1365 ;
-  wire [15:0] \$1366 ;
-  wire [15:0] \$1367 ;
-  wire \$1368 ;
-  wire \$1369 ;
   wire \$137 ;
-  wire \$1370 ;
-  wire \$1371 ;
-  wire \$1372 ;
-  wire \$1373 ;
-  wire [15:0] \$1374 ;
-  wire [15:0] \$1375 ;
-  wire \$1376 ;
-  wire \$1377 ;
-  wire \$1378 ;
-  wire \$1379 ;
   wire \$138 ;
-  wire \$1380 ;
-  wire \$1381 ;
-  wire [15:0] \$1382 ;
-  wire [15:0] \$1383 ;
-  wire \$1384 ;
-  wire \$1385 ;
-  wire \$1386 ;
-  wire \$1387 ;
-  wire \$1388 ;
-  wire \$1389 ;
   wire \$139 ;
-  wire [15:0] \$1390 ;
-  wire [15:0] \$1391 ;
-  wire \$1392 ;
-  wire \$1393 ;
-  wire \$1394 ;
-  wire \$1395 ;
-  wire \$1396 ;
-  wire \$1397 ;
-  wire [15:0] \$1398 ;
-  wire [15:0] \$1399 ;
   wire \$14 ;
-  wire \$140 ;
-  wire \$1400 ;
-  wire \$1401 ;
-  wire \$1402 ;
-  wire \$1403 ;
-  wire \$1404 ;
-  wire \$1405 ;
-  wire [15:0] \$1406 ;
-  wire [15:0] \$1407 ;
-  wire \$1408 ;
-  wire \$1409 ;
-  wire \$141 ;
-  wire \$1410 ;
-  wire \$1411 ;
-  wire \$1412 ;
-  wire \$1413 ;
-  wire [15:0] \$1414 ;
-  wire [15:0] \$1415 ;
-  wire \$1416 ;
-  wire \$1417 ;
-  wire \$1418 ;
-  wire \$1419 ;
+  wire [15:0] \$140 ;
+  wire [18:0] \$141 ;
   wire \$142 ;
-  wire \$1420 ;
-  wire \$1421 ;
-  wire [15:0] \$1422 ;
-  wire [15:0] \$1423 ;
-  wire \$1424 ;
-  wire \$1425 ;
-  wire \$1426 ;
-  wire \$1427 ;
-  wire \$1428 ;
-  wire \$1429 ;
   wire \$143 ;
-  wire [15:0] \$1430 ;
-  wire [15:0] \$1431 ;
-  wire \$1432 ;
-  wire \$1433 ;
-  wire \$1434 ;
-  wire \$1435 ;
-  wire \$1436 ;
-  wire \$1437 ;
-  wire [15:0] \$1438 ;
-  wire [15:0] \$1439 ;
   wire \$144 ;
-  wire \$1440 ;
-  wire \$1441 ;
-  wire \$1442 ;
-  reg [15:0] \$1443 ;
-  reg [15:0] \$1444 ;
-  reg [15:0] \$1445 ;
-  wire [31:0] \$1446 ;
-  wire [31:0] \$1447 ;
-  wire [40:0] \$1448 ;
-  wire [41:0] \$1449 ;
   wire \$145 ;
-  wire \$1450 ;
-  wire [15:0] \$1451 ;
-  wire [31:0] \$1452 ;
-  wire [31:0] \$1453 ;
-  wire [40:0] \$1454 ;
-  wire [41:0] \$1455 ;
-  wire \$1456 ;
-  wire [15:0] \$1457 ;
-  wire [31:0] \$1458 ;
-  wire [31:0] \$1459 ;
   wire \$146 ;
-  wire [40:0] \$1460 ;
-  wire [41:0] \$1461 ;
-  wire \$1462 ;
-  wire [15:0] \$1463 ;
-  wire [31:0] \$1464 ;
-  wire [31:0] \$1465 ;
-  wire [40:0] \$1466 ;
-  wire [41:0] \$1467 ;
-  wire \$1468 ;
-  wire [15:0] \$1469 ;
   wire \$147 ;
-  wire [31:0] \$1470 ;
-  wire [31:0] \$1471 ;
-  wire [40:0] \$1472 ;
-  wire [41:0] \$1473 ;
-  wire \$1474 ;
-  wire [15:0] \$1475 ;
-  wire [31:0] \$1476 ;
-  wire [31:0] \$1477 ;
-  wire [40:0] \$1478 ;
-  wire [41:0] \$1479 ;
-  wire \$148 ;
-  wire \$1480 ;
-  wire [15:0] \$1481 ;
-  wire [31:0] \$1482 ;
-  wire [31:0] \$1483 ;
-  wire [40:0] \$1484 ;
-  wire [41:0] \$1485 ;
-  wire \$1486 ;
-  wire [15:0] \$1487 ;
-  wire [31:0] \$1488 ;
-  wire [31:0] \$1489 ;
-  wire \$149 ;
-  wire [40:0] \$1490 ;
-  wire [41:0] \$1491 ;
-  wire \$1492 ;
-  wire [15:0] \$1493 ;
-  wire [31:0] \$1494 ;
-  wire [31:0] \$1495 ;
-  wire [31:0] \$1496 ;
-  wire [31:0] \$1497 ;
-  wire [31:0] \$1498 ;
-  wire [31:0] \$1499 ;
+  wire [15:0] \$148 ;
+  wire [42:0] \$149 ;
   wire \$15 ;
   wire \$150 ;
-  wire [31:0] \$1500 ;
-  wire [31:0] \$1501 ;
-  wire [40:0] \$1502 ;
-  wire [40:0] \$1503 ;
-  wire [41:0] \$1504 ;
-  wire [40:0] \$1505 ;
-  wire [40:0] \$1506 ;
-  wire [41:0] \$1507 ;
-  wire [42:0] \$1508 ;
-  wire [43:0] \$1509 ;
   wire \$151 ;
-  wire [31:0] \$1510 ;
-  wire [31:0] \$1511 ;
-  wire [31:0] \$1512 ;
-  wire [31:0] \$1513 ;
-  wire [31:0] \$1514 ;
-  wire [31:0] \$1515 ;
-  wire [31:0] \$1516 ;
-  wire [31:0] \$1517 ;
-  wire [31:0] \$1518 ;
-  wire \$1519 ;
   wire \$152 ;
-  wire [15:0] \$1520 ;
-  wire [31:0] \$1521 ;
-  wire \$1522 ;
-  wire [15:0] \$1523 ;
-  wire [31:0] \$1524 ;
-  wire \$1525 ;
-  wire [15:0] \$1526 ;
-  wire [31:0] \$1527 ;
-  wire \$1528 ;
-  wire [15:0] \$1529 ;
-  wire [40:0] \$153 ;
-  wire [31:0] \$1530 ;
-  wire \$1531 ;
-  wire [15:0] \$1532 ;
-  wire [31:0] \$1533 ;
-  wire \$1534 ;
-  wire [15:0] \$1535 ;
-  wire [31:0] \$1536 ;
-  wire \$1537 ;
-  wire [15:0] \$1538 ;
-  wire [31:0] \$1539 ;
-  wire [15:0] \$154 ;
-  wire \$1540 ;
-  wire [15:0] \$1541 ;
-  wire [31:0] \$1542 ;
-  wire [31:0] \$1543 ;
-  wire [31:0] \$1544 ;
-  wire [31:0] \$1545 ;
-  wire [31:0] \$1546 ;
-  wire [31:0] \$1547 ;
-  wire [31:0] \$1548 ;
-  wire [31:0] \$1549 ;
+  wire \$153 ;
+  wire \$154 ;
   wire \$155 ;
-  wire [31:0] \$1550 ;
-  wire [31:0] \$1551 ;
-  wire [31:0] \$1552 ;
-  wire [31:0] \$1553 ;
-  wire [31:0] \$1554 ;
-  wire [31:0] \$1555 ;
-  wire [31:0] \$1556 ;
-  wire [31:0] \$1557 ;
-  reg \$1558 ;
-  reg \$1559 ;
-  wire \$156 ;
-  reg \$1560 ;
-  reg \$1561 ;
-  reg \$1562 ;
-  reg \$1563 ;
-  reg \$1564 ;
-  reg \$1565 ;
-  reg \$1566 ;
-  reg \$1567 ;
-  reg \$1568 ;
-  reg \$1569 ;
-  wire \$157 ;
-  reg \$1570 ;
-  reg [15:0] \$1571 ;
-  reg [15:0] \$1572 ;
-  reg [15:0] \$1573 ;
-  reg [15:0] \$1574 ;
-  reg [15:0] \$1575 ;
-  reg [15:0] \$1576 ;
-  reg [15:0] \$1577 ;
-  reg [15:0] \$1578 ;
-  reg [15:0] \$1579 ;
+  wire [15:0] \$156 ;
+  wire [42:0] \$157 ;
   wire \$158 ;
-  reg [15:0] \$1580 ;
-  reg [15:0] \$1581 ;
-  reg [15:0] \$1582 ;
-  reg [15:0] \$1583 ;
-  reg [15:0] \$1584 ;
-  reg [15:0] \$1585 ;
-  reg [15:0] \$1586 ;
-  reg [15:0] \$1587 ;
-  reg [15:0] \$1588 ;
-  reg [15:0] \$1589 ;
   wire \$159 ;
-  reg [15:0] \$1590 ;
-  reg [15:0] \$1591 ;
-  reg [15:0] \$1592 ;
-  reg [15:0] \$1593 ;
-  reg [15:0] \$1594 ;
-  reg [15:0] \$1595 ;
-  reg [15:0] \$1596 ;
-  reg [15:0] \$1597 ;
-  reg [15:0] \$1598 ;
-  reg [15:0] \$1599 ;
-  wire \$16 ;
+  wire [15:0] \$16 ;
   wire \$160 ;
-  reg [15:0] \$1600 ;
-  reg [15:0] \$1601 ;
-  reg [15:0] \$1602 ;
-  reg [15:0] \$1603 ;
-  reg [4:0] \$1604 ;
-  reg \$1605 ;
-  reg [3:0] \$1606 ;
-  reg \$1607 ;
-  reg \$1608 ;
-  reg [15:0] \$1609 ;
   wire \$161 ;
-  reg [15:0] \$1610 ;
-  reg [15:0] \$1611 ;
-  reg [15:0] \$1612 ;
-  reg [1:0] \$1613 ;
-  reg [39:0] \$1614 ;
-  reg [31:0] \$1615 ;
-  reg [31:0] \$1616 ;
-  reg [41:0] \$1617 ;
-  reg [15:0] \$1618 ;
-  reg [39:0] \$1619 ;
   wire \$162 ;
-  reg [31:0] \$1620 ;
-  reg [31:0] \$1621 ;
-  reg [41:0] \$1622 ;
-  reg [15:0] \$1623 ;
-  reg [39:0] \$1624 ;
-  reg [31:0] \$1625 ;
-  reg [31:0] \$1626 ;
-  reg [41:0] \$1627 ;
-  reg [15:0] \$1628 ;
-  reg [39:0] \$1629 ;
   wire \$163 ;
-  reg [31:0] \$1630 ;
-  reg [31:0] \$1631 ;
-  reg [41:0] \$1632 ;
-  reg [15:0] \$1633 ;
-  reg [39:0] \$1634 ;
-  reg [31:0] \$1635 ;
-  reg [31:0] \$1636 ;
-  reg [41:0] \$1637 ;
-  reg [15:0] \$1638 ;
-  reg [39:0] \$1639 ;
-  wire \$164 ;
-  reg [31:0] \$1640 ;
-  reg [31:0] \$1641 ;
-  reg [41:0] \$1642 ;
-  reg [15:0] \$1643 ;
-  reg [39:0] \$1644 ;
-  reg [31:0] \$1645 ;
-  reg [31:0] \$1646 ;
-  reg [41:0] \$1647 ;
-  reg [15:0] \$1648 ;
-  reg [39:0] \$1649 ;
-  wire \$165 ;
-  reg [31:0] \$1650 ;
-  reg [31:0] \$1651 ;
-  reg [41:0] \$1652 ;
-  reg [15:0] \$1653 ;
-  reg [39:0] \$1654 ;
-  reg [31:0] \$1655 ;
-  reg [31:0] \$1656 ;
-  reg [31:0] \$1657 ;
-  reg [31:0] \$1658 ;
-  reg [31:0] \$1659 ;
+  wire [15:0] \$164 ;
+  wire [42:0] \$165 ;
   wire \$166 ;
-  reg [31:0] \$1660 ;
-  reg [31:0] \$1661 ;
-  reg [31:0] \$1662 ;
-  reg [41:0] \$1663 ;
-  reg [41:0] \$1664 ;
-  reg [39:0] \$1665 ;
-  reg [43:0] \$1666 ;
-  reg [15:0] \$1667 ;
-  reg [15:0] \$1668 ;
-  reg [15:0] \$1669 ;
   wire \$167 ;
-  reg [15:0] \$1670 ;
-  reg [15:0] \$1671 ;
-  reg [15:0] \$1672 ;
-  reg [15:0] \$1673 ;
-  reg [15:0] \$1674 ;
-  reg [1:0] \$1675 ;
-  reg [1:0] \$1676 ;
-  reg [1:0] \$1677 ;
-  reg [1:0] \$1678 ;
-  reg [1:0] \$1679 ;
   wire \$168 ;
-  reg [1:0] \$1680 ;
-  reg [1:0] \$1681 ;
-  reg [15:0] \$1682 ;
-  reg [15:0] \$1683 ;
-  reg [15:0] \$1684 ;
-  reg [15:0] \$1685 ;
-  reg [15:0] \$1686 ;
-  reg [15:0] \$1687 ;
-  reg [15:0] \$1688 ;
-  reg [15:0] \$1689 ;
   wire \$169 ;
-  reg [15:0] \$1690 ;
-  reg [15:0] \$1691 ;
-  reg [15:0] \$1692 ;
-  reg [15:0] \$1693 ;
-  reg [15:0] \$1694 ;
-  reg [15:0] \$1695 ;
-  reg [15:0] \$1696 ;
-  reg [15:0] \$1697 ;
-  reg [15:0] \$1698 ;
-  reg [15:0] \$1699 ;
-  wire \$17 ;
+  wire [42:0] \$17 ;
   wire \$170 ;
-  reg [15:0] \$1700 ;
-  reg [15:0] \$1701 ;
-  reg [15:0] \$1702 ;
-  reg [15:0] \$1703 ;
-  reg [15:0] \$1704 ;
-  reg [15:0] \$1705 ;
-  reg [15:0] \$1706 ;
-  reg [15:0] \$1707 ;
-  reg [15:0] \$1708 ;
-  reg [15:0] \$1709 ;
   wire \$171 ;
-  reg [15:0] \$1710 ;
-  reg [15:0] \$1711 ;
-  reg [15:0] \$1712 ;
-  reg [15:0] \$1713 ;
-  reg [15:0] \$1714 ;
-  reg [15:0] \$1715 ;
-  reg [15:0] \$1716 ;
-  reg [15:0] \$1717 ;
-  reg [15:0] \$1718 ;
-  reg [15:0] \$1719 ;
-  wire \$172 ;
-  reg [15:0] \$1720 ;
-  reg [15:0] \$1721 ;
-  reg [15:0] \$1722 ;
-  reg [31:0] \$1723 ;
-  reg [15:0] \$1724 ;
-  reg [31:0] \$1725 ;
-  reg [15:0] \$1726 ;
-  reg [31:0] \$1727 ;
-  reg [15:0] \$1728 ;
-  reg [31:0] \$1729 ;
-  wire \$173 ;
-  reg [15:0] \$1730 ;
-  reg [31:0] \$1731 ;
-  reg [15:0] \$1732 ;
-  reg [31:0] \$1733 ;
-  reg [15:0] \$1734 ;
-  reg [31:0] \$1735 ;
-  reg [15:0] \$1736 ;
-  reg [31:0] \$1737 ;
-  reg [15:0] \$1738 ;
-  reg [15:0] \$1739 ;
+  wire [15:0] \$172 ;
+  wire [42:0] \$173 ;
   wire \$174 ;
-  reg [15:0] \$1740 ;
-  reg [31:0] \$1741 ;
-  reg [15:0] \$1742 ;
-  reg [15:0] \$1743 ;
-  reg [31:0] \$1744 ;
-  reg [15:0] \$1745 ;
-  reg [15:0] \$1746 ;
-  reg [31:0] \$1747 ;
-  reg [15:0] \$1748 ;
-  reg [15:0] \$1749 ;
-  wire [40:0] \$175 ;
-  reg [31:0] \$1750 ;
-  reg [15:0] \$1751 ;
-  reg [15:0] \$1752 ;
-  reg [31:0] \$1753 ;
-  reg [15:0] \$1754 ;
-  reg [15:0] \$1755 ;
-  reg [31:0] \$1756 ;
-  reg [15:0] \$1757 ;
-  reg [15:0] \$1758 ;
-  reg [31:0] \$1759 ;
-  wire [15:0] \$176 ;
-  reg [15:0] \$1760 ;
-  reg [15:0] \$1761 ;
-  reg [31:0] \$1762 ;
-  reg [15:0] \$1763 ;
-  reg [15:0] \$1764 ;
-  reg [15:0] \$1765 ;
-  reg [15:0] \$1766 ;
-  reg [15:0] \$1767 ;
-  reg [15:0] \$1768 ;
-  reg [15:0] \$1769 ;
+  wire \$175 ;
+  wire \$176 ;
   wire \$177 ;
-  reg [15:0] \$1770 ;
-  reg [15:0] \$1771 ;
-  reg [15:0] \$1772 ;
-  reg [15:0] \$1773 ;
-  reg [15:0] \$1774 ;
-  reg [15:0] \$1775 ;
-  reg [15:0] \$1776 ;
-  reg [15:0] \$1777 ;
-  reg [15:0] \$1778 ;
-  reg [15:0] \$1779 ;
   wire \$178 ;
-  reg [15:0] \$1780 ;
-  reg [15:0] \$1781 ;
-  reg [15:0] \$1782 ;
-  reg [15:0] \$1783 ;
-  reg [15:0] \$1784 ;
-  reg [31:0] \$1785 ;
-  reg [15:0] \$1786 ;
-  reg [31:0] \$1787 ;
-  reg [15:0] \$1788 ;
-  reg [31:0] \$1789 ;
   wire \$179 ;
-  reg [15:0] \$1790 ;
-  reg [31:0] \$1791 ;
-  reg [15:0] \$1792 ;
-  reg [31:0] \$1793 ;
-  reg [15:0] \$1794 ;
-  reg [31:0] \$1795 ;
-  reg [15:0] \$1796 ;
-  reg [31:0] \$1797 ;
-  reg [15:0] \$1798 ;
-  reg [31:0] \$1799 ;
   wire \$18 ;
-  wire \$180 ;
-  reg [15:0] \$1800 ;
-  reg [31:0] \$1801 ;
-  reg [15:0] \$1802 ;
-  reg [31:0] \$1803 ;
-  reg [15:0] \$1804 ;
-  reg [31:0] \$1805 ;
-  reg [15:0] \$1806 ;
-  reg [31:0] \$1807 ;
-  reg [15:0] \$1808 ;
-  reg [31:0] \$1809 ;
-  wire \$181 ;
-  reg [15:0] \$1810 ;
-  reg [31:0] \$1811 ;
-  reg [15:0] \$1812 ;
-  reg [31:0] \$1813 ;
-  reg [15:0] \$1814 ;
-  reg [31:0] \$1815 ;
-  reg [15:0] \$1816 ;
-  reg [15:0] \$1817 ;
-  reg [15:0] \$1818 ;
-  reg [15:0] \$1819 ;
+  wire [15:0] \$180 ;
+  wire [42:0] \$181 ;
   wire \$182 ;
-  reg [15:0] \$1820 ;
-  reg [15:0] \$1821 ;
-  reg [15:0] \$1822 ;
-  reg [15:0] \$1823 ;
-  reg [15:0] \$1824 ;
-  reg [15:0] \$1825 ;
-  reg [15:0] \$1826 ;
-  reg [15:0] \$1827 ;
-  reg [15:0] \$1828 ;
-  reg [15:0] \$1829 ;
   wire \$183 ;
-  reg [15:0] \$1830 ;
-  reg [15:0] \$1831 ;
-  reg [15:0] \$1832 ;
   wire \$184 ;
   wire \$185 ;
   wire \$186 ;
   wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
+  wire [15:0] \$188 ;
+  wire [42:0] \$189 ;
   wire \$19 ;
   wire \$190 ;
   wire \$191 ;
@@ -1012,44 +304,44 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$193 ;
   wire \$194 ;
   wire \$195 ;
-  wire \$196 ;
-  wire [40:0] \$197 ;
-  wire [15:0] \$198 ;
+  wire [15:0] \$196 ;
+  wire [42:0] \$197 ;
+  wire \$198 ;
   wire \$199 ;
   wire \$2 ;
   wire \$20 ;
   wire \$200 ;
   wire \$201 ;
-  wire [15:0] \$202 ;
+  wire \$202 ;
   wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
+  wire [15:0] \$204 ;
+  wire [42:0] \$205 ;
   wire \$206 ;
   wire \$207 ;
   wire \$208 ;
   wire \$209 ;
-  wire [40:0] \$21 ;
+  wire \$21 ;
   wire \$210 ;
   wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
+  wire [15:0] \$212 ;
+  wire [34:0] \$213 ;
   wire \$214 ;
   wire \$215 ;
   wire \$216 ;
   wire \$217 ;
   wire \$218 ;
   wire \$219 ;
-  wire [15:0] \$22 ;
-  wire \$220 ;
-  wire \$221 ;
+  wire \$22 ;
+  wire [15:0] \$220 ;
+  wire [34:0] \$221 ;
   wire \$222 ;
-  wire [32:0] \$223 ;
-  wire [15:0] \$224 ;
+  wire \$223 ;
+  wire \$224 ;
   wire \$225 ;
   wire \$226 ;
   wire \$227 ;
-  wire \$228 ;
-  wire \$229 ;
+  wire [15:0] \$228 ;
+  wire [34:0] \$229 ;
   wire \$23 ;
   wire \$230 ;
   wire \$231 ;
@@ -1057,26 +349,26 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$233 ;
   wire \$234 ;
   wire \$235 ;
-  wire \$236 ;
-  wire \$237 ;
+  wire [15:0] \$236 ;
+  wire [34:0] \$237 ;
   wire \$238 ;
   wire \$239 ;
-  wire \$24 ;
+  wire [15:0] \$24 ;
   wire \$240 ;
   wire \$241 ;
   wire \$242 ;
   wire \$243 ;
-  wire \$244 ;
-  wire [32:0] \$245 ;
-  wire [15:0] \$246 ;
+  wire [15:0] \$244 ;
+  wire [34:0] \$245 ;
+  wire \$246 ;
   wire \$247 ;
   wire \$248 ;
   wire \$249 ;
-  wire \$25 ;
+  wire [42:0] \$25 ;
   wire \$250 ;
   wire \$251 ;
-  wire \$252 ;
-  wire \$253 ;
+  wire [15:0] \$252 ;
+  wire [34:0] \$253 ;
   wire \$254 ;
   wire \$255 ;
   wire \$256 ;
@@ -1084,16 +376,16 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$258 ;
   wire \$259 ;
   wire \$26 ;
-  wire \$260 ;
-  wire \$261 ;
+  wire [15:0] \$260 ;
+  wire [34:0] \$261 ;
   wire \$262 ;
   wire \$263 ;
   wire \$264 ;
   wire \$265 ;
   wire \$266 ;
-  wire [32:0] \$267 ;
+  wire \$267 ;
   wire [15:0] \$268 ;
-  wire \$269 ;
+  wire [34:0] \$269 ;
   wire \$27 ;
   wire \$270 ;
   wire \$271 ;
@@ -1101,8 +393,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$273 ;
   wire \$274 ;
   wire \$275 ;
-  wire \$276 ;
-  wire \$277 ;
+  wire [15:0] \$276 ;
+  wire [34:0] \$277 ;
   wire \$278 ;
   wire \$279 ;
   wire \$28 ;
@@ -1110,17 +402,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$281 ;
   wire \$282 ;
   wire \$283 ;
-  wire \$284 ;
-  wire \$285 ;
+  wire [15:0] \$284 ;
+  wire [34:0] \$285 ;
   wire \$286 ;
   wire \$287 ;
   wire \$288 ;
-  wire [32:0] \$289 ;
+  wire \$289 ;
   wire \$29 ;
-  wire [15:0] \$290 ;
+  wire \$290 ;
   wire \$291 ;
-  wire \$292 ;
-  wire \$293 ;
+  wire [15:0] \$292 ;
+  wire [34:0] \$293 ;
   wire \$294 ;
   wire \$295 ;
   wire \$296 ;
@@ -1129,69 +421,69 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$299 ;
   wire \$3 ;
   wire \$30 ;
-  wire \$300 ;
-  wire \$301 ;
+  wire [15:0] \$300 ;
+  wire [34:0] \$301 ;
   wire \$302 ;
   wire \$303 ;
   wire \$304 ;
   wire \$305 ;
   wire \$306 ;
   wire \$307 ;
-  wire \$308 ;
-  wire \$309 ;
+  wire [15:0] \$308 ;
+  wire [34:0] \$309 ;
   wire \$31 ;
   wire \$310 ;
-  wire [32:0] \$311 ;
-  wire [15:0] \$312 ;
+  wire \$311 ;
+  wire \$312 ;
   wire \$313 ;
   wire \$314 ;
   wire \$315 ;
-  wire \$316 ;
-  wire \$317 ;
+  wire [15:0] \$316 ;
+  wire [34:0] \$317 ;
   wire \$318 ;
   wire \$319 ;
-  wire \$32 ;
+  wire [15:0] \$32 ;
   wire \$320 ;
   wire \$321 ;
   wire \$322 ;
   wire \$323 ;
-  wire \$324 ;
-  wire \$325 ;
+  wire [15:0] \$324 ;
+  wire [34:0] \$325 ;
   wire \$326 ;
   wire \$327 ;
   wire \$328 ;
   wire \$329 ;
-  wire \$33 ;
+  wire [42:0] \$33 ;
   wire \$330 ;
   wire \$331 ;
-  wire \$332 ;
-  wire [32:0] \$333 ;
-  wire [15:0] \$334 ;
+  wire [15:0] \$332 ;
+  wire [34:0] \$333 ;
+  wire \$334 ;
   wire \$335 ;
   wire \$336 ;
   wire \$337 ;
   wire \$338 ;
   wire \$339 ;
   wire \$34 ;
-  wire \$340 ;
-  wire \$341 ;
+  wire [15:0] \$340 ;
+  wire [18:0] \$341 ;
   wire \$342 ;
   wire \$343 ;
   wire \$344 ;
   wire \$345 ;
   wire \$346 ;
   wire \$347 ;
-  wire \$348 ;
-  wire \$349 ;
+  wire [15:0] \$348 ;
+  wire [18:0] \$349 ;
   wire \$35 ;
   wire \$350 ;
   wire \$351 ;
   wire \$352 ;
   wire \$353 ;
   wire \$354 ;
-  wire [32:0] \$355 ;
+  wire \$355 ;
   wire [15:0] \$356 ;
-  wire \$357 ;
+  wire [18:0] \$357 ;
   wire \$358 ;
   wire \$359 ;
   wire \$36 ;
@@ -1199,8 +491,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$361 ;
   wire \$362 ;
   wire \$363 ;
-  wire \$364 ;
-  wire \$365 ;
+  wire [15:0] \$364 ;
+  wire [18:0] \$365 ;
   wire \$366 ;
   wire \$367 ;
   wire \$368 ;
@@ -1208,25 +500,25 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$37 ;
   wire \$370 ;
   wire \$371 ;
-  wire \$372 ;
-  wire \$373 ;
+  wire [15:0] \$372 ;
+  wire [18:0] \$373 ;
   wire \$374 ;
   wire \$375 ;
   wire \$376 ;
-  wire [32:0] \$377 ;
-  wire [15:0] \$378 ;
+  wire \$377 ;
+  wire \$378 ;
   wire \$379 ;
   wire \$38 ;
-  wire \$380 ;
-  wire \$381 ;
+  wire [15:0] \$380 ;
+  wire [18:0] \$381 ;
   wire \$382 ;
   wire \$383 ;
   wire \$384 ;
   wire \$385 ;
   wire \$386 ;
   wire \$387 ;
-  wire \$388 ;
-  wire \$389 ;
+  wire [15:0] \$388 ;
+  wire [18:0] \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
@@ -1234,61 +526,61 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$393 ;
   wire \$394 ;
   wire \$395 ;
-  wire \$396 ;
-  wire \$397 ;
+  wire [15:0] \$396 ;
+  wire [18:0] \$397 ;
   wire \$398 ;
-  wire [16:0] \$399 ;
+  wire \$399 ;
   wire \$4 ;
-  wire \$40 ;
-  wire [15:0] \$400 ;
+  wire [15:0] \$40 ;
+  wire \$400 ;
   wire \$401 ;
   wire \$402 ;
   wire \$403 ;
-  wire \$404 ;
+  wire [15:0] \$404 ;
   wire \$405 ;
   wire \$406 ;
-  wire \$407 ;
-  wire \$408 ;
-  wire \$409 ;
-  wire \$41 ;
-  wire \$410 ;
-  wire \$411 ;
-  wire \$412 ;
-  wire \$413 ;
-  wire \$414 ;
-  wire \$415 ;
-  wire \$416 ;
-  wire \$417 ;
-  wire \$418 ;
-  wire \$419 ;
+  wire [16:0] \$407 ;
+  wire [16:0] \$408 ;
+  wire [16:0] \$409 ;
+  wire [42:0] \$41 ;
+  wire [16:0] \$410 ;
+  wire [16:0] \$411 ;
+  wire [16:0] \$412 ;
+  wire [16:0] \$413 ;
+  wire [16:0] \$414 ;
+  wire [16:0] \$415 ;
+  wire [16:0] \$416 ;
+  wire [16:0] \$417 ;
+  wire [16:0] \$418 ;
+  wire [16:0] \$419 ;
   wire \$42 ;
-  wire \$420 ;
-  wire [40:0] \$421 ;
-  wire [15:0] \$422 ;
-  wire \$423 ;
-  wire \$424 ;
-  wire \$425 ;
-  wire \$426 ;
-  wire \$427 ;
-  wire \$428 ;
-  wire \$429 ;
-  wire [40:0] \$43 ;
-  wire \$430 ;
-  wire \$431 ;
-  wire \$432 ;
-  wire \$433 ;
-  wire \$434 ;
-  wire \$435 ;
-  wire \$436 ;
-  wire \$437 ;
-  wire \$438 ;
-  wire \$439 ;
-  wire [15:0] \$44 ;
+  wire [16:0] \$420 ;
+  wire [16:0] \$421 ;
+  wire [16:0] \$422 ;
+  wire [16:0] \$423 ;
+  wire [16:0] \$424 ;
+  wire [16:0] \$425 ;
+  wire [16:0] \$426 ;
+  wire [16:0] \$427 ;
+  wire [16:0] \$428 ;
+  wire [16:0] \$429 ;
+  wire \$43 ;
+  wire [16:0] \$430 ;
+  wire [16:0] \$431 ;
+  wire [16:0] \$432 ;
+  wire [16:0] \$433 ;
+  wire [16:0] \$434 ;
+  wire [16:0] \$435 ;
+  wire [16:0] \$436 ;
+  wire [16:0] \$437 ;
+  wire [16:0] \$438 ;
+  wire [16:0] \$439 ;
+  wire \$44 ;
   wire \$440 ;
   wire \$441 ;
   wire \$442 ;
-  wire [40:0] \$443 ;
-  wire [15:0] \$444 ;
+  wire \$443 ;
+  wire \$444 ;
   wire \$445 ;
   wire \$446 ;
   wire \$447 ;
@@ -1299,7 +591,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$451 ;
   wire \$452 ;
   wire \$453 ;
-  wire \$454 ;
+  wire [6:0] \$454 ;
   wire \$455 ;
   wire \$456 ;
   wire \$457 ;
@@ -1311,8 +603,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$462 ;
   wire \$463 ;
   wire \$464 ;
-  wire [40:0] \$465 ;
-  wire [15:0] \$466 ;
+  wire [6:0] \$465 ;
+  wire \$466 ;
   wire \$467 ;
   wire \$468 ;
   wire \$469 ;
@@ -1327,28 +619,28 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$477 ;
   wire \$478 ;
   wire \$479 ;
-  wire \$48 ;
+  wire [15:0] \$48 ;
   wire \$480 ;
   wire \$481 ;
-  wire \$482 ;
-  wire \$483 ;
+  wire [15:0] \$482 ;
+  wire [15:0] \$483 ;
   wire \$484 ;
   wire \$485 ;
   wire \$486 ;
-  wire [40:0] \$487 ;
-  wire [15:0] \$488 ;
+  wire \$487 ;
+  wire \$488 ;
   wire \$489 ;
-  wire \$49 ;
-  wire \$490 ;
-  wire \$491 ;
+  wire [42:0] \$49 ;
+  wire [15:0] \$490 ;
+  wire [15:0] \$491 ;
   wire \$492 ;
   wire \$493 ;
   wire \$494 ;
   wire \$495 ;
   wire \$496 ;
   wire \$497 ;
-  wire \$498 ;
-  wire \$499 ;
+  wire [15:0] \$498 ;
+  wire [15:0] \$499 ;
   wire \$5 ;
   wire \$50 ;
   wire \$500 ;
@@ -1357,17 +649,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$503 ;
   wire \$504 ;
   wire \$505 ;
-  wire \$506 ;
-  wire \$507 ;
+  wire [15:0] \$506 ;
+  wire [15:0] \$507 ;
   wire \$508 ;
-  wire [40:0] \$509 ;
+  wire \$509 ;
   wire \$51 ;
-  wire [15:0] \$510 ;
+  wire \$510 ;
   wire \$511 ;
   wire \$512 ;
   wire \$513 ;
-  wire \$514 ;
-  wire \$515 ;
+  wire [15:0] \$514 ;
+  wire [15:0] \$515 ;
   wire \$516 ;
   wire \$517 ;
   wire \$518 ;
@@ -1375,8 +667,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$52 ;
   wire \$520 ;
   wire \$521 ;
-  wire \$522 ;
-  wire \$523 ;
+  wire [15:0] \$522 ;
+  wire [15:0] \$523 ;
   wire \$524 ;
   wire \$525 ;
   wire \$526 ;
@@ -1384,16 +676,16 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$528 ;
   wire \$529 ;
   wire \$53 ;
-  wire \$530 ;
-  wire [40:0] \$531 ;
-  wire [15:0] \$532 ;
+  wire [15:0] \$530 ;
+  wire [15:0] \$531 ;
+  wire \$532 ;
   wire \$533 ;
   wire \$534 ;
   wire \$535 ;
   wire \$536 ;
   wire \$537 ;
-  wire \$538 ;
-  wire \$539 ;
+  wire [15:0] \$538 ;
+  wire [15:0] \$539 ;
   wire \$54 ;
   wire \$540 ;
   wire \$541 ;
@@ -1401,43 +693,43 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$543 ;
   wire \$544 ;
   wire \$545 ;
-  wire \$546 ;
-  wire \$547 ;
+  wire [15:0] \$546 ;
+  wire [15:0] \$547 ;
   wire \$548 ;
   wire \$549 ;
   wire \$55 ;
   wire \$550 ;
   wire \$551 ;
   wire \$552 ;
-  wire [40:0] \$553 ;
+  wire \$553 ;
   wire [15:0] \$554 ;
-  wire \$555 ;
+  wire [15:0] \$555 ;
   wire \$556 ;
   wire \$557 ;
   wire \$558 ;
   wire \$559 ;
-  wire \$56 ;
+  wire [15:0] \$56 ;
   wire \$560 ;
   wire \$561 ;
-  wire \$562 ;
-  wire \$563 ;
+  wire [15:0] \$562 ;
+  wire [15:0] \$563 ;
   wire \$564 ;
   wire \$565 ;
   wire \$566 ;
   wire \$567 ;
   wire \$568 ;
   wire \$569 ;
-  wire \$57 ;
-  wire \$570 ;
-  wire \$571 ;
+  wire [42:0] \$57 ;
+  wire [15:0] \$570 ;
+  wire [15:0] \$571 ;
   wire \$572 ;
   wire \$573 ;
   wire \$574 ;
-  wire [40:0] \$575 ;
-  wire [15:0] \$576 ;
+  wire \$575 ;
+  wire \$576 ;
   wire \$577 ;
-  wire \$578 ;
-  wire \$579 ;
+  wire [15:0] \$578 ;
+  wire [15:0] \$579 ;
   wire \$58 ;
   wire \$580 ;
   wire \$581 ;
@@ -1445,8 +737,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$583 ;
   wire \$584 ;
   wire \$585 ;
-  wire \$586 ;
-  wire \$587 ;
+  wire [15:0] \$586 ;
+  wire [15:0] \$587 ;
   wire \$588 ;
   wire \$589 ;
   wire \$59 ;
@@ -1454,18 +746,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$591 ;
   wire \$592 ;
   wire \$593 ;
-  wire \$594 ;
-  wire \$595 ;
+  wire [15:0] \$594 ;
+  wire [15:0] \$595 ;
   wire \$596 ;
-  wire [32:0] \$597 ;
-  wire [15:0] \$598 ;
+  wire \$597 ;
+  wire \$598 ;
   wire \$599 ;
   wire \$6 ;
   wire \$60 ;
   wire \$600 ;
   wire \$601 ;
-  wire \$602 ;
-  wire \$603 ;
+  wire [15:0] \$602 ;
+  wire [15:0] \$603 ;
   wire \$604 ;
   wire \$605 ;
   wire \$606 ;
@@ -1473,25 +765,25 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$608 ;
   wire \$609 ;
   wire \$61 ;
-  wire \$610 ;
-  wire \$611 ;
+  wire [15:0] \$610 ;
+  wire [15:0] \$611 ;
   wire \$612 ;
   wire \$613 ;
   wire \$614 ;
   wire \$615 ;
   wire \$616 ;
   wire \$617 ;
-  wire \$618 ;
-  wire [32:0] \$619 ;
+  wire [15:0] \$618 ;
+  wire [15:0] \$619 ;
   wire \$62 ;
-  wire [15:0] \$620 ;
+  wire \$620 ;
   wire \$621 ;
   wire \$622 ;
   wire \$623 ;
   wire \$624 ;
   wire \$625 ;
-  wire \$626 ;
-  wire \$627 ;
+  wire [15:0] \$626 ;
+  wire [15:0] \$627 ;
   wire \$628 ;
   wire \$629 ;
   wire \$63 ;
@@ -1499,43 +791,43 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$631 ;
   wire \$632 ;
   wire \$633 ;
-  wire \$634 ;
-  wire \$635 ;
+  wire [15:0] \$634 ;
+  wire [15:0] \$635 ;
   wire \$636 ;
   wire \$637 ;
   wire \$638 ;
   wire \$639 ;
-  wire \$64 ;
+  wire [15:0] \$64 ;
   wire \$640 ;
-  wire [32:0] \$641 ;
+  wire \$641 ;
   wire [15:0] \$642 ;
-  wire \$643 ;
+  wire [15:0] \$643 ;
   wire \$644 ;
   wire \$645 ;
   wire \$646 ;
   wire \$647 ;
   wire \$648 ;
   wire \$649 ;
-  wire [40:0] \$65 ;
-  wire \$650 ;
-  wire \$651 ;
+  wire [42:0] \$65 ;
+  wire [15:0] \$650 ;
+  wire [15:0] \$651 ;
   wire \$652 ;
   wire \$653 ;
   wire \$654 ;
   wire \$655 ;
   wire \$656 ;
   wire \$657 ;
-  wire \$658 ;
-  wire \$659 ;
-  wire [15:0] \$66 ;
+  wire [15:0] \$658 ;
+  wire [15:0] \$659 ;
+  wire \$66 ;
   wire \$660 ;
   wire \$661 ;
   wire \$662 ;
-  wire [32:0] \$663 ;
-  wire [15:0] \$664 ;
+  wire \$663 ;
+  wire \$664 ;
   wire \$665 ;
-  wire \$666 ;
-  wire \$667 ;
+  wire [15:0] \$666 ;
+  wire [15:0] \$667 ;
   wire \$668 ;
   wire \$669 ;
   wire \$67 ;
@@ -1543,8 +835,8 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$671 ;
   wire \$672 ;
   wire \$673 ;
-  wire \$674 ;
-  wire \$675 ;
+  wire [15:0] \$674 ;
+  wire [15:0] \$675 ;
   wire \$676 ;
   wire \$677 ;
   wire \$678 ;
@@ -1552,25 +844,25 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$68 ;
   wire \$680 ;
   wire \$681 ;
-  wire \$682 ;
-  wire \$683 ;
+  wire [15:0] \$682 ;
+  wire [15:0] \$683 ;
   wire \$684 ;
-  wire [32:0] \$685 ;
-  wire [15:0] \$686 ;
+  wire \$685 ;
+  wire \$686 ;
   wire \$687 ;
   wire \$688 ;
   wire \$689 ;
   wire \$69 ;
-  wire \$690 ;
-  wire \$691 ;
+  wire [15:0] \$690 ;
+  wire [15:0] \$691 ;
   wire \$692 ;
   wire \$693 ;
   wire \$694 ;
   wire \$695 ;
   wire \$696 ;
   wire \$697 ;
-  wire \$698 ;
-  wire \$699 ;
+  wire [15:0] \$698 ;
+  wire [15:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
   wire \$700 ;
@@ -1579,432 +871,332 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$703 ;
   wire \$704 ;
   wire \$705 ;
-  wire \$706 ;
-  wire [32:0] \$707 ;
-  wire [15:0] \$708 ;
+  wire [15:0] \$706 ;
+  wire [15:0] \$707 ;
+  wire \$708 ;
   wire \$709 ;
   wire \$71 ;
   wire \$710 ;
   wire \$711 ;
   wire \$712 ;
   wire \$713 ;
-  wire \$714 ;
-  wire \$715 ;
+  wire [15:0] \$714 ;
+  wire [15:0] \$715 ;
   wire \$716 ;
   wire \$717 ;
   wire \$718 ;
   wire \$719 ;
-  wire \$72 ;
+  wire [15:0] \$72 ;
   wire \$720 ;
   wire \$721 ;
-  wire \$722 ;
-  wire \$723 ;
+  wire [15:0] \$722 ;
+  wire [15:0] \$723 ;
   wire \$724 ;
   wire \$725 ;
   wire \$726 ;
   wire \$727 ;
   wire \$728 ;
-  wire [32:0] \$729 ;
+  wire \$729 ;
   wire \$73 ;
   wire [15:0] \$730 ;
-  wire \$731 ;
+  wire [15:0] \$731 ;
   wire \$732 ;
   wire \$733 ;
   wire \$734 ;
   wire \$735 ;
   wire \$736 ;
   wire \$737 ;
-  wire \$738 ;
-  wire \$739 ;
+  wire [15:0] \$738 ;
+  wire [15:0] \$739 ;
   wire \$74 ;
   wire \$740 ;
   wire \$741 ;
   wire \$742 ;
-  wire \$743 ;
-  wire \$744 ;
-  wire \$745 ;
-  wire \$746 ;
-  wire \$747 ;
-  wire \$748 ;
-  wire \$749 ;
+  reg [15:0] \$743 ;
+  reg [15:0] \$744 ;
+  reg [15:0] \$745 ;
+  wire [31:0] \$746 ;
+  wire [31:0] \$747 ;
+  wire [40:0] \$748 ;
+  wire [41:0] \$749 ;
   wire \$75 ;
-  wire \$750 ;
-  wire [32:0] \$751 ;
-  wire [15:0] \$752 ;
-  wire \$753 ;
-  wire \$754 ;
-  wire \$755 ;
-  wire \$756 ;
-  wire \$757 ;
-  wire \$758 ;
-  wire \$759 ;
-  wire \$76 ;
-  wire \$760 ;
-  wire \$761 ;
-  wire \$762 ;
-  wire \$763 ;
-  wire \$764 ;
-  wire \$765 ;
-  wire \$766 ;
-  wire \$767 ;
-  wire \$768 ;
-  wire \$769 ;
-  wire \$77 ;
-  wire \$770 ;
-  wire \$771 ;
-  wire \$772 ;
-  wire [32:0] \$773 ;
-  wire [15:0] \$774 ;
-  wire \$775 ;
-  wire \$776 ;
-  wire \$777 ;
-  wire \$778 ;
-  wire \$779 ;
+  wire [15:0] \$750 ;
+  wire [31:0] \$751 ;
+  wire [31:0] \$752 ;
+  wire [40:0] \$753 ;
+  wire [41:0] \$754 ;
+  wire [15:0] \$755 ;
+  wire [31:0] \$756 ;
+  wire [31:0] \$757 ;
+  wire [40:0] \$758 ;
+  wire [41:0] \$759 ;
+  wire [15:0] \$76 ;
+  wire [15:0] \$760 ;
+  wire [31:0] \$761 ;
+  wire [31:0] \$762 ;
+  wire [40:0] \$763 ;
+  wire [41:0] \$764 ;
+  wire [15:0] \$765 ;
+  wire [31:0] \$766 ;
+  wire [31:0] \$767 ;
+  wire [40:0] \$768 ;
+  wire [41:0] \$769 ;
+  wire [34:0] \$77 ;
+  wire [15:0] \$770 ;
+  wire [31:0] \$771 ;
+  wire [31:0] \$772 ;
+  wire [40:0] \$773 ;
+  wire [41:0] \$774 ;
+  wire [15:0] \$775 ;
+  wire [31:0] \$776 ;
+  wire [31:0] \$777 ;
+  wire [40:0] \$778 ;
+  wire [41:0] \$779 ;
   wire \$78 ;
-  wire \$780 ;
-  wire \$781 ;
-  wire \$782 ;
-  wire \$783 ;
-  wire \$784 ;
-  wire \$785 ;
-  wire \$786 ;
-  wire \$787 ;
-  wire \$788 ;
-  wire \$789 ;
+  wire [15:0] \$780 ;
+  wire [31:0] \$781 ;
+  wire [31:0] \$782 ;
+  wire [40:0] \$783 ;
+  wire [41:0] \$784 ;
+  wire [15:0] \$785 ;
+  wire [31:0] \$786 ;
+  wire [31:0] \$787 ;
+  wire [31:0] \$788 ;
+  wire [31:0] \$789 ;
   wire \$79 ;
-  wire \$790 ;
-  wire \$791 ;
-  wire \$792 ;
-  wire \$793 ;
-  wire \$794 ;
-  wire [32:0] \$795 ;
-  wire [15:0] \$796 ;
-  wire \$797 ;
-  wire \$798 ;
-  wire \$799 ;
-  wire \$8 ;
+  wire [31:0] \$790 ;
+  wire [31:0] \$791 ;
+  wire [31:0] \$792 ;
+  wire [31:0] \$793 ;
+  wire [40:0] \$794 ;
+  wire [40:0] \$795 ;
+  wire [41:0] \$796 ;
+  wire [40:0] \$797 ;
+  wire [40:0] \$798 ;
+  wire [41:0] \$799 ;
+  wire [15:0] \$8 ;
   wire \$80 ;
-  wire \$800 ;
-  wire \$801 ;
-  wire \$802 ;
-  wire \$803 ;
-  wire \$804 ;
-  wire \$805 ;
-  wire \$806 ;
-  wire \$807 ;
-  wire \$808 ;
-  wire \$809 ;
+  wire [42:0] \$800 ;
+  wire [43:0] \$801 ;
+  wire [31:0] \$802 ;
+  wire [31:0] \$803 ;
+  wire [31:0] \$804 ;
+  wire [31:0] \$805 ;
+  wire [31:0] \$806 ;
+  wire [31:0] \$807 ;
+  wire [31:0] \$808 ;
+  wire [31:0] \$809 ;
   wire \$81 ;
-  wire \$810 ;
+  wire [31:0] \$810 ;
   wire \$811 ;
-  wire \$812 ;
-  wire \$813 ;
+  wire [15:0] \$812 ;
+  wire [31:0] \$813 ;
   wire \$814 ;
-  wire \$815 ;
-  wire \$816 ;
-  wire [32:0] \$817 ;
+  wire [15:0] \$815 ;
+  wire [31:0] \$816 ;
+  wire \$817 ;
   wire [15:0] \$818 ;
-  wire \$819 ;
+  wire [31:0] \$819 ;
   wire \$82 ;
   wire \$820 ;
-  wire \$821 ;
-  wire \$822 ;
+  wire [15:0] \$821 ;
+  wire [31:0] \$822 ;
   wire \$823 ;
-  wire \$824 ;
-  wire \$825 ;
+  wire [15:0] \$824 ;
+  wire [31:0] \$825 ;
   wire \$826 ;
-  wire \$827 ;
-  wire \$828 ;
+  wire [15:0] \$827 ;
+  wire [31:0] \$828 ;
   wire \$829 ;
   wire \$83 ;
-  wire \$830 ;
-  wire \$831 ;
+  wire [15:0] \$830 ;
+  wire [31:0] \$831 ;
   wire \$832 ;
-  wire \$833 ;
-  wire \$834 ;
-  wire \$835 ;
-  wire \$836 ;
-  wire \$837 ;
-  wire \$838 ;
-  wire [32:0] \$839 ;
-  wire \$84 ;
-  wire [15:0] \$840 ;
-  wire \$841 ;
-  wire \$842 ;
-  wire \$843 ;
-  wire \$844 ;
-  wire \$845 ;
-  wire \$846 ;
-  wire \$847 ;
-  wire \$848 ;
-  wire \$849 ;
-  wire \$85 ;
-  wire \$850 ;
-  wire \$851 ;
-  wire \$852 ;
-  wire \$853 ;
-  wire \$854 ;
-  wire \$855 ;
-  wire \$856 ;
-  wire \$857 ;
-  wire \$858 ;
-  wire \$859 ;
+  wire [15:0] \$833 ;
+  wire [31:0] \$834 ;
+  wire [31:0] \$835 ;
+  wire [31:0] \$836 ;
+  wire [31:0] \$837 ;
+  wire [31:0] \$838 ;
+  wire [31:0] \$839 ;
+  wire [15:0] \$84 ;
+  wire [31:0] \$840 ;
+  wire [31:0] \$841 ;
+  wire [31:0] \$842 ;
+  wire [31:0] \$843 ;
+  wire [31:0] \$844 ;
+  wire [31:0] \$845 ;
+  wire [31:0] \$846 ;
+  wire [31:0] \$847 ;
+  wire [31:0] \$848 ;
+  wire [31:0] \$849 ;
+  wire [34:0] \$85 ;
+  reg \$850 ;
+  reg \$851 ;
+  reg \$852 ;
+  reg \$853 ;
+  reg \$854 ;
+  reg \$855 ;
+  reg \$856 ;
+  reg \$857 ;
+  reg \$858 ;
+  reg \$859 ;
   wire \$86 ;
-  wire \$860 ;
-  wire [32:0] \$861 ;
-  wire [15:0] \$862 ;
-  wire \$863 ;
-  wire \$864 ;
-  wire \$865 ;
-  wire \$866 ;
-  wire \$867 ;
-  wire \$868 ;
-  wire \$869 ;
-  wire [40:0] \$87 ;
-  wire \$870 ;
-  wire \$871 ;
-  wire \$872 ;
-  wire \$873 ;
-  wire \$874 ;
-  wire \$875 ;
-  wire \$876 ;
-  wire \$877 ;
-  wire \$878 ;
-  wire \$879 ;
-  wire [15:0] \$88 ;
-  wire \$880 ;
-  wire \$881 ;
-  wire \$882 ;
-  wire [32:0] \$883 ;
-  wire [15:0] \$884 ;
-  wire \$885 ;
-  wire \$886 ;
-  wire \$887 ;
-  wire \$888 ;
-  wire \$889 ;
+  reg \$860 ;
+  reg \$861 ;
+  reg \$862 ;
+  reg [15:0] \$863 ;
+  reg [15:0] \$864 ;
+  reg [15:0] \$865 ;
+  reg [15:0] \$866 ;
+  reg [15:0] \$867 ;
+  reg [15:0] \$868 ;
+  reg [15:0] \$869 ;
+  wire \$87 ;
+  reg [15:0] \$870 ;
+  reg [15:0] \$871 ;
+  reg [15:0] \$872 ;
+  reg [15:0] \$873 ;
+  reg [15:0] \$874 ;
+  reg [15:0] \$875 ;
+  reg [15:0] \$876 ;
+  reg [15:0] \$877 ;
+  reg [15:0] \$878 ;
+  reg [15:0] \$879 ;
+  wire \$88 ;
+  reg [15:0] \$880 ;
+  reg [15:0] \$881 ;
+  reg [15:0] \$882 ;
+  reg [15:0] \$883 ;
+  reg [15:0] \$884 ;
+  reg [15:0] \$885 ;
+  reg [15:0] \$886 ;
+  reg [15:0] \$887 ;
+  reg [15:0] \$888 ;
+  reg [15:0] \$889 ;
   wire \$89 ;
-  wire \$890 ;
-  wire \$891 ;
-  wire \$892 ;
-  wire \$893 ;
-  wire \$894 ;
-  wire \$895 ;
-  wire \$896 ;
-  wire \$897 ;
-  wire \$898 ;
-  wire \$899 ;
-  wire \$9 ;
+  reg [15:0] \$890 ;
+  reg [15:0] \$891 ;
+  reg [15:0] \$892 ;
+  reg [15:0] \$893 ;
+  reg [15:0] \$894 ;
+  reg [15:0] \$895 ;
+  reg [4:0] \$896 ;
+  reg \$897 ;
+  reg [3:0] \$898 ;
+  reg \$899 ;
+  wire [42:0] \$9 ;
   wire \$90 ;
-  wire \$900 ;
-  wire \$901 ;
-  wire \$902 ;
-  wire \$903 ;
-  wire \$904 ;
-  wire [32:0] \$905 ;
-  wire [15:0] \$906 ;
-  wire \$907 ;
-  wire \$908 ;
-  wire \$909 ;
+  reg \$900 ;
+  reg [15:0] \$901 ;
+  reg [15:0] \$902 ;
+  reg [15:0] \$903 ;
+  reg [15:0] \$904 ;
+  reg [1:0] \$905 ;
+  reg [39:0] \$906 ;
+  reg [31:0] \$907 ;
+  reg [31:0] \$908 ;
+  reg [41:0] \$909 ;
   wire \$91 ;
-  wire \$910 ;
-  wire \$911 ;
-  wire \$912 ;
-  wire \$913 ;
-  wire \$914 ;
-  wire \$915 ;
-  wire \$916 ;
-  wire \$917 ;
-  wire \$918 ;
-  wire \$919 ;
-  wire \$92 ;
-  wire \$920 ;
-  wire \$921 ;
-  wire \$922 ;
-  wire \$923 ;
-  wire \$924 ;
-  wire \$925 ;
-  wire \$926 ;
-  wire [32:0] \$927 ;
-  wire [15:0] \$928 ;
-  wire \$929 ;
-  wire \$93 ;
-  wire \$930 ;
-  wire \$931 ;
-  wire \$932 ;
-  wire \$933 ;
-  wire \$934 ;
-  wire \$935 ;
-  wire \$936 ;
-  wire \$937 ;
-  wire \$938 ;
-  wire \$939 ;
+  reg [15:0] \$910 ;
+  reg [39:0] \$911 ;
+  reg [31:0] \$912 ;
+  reg [31:0] \$913 ;
+  reg [41:0] \$914 ;
+  reg [15:0] \$915 ;
+  reg [39:0] \$916 ;
+  reg [31:0] \$917 ;
+  reg [31:0] \$918 ;
+  reg [41:0] \$919 ;
+  wire [15:0] \$92 ;
+  reg [15:0] \$920 ;
+  reg [39:0] \$921 ;
+  reg [31:0] \$922 ;
+  reg [31:0] \$923 ;
+  reg [41:0] \$924 ;
+  reg [15:0] \$925 ;
+  reg [39:0] \$926 ;
+  reg [31:0] \$927 ;
+  reg [31:0] \$928 ;
+  reg [41:0] \$929 ;
+  wire [34:0] \$93 ;
+  reg [15:0] \$930 ;
+  reg [39:0] \$931 ;
+  reg [31:0] \$932 ;
+  reg [31:0] \$933 ;
+  reg [41:0] \$934 ;
+  reg [15:0] \$935 ;
+  reg [39:0] \$936 ;
+  reg [31:0] \$937 ;
+  reg [31:0] \$938 ;
+  reg [41:0] \$939 ;
   wire \$94 ;
-  wire \$940 ;
-  wire \$941 ;
-  wire \$942 ;
-  wire \$943 ;
-  wire \$944 ;
-  wire \$945 ;
-  wire \$946 ;
-  wire \$947 ;
-  wire \$948 ;
-  wire [16:0] \$949 ;
+  reg [15:0] \$940 ;
+  reg [39:0] \$941 ;
+  reg [31:0] \$942 ;
+  reg [31:0] \$943 ;
+  reg [41:0] \$944 ;
+  reg [15:0] \$945 ;
+  reg [39:0] \$946 ;
+  reg [31:0] \$947 ;
+  reg [31:0] \$948 ;
+  reg [31:0] \$949 ;
   wire \$95 ;
-  wire [15:0] \$950 ;
-  wire \$951 ;
-  wire \$952 ;
-  wire \$953 ;
-  wire \$954 ;
-  wire \$955 ;
-  wire \$956 ;
-  wire \$957 ;
-  wire \$958 ;
-  wire \$959 ;
+  reg [31:0] \$950 ;
+  reg [31:0] \$951 ;
+  reg [31:0] \$952 ;
+  reg [31:0] \$953 ;
+  reg [31:0] \$954 ;
+  reg [41:0] \$955 ;
+  reg [41:0] \$956 ;
+  reg [39:0] \$957 ;
+  reg [43:0] \$958 ;
+  reg [15:0] \$959 ;
   wire \$96 ;
-  wire \$960 ;
-  wire \$961 ;
-  wire \$962 ;
-  wire \$963 ;
-  wire \$964 ;
-  wire \$965 ;
-  wire \$966 ;
-  wire \$967 ;
-  wire \$968 ;
-  wire \$969 ;
+  reg [15:0] \$960 ;
+  reg [15:0] \$961 ;
+  reg [15:0] \$962 ;
+  reg [15:0] \$963 ;
+  reg [15:0] \$964 ;
+  reg [15:0] \$965 ;
+  reg [15:0] \$966 ;
+  reg [1:0] \$967 ;
+  reg [1:0] \$968 ;
+  reg [1:0] \$969 ;
   wire \$97 ;
-  wire \$970 ;
-  wire [16:0] \$971 ;
-  wire [15:0] \$972 ;
-  wire \$973 ;
-  wire \$974 ;
-  wire \$975 ;
-  wire \$976 ;
-  wire \$977 ;
-  wire \$978 ;
-  wire \$979 ;
+  reg [1:0] \$970 ;
+  reg [1:0] \$971 ;
+  reg [1:0] \$972 ;
+  reg [1:0] \$973 ;
+  reg [15:0] \$974 ;
+  reg [15:0] \$975 ;
+  reg [15:0] \$976 ;
+  reg [15:0] \$977 ;
+  reg [15:0] \$978 ;
+  reg [15:0] \$979 ;
   wire \$98 ;
-  wire \$980 ;
-  wire \$981 ;
-  wire \$982 ;
-  wire \$983 ;
-  wire \$984 ;
-  wire \$985 ;
-  wire \$986 ;
-  wire \$987 ;
-  wire \$988 ;
-  wire \$989 ;
+  reg [15:0] \$980 ;
+  reg [15:0] \$981 ;
+  reg [15:0] \$982 ;
+  reg [15:0] \$983 ;
+  reg [15:0] \$984 ;
+  reg [15:0] \$985 ;
+  reg [15:0] \$986 ;
+  reg [15:0] \$987 ;
+  reg [15:0] \$988 ;
+  reg [15:0] \$989 ;
   wire \$99 ;
-  wire \$990 ;
-  wire \$991 ;
-  wire \$992 ;
-  wire [16:0] \$993 ;
-  wire [15:0] \$994 ;
-  wire \$995 ;
-  wire \$996 ;
-  wire \$997 ;
-  wire \$998 ;
-  wire \$999 ;
-  wire above;
-  wire \above$107 ;
-  wire \above$123 ;
-  wire \above$139 ;
-  wire \above$173 ;
-  wire \above$186 ;
-  wire \above$192 ;
-  wire \above$198 ;
-  wire \above$204 ;
-  wire \above$210 ;
-  wire \above$216 ;
-  wire \above$222 ;
-  wire \above$228 ;
-  wire \above$234 ;
-  wire \above$243 ;
-  wire \above$252 ;
-  wire \above$261 ;
-  wire \above$270 ;
-  wire \above$279 ;
-  wire \above$288 ;
-  wire \above$297 ;
-  wire \above$306 ;
-  wire \above$312 ;
-  wire \above$318 ;
-  wire \above$324 ;
-  wire \above$330 ;
-  wire \above$336 ;
-  wire \above$342 ;
-  wire \above$348 ;
-  wire \above$354 ;
-  wire \above$360 ;
-  wire \above$366 ;
-  wire \above$372 ;
-  wire \above$378 ;
-  wire \above$384 ;
-  wire \above$390 ;
-  wire \above$396 ;
-  wire \above$402 ;
-  wire \above$408 ;
-  wire \above$414 ;
-  wire \above$420 ;
-  wire \above$426 ;
-  wire \above$43 ;
-  wire \above$432 ;
-  wire \above$438 ;
-  wire \above$444 ;
-  wire \above$450 ;
-  wire \above$59 ;
-  wire \above$75 ;
-  wire \above$91 ;
+  reg [15:0] \$990 ;
+  reg [15:0] \$991 ;
+  reg [15:0] \$992 ;
+  reg [15:0] \$993 ;
+  reg [15:0] \$994 ;
+  reg [15:0] \$995 ;
+  reg [15:0] \$996 ;
+  reg [15:0] \$997 ;
+  reg [15:0] \$998 ;
+  reg [15:0] \$999 ;
   wire accept;
-  wire below;
-  wire \below$108 ;
-  wire \below$124 ;
-  wire \below$140 ;
-  wire \below$174 ;
-  wire \below$187 ;
-  wire \below$193 ;
-  wire \below$199 ;
-  wire \below$205 ;
-  wire \below$211 ;
-  wire \below$217 ;
-  wire \below$223 ;
-  wire \below$229 ;
-  wire \below$235 ;
-  wire \below$244 ;
-  wire \below$253 ;
-  wire \below$262 ;
-  wire \below$271 ;
-  wire \below$280 ;
-  wire \below$289 ;
-  wire \below$298 ;
-  wire \below$307 ;
-  wire \below$313 ;
-  wire \below$319 ;
-  wire \below$325 ;
-  wire \below$331 ;
-  wire \below$337 ;
-  wire \below$343 ;
-  wire \below$349 ;
-  wire \below$355 ;
-  wire \below$361 ;
-  wire \below$367 ;
-  wire \below$373 ;
-  wire \below$379 ;
-  wire \below$385 ;
-  wire \below$391 ;
-  wire \below$397 ;
-  wire \below$403 ;
-  wire \below$409 ;
-  wire \below$415 ;
-  wire \below$421 ;
-  wire \below$427 ;
-  wire \below$433 ;
-  wire \below$439 ;
-  wire \below$44 ;
-  wire \below$445 ;
-  wire \below$451 ;
-  wire \below$60 ;
-  wire \below$76 ;
-  wire \below$92 ;
   wire busy;
   input clk;
   wire clk;
@@ -2014,106 +1206,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire en;
   reg [15:0] err0_s9 = 16'h0000;
   wire execute;
-  wire [39:0] floor;
-  wire [39:0] \floor$105 ;
-  wire [39:0] \floor$121 ;
-  wire [39:0] \floor$137 ;
-  wire [39:0] \floor$171 ;
-  wire [31:0] \floor$183 ;
-  wire [31:0] \floor$189 ;
-  wire [31:0] \floor$195 ;
-  wire [31:0] \floor$201 ;
-  wire [31:0] \floor$207 ;
-  wire [31:0] \floor$213 ;
-  wire [31:0] \floor$219 ;
-  wire [31:0] \floor$225 ;
-  wire [15:0] \floor$231 ;
-  wire [39:0] \floor$241 ;
-  wire [39:0] \floor$250 ;
-  wire [39:0] \floor$259 ;
-  wire [39:0] \floor$268 ;
-  wire [39:0] \floor$277 ;
-  wire [39:0] \floor$286 ;
-  wire [39:0] \floor$295 ;
-  wire [39:0] \floor$304 ;
-  wire [31:0] \floor$309 ;
-  wire [31:0] \floor$315 ;
-  wire [31:0] \floor$321 ;
-  wire [31:0] \floor$327 ;
-  wire [31:0] \floor$333 ;
-  wire [31:0] \floor$339 ;
-  wire [31:0] \floor$345 ;
-  wire [31:0] \floor$351 ;
-  wire [31:0] \floor$357 ;
-  wire [31:0] \floor$363 ;
-  wire [31:0] \floor$369 ;
-  wire [31:0] \floor$375 ;
-  wire [31:0] \floor$381 ;
-  wire [31:0] \floor$387 ;
-  wire [31:0] \floor$393 ;
-  wire [31:0] \floor$399 ;
-  wire [15:0] \floor$405 ;
-  wire [39:0] \floor$41 ;
-  wire [15:0] \floor$411 ;
-  wire [15:0] \floor$417 ;
-  wire [15:0] \floor$423 ;
-  wire [15:0] \floor$429 ;
-  wire [15:0] \floor$435 ;
-  wire [15:0] \floor$441 ;
-  wire [15:0] \floor$447 ;
-  wire [39:0] \floor$57 ;
-  wire [39:0] \floor$73 ;
-  wire [39:0] \floor$89 ;
-  wire inc;
-  wire \inc$106 ;
-  wire \inc$122 ;
-  wire \inc$138 ;
-  wire \inc$172 ;
-  wire \inc$185 ;
-  wire \inc$191 ;
-  wire \inc$197 ;
-  wire \inc$203 ;
-  wire \inc$209 ;
-  wire \inc$215 ;
-  wire \inc$221 ;
-  wire \inc$227 ;
-  wire \inc$233 ;
-  wire \inc$242 ;
-  wire \inc$251 ;
-  wire \inc$260 ;
-  wire \inc$269 ;
-  wire \inc$278 ;
-  wire \inc$287 ;
-  wire \inc$296 ;
-  wire \inc$305 ;
-  wire \inc$311 ;
-  wire \inc$317 ;
-  wire \inc$323 ;
-  wire \inc$329 ;
-  wire \inc$335 ;
-  wire \inc$341 ;
-  wire \inc$347 ;
-  wire \inc$353 ;
-  wire \inc$359 ;
-  wire \inc$365 ;
-  wire \inc$371 ;
-  wire \inc$377 ;
-  wire \inc$383 ;
-  wire \inc$389 ;
-  wire \inc$395 ;
-  wire \inc$401 ;
-  wire \inc$407 ;
-  wire \inc$413 ;
-  wire \inc$419 ;
-  wire \inc$42 ;
-  wire \inc$425 ;
-  wire \inc$431 ;
-  wire \inc$437 ;
-  wire \inc$443 ;
-  wire \inc$449 ;
-  wire \inc$58 ;
-  wire \inc$74 ;
-  wire \inc$90 ;
   reg [1:0] kind_s1 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
@@ -2379,6 +1471,56 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg read_wait = 1'h0;
   (* init = 16'h0000 *)
   wire [15:0] resp;
+  wire [27:0] rounded;
+  wire [27:0] \rounded$103 ;
+  wire [27:0] \rounded$116 ;
+  wire [27:0] \rounded$147 ;
+  wire [16:0] \rounded$156 ;
+  wire [16:0] \rounded$159 ;
+  wire [16:0] \rounded$162 ;
+  wire [16:0] \rounded$165 ;
+  wire [16:0] \rounded$168 ;
+  wire [16:0] \rounded$171 ;
+  wire [16:0] \rounded$174 ;
+  wire [16:0] \rounded$177 ;
+  wire [12:0] \rounded$180 ;
+  wire [27:0] \rounded$187 ;
+  wire [27:0] \rounded$193 ;
+  wire [27:0] \rounded$199 ;
+  wire [27:0] \rounded$205 ;
+  wire [27:0] \rounded$211 ;
+  wire [27:0] \rounded$217 ;
+  wire [27:0] \rounded$223 ;
+  wire [27:0] \rounded$229 ;
+  wire [16:0] \rounded$231 ;
+  wire [16:0] \rounded$234 ;
+  wire [16:0] \rounded$237 ;
+  wire [16:0] \rounded$240 ;
+  wire [16:0] \rounded$243 ;
+  wire [16:0] \rounded$246 ;
+  wire [16:0] \rounded$249 ;
+  wire [16:0] \rounded$252 ;
+  wire [16:0] \rounded$255 ;
+  wire [16:0] \rounded$258 ;
+  wire [16:0] \rounded$261 ;
+  wire [16:0] \rounded$264 ;
+  wire [16:0] \rounded$267 ;
+  wire [16:0] \rounded$270 ;
+  wire [16:0] \rounded$273 ;
+  wire [16:0] \rounded$276 ;
+  wire [12:0] \rounded$279 ;
+  wire [12:0] \rounded$282 ;
+  wire [12:0] \rounded$285 ;
+  wire [12:0] \rounded$288 ;
+  wire [12:0] \rounded$291 ;
+  wire [12:0] \rounded$294 ;
+  wire [12:0] \rounded$297 ;
+  wire [12:0] \rounded$300 ;
+  wire [27:0] \rounded$38 ;
+  wire [27:0] \rounded$51 ;
+  wire [27:0] \rounded$64 ;
+  wire [27:0] \rounded$77 ;
+  wire [27:0] \rounded$90 ;
   input rst;
   wire rst;
   input [49:0] s__payload;
@@ -2394,190 +1536,190 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input s__valid;
   wire s__valid;
   wire [30:0] t;
-  wire [34:0] \t$100 ;
-  wire [39:0] \t$102 ;
-  wire [39:0] \t$103 ;
-  wire [15:0] \t$109 ;
-  wire [30:0] \t$110 ;
-  wire [39:0] \t$112 ;
-  wire [34:0] \t$113 ;
-  wire [39:0] \t$115 ;
-  wire [34:0] \t$116 ;
-  wire [39:0] \t$118 ;
-  wire [39:0] \t$119 ;
-  wire [15:0] \t$125 ;
-  wire [30:0] \t$126 ;
-  wire [39:0] \t$128 ;
-  wire [34:0] \t$129 ;
-  wire [39:0] \t$131 ;
-  wire [34:0] \t$132 ;
-  wire [39:0] \t$134 ;
+  wire [39:0] \t$100 ;
+  wire [39:0] \t$101 ;
+  wire [15:0] \t$104 ;
+  wire [30:0] \t$105 ;
+  wire [39:0] \t$107 ;
+  wire [34:0] \t$108 ;
+  wire [39:0] \t$110 ;
+  wire [34:0] \t$111 ;
+  wire [39:0] \t$113 ;
+  wire [39:0] \t$114 ;
+  wire [15:0] \t$117 ;
+  wire [30:0] \t$118 ;
+  wire [39:0] \t$120 ;
+  wire [34:0] \t$121 ;
+  wire [39:0] \t$123 ;
+  wire [34:0] \t$124 ;
+  wire [39:0] \t$126 ;
+  wire [34:0] \t$127 ;
+  wire [39:0] \t$129 ;
+  wire [34:0] \t$130 ;
+  wire [39:0] \t$132 ;
+  wire [34:0] \t$133 ;
   wire [39:0] \t$135 ;
-  wire [15:0] \t$141 ;
-  wire [30:0] \t$142 ;
+  wire [34:0] \t$136 ;
+  wire [39:0] \t$138 ;
+  wire [34:0] \t$139 ;
+  wire [39:0] \t$141 ;
+  wire [34:0] \t$142 ;
   wire [39:0] \t$144 ;
-  wire [34:0] \t$145 ;
-  wire [39:0] \t$147 ;
-  wire [34:0] \t$148 ;
-  wire [39:0] \t$150 ;
-  wire [34:0] \t$151 ;
-  wire [39:0] \t$153 ;
-  wire [34:0] \t$154 ;
-  wire [39:0] \t$156 ;
-  wire [34:0] \t$157 ;
-  wire [39:0] \t$159 ;
+  wire [39:0] \t$145 ;
+  wire [15:0] \t$148 ;
+  wire [16:0] \t$150 ;
+  wire [17:0] \t$152 ;
+  wire [15:0] \t$153 ;
+  wire [15:0] \t$158 ;
   wire [39:0] \t$16 ;
-  wire [34:0] \t$160 ;
-  wire [39:0] \t$162 ;
-  wire [34:0] \t$163 ;
-  wire [39:0] \t$165 ;
-  wire [34:0] \t$166 ;
-  wire [39:0] \t$168 ;
-  wire [39:0] \t$169 ;
+  wire [15:0] \t$161 ;
+  wire [15:0] \t$164 ;
+  wire [15:0] \t$167 ;
   wire [34:0] \t$17 ;
-  wire [15:0] \t$175 ;
-  wire [16:0] \t$177 ;
-  wire [17:0] \t$179 ;
-  wire [15:0] \t$180 ;
+  wire [15:0] \t$170 ;
+  wire [15:0] \t$173 ;
+  wire [15:0] \t$176 ;
+  wire [15:0] \t$179 ;
+  wire [15:0] \t$182 ;
+  wire [34:0] \t$183 ;
+  wire [39:0] \t$185 ;
+  wire [39:0] \t$186 ;
   wire [15:0] \t$188 ;
+  wire [34:0] \t$189 ;
   wire [39:0] \t$19 ;
+  wire [39:0] \t$191 ;
+  wire [39:0] \t$192 ;
   wire [15:0] \t$194 ;
+  wire [34:0] \t$195 ;
+  wire [39:0] \t$197 ;
+  wire [39:0] \t$198 ;
   wire [34:0] \t$20 ;
   wire [15:0] \t$200 ;
+  wire [34:0] \t$201 ;
+  wire [39:0] \t$203 ;
+  wire [39:0] \t$204 ;
   wire [15:0] \t$206 ;
+  wire [34:0] \t$207 ;
+  wire [39:0] \t$209 ;
+  wire [39:0] \t$210 ;
   wire [15:0] \t$212 ;
+  wire [34:0] \t$213 ;
+  wire [39:0] \t$215 ;
+  wire [39:0] \t$216 ;
   wire [15:0] \t$218 ;
+  wire [34:0] \t$219 ;
   wire [39:0] \t$22 ;
+  wire [39:0] \t$221 ;
+  wire [39:0] \t$222 ;
   wire [15:0] \t$224 ;
+  wire [34:0] \t$225 ;
+  wire [39:0] \t$227 ;
+  wire [39:0] \t$228 ;
   wire [39:0] \t$23 ;
   wire [15:0] \t$230 ;
+  wire [15:0] \t$233 ;
   wire [15:0] \t$236 ;
-  wire [34:0] \t$237 ;
-  wire [39:0] \t$239 ;
-  wire [39:0] \t$240 ;
+  wire [15:0] \t$239 ;
+  wire [15:0] \t$242 ;
   wire [15:0] \t$245 ;
-  wire [34:0] \t$246 ;
-  wire [39:0] \t$248 ;
-  wire [39:0] \t$249 ;
+  wire [15:0] \t$248 ;
+  wire [15:0] \t$251 ;
   wire [15:0] \t$254 ;
-  wire [34:0] \t$255 ;
-  wire [39:0] \t$257 ;
-  wire [39:0] \t$258 ;
+  wire [15:0] \t$257 ;
+  wire [15:0] \t$26 ;
+  wire [15:0] \t$260 ;
   wire [15:0] \t$263 ;
-  wire [34:0] \t$264 ;
-  wire [39:0] \t$266 ;
-  wire [39:0] \t$267 ;
+  wire [15:0] \t$266 ;
+  wire [15:0] \t$269 ;
+  wire [30:0] \t$27 ;
   wire [15:0] \t$272 ;
-  wire [34:0] \t$273 ;
-  wire [39:0] \t$275 ;
-  wire [39:0] \t$276 ;
+  wire [15:0] \t$275 ;
+  wire [15:0] \t$278 ;
   wire [15:0] \t$281 ;
-  wire [34:0] \t$282 ;
-  wire [39:0] \t$284 ;
-  wire [39:0] \t$285 ;
-  wire [15:0] \t$29 ;
+  wire [15:0] \t$284 ;
+  wire [15:0] \t$287 ;
+  wire [39:0] \t$29 ;
   wire [15:0] \t$290 ;
-  wire [34:0] \t$291 ;
-  wire [39:0] \t$293 ;
-  wire [39:0] \t$294 ;
+  wire [15:0] \t$293 ;
+  wire [15:0] \t$296 ;
   wire [15:0] \t$299 ;
-  wire [30:0] \t$30 ;
-  wire [34:0] \t$300 ;
-  wire [39:0] \t$302 ;
-  wire [39:0] \t$303 ;
-  wire [15:0] \t$308 ;
-  wire [15:0] \t$314 ;
+  wire [34:0] \t$30 ;
+  wire [15:0] \t$302 ;
+  reg [16:0] \t$319 ;
   wire [39:0] \t$32 ;
-  wire [15:0] \t$320 ;
-  wire [15:0] \t$326 ;
+  reg [16:0] \t$322 ;
+  reg [16:0] \t$325 ;
+  reg [16:0] \t$328 ;
   wire [34:0] \t$33 ;
-  wire [15:0] \t$332 ;
-  wire [15:0] \t$338 ;
-  wire [15:0] \t$344 ;
+  reg [16:0] \t$331 ;
+  reg [16:0] \t$334 ;
+  reg [16:0] \t$337 ;
+  reg [16:0] \t$340 ;
+  reg [16:0] \t$343 ;
+  reg [16:0] \t$346 ;
+  reg [16:0] \t$349 ;
   wire [39:0] \t$35 ;
-  wire [15:0] \t$350 ;
-  wire [15:0] \t$356 ;
-  wire [34:0] \t$36 ;
-  wire [15:0] \t$362 ;
-  wire [15:0] \t$368 ;
-  wire [15:0] \t$374 ;
-  wire [39:0] \t$38 ;
-  wire [15:0] \t$380 ;
-  wire [15:0] \t$386 ;
-  wire [39:0] \t$39 ;
-  wire [15:0] \t$392 ;
-  wire [15:0] \t$398 ;
-  wire [15:0] \t$404 ;
-  wire [15:0] \t$410 ;
-  wire [15:0] \t$416 ;
-  wire [15:0] \t$422 ;
-  wire [15:0] \t$428 ;
-  wire [15:0] \t$434 ;
-  wire [15:0] \t$440 ;
-  wire [15:0] \t$446 ;
-  wire [15:0] \t$45 ;
-  wire [15:0] \t$452 ;
-  wire [30:0] \t$46 ;
-  reg [16:0] \t$469 ;
-  reg [16:0] \t$472 ;
-  reg [16:0] \t$475 ;
-  reg [16:0] \t$478 ;
+  reg [16:0] \t$352 ;
+  reg [16:0] \t$355 ;
+  reg [16:0] \t$358 ;
+  wire [39:0] \t$36 ;
+  reg [16:0] \t$361 ;
+  reg [16:0] \t$364 ;
+  reg [16:0] \t$367 ;
+  reg [16:0] \t$369 ;
+  reg [16:0] \t$371 ;
+  reg [16:0] \t$373 ;
+  reg [16:0] \t$375 ;
+  reg [16:0] \t$377 ;
+  reg [16:0] \t$379 ;
+  reg [16:0] \t$381 ;
+  reg [16:0] \t$384 ;
+  reg [16:0] \t$387 ;
+  wire [15:0] \t$39 ;
+  reg [16:0] \t$390 ;
+  reg [16:0] \t$393 ;
+  reg [16:0] \t$396 ;
+  reg [16:0] \t$399 ;
+  wire [30:0] \t$40 ;
+  reg [16:0] \t$402 ;
+  reg [16:0] \t$405 ;
+  reg [16:0] \t$408 ;
+  wire [39:0] \t$42 ;
+  wire [34:0] \t$43 ;
+  wire [39:0] \t$45 ;
+  wire [34:0] \t$46 ;
   wire [39:0] \t$48 ;
-  reg [16:0] \t$481 ;
-  reg [16:0] \t$484 ;
-  reg [16:0] \t$487 ;
-  wire [34:0] \t$49 ;
-  reg [16:0] \t$490 ;
-  reg [16:0] \t$493 ;
-  reg [16:0] \t$496 ;
-  reg [16:0] \t$499 ;
-  reg [16:0] \t$502 ;
-  reg [16:0] \t$505 ;
-  reg [16:0] \t$508 ;
-  wire [39:0] \t$51 ;
-  reg [16:0] \t$511 ;
-  reg [16:0] \t$514 ;
-  reg [16:0] \t$517 ;
-  reg [16:0] \t$519 ;
-  wire [34:0] \t$52 ;
-  reg [16:0] \t$521 ;
-  reg [16:0] \t$523 ;
-  reg [16:0] \t$525 ;
-  reg [16:0] \t$527 ;
-  reg [16:0] \t$529 ;
-  reg [16:0] \t$531 ;
-  reg [16:0] \t$534 ;
-  reg [16:0] \t$537 ;
-  wire [39:0] \t$54 ;
-  reg [16:0] \t$540 ;
-  reg [16:0] \t$543 ;
-  reg [16:0] \t$546 ;
-  reg [16:0] \t$549 ;
+  wire [39:0] \t$49 ;
+  wire [15:0] \t$52 ;
+  wire [30:0] \t$53 ;
   wire [39:0] \t$55 ;
-  reg [16:0] \t$552 ;
-  reg [16:0] \t$555 ;
-  reg [16:0] \t$558 ;
-  wire [15:0] \t$61 ;
-  wire [30:0] \t$62 ;
-  wire [39:0] \t$64 ;
-  wire [34:0] \t$65 ;
-  wire [39:0] \t$67 ;
-  wire [34:0] \t$68 ;
-  wire [39:0] \t$70 ;
+  wire [34:0] \t$56 ;
+  wire [39:0] \t$58 ;
+  wire [34:0] \t$59 ;
+  wire [39:0] \t$61 ;
+  wire [39:0] \t$62 ;
+  wire [15:0] \t$65 ;
+  wire [30:0] \t$66 ;
+  wire [39:0] \t$68 ;
+  wire [34:0] \t$69 ;
   wire [39:0] \t$71 ;
-  wire [15:0] \t$77 ;
-  wire [30:0] \t$78 ;
-  wire [39:0] \t$80 ;
-  wire [34:0] \t$81 ;
-  wire [39:0] \t$83 ;
-  wire [34:0] \t$84 ;
-  wire [39:0] \t$86 ;
+  wire [34:0] \t$72 ;
+  wire [39:0] \t$74 ;
+  wire [39:0] \t$75 ;
+  wire [15:0] \t$78 ;
+  wire [30:0] \t$79 ;
+  wire [39:0] \t$81 ;
+  wire [34:0] \t$82 ;
+  wire [39:0] \t$84 ;
+  wire [34:0] \t$85 ;
   wire [39:0] \t$87 ;
-  wire [15:0] \t$93 ;
-  wire [30:0] \t$94 ;
-  wire [39:0] \t$96 ;
-  wire [34:0] \t$97 ;
-  wire [39:0] \t$99 ;
+  wire [39:0] \t$88 ;
+  wire [15:0] \t$91 ;
+  wire [30:0] \t$92 ;
+  wire [39:0] \t$94 ;
+  wire [34:0] \t$95 ;
+  wire [39:0] \t$97 ;
+  wire [34:0] \t$98 ;
   reg valid_s1 = 1'h0;
   reg valid_s10 = 1'h0;
   reg valid_s11 = 1'h0;
@@ -2622,2393 +1764,1481 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] y0_s6 = 16'h0000;
   reg [15:0] y0_s7 = 16'h0000;
   reg [15:0] y0_s8 = 16'h0000;
-  assign \$1  = ! l0_sum0_t0_0_s3[12:0];
-  assign \$2  = ~ \$1 ;
-  assign \$3  = l0_sum0_t0_0_s3[13] & \$2 ;
-  assign \$4  = ! l0_sum0_t0_0_s3[12:0];
-  assign \$5  = l0_sum0_t0_0_s3[13] & \$4 ;
-  assign \$6  = \$5  & floor[0];
-  assign inc = \$3  | \$6 ;
-  assign \$7  = $signed(floor) > $signed(16'h7fff);
-  assign \$8  = floor == 15'h7fff;
-  assign \$9  = \$8  & inc;
-  assign above = \$7  | \$9 ;
-  assign \$10  = $signed(floor) < $signed(17'h17fff);
-  assign \$11  = floor == 40'hffffff7fff;
-  assign \$12  = ~ inc;
-  assign \$13  = \$11  & \$12 ;
-  assign below = \$10  | \$13 ;
-  assign \$14  = ! l0_sum0_t0_0_s3[12:0];
-  assign \$15  = ~ \$14 ;
-  assign \$16  = l0_sum0_t0_0_s3[13] & \$15 ;
-  assign \$17  = ! l0_sum0_t0_0_s3[12:0];
-  assign \$18  = l0_sum0_t0_0_s3[13] & \$17 ;
-  assign \$19  = \$18  & floor[0];
-  assign \$20  = \$16  | \$19 ;
-  assign \$21  = $signed(floor) + $signed({ 1'h0, \$20  });
-  assign \$22  = above ? 16'h7fff : \$21 [15:0];
-  assign \t$29  = below ? 16'h8000 : \$22 ;
-  assign \$23  = ! l0_sum1_t0_0_s3[12:0];
-  assign \$24  = ~ \$23 ;
-  assign \$25  = l0_sum1_t0_0_s3[13] & \$24 ;
-  assign \$26  = ! l0_sum1_t0_0_s3[12:0];
-  assign \$27  = l0_sum1_t0_0_s3[13] & \$26 ;
-  assign \$28  = \$27  & \floor$41 [0];
-  assign \inc$42  = \$25  | \$28 ;
-  assign \$29  = $signed(\floor$41 ) > $signed(16'h7fff);
-  assign \$30  = \floor$41  == 15'h7fff;
-  assign \$31  = \$30  & \inc$42 ;
-  assign \above$43  = \$29  | \$31 ;
-  assign \$32  = $signed(\floor$41 ) < $signed(17'h17fff);
-  assign \$33  = \floor$41  == 40'hffffff7fff;
-  assign \$34  = ~ \inc$42 ;
-  assign \$35  = \$33  & \$34 ;
-  assign \below$44  = \$32  | \$35 ;
-  assign \$36  = ! l0_sum1_t0_0_s3[12:0];
-  assign \$37  = ~ \$36 ;
-  assign \$38  = l0_sum1_t0_0_s3[13] & \$37 ;
-  assign \$39  = ! l0_sum1_t0_0_s3[12:0];
-  assign \$40  = l0_sum1_t0_0_s3[13] & \$39 ;
-  assign \$41  = \$40  & \floor$41 [0];
-  assign \$42  = \$38  | \$41 ;
-  assign \$43  = $signed(\floor$41 ) + $signed({ 1'h0, \$42  });
-  assign \$44  = \above$43  ? 16'h7fff : \$43 [15:0];
-  assign \t$45  = \below$44  ? 16'h8000 : \$44 ;
-  assign \$45  = ! l0_sum2_t0_0_s3[12:0];
-  assign \$46  = ~ \$45 ;
-  assign \$47  = l0_sum2_t0_0_s3[13] & \$46 ;
-  assign \$48  = ! l0_sum2_t0_0_s3[12:0];
-  assign \$49  = l0_sum2_t0_0_s3[13] & \$48 ;
-  assign \$50  = \$49  & \floor$57 [0];
-  assign \inc$58  = \$47  | \$50 ;
-  assign \$51  = $signed(\floor$57 ) > $signed(16'h7fff);
-  assign \$52  = \floor$57  == 15'h7fff;
-  assign \$53  = \$52  & \inc$58 ;
-  assign \above$59  = \$51  | \$53 ;
-  assign \$54  = $signed(\floor$57 ) < $signed(17'h17fff);
-  assign \$55  = \floor$57  == 40'hffffff7fff;
-  assign \$56  = ~ \inc$58 ;
-  assign \$57  = \$55  & \$56 ;
-  assign \below$60  = \$54  | \$57 ;
-  assign \$58  = ! l0_sum2_t0_0_s3[12:0];
+  assign \$1  = $signed({ l0_sum0_t0_0_s3[39:0], l0_sum0_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum0_t0_0_s3[14] });
+  assign \$2  = & \$1 [42:30];
+  assign \$3  = ~ \$2 ;
+  assign \$4  = \$1 [42] & \$3 ;
+  assign \$5  = ~ \$1 [42];
+  assign \$6  = | \$1 [42:30];
+  assign \$7  = \$5  & \$6 ;
+  assign \$8  = \$7  ? 16'h7fff : \$1 [30:15];
+  assign \t$26  = \$4  ? 16'h8000 : \$8 ;
+  assign \$9  = $signed({ l0_sum1_t0_0_s3[39:0], l0_sum1_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum1_t0_0_s3[14] });
+  assign \$10  = & \$9 [42:30];
+  assign \$11  = ~ \$10 ;
+  assign \$12  = \$9 [42] & \$11 ;
+  assign \$13  = ~ \$9 [42];
+  assign \$14  = | \$9 [42:30];
+  assign \$15  = \$13  & \$14 ;
+  assign \$16  = \$15  ? 16'h7fff : \$9 [30:15];
+  assign \t$39  = \$12  ? 16'h8000 : \$16 ;
+  assign \$17  = $signed({ l0_sum2_t0_0_s3[39:0], l0_sum2_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum2_t0_0_s3[14] });
+  assign \$18  = & \$17 [42:30];
+  assign \$19  = ~ \$18 ;
+  assign \$20  = \$17 [42] & \$19 ;
+  assign \$21  = ~ \$17 [42];
+  assign \$22  = | \$17 [42:30];
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = \$23  ? 16'h7fff : \$17 [30:15];
+  assign \t$52  = \$20  ? 16'h8000 : \$24 ;
+  assign \$25  = $signed({ l0_sum3_t0_0_s3[39:0], l0_sum3_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum3_t0_0_s3[14] });
+  assign \$26  = & \$25 [42:30];
+  assign \$27  = ~ \$26 ;
+  assign \$28  = \$25 [42] & \$27 ;
+  assign \$29  = ~ \$25 [42];
+  assign \$30  = | \$25 [42:30];
+  assign \$31  = \$29  & \$30 ;
+  assign \$32  = \$31  ? 16'h7fff : \$25 [30:15];
+  assign \t$65  = \$28  ? 16'h8000 : \$32 ;
+  assign \$33  = $signed({ l0_sum4_t0_0_s3[39:0], l0_sum4_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum4_t0_0_s3[14] });
+  assign \$34  = & \$33 [42:30];
+  assign \$35  = ~ \$34 ;
+  assign \$36  = \$33 [42] & \$35 ;
+  assign \$37  = ~ \$33 [42];
+  assign \$38  = | \$33 [42:30];
+  assign \$39  = \$37  & \$38 ;
+  assign \$40  = \$39  ? 16'h7fff : \$33 [30:15];
+  assign \t$78  = \$36  ? 16'h8000 : \$40 ;
+  assign \$41  = $signed({ l0_sum5_t0_0_s3[39:0], l0_sum5_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum5_t0_0_s3[14] });
+  assign \$42  = & \$41 [42:30];
+  assign \$43  = ~ \$42 ;
+  assign \$44  = \$41 [42] & \$43 ;
+  assign \$45  = ~ \$41 [42];
+  assign \$46  = | \$41 [42:30];
+  assign \$47  = \$45  & \$46 ;
+  assign \$48  = \$47  ? 16'h7fff : \$41 [30:15];
+  assign \t$91  = \$44  ? 16'h8000 : \$48 ;
+  assign \$49  = $signed({ l0_sum6_t0_0_s3[39:0], l0_sum6_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum6_t0_0_s3[14] });
+  assign \$50  = & \$49 [42:30];
+  assign \$51  = ~ \$50 ;
+  assign \$52  = \$49 [42] & \$51 ;
+  assign \$53  = ~ \$49 [42];
+  assign \$54  = | \$49 [42:30];
+  assign \$55  = \$53  & \$54 ;
+  assign \$56  = \$55  ? 16'h7fff : \$49 [30:15];
+  assign \t$104  = \$52  ? 16'h8000 : \$56 ;
+  assign \$57  = $signed({ l0_sum7_t0_0_s3[39:0], l0_sum7_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum7_t0_0_s3[14] });
+  assign \$58  = & \$57 [42:30];
   assign \$59  = ~ \$58 ;
-  assign \$60  = l0_sum2_t0_0_s3[13] & \$59 ;
-  assign \$61  = ! l0_sum2_t0_0_s3[12:0];
-  assign \$62  = l0_sum2_t0_0_s3[13] & \$61 ;
-  assign \$63  = \$62  & \floor$57 [0];
-  assign \$64  = \$60  | \$63 ;
-  assign \$65  = $signed(\floor$57 ) + $signed({ 1'h0, \$64  });
-  assign \$66  = \above$59  ? 16'h7fff : \$65 [15:0];
-  assign \t$61  = \below$60  ? 16'h8000 : \$66 ;
-  assign \$67  = ! l0_sum3_t0_0_s3[12:0];
-  assign \$68  = ~ \$67 ;
-  assign \$69  = l0_sum3_t0_0_s3[13] & \$68 ;
-  assign \$70  = ! l0_sum3_t0_0_s3[12:0];
-  assign \$71  = l0_sum3_t0_0_s3[13] & \$70 ;
-  assign \$72  = \$71  & \floor$73 [0];
-  assign \inc$74  = \$69  | \$72 ;
-  assign \$73  = $signed(\floor$73 ) > $signed(16'h7fff);
-  assign \$74  = \floor$73  == 15'h7fff;
-  assign \$75  = \$74  & \inc$74 ;
-  assign \above$75  = \$73  | \$75 ;
-  assign \$76  = $signed(\floor$73 ) < $signed(17'h17fff);
-  assign \$77  = \floor$73  == 40'hffffff7fff;
-  assign \$78  = ~ \inc$74 ;
-  assign \$79  = \$77  & \$78 ;
-  assign \below$76  = \$76  | \$79 ;
-  assign \$80  = ! l0_sum3_t0_0_s3[12:0];
-  assign \$81  = ~ \$80 ;
-  assign \$82  = l0_sum3_t0_0_s3[13] & \$81 ;
-  assign \$83  = ! l0_sum3_t0_0_s3[12:0];
-  assign \$84  = l0_sum3_t0_0_s3[13] & \$83 ;
-  assign \$85  = \$84  & \floor$73 [0];
-  assign \$86  = \$82  | \$85 ;
-  assign \$87  = $signed(\floor$73 ) + $signed({ 1'h0, \$86  });
-  assign \$88  = \above$75  ? 16'h7fff : \$87 [15:0];
-  assign \t$77  = \below$76  ? 16'h8000 : \$88 ;
-  assign \$89  = ! l0_sum4_t0_0_s3[12:0];
-  assign \$90  = ~ \$89 ;
-  assign \$91  = l0_sum4_t0_0_s3[13] & \$90 ;
-  assign \$92  = ! l0_sum4_t0_0_s3[12:0];
-  assign \$93  = l0_sum4_t0_0_s3[13] & \$92 ;
-  assign \$94  = \$93  & \floor$89 [0];
-  assign \inc$90  = \$91  | \$94 ;
-  assign \$95  = $signed(\floor$89 ) > $signed(16'h7fff);
-  assign \$96  = \floor$89  == 15'h7fff;
-  assign \$97  = \$96  & \inc$90 ;
-  assign \above$91  = \$95  | \$97 ;
-  assign \$98  = $signed(\floor$89 ) < $signed(17'h17fff);
-  assign \$99  = \floor$89  == 40'hffffff7fff;
-  assign \$100  = ~ \inc$90 ;
-  assign \$101  = \$99  & \$100 ;
-  assign \below$92  = \$98  | \$101 ;
-  assign \$102  = ! l0_sum4_t0_0_s3[12:0];
+  assign \$60  = \$57 [42] & \$59 ;
+  assign \$61  = ~ \$57 [42];
+  assign \$62  = | \$57 [42:30];
+  assign \$63  = \$61  & \$62 ;
+  assign \$64  = \$63  ? 16'h7fff : \$57 [30:15];
+  assign \t$117  = \$60  ? 16'h8000 : \$64 ;
+  assign \$65  = $signed({ l1_sum0_t1_0_s7[39:0], l1_sum0_t1_0_s7[14] }) + $signed({ 14'h1fff, l1_sum0_t1_0_s7[14] });
+  assign \$66  = & \$65 [42:30];
+  assign \$67  = ~ \$66 ;
+  assign \$68  = \$65 [42] & \$67 ;
+  assign \$69  = ~ \$65 [42];
+  assign \$70  = | \$65 [42:30];
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = \$71  ? 16'h7fff : \$65 [30:15];
+  assign \t$148  = \$68  ? 16'h8000 : \$72 ;
+  assign \$73  = $signed(l1_out0_s8) >= $signed(1'h0);
+  assign \t$150  = $signed(l1_out0_s8) - $signed(y0_s8);
+  assign \$74  = $signed(\t$152 ) < $signed(16'h8000);
+  assign \$75  = $signed(\t$152 ) > $signed(16'h7fff);
+  assign \$76  = \$75  ? 16'h7fff : \t$152 [15:0];
+  assign \t$153  = \$74  ? 16'h8000 : \$76 ;
+  assign \$77  = $signed({ l1_dw0_0_raw_s10, l1_dw0_0_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_0_raw_s10[17] });
+  assign \$78  = & \$77 [34:33];
+  assign \$79  = ~ \$78 ;
+  assign \$80  = \$77 [34] & \$79 ;
+  assign \$81  = ~ \$77 [34];
+  assign \$82  = | \$77 [34:33];
+  assign \$83  = \$81  & \$82 ;
+  assign \$84  = \$83  ? 16'h7fff : \$77 [33:18];
+  assign \t$158  = \$80  ? 16'h8000 : \$84 ;
+  assign \$85  = $signed({ l1_dw0_1_raw_s10, l1_dw0_1_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_1_raw_s10[17] });
+  assign \$86  = & \$85 [34:33];
+  assign \$87  = ~ \$86 ;
+  assign \$88  = \$85 [34] & \$87 ;
+  assign \$89  = ~ \$85 [34];
+  assign \$90  = | \$85 [34:33];
+  assign \$91  = \$89  & \$90 ;
+  assign \$92  = \$91  ? 16'h7fff : \$85 [33:18];
+  assign \t$161  = \$88  ? 16'h8000 : \$92 ;
+  assign \$93  = $signed({ l1_dw0_2_raw_s10, l1_dw0_2_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_2_raw_s10[17] });
+  assign \$94  = & \$93 [34:33];
+  assign \$95  = ~ \$94 ;
+  assign \$96  = \$93 [34] & \$95 ;
+  assign \$97  = ~ \$93 [34];
+  assign \$98  = | \$93 [34:33];
+  assign \$99  = \$97  & \$98 ;
+  assign \$100  = \$99  ? 16'h7fff : \$93 [33:18];
+  assign \t$164  = \$96  ? 16'h8000 : \$100 ;
+  assign \$101  = $signed({ l1_dw0_3_raw_s10, l1_dw0_3_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_3_raw_s10[17] });
+  assign \$102  = & \$101 [34:33];
   assign \$103  = ~ \$102 ;
-  assign \$104  = l0_sum4_t0_0_s3[13] & \$103 ;
-  assign \$105  = ! l0_sum4_t0_0_s3[12:0];
-  assign \$106  = l0_sum4_t0_0_s3[13] & \$105 ;
-  assign \$107  = \$106  & \floor$89 [0];
-  assign \$108  = \$104  | \$107 ;
-  assign \$109  = $signed(\floor$89 ) + $signed({ 1'h0, \$108  });
-  assign \$110  = \above$91  ? 16'h7fff : \$109 [15:0];
-  assign \t$93  = \below$92  ? 16'h8000 : \$110 ;
-  assign \$111  = ! l0_sum5_t0_0_s3[12:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = l0_sum5_t0_0_s3[13] & \$112 ;
-  assign \$114  = ! l0_sum5_t0_0_s3[12:0];
-  assign \$115  = l0_sum5_t0_0_s3[13] & \$114 ;
-  assign \$116  = \$115  & \floor$105 [0];
-  assign \inc$106  = \$113  | \$116 ;
-  assign \$117  = $signed(\floor$105 ) > $signed(16'h7fff);
-  assign \$118  = \floor$105  == 15'h7fff;
-  assign \$119  = \$118  & \inc$106 ;
-  assign \above$107  = \$117  | \$119 ;
-  assign \$120  = $signed(\floor$105 ) < $signed(17'h17fff);
-  assign \$121  = \floor$105  == 40'hffffff7fff;
-  assign \$122  = ~ \inc$106 ;
+  assign \$104  = \$101 [34] & \$103 ;
+  assign \$105  = ~ \$101 [34];
+  assign \$106  = | \$101 [34:33];
+  assign \$107  = \$105  & \$106 ;
+  assign \$108  = \$107  ? 16'h7fff : \$101 [33:18];
+  assign \t$167  = \$104  ? 16'h8000 : \$108 ;
+  assign \$109  = $signed({ l1_dw0_4_raw_s10, l1_dw0_4_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_4_raw_s10[17] });
+  assign \$110  = & \$109 [34:33];
+  assign \$111  = ~ \$110 ;
+  assign \$112  = \$109 [34] & \$111 ;
+  assign \$113  = ~ \$109 [34];
+  assign \$114  = | \$109 [34:33];
+  assign \$115  = \$113  & \$114 ;
+  assign \$116  = \$115  ? 16'h7fff : \$109 [33:18];
+  assign \t$170  = \$112  ? 16'h8000 : \$116 ;
+  assign \$117  = $signed({ l1_dw0_5_raw_s10, l1_dw0_5_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_5_raw_s10[17] });
+  assign \$118  = & \$117 [34:33];
+  assign \$119  = ~ \$118 ;
+  assign \$120  = \$117 [34] & \$119 ;
+  assign \$121  = ~ \$117 [34];
+  assign \$122  = | \$117 [34:33];
   assign \$123  = \$121  & \$122 ;
-  assign \below$108  = \$120  | \$123 ;
-  assign \$124  = ! l0_sum5_t0_0_s3[12:0];
-  assign \$125  = ~ \$124 ;
-  assign \$126  = l0_sum5_t0_0_s3[13] & \$125 ;
-  assign \$127  = ! l0_sum5_t0_0_s3[12:0];
-  assign \$128  = l0_sum5_t0_0_s3[13] & \$127 ;
-  assign \$129  = \$128  & \floor$105 [0];
-  assign \$130  = \$126  | \$129 ;
-  assign \$131  = $signed(\floor$105 ) + $signed({ 1'h0, \$130  });
-  assign \$132  = \above$107  ? 16'h7fff : \$131 [15:0];
-  assign \t$109  = \below$108  ? 16'h8000 : \$132 ;
-  assign \$133  = ! l0_sum6_t0_0_s3[12:0];
-  assign \$134  = ~ \$133 ;
-  assign \$135  = l0_sum6_t0_0_s3[13] & \$134 ;
-  assign \$136  = ! l0_sum6_t0_0_s3[12:0];
-  assign \$137  = l0_sum6_t0_0_s3[13] & \$136 ;
-  assign \$138  = \$137  & \floor$121 [0];
-  assign \inc$122  = \$135  | \$138 ;
-  assign \$139  = $signed(\floor$121 ) > $signed(16'h7fff);
-  assign \$140  = \floor$121  == 15'h7fff;
-  assign \$141  = \$140  & \inc$122 ;
-  assign \above$123  = \$139  | \$141 ;
-  assign \$142  = $signed(\floor$121 ) < $signed(17'h17fff);
-  assign \$143  = \floor$121  == 40'hffffff7fff;
-  assign \$144  = ~ \inc$122 ;
-  assign \$145  = \$143  & \$144 ;
-  assign \below$124  = \$142  | \$145 ;
-  assign \$146  = ! l0_sum6_t0_0_s3[12:0];
-  assign \$147  = ~ \$146 ;
-  assign \$148  = l0_sum6_t0_0_s3[13] & \$147 ;
-  assign \$149  = ! l0_sum6_t0_0_s3[12:0];
-  assign \$150  = l0_sum6_t0_0_s3[13] & \$149 ;
-  assign \$151  = \$150  & \floor$121 [0];
-  assign \$152  = \$148  | \$151 ;
-  assign \$153  = $signed(\floor$121 ) + $signed({ 1'h0, \$152  });
-  assign \$154  = \above$123  ? 16'h7fff : \$153 [15:0];
-  assign \t$125  = \below$124  ? 16'h8000 : \$154 ;
-  assign \$155  = ! l0_sum7_t0_0_s3[12:0];
-  assign \$156  = ~ \$155 ;
-  assign \$157  = l0_sum7_t0_0_s3[13] & \$156 ;
-  assign \$158  = ! l0_sum7_t0_0_s3[12:0];
-  assign \$159  = l0_sum7_t0_0_s3[13] & \$158 ;
-  assign \$160  = \$159  & \floor$137 [0];
-  assign \inc$138  = \$157  | \$160 ;
-  assign \$161  = $signed(\floor$137 ) > $signed(16'h7fff);
-  assign \$162  = \floor$137  == 15'h7fff;
-  assign \$163  = \$162  & \inc$138 ;
-  assign \above$139  = \$161  | \$163 ;
-  assign \$164  = $signed(\floor$137 ) < $signed(17'h17fff);
-  assign \$165  = \floor$137  == 40'hffffff7fff;
-  assign \$166  = ~ \inc$138 ;
-  assign \$167  = \$165  & \$166 ;
-  assign \below$140  = \$164  | \$167 ;
-  assign \$168  = ! l0_sum7_t0_0_s3[12:0];
-  assign \$169  = ~ \$168 ;
-  assign \$170  = l0_sum7_t0_0_s3[13] & \$169 ;
-  assign \$171  = ! l0_sum7_t0_0_s3[12:0];
-  assign \$172  = l0_sum7_t0_0_s3[13] & \$171 ;
-  assign \$173  = \$172  & \floor$137 [0];
-  assign \$174  = \$170  | \$173 ;
-  assign \$175  = $signed(\floor$137 ) + $signed({ 1'h0, \$174  });
-  assign \$176  = \above$139  ? 16'h7fff : \$175 [15:0];
-  assign \t$141  = \below$140  ? 16'h8000 : \$176 ;
-  assign \$177  = ! l1_sum0_t1_0_s7[12:0];
-  assign \$178  = ~ \$177 ;
-  assign \$179  = l1_sum0_t1_0_s7[13] & \$178 ;
-  assign \$180  = ! l1_sum0_t1_0_s7[12:0];
-  assign \$181  = l1_sum0_t1_0_s7[13] & \$180 ;
-  assign \$182  = \$181  & \floor$171 [0];
-  assign \inc$172  = \$179  | \$182 ;
-  assign \$183  = $signed(\floor$171 ) > $signed(16'h7fff);
-  assign \$184  = \floor$171  == 15'h7fff;
-  assign \$185  = \$184  & \inc$172 ;
-  assign \above$173  = \$183  | \$185 ;
-  assign \$186  = $signed(\floor$171 ) < $signed(17'h17fff);
-  assign \$187  = \floor$171  == 40'hffffff7fff;
-  assign \$188  = ~ \inc$172 ;
-  assign \$189  = \$187  & \$188 ;
-  assign \below$174  = \$186  | \$189 ;
-  assign \$190  = ! l1_sum0_t1_0_s7[12:0];
+  assign \$124  = \$123  ? 16'h7fff : \$117 [33:18];
+  assign \t$173  = \$120  ? 16'h8000 : \$124 ;
+  assign \$125  = $signed({ l1_dw0_6_raw_s10, l1_dw0_6_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_6_raw_s10[17] });
+  assign \$126  = & \$125 [34:33];
+  assign \$127  = ~ \$126 ;
+  assign \$128  = \$125 [34] & \$127 ;
+  assign \$129  = ~ \$125 [34];
+  assign \$130  = | \$125 [34:33];
+  assign \$131  = \$129  & \$130 ;
+  assign \$132  = \$131  ? 16'h7fff : \$125 [33:18];
+  assign \t$176  = \$128  ? 16'h8000 : \$132 ;
+  assign \$133  = $signed({ l1_dw0_7_raw_s10, l1_dw0_7_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_7_raw_s10[17] });
+  assign \$134  = & \$133 [34:33];
+  assign \$135  = ~ \$134 ;
+  assign \$136  = \$133 [34] & \$135 ;
+  assign \$137  = ~ \$133 [34];
+  assign \$138  = | \$133 [34:33];
+  assign \$139  = \$137  & \$138 ;
+  assign \$140  = \$139  ? 16'h7fff : \$133 [33:18];
+  assign \t$179  = \$136  ? 16'h8000 : \$140 ;
+  assign \$141  = $signed({ err0_s9, err0_s9[5] }) + $signed({ 5'h0f, err0_s9[5] });
+  assign \$143  = ~ \$142 ;
+  assign \$145  = ~ \$141 [18];
+  assign \$149  = $signed({ \t$183 , \t$183 [14] }) + $signed({ 14'h1fff, \t$183 [14] });
+  assign \$150  = & \$149 [42:30];
+  assign \$151  = ~ \$150 ;
+  assign \$152  = \$149 [42] & \$151 ;
+  assign \$153  = ~ \$149 [42];
+  assign \$154  = | \$149 [42:30];
+  assign \$155  = \$153  & \$154 ;
+  assign \$156  = \$155  ? 16'h7fff : \$149 [30:15];
+  assign \t$188  = \$152  ? 16'h8000 : \$156 ;
+  assign \$157  = $signed({ \t$189 , \t$189 [14] }) + $signed({ 14'h1fff, \t$189 [14] });
+  assign \$158  = & \$157 [42:30];
+  assign \$159  = ~ \$158 ;
+  assign \$160  = \$157 [42] & \$159 ;
+  assign \$161  = ~ \$157 [42];
+  assign \$162  = | \$157 [42:30];
+  assign \$163  = \$161  & \$162 ;
+  assign \$164  = \$163  ? 16'h7fff : \$157 [30:15];
+  assign \t$194  = \$160  ? 16'h8000 : \$164 ;
+  assign \$165  = $signed({ \t$195 , \t$195 [14] }) + $signed({ 14'h1fff, \t$195 [14] });
+  assign \$166  = & \$165 [42:30];
+  assign \$167  = ~ \$166 ;
+  assign \$168  = \$165 [42] & \$167 ;
+  assign \$169  = ~ \$165 [42];
+  assign \$170  = | \$165 [42:30];
+  assign \$171  = \$169  & \$170 ;
+  assign \$172  = \$171  ? 16'h7fff : \$165 [30:15];
+  assign \t$200  = \$168  ? 16'h8000 : \$172 ;
+  assign \$173  = $signed({ \t$201 , \t$201 [14] }) + $signed({ 14'h1fff, \t$201 [14] });
+  assign \$174  = & \$173 [42:30];
+  assign \$175  = ~ \$174 ;
+  assign \$176  = \$173 [42] & \$175 ;
+  assign \$177  = ~ \$173 [42];
+  assign \$178  = | \$173 [42:30];
+  assign \$179  = \$177  & \$178 ;
+  assign \$180  = \$179  ? 16'h7fff : \$173 [30:15];
+  assign \t$206  = \$176  ? 16'h8000 : \$180 ;
+  assign \$181  = $signed({ \t$207 , \t$207 [14] }) + $signed({ 14'h1fff, \t$207 [14] });
+  assign \$182  = & \$181 [42:30];
+  assign \$183  = ~ \$182 ;
+  assign \$184  = \$181 [42] & \$183 ;
+  assign \$185  = ~ \$181 [42];
+  assign \$186  = | \$181 [42:30];
+  assign \$187  = \$185  & \$186 ;
+  assign \$188  = \$187  ? 16'h7fff : \$181 [30:15];
+  assign \t$212  = \$184  ? 16'h8000 : \$188 ;
+  assign \$189  = $signed({ \t$213 , \t$213 [14] }) + $signed({ 14'h1fff, \t$213 [14] });
+  assign \$190  = & \$189 [42:30];
   assign \$191  = ~ \$190 ;
-  assign \$192  = l1_sum0_t1_0_s7[13] & \$191 ;
-  assign \$193  = ! l1_sum0_t1_0_s7[12:0];
-  assign \$194  = l1_sum0_t1_0_s7[13] & \$193 ;
-  assign \$195  = \$194  & \floor$171 [0];
-  assign \$196  = \$192  | \$195 ;
-  assign \$197  = $signed(\floor$171 ) + $signed({ 1'h0, \$196  });
-  assign \$198  = \above$173  ? 16'h7fff : \$197 [15:0];
-  assign \t$175  = \below$174  ? 16'h8000 : \$198 ;
-  assign \$199  = $signed(l1_out0_s8) >= $signed(1'h0);
-  assign \t$177  = $signed(l1_out0_s8) - $signed(y0_s8);
-  assign \$200  = $signed(\t$179 ) < $signed(16'h8000);
-  assign \$201  = $signed(\t$179 ) > $signed(16'h7fff);
-  assign \$202  = \$201  ? 16'h7fff : \t$179 [15:0];
-  assign \t$180  = \$200  ? 16'h8000 : \$202 ;
-  assign \$203  = ! l1_dw0_0_raw_s10[15:0];
-  assign \$204  = ~ \$203 ;
-  assign \$205  = l1_dw0_0_raw_s10[16] & \$204 ;
-  assign \$206  = ! l1_dw0_0_raw_s10[15:0];
-  assign \$207  = l1_dw0_0_raw_s10[16] & \$206 ;
-  assign \$208  = \$207  & \floor$183 [0];
-  assign \inc$185  = \$205  | \$208 ;
-  assign \$209  = $signed(\floor$183 ) > $signed(16'h7fff);
-  assign \$210  = \floor$183  == 15'h7fff;
-  assign \$211  = \$210  & \inc$185 ;
-  assign \above$186  = \$209  | \$211 ;
-  assign \$212  = $signed(\floor$183 ) < $signed(17'h17fff);
-  assign \$213  = \floor$183  == 32'd4294934527;
-  assign \$214  = ~ \inc$185 ;
-  assign \$215  = \$213  & \$214 ;
-  assign \below$187  = \$212  | \$215 ;
-  assign \$216  = ! l1_dw0_0_raw_s10[15:0];
-  assign \$217  = ~ \$216 ;
-  assign \$218  = l1_dw0_0_raw_s10[16] & \$217 ;
-  assign \$219  = ! l1_dw0_0_raw_s10[15:0];
-  assign \$220  = l1_dw0_0_raw_s10[16] & \$219 ;
-  assign \$221  = \$220  & \floor$183 [0];
-  assign \$222  = \$218  | \$221 ;
-  assign \$223  = $signed(\floor$183 ) + $signed({ 1'h0, \$222  });
-  assign \$224  = \above$186  ? 16'h7fff : \$223 [15:0];
-  assign \t$188  = \below$187  ? 16'h8000 : \$224 ;
-  assign \$225  = ! l1_dw0_1_raw_s10[15:0];
-  assign \$226  = ~ \$225 ;
-  assign \$227  = l1_dw0_1_raw_s10[16] & \$226 ;
-  assign \$228  = ! l1_dw0_1_raw_s10[15:0];
-  assign \$229  = l1_dw0_1_raw_s10[16] & \$228 ;
-  assign \$230  = \$229  & \floor$189 [0];
-  assign \inc$191  = \$227  | \$230 ;
-  assign \$231  = $signed(\floor$189 ) > $signed(16'h7fff);
-  assign \$232  = \floor$189  == 15'h7fff;
-  assign \$233  = \$232  & \inc$191 ;
-  assign \above$192  = \$231  | \$233 ;
-  assign \$234  = $signed(\floor$189 ) < $signed(17'h17fff);
-  assign \$235  = \floor$189  == 32'd4294934527;
-  assign \$236  = ~ \inc$191 ;
-  assign \$237  = \$235  & \$236 ;
-  assign \below$193  = \$234  | \$237 ;
-  assign \$238  = ! l1_dw0_1_raw_s10[15:0];
+  assign \$192  = \$189 [42] & \$191 ;
+  assign \$193  = ~ \$189 [42];
+  assign \$194  = | \$189 [42:30];
+  assign \$195  = \$193  & \$194 ;
+  assign \$196  = \$195  ? 16'h7fff : \$189 [30:15];
+  assign \t$218  = \$192  ? 16'h8000 : \$196 ;
+  assign \$197  = $signed({ \t$219 , \t$219 [14] }) + $signed({ 14'h1fff, \t$219 [14] });
+  assign \$198  = & \$197 [42:30];
+  assign \$199  = ~ \$198 ;
+  assign \$200  = \$197 [42] & \$199 ;
+  assign \$201  = ~ \$197 [42];
+  assign \$202  = | \$197 [42:30];
+  assign \$203  = \$201  & \$202 ;
+  assign \$204  = \$203  ? 16'h7fff : \$197 [30:15];
+  assign \t$224  = \$200  ? 16'h8000 : \$204 ;
+  assign \$205  = $signed({ \t$225 , \t$225 [14] }) + $signed({ 14'h1fff, \t$225 [14] });
+  assign \$206  = & \$205 [42:30];
+  assign \$207  = ~ \$206 ;
+  assign \$208  = \$205 [42] & \$207 ;
+  assign \$209  = ~ \$205 [42];
+  assign \$210  = | \$205 [42:30];
+  assign \$211  = \$209  & \$210 ;
+  assign \$212  = \$211  ? 16'h7fff : \$205 [30:15];
+  assign \t$230  = \$208  ? 16'h8000 : \$212 ;
+  assign \$213  = $signed({ l0_dw0_0_raw_s12, l0_dw0_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw0_0_raw_s12[17] });
+  assign \$214  = & \$213 [34:33];
+  assign \$215  = ~ \$214 ;
+  assign \$216  = \$213 [34] & \$215 ;
+  assign \$217  = ~ \$213 [34];
+  assign \$218  = | \$213 [34:33];
+  assign \$219  = \$217  & \$218 ;
+  assign \$220  = \$219  ? 16'h7fff : \$213 [33:18];
+  assign \t$233  = \$216  ? 16'h8000 : \$220 ;
+  assign \$221  = $signed({ l0_dw0_1_raw_s12, l0_dw0_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw0_1_raw_s12[17] });
+  assign \$222  = & \$221 [34:33];
+  assign \$223  = ~ \$222 ;
+  assign \$224  = \$221 [34] & \$223 ;
+  assign \$225  = ~ \$221 [34];
+  assign \$226  = | \$221 [34:33];
+  assign \$227  = \$225  & \$226 ;
+  assign \$228  = \$227  ? 16'h7fff : \$221 [33:18];
+  assign \t$236  = \$224  ? 16'h8000 : \$228 ;
+  assign \$229  = $signed({ l0_dw1_0_raw_s12, l0_dw1_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw1_0_raw_s12[17] });
+  assign \$230  = & \$229 [34:33];
+  assign \$231  = ~ \$230 ;
+  assign \$232  = \$229 [34] & \$231 ;
+  assign \$233  = ~ \$229 [34];
+  assign \$234  = | \$229 [34:33];
+  assign \$235  = \$233  & \$234 ;
+  assign \$236  = \$235  ? 16'h7fff : \$229 [33:18];
+  assign \t$239  = \$232  ? 16'h8000 : \$236 ;
+  assign \$237  = $signed({ l0_dw1_1_raw_s12, l0_dw1_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw1_1_raw_s12[17] });
+  assign \$238  = & \$237 [34:33];
   assign \$239  = ~ \$238 ;
-  assign \$240  = l1_dw0_1_raw_s10[16] & \$239 ;
-  assign \$241  = ! l1_dw0_1_raw_s10[15:0];
-  assign \$242  = l1_dw0_1_raw_s10[16] & \$241 ;
-  assign \$243  = \$242  & \floor$189 [0];
-  assign \$244  = \$240  | \$243 ;
-  assign \$245  = $signed(\floor$189 ) + $signed({ 1'h0, \$244  });
-  assign \$246  = \above$192  ? 16'h7fff : \$245 [15:0];
-  assign \t$194  = \below$193  ? 16'h8000 : \$246 ;
-  assign \$247  = ! l1_dw0_2_raw_s10[15:0];
-  assign \$248  = ~ \$247 ;
-  assign \$249  = l1_dw0_2_raw_s10[16] & \$248 ;
-  assign \$250  = ! l1_dw0_2_raw_s10[15:0];
-  assign \$251  = l1_dw0_2_raw_s10[16] & \$250 ;
-  assign \$252  = \$251  & \floor$195 [0];
-  assign \inc$197  = \$249  | \$252 ;
-  assign \$253  = $signed(\floor$195 ) > $signed(16'h7fff);
-  assign \$254  = \floor$195  == 15'h7fff;
-  assign \$255  = \$254  & \inc$197 ;
-  assign \above$198  = \$253  | \$255 ;
-  assign \$256  = $signed(\floor$195 ) < $signed(17'h17fff);
-  assign \$257  = \floor$195  == 32'd4294934527;
-  assign \$258  = ~ \inc$197 ;
+  assign \$240  = \$237 [34] & \$239 ;
+  assign \$241  = ~ \$237 [34];
+  assign \$242  = | \$237 [34:33];
+  assign \$243  = \$241  & \$242 ;
+  assign \$244  = \$243  ? 16'h7fff : \$237 [33:18];
+  assign \t$242  = \$240  ? 16'h8000 : \$244 ;
+  assign \$245  = $signed({ l0_dw2_0_raw_s12, l0_dw2_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw2_0_raw_s12[17] });
+  assign \$246  = & \$245 [34:33];
+  assign \$247  = ~ \$246 ;
+  assign \$248  = \$245 [34] & \$247 ;
+  assign \$249  = ~ \$245 [34];
+  assign \$250  = | \$245 [34:33];
+  assign \$251  = \$249  & \$250 ;
+  assign \$252  = \$251  ? 16'h7fff : \$245 [33:18];
+  assign \t$245  = \$248  ? 16'h8000 : \$252 ;
+  assign \$253  = $signed({ l0_dw2_1_raw_s12, l0_dw2_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw2_1_raw_s12[17] });
+  assign \$254  = & \$253 [34:33];
+  assign \$255  = ~ \$254 ;
+  assign \$256  = \$253 [34] & \$255 ;
+  assign \$257  = ~ \$253 [34];
+  assign \$258  = | \$253 [34:33];
   assign \$259  = \$257  & \$258 ;
-  assign \below$199  = \$256  | \$259 ;
-  assign \$260  = ! l1_dw0_2_raw_s10[15:0];
-  assign \$261  = ~ \$260 ;
-  assign \$262  = l1_dw0_2_raw_s10[16] & \$261 ;
-  assign \$263  = ! l1_dw0_2_raw_s10[15:0];
-  assign \$264  = l1_dw0_2_raw_s10[16] & \$263 ;
-  assign \$265  = \$264  & \floor$195 [0];
-  assign \$266  = \$262  | \$265 ;
-  assign \$267  = $signed(\floor$195 ) + $signed({ 1'h0, \$266  });
-  assign \$268  = \above$198  ? 16'h7fff : \$267 [15:0];
-  assign \t$200  = \below$199  ? 16'h8000 : \$268 ;
-  assign \$269  = ! l1_dw0_3_raw_s10[15:0];
-  assign \$270  = ~ \$269 ;
-  assign \$271  = l1_dw0_3_raw_s10[16] & \$270 ;
-  assign \$272  = ! l1_dw0_3_raw_s10[15:0];
-  assign \$273  = l1_dw0_3_raw_s10[16] & \$272 ;
-  assign \$274  = \$273  & \floor$201 [0];
-  assign \inc$203  = \$271  | \$274 ;
-  assign \$275  = $signed(\floor$201 ) > $signed(16'h7fff);
-  assign \$276  = \floor$201  == 15'h7fff;
-  assign \$277  = \$276  & \inc$203 ;
-  assign \above$204  = \$275  | \$277 ;
-  assign \$278  = $signed(\floor$201 ) < $signed(17'h17fff);
-  assign \$279  = \floor$201  == 32'd4294934527;
-  assign \$280  = ~ \inc$203 ;
-  assign \$281  = \$279  & \$280 ;
-  assign \below$205  = \$278  | \$281 ;
-  assign \$282  = ! l1_dw0_3_raw_s10[15:0];
-  assign \$283  = ~ \$282 ;
-  assign \$284  = l1_dw0_3_raw_s10[16] & \$283 ;
-  assign \$285  = ! l1_dw0_3_raw_s10[15:0];
-  assign \$286  = l1_dw0_3_raw_s10[16] & \$285 ;
-  assign \$287  = \$286  & \floor$201 [0];
-  assign \$288  = \$284  | \$287 ;
-  assign \$289  = $signed(\floor$201 ) + $signed({ 1'h0, \$288  });
-  assign \$290  = \above$204  ? 16'h7fff : \$289 [15:0];
-  assign \t$206  = \below$205  ? 16'h8000 : \$290 ;
-  assign \$291  = ! l1_dw0_4_raw_s10[15:0];
-  assign \$292  = ~ \$291 ;
-  assign \$293  = l1_dw0_4_raw_s10[16] & \$292 ;
-  assign \$294  = ! l1_dw0_4_raw_s10[15:0];
-  assign \$295  = l1_dw0_4_raw_s10[16] & \$294 ;
-  assign \$296  = \$295  & \floor$207 [0];
-  assign \inc$209  = \$293  | \$296 ;
-  assign \$297  = $signed(\floor$207 ) > $signed(16'h7fff);
-  assign \$298  = \floor$207  == 15'h7fff;
-  assign \$299  = \$298  & \inc$209 ;
-  assign \above$210  = \$297  | \$299 ;
-  assign \$300  = $signed(\floor$207 ) < $signed(17'h17fff);
-  assign \$301  = \floor$207  == 32'd4294934527;
-  assign \$302  = ~ \inc$209 ;
-  assign \$303  = \$301  & \$302 ;
-  assign \below$211  = \$300  | \$303 ;
-  assign \$304  = ! l1_dw0_4_raw_s10[15:0];
-  assign \$305  = ~ \$304 ;
-  assign \$306  = l1_dw0_4_raw_s10[16] & \$305 ;
-  assign \$307  = ! l1_dw0_4_raw_s10[15:0];
-  assign \$308  = l1_dw0_4_raw_s10[16] & \$307 ;
-  assign \$309  = \$308  & \floor$207 [0];
-  assign \$310  = \$306  | \$309 ;
-  assign \$311  = $signed(\floor$207 ) + $signed({ 1'h0, \$310  });
-  assign \$312  = \above$210  ? 16'h7fff : \$311 [15:0];
-  assign \t$212  = \below$211  ? 16'h8000 : \$312 ;
-  assign \$313  = ! l1_dw0_5_raw_s10[15:0];
-  assign \$314  = ~ \$313 ;
-  assign \$315  = l1_dw0_5_raw_s10[16] & \$314 ;
-  assign \$316  = ! l1_dw0_5_raw_s10[15:0];
-  assign \$317  = l1_dw0_5_raw_s10[16] & \$316 ;
-  assign \$318  = \$317  & \floor$213 [0];
-  assign \inc$215  = \$315  | \$318 ;
-  assign \$319  = $signed(\floor$213 ) > $signed(16'h7fff);
-  assign \$320  = \floor$213  == 15'h7fff;
-  assign \$321  = \$320  & \inc$215 ;
-  assign \above$216  = \$319  | \$321 ;
-  assign \$322  = $signed(\floor$213 ) < $signed(17'h17fff);
-  assign \$323  = \floor$213  == 32'd4294934527;
-  assign \$324  = ~ \inc$215 ;
-  assign \$325  = \$323  & \$324 ;
-  assign \below$217  = \$322  | \$325 ;
-  assign \$326  = ! l1_dw0_5_raw_s10[15:0];
+  assign \$260  = \$259  ? 16'h7fff : \$253 [33:18];
+  assign \t$248  = \$256  ? 16'h8000 : \$260 ;
+  assign \$261  = $signed({ l0_dw3_0_raw_s12, l0_dw3_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw3_0_raw_s12[17] });
+  assign \$262  = & \$261 [34:33];
+  assign \$263  = ~ \$262 ;
+  assign \$264  = \$261 [34] & \$263 ;
+  assign \$265  = ~ \$261 [34];
+  assign \$266  = | \$261 [34:33];
+  assign \$267  = \$265  & \$266 ;
+  assign \$268  = \$267  ? 16'h7fff : \$261 [33:18];
+  assign \t$251  = \$264  ? 16'h8000 : \$268 ;
+  assign \$269  = $signed({ l0_dw3_1_raw_s12, l0_dw3_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw3_1_raw_s12[17] });
+  assign \$270  = & \$269 [34:33];
+  assign \$271  = ~ \$270 ;
+  assign \$272  = \$269 [34] & \$271 ;
+  assign \$273  = ~ \$269 [34];
+  assign \$274  = | \$269 [34:33];
+  assign \$275  = \$273  & \$274 ;
+  assign \$276  = \$275  ? 16'h7fff : \$269 [33:18];
+  assign \t$254  = \$272  ? 16'h8000 : \$276 ;
+  assign \$277  = $signed({ l0_dw4_0_raw_s12, l0_dw4_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw4_0_raw_s12[17] });
+  assign \$278  = & \$277 [34:33];
+  assign \$279  = ~ \$278 ;
+  assign \$280  = \$277 [34] & \$279 ;
+  assign \$281  = ~ \$277 [34];
+  assign \$282  = | \$277 [34:33];
+  assign \$283  = \$281  & \$282 ;
+  assign \$284  = \$283  ? 16'h7fff : \$277 [33:18];
+  assign \t$257  = \$280  ? 16'h8000 : \$284 ;
+  assign \$285  = $signed({ l0_dw4_1_raw_s12, l0_dw4_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw4_1_raw_s12[17] });
+  assign \$286  = & \$285 [34:33];
+  assign \$287  = ~ \$286 ;
+  assign \$288  = \$285 [34] & \$287 ;
+  assign \$289  = ~ \$285 [34];
+  assign \$290  = | \$285 [34:33];
+  assign \$291  = \$289  & \$290 ;
+  assign \$292  = \$291  ? 16'h7fff : \$285 [33:18];
+  assign \t$260  = \$288  ? 16'h8000 : \$292 ;
+  assign \$293  = $signed({ l0_dw5_0_raw_s12, l0_dw5_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw5_0_raw_s12[17] });
+  assign \$294  = & \$293 [34:33];
+  assign \$295  = ~ \$294 ;
+  assign \$296  = \$293 [34] & \$295 ;
+  assign \$297  = ~ \$293 [34];
+  assign \$298  = | \$293 [34:33];
+  assign \$299  = \$297  & \$298 ;
+  assign \$300  = \$299  ? 16'h7fff : \$293 [33:18];
+  assign \t$263  = \$296  ? 16'h8000 : \$300 ;
+  assign \$301  = $signed({ l0_dw5_1_raw_s12, l0_dw5_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw5_1_raw_s12[17] });
+  assign \$302  = & \$301 [34:33];
+  assign \$303  = ~ \$302 ;
+  assign \$304  = \$301 [34] & \$303 ;
+  assign \$305  = ~ \$301 [34];
+  assign \$306  = | \$301 [34:33];
+  assign \$307  = \$305  & \$306 ;
+  assign \$308  = \$307  ? 16'h7fff : \$301 [33:18];
+  assign \t$266  = \$304  ? 16'h8000 : \$308 ;
+  assign \$309  = $signed({ l0_dw6_0_raw_s12, l0_dw6_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw6_0_raw_s12[17] });
+  assign \$310  = & \$309 [34:33];
+  assign \$311  = ~ \$310 ;
+  assign \$312  = \$309 [34] & \$311 ;
+  assign \$313  = ~ \$309 [34];
+  assign \$314  = | \$309 [34:33];
+  assign \$315  = \$313  & \$314 ;
+  assign \$316  = \$315  ? 16'h7fff : \$309 [33:18];
+  assign \t$269  = \$312  ? 16'h8000 : \$316 ;
+  assign \$317  = $signed({ l0_dw6_1_raw_s12, l0_dw6_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw6_1_raw_s12[17] });
+  assign \$318  = & \$317 [34:33];
+  assign \$319  = ~ \$318 ;
+  assign \$320  = \$317 [34] & \$319 ;
+  assign \$321  = ~ \$317 [34];
+  assign \$322  = | \$317 [34:33];
+  assign \$323  = \$321  & \$322 ;
+  assign \$324  = \$323  ? 16'h7fff : \$317 [33:18];
+  assign \t$272  = \$320  ? 16'h8000 : \$324 ;
+  assign \$325  = $signed({ l0_dw7_0_raw_s12, l0_dw7_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw7_0_raw_s12[17] });
+  assign \$326  = & \$325 [34:33];
   assign \$327  = ~ \$326 ;
-  assign \$328  = l1_dw0_5_raw_s10[16] & \$327 ;
-  assign \$329  = ! l1_dw0_5_raw_s10[15:0];
-  assign \$330  = l1_dw0_5_raw_s10[16] & \$329 ;
-  assign \$331  = \$330  & \floor$213 [0];
-  assign \$332  = \$328  | \$331 ;
-  assign \$333  = $signed(\floor$213 ) + $signed({ 1'h0, \$332  });
-  assign \$334  = \above$216  ? 16'h7fff : \$333 [15:0];
-  assign \t$218  = \below$217  ? 16'h8000 : \$334 ;
-  assign \$335  = ! l1_dw0_6_raw_s10[15:0];
-  assign \$336  = ~ \$335 ;
-  assign \$337  = l1_dw0_6_raw_s10[16] & \$336 ;
-  assign \$338  = ! l1_dw0_6_raw_s10[15:0];
-  assign \$339  = l1_dw0_6_raw_s10[16] & \$338 ;
-  assign \$340  = \$339  & \floor$219 [0];
-  assign \inc$221  = \$337  | \$340 ;
-  assign \$341  = $signed(\floor$219 ) > $signed(16'h7fff);
-  assign \$342  = \floor$219  == 15'h7fff;
-  assign \$343  = \$342  & \inc$221 ;
-  assign \above$222  = \$341  | \$343 ;
-  assign \$344  = $signed(\floor$219 ) < $signed(17'h17fff);
-  assign \$345  = \floor$219  == 32'd4294934527;
-  assign \$346  = ~ \inc$221 ;
-  assign \$347  = \$345  & \$346 ;
-  assign \below$223  = \$344  | \$347 ;
-  assign \$348  = ! l1_dw0_6_raw_s10[15:0];
-  assign \$349  = ~ \$348 ;
-  assign \$350  = l1_dw0_6_raw_s10[16] & \$349 ;
-  assign \$351  = ! l1_dw0_6_raw_s10[15:0];
-  assign \$352  = l1_dw0_6_raw_s10[16] & \$351 ;
-  assign \$353  = \$352  & \floor$219 [0];
-  assign \$354  = \$350  | \$353 ;
-  assign \$355  = $signed(\floor$219 ) + $signed({ 1'h0, \$354  });
-  assign \$356  = \above$222  ? 16'h7fff : \$355 [15:0];
-  assign \t$224  = \below$223  ? 16'h8000 : \$356 ;
-  assign \$357  = ! l1_dw0_7_raw_s10[15:0];
-  assign \$358  = ~ \$357 ;
-  assign \$359  = l1_dw0_7_raw_s10[16] & \$358 ;
-  assign \$360  = ! l1_dw0_7_raw_s10[15:0];
-  assign \$361  = l1_dw0_7_raw_s10[16] & \$360 ;
-  assign \$362  = \$361  & \floor$225 [0];
-  assign \inc$227  = \$359  | \$362 ;
-  assign \$363  = $signed(\floor$225 ) > $signed(16'h7fff);
-  assign \$364  = \floor$225  == 15'h7fff;
-  assign \$365  = \$364  & \inc$227 ;
-  assign \above$228  = \$363  | \$365 ;
-  assign \$366  = $signed(\floor$225 ) < $signed(17'h17fff);
-  assign \$367  = \floor$225  == 32'd4294934527;
-  assign \$368  = ~ \inc$227 ;
-  assign \$369  = \$367  & \$368 ;
-  assign \below$229  = \$366  | \$369 ;
-  assign \$370  = ! l1_dw0_7_raw_s10[15:0];
-  assign \$371  = ~ \$370 ;
-  assign \$372  = l1_dw0_7_raw_s10[16] & \$371 ;
-  assign \$373  = ! l1_dw0_7_raw_s10[15:0];
-  assign \$374  = l1_dw0_7_raw_s10[16] & \$373 ;
-  assign \$375  = \$374  & \floor$225 [0];
-  assign \$376  = \$372  | \$375 ;
-  assign \$377  = $signed(\floor$225 ) + $signed({ 1'h0, \$376  });
-  assign \$378  = \above$228  ? 16'h7fff : \$377 [15:0];
-  assign \t$230  = \below$229  ? 16'h8000 : \$378 ;
-  assign \$379  = ! err0_s9[3:0];
-  assign \$380  = ~ \$379 ;
-  assign \$381  = err0_s9[4] & \$380 ;
-  assign \$382  = ! err0_s9[3:0];
-  assign \$383  = err0_s9[4] & \$382 ;
-  assign \$384  = \$383  & \floor$231 [0];
-  assign \inc$233  = \$381  | \$384 ;
-  assign \$385  = $signed(\floor$231 ) > $signed(16'h7fff);
-  assign \$386  = \floor$231  == 15'h7fff;
-  assign \$387  = \$386  & \inc$233 ;
-  assign \above$234  = \$385  | \$387 ;
-  assign \$388  = $signed(\floor$231 ) < $signed(17'h17fff);
-  assign \$389  = $signed(\floor$231 ) == $signed(17'h17fff);
-  assign \$390  = ~ \inc$233 ;
-  assign \$391  = \$389  & \$390 ;
-  assign \below$235  = \$388  | \$391 ;
-  assign \$392  = ! err0_s9[3:0];
-  assign \$393  = ~ \$392 ;
-  assign \$394  = err0_s9[4] & \$393 ;
-  assign \$395  = ! err0_s9[3:0];
-  assign \$396  = err0_s9[4] & \$395 ;
-  assign \$397  = \$396  & \floor$231 [0];
-  assign \$398  = \$394  | \$397 ;
-  assign \$399  = $signed(\floor$231 ) + $signed({ 1'h0, \$398  });
-  assign \$400  = \above$234  ? 16'h7fff : \$399 [15:0];
-  assign \t$236  = \below$235  ? 16'h8000 : \$400 ;
-  assign \$401  = ! \t$237 [12:0];
-  assign \$402  = ~ \$401 ;
-  assign \$403  = \t$237 [13] & \$402 ;
-  assign \$404  = ! \t$237 [12:0];
-  assign \$405  = \t$237 [13] & \$404 ;
-  assign \$406  = \$405  & \floor$241 [0];
-  assign \inc$242  = \$403  | \$406 ;
-  assign \$407  = $signed(\floor$241 ) > $signed(16'h7fff);
-  assign \$408  = \floor$241  == 15'h7fff;
-  assign \$409  = \$408  & \inc$242 ;
-  assign \above$243  = \$407  | \$409 ;
-  assign \$410  = $signed(\floor$241 ) < $signed(17'h17fff);
-  assign \$411  = \floor$241  == 40'hffffff7fff;
-  assign \$412  = ~ \inc$242 ;
-  assign \$413  = \$411  & \$412 ;
-  assign \below$244  = \$410  | \$413 ;
-  assign \$414  = ! \t$237 [12:0];
-  assign \$415  = ~ \$414 ;
-  assign \$416  = \t$237 [13] & \$415 ;
-  assign \$417  = ! \t$237 [12:0];
-  assign \$418  = \t$237 [13] & \$417 ;
-  assign \$419  = \$418  & \floor$241 [0];
-  assign \$420  = \$416  | \$419 ;
-  assign \$421  = $signed(\floor$241 ) + $signed({ 1'h0, \$420  });
-  assign \$422  = \above$243  ? 16'h7fff : \$421 [15:0];
-  assign \t$245  = \below$244  ? 16'h8000 : \$422 ;
-  assign \$423  = ! \t$246 [12:0];
-  assign \$424  = ~ \$423 ;
-  assign \$425  = \t$246 [13] & \$424 ;
-  assign \$426  = ! \t$246 [12:0];
-  assign \$427  = \t$246 [13] & \$426 ;
-  assign \$428  = \$427  & \floor$250 [0];
-  assign \inc$251  = \$425  | \$428 ;
-  assign \$429  = $signed(\floor$250 ) > $signed(16'h7fff);
-  assign \$430  = \floor$250  == 15'h7fff;
-  assign \$431  = \$430  & \inc$251 ;
-  assign \above$252  = \$429  | \$431 ;
-  assign \$432  = $signed(\floor$250 ) < $signed(17'h17fff);
-  assign \$433  = \floor$250  == 40'hffffff7fff;
-  assign \$434  = ~ \inc$251 ;
-  assign \$435  = \$433  & \$434 ;
-  assign \below$253  = \$432  | \$435 ;
-  assign \$436  = ! \t$246 [12:0];
-  assign \$437  = ~ \$436 ;
-  assign \$438  = \t$246 [13] & \$437 ;
-  assign \$439  = ! \t$246 [12:0];
-  assign \$440  = \t$246 [13] & \$439 ;
-  assign \$441  = \$440  & \floor$250 [0];
-  assign \$442  = \$438  | \$441 ;
-  assign \$443  = $signed(\floor$250 ) + $signed({ 1'h0, \$442  });
-  assign \$444  = \above$252  ? 16'h7fff : \$443 [15:0];
-  assign \t$254  = \below$253  ? 16'h8000 : \$444 ;
-  assign \$445  = ! \t$255 [12:0];
-  assign \$446  = ~ \$445 ;
-  assign \$447  = \t$255 [13] & \$446 ;
-  assign \$448  = ! \t$255 [12:0];
-  assign \$449  = \t$255 [13] & \$448 ;
-  assign \$450  = \$449  & \floor$259 [0];
-  assign \inc$260  = \$447  | \$450 ;
-  assign \$451  = $signed(\floor$259 ) > $signed(16'h7fff);
-  assign \$452  = \floor$259  == 15'h7fff;
-  assign \$453  = \$452  & \inc$260 ;
-  assign \above$261  = \$451  | \$453 ;
-  assign \$454  = $signed(\floor$259 ) < $signed(17'h17fff);
-  assign \$455  = \floor$259  == 40'hffffff7fff;
-  assign \$456  = ~ \inc$260 ;
-  assign \$457  = \$455  & \$456 ;
-  assign \below$262  = \$454  | \$457 ;
-  assign \$458  = ! \t$255 [12:0];
-  assign \$459  = ~ \$458 ;
-  assign \$460  = \t$255 [13] & \$459 ;
-  assign \$461  = ! \t$255 [12:0];
-  assign \$462  = \t$255 [13] & \$461 ;
-  assign \$463  = \$462  & \floor$259 [0];
-  assign \$464  = \$460  | \$463 ;
-  assign \$465  = $signed(\floor$259 ) + $signed({ 1'h0, \$464  });
-  assign \$466  = \above$261  ? 16'h7fff : \$465 [15:0];
-  assign \t$263  = \below$262  ? 16'h8000 : \$466 ;
-  assign \$467  = ! \t$264 [12:0];
-  assign \$468  = ~ \$467 ;
-  assign \$469  = \t$264 [13] & \$468 ;
-  assign \$470  = ! \t$264 [12:0];
-  assign \$471  = \t$264 [13] & \$470 ;
-  assign \$472  = \$471  & \floor$268 [0];
-  assign \inc$269  = \$469  | \$472 ;
-  assign \$473  = $signed(\floor$268 ) > $signed(16'h7fff);
-  assign \$474  = \floor$268  == 15'h7fff;
-  assign \$475  = \$474  & \inc$269 ;
-  assign \above$270  = \$473  | \$475 ;
-  assign \$476  = $signed(\floor$268 ) < $signed(17'h17fff);
-  assign \$477  = \floor$268  == 40'hffffff7fff;
-  assign \$478  = ~ \inc$269 ;
-  assign \$479  = \$477  & \$478 ;
-  assign \below$271  = \$476  | \$479 ;
-  assign \$480  = ! \t$264 [12:0];
-  assign \$481  = ~ \$480 ;
-  assign \$482  = \t$264 [13] & \$481 ;
-  assign \$483  = ! \t$264 [12:0];
-  assign \$484  = \t$264 [13] & \$483 ;
-  assign \$485  = \$484  & \floor$268 [0];
-  assign \$486  = \$482  | \$485 ;
-  assign \$487  = $signed(\floor$268 ) + $signed({ 1'h0, \$486  });
-  assign \$488  = \above$270  ? 16'h7fff : \$487 [15:0];
-  assign \t$272  = \below$271  ? 16'h8000 : \$488 ;
-  assign \$489  = ! \t$273 [12:0];
-  assign \$490  = ~ \$489 ;
-  assign \$491  = \t$273 [13] & \$490 ;
-  assign \$492  = ! \t$273 [12:0];
-  assign \$493  = \t$273 [13] & \$492 ;
-  assign \$494  = \$493  & \floor$277 [0];
-  assign \inc$278  = \$491  | \$494 ;
-  assign \$495  = $signed(\floor$277 ) > $signed(16'h7fff);
-  assign \$496  = \floor$277  == 15'h7fff;
-  assign \$497  = \$496  & \inc$278 ;
-  assign \above$279  = \$495  | \$497 ;
-  assign \$498  = $signed(\floor$277 ) < $signed(17'h17fff);
-  assign \$499  = \floor$277  == 40'hffffff7fff;
-  assign \$500  = ~ \inc$278 ;
-  assign \$501  = \$499  & \$500 ;
-  assign \below$280  = \$498  | \$501 ;
-  assign \$502  = ! \t$273 [12:0];
-  assign \$503  = ~ \$502 ;
-  assign \$504  = \t$273 [13] & \$503 ;
-  assign \$505  = ! \t$273 [12:0];
-  assign \$506  = \t$273 [13] & \$505 ;
-  assign \$507  = \$506  & \floor$277 [0];
-  assign \$508  = \$504  | \$507 ;
-  assign \$509  = $signed(\floor$277 ) + $signed({ 1'h0, \$508  });
-  assign \$510  = \above$279  ? 16'h7fff : \$509 [15:0];
-  assign \t$281  = \below$280  ? 16'h8000 : \$510 ;
-  assign \$511  = ! \t$282 [12:0];
-  assign \$512  = ~ \$511 ;
-  assign \$513  = \t$282 [13] & \$512 ;
-  assign \$514  = ! \t$282 [12:0];
-  assign \$515  = \t$282 [13] & \$514 ;
-  assign \$516  = \$515  & \floor$286 [0];
-  assign \inc$287  = \$513  | \$516 ;
-  assign \$517  = $signed(\floor$286 ) > $signed(16'h7fff);
-  assign \$518  = \floor$286  == 15'h7fff;
-  assign \$519  = \$518  & \inc$287 ;
-  assign \above$288  = \$517  | \$519 ;
-  assign \$520  = $signed(\floor$286 ) < $signed(17'h17fff);
-  assign \$521  = \floor$286  == 40'hffffff7fff;
-  assign \$522  = ~ \inc$287 ;
-  assign \$523  = \$521  & \$522 ;
-  assign \below$289  = \$520  | \$523 ;
-  assign \$524  = ! \t$282 [12:0];
-  assign \$525  = ~ \$524 ;
-  assign \$526  = \t$282 [13] & \$525 ;
-  assign \$527  = ! \t$282 [12:0];
-  assign \$528  = \t$282 [13] & \$527 ;
-  assign \$529  = \$528  & \floor$286 [0];
-  assign \$530  = \$526  | \$529 ;
-  assign \$531  = $signed(\floor$286 ) + $signed({ 1'h0, \$530  });
-  assign \$532  = \above$288  ? 16'h7fff : \$531 [15:0];
-  assign \t$290  = \below$289  ? 16'h8000 : \$532 ;
-  assign \$533  = ! \t$291 [12:0];
-  assign \$534  = ~ \$533 ;
-  assign \$535  = \t$291 [13] & \$534 ;
-  assign \$536  = ! \t$291 [12:0];
-  assign \$537  = \t$291 [13] & \$536 ;
-  assign \$538  = \$537  & \floor$295 [0];
-  assign \inc$296  = \$535  | \$538 ;
-  assign \$539  = $signed(\floor$295 ) > $signed(16'h7fff);
-  assign \$540  = \floor$295  == 15'h7fff;
-  assign \$541  = \$540  & \inc$296 ;
-  assign \above$297  = \$539  | \$541 ;
-  assign \$542  = $signed(\floor$295 ) < $signed(17'h17fff);
-  assign \$543  = \floor$295  == 40'hffffff7fff;
-  assign \$544  = ~ \inc$296 ;
-  assign \$545  = \$543  & \$544 ;
-  assign \below$298  = \$542  | \$545 ;
-  assign \$546  = ! \t$291 [12:0];
-  assign \$547  = ~ \$546 ;
-  assign \$548  = \t$291 [13] & \$547 ;
-  assign \$549  = ! \t$291 [12:0];
-  assign \$550  = \t$291 [13] & \$549 ;
-  assign \$551  = \$550  & \floor$295 [0];
-  assign \$552  = \$548  | \$551 ;
-  assign \$553  = $signed(\floor$295 ) + $signed({ 1'h0, \$552  });
-  assign \$554  = \above$297  ? 16'h7fff : \$553 [15:0];
-  assign \t$299  = \below$298  ? 16'h8000 : \$554 ;
-  assign \$555  = ! \t$300 [12:0];
-  assign \$556  = ~ \$555 ;
-  assign \$557  = \t$300 [13] & \$556 ;
-  assign \$558  = ! \t$300 [12:0];
-  assign \$559  = \t$300 [13] & \$558 ;
-  assign \$560  = \$559  & \floor$304 [0];
-  assign \inc$305  = \$557  | \$560 ;
-  assign \$561  = $signed(\floor$304 ) > $signed(16'h7fff);
-  assign \$562  = \floor$304  == 15'h7fff;
-  assign \$563  = \$562  & \inc$305 ;
-  assign \above$306  = \$561  | \$563 ;
-  assign \$564  = $signed(\floor$304 ) < $signed(17'h17fff);
-  assign \$565  = \floor$304  == 40'hffffff7fff;
-  assign \$566  = ~ \inc$305 ;
-  assign \$567  = \$565  & \$566 ;
-  assign \below$307  = \$564  | \$567 ;
-  assign \$568  = ! \t$300 [12:0];
-  assign \$569  = ~ \$568 ;
-  assign \$570  = \t$300 [13] & \$569 ;
-  assign \$571  = ! \t$300 [12:0];
-  assign \$572  = \t$300 [13] & \$571 ;
-  assign \$573  = \$572  & \floor$304 [0];
-  assign \$574  = \$570  | \$573 ;
-  assign \$575  = $signed(\floor$304 ) + $signed({ 1'h0, \$574  });
-  assign \$576  = \above$306  ? 16'h7fff : \$575 [15:0];
-  assign \t$308  = \below$307  ? 16'h8000 : \$576 ;
-  assign \$577  = ! l0_dw0_0_raw_s12[15:0];
-  assign \$578  = ~ \$577 ;
-  assign \$579  = l0_dw0_0_raw_s12[16] & \$578 ;
-  assign \$580  = ! l0_dw0_0_raw_s12[15:0];
-  assign \$581  = l0_dw0_0_raw_s12[16] & \$580 ;
-  assign \$582  = \$581  & \floor$309 [0];
-  assign \inc$311  = \$579  | \$582 ;
-  assign \$583  = $signed(\floor$309 ) > $signed(16'h7fff);
-  assign \$584  = \floor$309  == 15'h7fff;
-  assign \$585  = \$584  & \inc$311 ;
-  assign \above$312  = \$583  | \$585 ;
-  assign \$586  = $signed(\floor$309 ) < $signed(17'h17fff);
-  assign \$587  = \floor$309  == 32'd4294934527;
-  assign \$588  = ~ \inc$311 ;
-  assign \$589  = \$587  & \$588 ;
-  assign \below$313  = \$586  | \$589 ;
-  assign \$590  = ! l0_dw0_0_raw_s12[15:0];
-  assign \$591  = ~ \$590 ;
-  assign \$592  = l0_dw0_0_raw_s12[16] & \$591 ;
-  assign \$593  = ! l0_dw0_0_raw_s12[15:0];
-  assign \$594  = l0_dw0_0_raw_s12[16] & \$593 ;
-  assign \$595  = \$594  & \floor$309 [0];
-  assign \$596  = \$592  | \$595 ;
-  assign \$597  = $signed(\floor$309 ) + $signed({ 1'h0, \$596  });
-  assign \$598  = \above$312  ? 16'h7fff : \$597 [15:0];
-  assign \t$314  = \below$313  ? 16'h8000 : \$598 ;
-  assign \$599  = ! l0_dw0_1_raw_s12[15:0];
-  assign \$600  = ~ \$599 ;
-  assign \$601  = l0_dw0_1_raw_s12[16] & \$600 ;
-  assign \$602  = ! l0_dw0_1_raw_s12[15:0];
-  assign \$603  = l0_dw0_1_raw_s12[16] & \$602 ;
-  assign \$604  = \$603  & \floor$315 [0];
-  assign \inc$317  = \$601  | \$604 ;
-  assign \$605  = $signed(\floor$315 ) > $signed(16'h7fff);
-  assign \$606  = \floor$315  == 15'h7fff;
-  assign \$607  = \$606  & \inc$317 ;
-  assign \above$318  = \$605  | \$607 ;
-  assign \$608  = $signed(\floor$315 ) < $signed(17'h17fff);
-  assign \$609  = \floor$315  == 32'd4294934527;
-  assign \$610  = ~ \inc$317 ;
-  assign \$611  = \$609  & \$610 ;
-  assign \below$319  = \$608  | \$611 ;
-  assign \$612  = ! l0_dw0_1_raw_s12[15:0];
-  assign \$613  = ~ \$612 ;
-  assign \$614  = l0_dw0_1_raw_s12[16] & \$613 ;
-  assign \$615  = ! l0_dw0_1_raw_s12[15:0];
-  assign \$616  = l0_dw0_1_raw_s12[16] & \$615 ;
-  assign \$617  = \$616  & \floor$315 [0];
-  assign \$618  = \$614  | \$617 ;
-  assign \$619  = $signed(\floor$315 ) + $signed({ 1'h0, \$618  });
-  assign \$620  = \above$318  ? 16'h7fff : \$619 [15:0];
-  assign \t$320  = \below$319  ? 16'h8000 : \$620 ;
-  assign \$621  = ! l0_dw1_0_raw_s12[15:0];
-  assign \$622  = ~ \$621 ;
-  assign \$623  = l0_dw1_0_raw_s12[16] & \$622 ;
-  assign \$624  = ! l0_dw1_0_raw_s12[15:0];
-  assign \$625  = l0_dw1_0_raw_s12[16] & \$624 ;
-  assign \$626  = \$625  & \floor$321 [0];
-  assign \inc$323  = \$623  | \$626 ;
-  assign \$627  = $signed(\floor$321 ) > $signed(16'h7fff);
-  assign \$628  = \floor$321  == 15'h7fff;
-  assign \$629  = \$628  & \inc$323 ;
-  assign \above$324  = \$627  | \$629 ;
-  assign \$630  = $signed(\floor$321 ) < $signed(17'h17fff);
-  assign \$631  = \floor$321  == 32'd4294934527;
-  assign \$632  = ~ \inc$323 ;
-  assign \$633  = \$631  & \$632 ;
-  assign \below$325  = \$630  | \$633 ;
-  assign \$634  = ! l0_dw1_0_raw_s12[15:0];
-  assign \$635  = ~ \$634 ;
-  assign \$636  = l0_dw1_0_raw_s12[16] & \$635 ;
-  assign \$637  = ! l0_dw1_0_raw_s12[15:0];
-  assign \$638  = l0_dw1_0_raw_s12[16] & \$637 ;
-  assign \$639  = \$638  & \floor$321 [0];
-  assign \$640  = \$636  | \$639 ;
-  assign \$641  = $signed(\floor$321 ) + $signed({ 1'h0, \$640  });
-  assign \$642  = \above$324  ? 16'h7fff : \$641 [15:0];
-  assign \t$326  = \below$325  ? 16'h8000 : \$642 ;
-  assign \$643  = ! l0_dw1_1_raw_s12[15:0];
-  assign \$644  = ~ \$643 ;
-  assign \$645  = l0_dw1_1_raw_s12[16] & \$644 ;
-  assign \$646  = ! l0_dw1_1_raw_s12[15:0];
-  assign \$647  = l0_dw1_1_raw_s12[16] & \$646 ;
-  assign \$648  = \$647  & \floor$327 [0];
-  assign \inc$329  = \$645  | \$648 ;
-  assign \$649  = $signed(\floor$327 ) > $signed(16'h7fff);
-  assign \$650  = \floor$327  == 15'h7fff;
-  assign \$651  = \$650  & \inc$329 ;
-  assign \above$330  = \$649  | \$651 ;
-  assign \$652  = $signed(\floor$327 ) < $signed(17'h17fff);
-  assign \$653  = \floor$327  == 32'd4294934527;
-  assign \$654  = ~ \inc$329 ;
-  assign \$655  = \$653  & \$654 ;
-  assign \below$331  = \$652  | \$655 ;
-  assign \$656  = ! l0_dw1_1_raw_s12[15:0];
-  assign \$657  = ~ \$656 ;
-  assign \$658  = l0_dw1_1_raw_s12[16] & \$657 ;
-  assign \$659  = ! l0_dw1_1_raw_s12[15:0];
-  assign \$660  = l0_dw1_1_raw_s12[16] & \$659 ;
-  assign \$661  = \$660  & \floor$327 [0];
-  assign \$662  = \$658  | \$661 ;
-  assign \$663  = $signed(\floor$327 ) + $signed({ 1'h0, \$662  });
-  assign \$664  = \above$330  ? 16'h7fff : \$663 [15:0];
-  assign \t$332  = \below$331  ? 16'h8000 : \$664 ;
-  assign \$665  = ! l0_dw2_0_raw_s12[15:0];
-  assign \$666  = ~ \$665 ;
-  assign \$667  = l0_dw2_0_raw_s12[16] & \$666 ;
-  assign \$668  = ! l0_dw2_0_raw_s12[15:0];
-  assign \$669  = l0_dw2_0_raw_s12[16] & \$668 ;
-  assign \$670  = \$669  & \floor$333 [0];
-  assign \inc$335  = \$667  | \$670 ;
-  assign \$671  = $signed(\floor$333 ) > $signed(16'h7fff);
-  assign \$672  = \floor$333  == 15'h7fff;
-  assign \$673  = \$672  & \inc$335 ;
-  assign \above$336  = \$671  | \$673 ;
-  assign \$674  = $signed(\floor$333 ) < $signed(17'h17fff);
-  assign \$675  = \floor$333  == 32'd4294934527;
-  assign \$676  = ~ \inc$335 ;
-  assign \$677  = \$675  & \$676 ;
-  assign \below$337  = \$674  | \$677 ;
-  assign \$678  = ! l0_dw2_0_raw_s12[15:0];
-  assign \$679  = ~ \$678 ;
-  assign \$680  = l0_dw2_0_raw_s12[16] & \$679 ;
-  assign \$681  = ! l0_dw2_0_raw_s12[15:0];
-  assign \$682  = l0_dw2_0_raw_s12[16] & \$681 ;
-  assign \$683  = \$682  & \floor$333 [0];
-  assign \$684  = \$680  | \$683 ;
-  assign \$685  = $signed(\floor$333 ) + $signed({ 1'h0, \$684  });
-  assign \$686  = \above$336  ? 16'h7fff : \$685 [15:0];
-  assign \t$338  = \below$337  ? 16'h8000 : \$686 ;
-  assign \$687  = ! l0_dw2_1_raw_s12[15:0];
-  assign \$688  = ~ \$687 ;
-  assign \$689  = l0_dw2_1_raw_s12[16] & \$688 ;
-  assign \$690  = ! l0_dw2_1_raw_s12[15:0];
-  assign \$691  = l0_dw2_1_raw_s12[16] & \$690 ;
-  assign \$692  = \$691  & \floor$339 [0];
-  assign \inc$341  = \$689  | \$692 ;
-  assign \$693  = $signed(\floor$339 ) > $signed(16'h7fff);
-  assign \$694  = \floor$339  == 15'h7fff;
-  assign \$695  = \$694  & \inc$341 ;
-  assign \above$342  = \$693  | \$695 ;
-  assign \$696  = $signed(\floor$339 ) < $signed(17'h17fff);
-  assign \$697  = \floor$339  == 32'd4294934527;
-  assign \$698  = ~ \inc$341 ;
-  assign \$699  = \$697  & \$698 ;
-  assign \below$343  = \$696  | \$699 ;
-  assign \$700  = ! l0_dw2_1_raw_s12[15:0];
-  assign \$701  = ~ \$700 ;
-  assign \$702  = l0_dw2_1_raw_s12[16] & \$701 ;
-  assign \$703  = ! l0_dw2_1_raw_s12[15:0];
-  assign \$704  = l0_dw2_1_raw_s12[16] & \$703 ;
-  assign \$705  = \$704  & \floor$339 [0];
-  assign \$706  = \$702  | \$705 ;
-  assign \$707  = $signed(\floor$339 ) + $signed({ 1'h0, \$706  });
-  assign \$708  = \above$342  ? 16'h7fff : \$707 [15:0];
-  assign \t$344  = \below$343  ? 16'h8000 : \$708 ;
-  assign \$709  = ! l0_dw3_0_raw_s12[15:0];
-  assign \$710  = ~ \$709 ;
-  assign \$711  = l0_dw3_0_raw_s12[16] & \$710 ;
-  assign \$712  = ! l0_dw3_0_raw_s12[15:0];
-  assign \$713  = l0_dw3_0_raw_s12[16] & \$712 ;
-  assign \$714  = \$713  & \floor$345 [0];
-  assign \inc$347  = \$711  | \$714 ;
-  assign \$715  = $signed(\floor$345 ) > $signed(16'h7fff);
-  assign \$716  = \floor$345  == 15'h7fff;
-  assign \$717  = \$716  & \inc$347 ;
-  assign \above$348  = \$715  | \$717 ;
-  assign \$718  = $signed(\floor$345 ) < $signed(17'h17fff);
-  assign \$719  = \floor$345  == 32'd4294934527;
-  assign \$720  = ~ \inc$347 ;
-  assign \$721  = \$719  & \$720 ;
-  assign \below$349  = \$718  | \$721 ;
-  assign \$722  = ! l0_dw3_0_raw_s12[15:0];
-  assign \$723  = ~ \$722 ;
-  assign \$724  = l0_dw3_0_raw_s12[16] & \$723 ;
-  assign \$725  = ! l0_dw3_0_raw_s12[15:0];
-  assign \$726  = l0_dw3_0_raw_s12[16] & \$725 ;
-  assign \$727  = \$726  & \floor$345 [0];
-  assign \$728  = \$724  | \$727 ;
-  assign \$729  = $signed(\floor$345 ) + $signed({ 1'h0, \$728  });
-  assign \$730  = \above$348  ? 16'h7fff : \$729 [15:0];
-  assign \t$350  = \below$349  ? 16'h8000 : \$730 ;
-  assign \$731  = ! l0_dw3_1_raw_s12[15:0];
-  assign \$732  = ~ \$731 ;
-  assign \$733  = l0_dw3_1_raw_s12[16] & \$732 ;
-  assign \$734  = ! l0_dw3_1_raw_s12[15:0];
-  assign \$735  = l0_dw3_1_raw_s12[16] & \$734 ;
-  assign \$736  = \$735  & \floor$351 [0];
-  assign \inc$353  = \$733  | \$736 ;
-  assign \$737  = $signed(\floor$351 ) > $signed(16'h7fff);
-  assign \$738  = \floor$351  == 15'h7fff;
-  assign \$739  = \$738  & \inc$353 ;
-  assign \above$354  = \$737  | \$739 ;
-  assign \$740  = $signed(\floor$351 ) < $signed(17'h17fff);
-  assign \$741  = \floor$351  == 32'd4294934527;
-  assign \$742  = ~ \inc$353 ;
-  assign \$743  = \$741  & \$742 ;
-  assign \below$355  = \$740  | \$743 ;
-  assign \$744  = ! l0_dw3_1_raw_s12[15:0];
-  assign \$745  = ~ \$744 ;
-  assign \$746  = l0_dw3_1_raw_s12[16] & \$745 ;
-  assign \$747  = ! l0_dw3_1_raw_s12[15:0];
-  assign \$748  = l0_dw3_1_raw_s12[16] & \$747 ;
-  assign \$749  = \$748  & \floor$351 [0];
-  assign \$750  = \$746  | \$749 ;
-  assign \$751  = $signed(\floor$351 ) + $signed({ 1'h0, \$750  });
-  assign \$752  = \above$354  ? 16'h7fff : \$751 [15:0];
-  assign \t$356  = \below$355  ? 16'h8000 : \$752 ;
-  assign \$753  = ! l0_dw4_0_raw_s12[15:0];
-  assign \$754  = ~ \$753 ;
-  assign \$755  = l0_dw4_0_raw_s12[16] & \$754 ;
-  assign \$756  = ! l0_dw4_0_raw_s12[15:0];
-  assign \$757  = l0_dw4_0_raw_s12[16] & \$756 ;
-  assign \$758  = \$757  & \floor$357 [0];
-  assign \inc$359  = \$755  | \$758 ;
-  assign \$759  = $signed(\floor$357 ) > $signed(16'h7fff);
-  assign \$760  = \floor$357  == 15'h7fff;
-  assign \$761  = \$760  & \inc$359 ;
-  assign \above$360  = \$759  | \$761 ;
-  assign \$762  = $signed(\floor$357 ) < $signed(17'h17fff);
-  assign \$763  = \floor$357  == 32'd4294934527;
-  assign \$764  = ~ \inc$359 ;
-  assign \$765  = \$763  & \$764 ;
-  assign \below$361  = \$762  | \$765 ;
-  assign \$766  = ! l0_dw4_0_raw_s12[15:0];
-  assign \$767  = ~ \$766 ;
-  assign \$768  = l0_dw4_0_raw_s12[16] & \$767 ;
-  assign \$769  = ! l0_dw4_0_raw_s12[15:0];
-  assign \$770  = l0_dw4_0_raw_s12[16] & \$769 ;
-  assign \$771  = \$770  & \floor$357 [0];
-  assign \$772  = \$768  | \$771 ;
-  assign \$773  = $signed(\floor$357 ) + $signed({ 1'h0, \$772  });
-  assign \$774  = \above$360  ? 16'h7fff : \$773 [15:0];
-  assign \t$362  = \below$361  ? 16'h8000 : \$774 ;
-  assign \$775  = ! l0_dw4_1_raw_s12[15:0];
-  assign \$776  = ~ \$775 ;
-  assign \$777  = l0_dw4_1_raw_s12[16] & \$776 ;
-  assign \$778  = ! l0_dw4_1_raw_s12[15:0];
-  assign \$779  = l0_dw4_1_raw_s12[16] & \$778 ;
-  assign \$780  = \$779  & \floor$363 [0];
-  assign \inc$365  = \$777  | \$780 ;
-  assign \$781  = $signed(\floor$363 ) > $signed(16'h7fff);
-  assign \$782  = \floor$363  == 15'h7fff;
-  assign \$783  = \$782  & \inc$365 ;
-  assign \above$366  = \$781  | \$783 ;
-  assign \$784  = $signed(\floor$363 ) < $signed(17'h17fff);
-  assign \$785  = \floor$363  == 32'd4294934527;
-  assign \$786  = ~ \inc$365 ;
-  assign \$787  = \$785  & \$786 ;
-  assign \below$367  = \$784  | \$787 ;
-  assign \$788  = ! l0_dw4_1_raw_s12[15:0];
-  assign \$789  = ~ \$788 ;
-  assign \$790  = l0_dw4_1_raw_s12[16] & \$789 ;
-  assign \$791  = ! l0_dw4_1_raw_s12[15:0];
-  assign \$792  = l0_dw4_1_raw_s12[16] & \$791 ;
-  assign \$793  = \$792  & \floor$363 [0];
-  assign \$794  = \$790  | \$793 ;
-  assign \$795  = $signed(\floor$363 ) + $signed({ 1'h0, \$794  });
-  assign \$796  = \above$366  ? 16'h7fff : \$795 [15:0];
-  assign \t$368  = \below$367  ? 16'h8000 : \$796 ;
-  assign \$797  = ! l0_dw5_0_raw_s12[15:0];
-  assign \$798  = ~ \$797 ;
-  assign \$799  = l0_dw5_0_raw_s12[16] & \$798 ;
-  assign \$800  = ! l0_dw5_0_raw_s12[15:0];
-  assign \$801  = l0_dw5_0_raw_s12[16] & \$800 ;
-  assign \$802  = \$801  & \floor$369 [0];
-  assign \inc$371  = \$799  | \$802 ;
-  assign \$803  = $signed(\floor$369 ) > $signed(16'h7fff);
-  assign \$804  = \floor$369  == 15'h7fff;
-  assign \$805  = \$804  & \inc$371 ;
-  assign \above$372  = \$803  | \$805 ;
-  assign \$806  = $signed(\floor$369 ) < $signed(17'h17fff);
-  assign \$807  = \floor$369  == 32'd4294934527;
-  assign \$808  = ~ \inc$371 ;
-  assign \$809  = \$807  & \$808 ;
-  assign \below$373  = \$806  | \$809 ;
-  assign \$810  = ! l0_dw5_0_raw_s12[15:0];
-  assign \$811  = ~ \$810 ;
-  assign \$812  = l0_dw5_0_raw_s12[16] & \$811 ;
-  assign \$813  = ! l0_dw5_0_raw_s12[15:0];
-  assign \$814  = l0_dw5_0_raw_s12[16] & \$813 ;
-  assign \$815  = \$814  & \floor$369 [0];
-  assign \$816  = \$812  | \$815 ;
-  assign \$817  = $signed(\floor$369 ) + $signed({ 1'h0, \$816  });
-  assign \$818  = \above$372  ? 16'h7fff : \$817 [15:0];
-  assign \t$374  = \below$373  ? 16'h8000 : \$818 ;
-  assign \$819  = ! l0_dw5_1_raw_s12[15:0];
-  assign \$820  = ~ \$819 ;
-  assign \$821  = l0_dw5_1_raw_s12[16] & \$820 ;
-  assign \$822  = ! l0_dw5_1_raw_s12[15:0];
-  assign \$823  = l0_dw5_1_raw_s12[16] & \$822 ;
-  assign \$824  = \$823  & \floor$375 [0];
-  assign \inc$377  = \$821  | \$824 ;
-  assign \$825  = $signed(\floor$375 ) > $signed(16'h7fff);
-  assign \$826  = \floor$375  == 15'h7fff;
-  assign \$827  = \$826  & \inc$377 ;
-  assign \above$378  = \$825  | \$827 ;
-  assign \$828  = $signed(\floor$375 ) < $signed(17'h17fff);
-  assign \$829  = \floor$375  == 32'd4294934527;
-  assign \$830  = ~ \inc$377 ;
-  assign \$831  = \$829  & \$830 ;
-  assign \below$379  = \$828  | \$831 ;
-  assign \$832  = ! l0_dw5_1_raw_s12[15:0];
-  assign \$833  = ~ \$832 ;
-  assign \$834  = l0_dw5_1_raw_s12[16] & \$833 ;
-  assign \$835  = ! l0_dw5_1_raw_s12[15:0];
-  assign \$836  = l0_dw5_1_raw_s12[16] & \$835 ;
-  assign \$837  = \$836  & \floor$375 [0];
-  assign \$838  = \$834  | \$837 ;
-  assign \$839  = $signed(\floor$375 ) + $signed({ 1'h0, \$838  });
-  assign \$840  = \above$378  ? 16'h7fff : \$839 [15:0];
-  assign \t$380  = \below$379  ? 16'h8000 : \$840 ;
-  assign \$841  = ! l0_dw6_0_raw_s12[15:0];
-  assign \$842  = ~ \$841 ;
-  assign \$843  = l0_dw6_0_raw_s12[16] & \$842 ;
-  assign \$844  = ! l0_dw6_0_raw_s12[15:0];
-  assign \$845  = l0_dw6_0_raw_s12[16] & \$844 ;
-  assign \$846  = \$845  & \floor$381 [0];
-  assign \inc$383  = \$843  | \$846 ;
-  assign \$847  = $signed(\floor$381 ) > $signed(16'h7fff);
-  assign \$848  = \floor$381  == 15'h7fff;
-  assign \$849  = \$848  & \inc$383 ;
-  assign \above$384  = \$847  | \$849 ;
-  assign \$850  = $signed(\floor$381 ) < $signed(17'h17fff);
-  assign \$851  = \floor$381  == 32'd4294934527;
-  assign \$852  = ~ \inc$383 ;
-  assign \$853  = \$851  & \$852 ;
-  assign \below$385  = \$850  | \$853 ;
-  assign \$854  = ! l0_dw6_0_raw_s12[15:0];
-  assign \$855  = ~ \$854 ;
-  assign \$856  = l0_dw6_0_raw_s12[16] & \$855 ;
-  assign \$857  = ! l0_dw6_0_raw_s12[15:0];
-  assign \$858  = l0_dw6_0_raw_s12[16] & \$857 ;
-  assign \$859  = \$858  & \floor$381 [0];
-  assign \$860  = \$856  | \$859 ;
-  assign \$861  = $signed(\floor$381 ) + $signed({ 1'h0, \$860  });
-  assign \$862  = \above$384  ? 16'h7fff : \$861 [15:0];
-  assign \t$386  = \below$385  ? 16'h8000 : \$862 ;
-  assign \$863  = ! l0_dw6_1_raw_s12[15:0];
-  assign \$864  = ~ \$863 ;
-  assign \$865  = l0_dw6_1_raw_s12[16] & \$864 ;
-  assign \$866  = ! l0_dw6_1_raw_s12[15:0];
-  assign \$867  = l0_dw6_1_raw_s12[16] & \$866 ;
-  assign \$868  = \$867  & \floor$387 [0];
-  assign \inc$389  = \$865  | \$868 ;
-  assign \$869  = $signed(\floor$387 ) > $signed(16'h7fff);
-  assign \$870  = \floor$387  == 15'h7fff;
-  assign \$871  = \$870  & \inc$389 ;
-  assign \above$390  = \$869  | \$871 ;
-  assign \$872  = $signed(\floor$387 ) < $signed(17'h17fff);
-  assign \$873  = \floor$387  == 32'd4294934527;
-  assign \$874  = ~ \inc$389 ;
-  assign \$875  = \$873  & \$874 ;
-  assign \below$391  = \$872  | \$875 ;
-  assign \$876  = ! l0_dw6_1_raw_s12[15:0];
-  assign \$877  = ~ \$876 ;
-  assign \$878  = l0_dw6_1_raw_s12[16] & \$877 ;
-  assign \$879  = ! l0_dw6_1_raw_s12[15:0];
-  assign \$880  = l0_dw6_1_raw_s12[16] & \$879 ;
-  assign \$881  = \$880  & \floor$387 [0];
-  assign \$882  = \$878  | \$881 ;
-  assign \$883  = $signed(\floor$387 ) + $signed({ 1'h0, \$882  });
-  assign \$884  = \above$390  ? 16'h7fff : \$883 [15:0];
-  assign \t$392  = \below$391  ? 16'h8000 : \$884 ;
-  assign \$885  = ! l0_dw7_0_raw_s12[15:0];
-  assign \$886  = ~ \$885 ;
-  assign \$887  = l0_dw7_0_raw_s12[16] & \$886 ;
-  assign \$888  = ! l0_dw7_0_raw_s12[15:0];
-  assign \$889  = l0_dw7_0_raw_s12[16] & \$888 ;
-  assign \$890  = \$889  & \floor$393 [0];
-  assign \inc$395  = \$887  | \$890 ;
-  assign \$891  = $signed(\floor$393 ) > $signed(16'h7fff);
-  assign \$892  = \floor$393  == 15'h7fff;
-  assign \$893  = \$892  & \inc$395 ;
-  assign \above$396  = \$891  | \$893 ;
-  assign \$894  = $signed(\floor$393 ) < $signed(17'h17fff);
-  assign \$895  = \floor$393  == 32'd4294934527;
-  assign \$896  = ~ \inc$395 ;
-  assign \$897  = \$895  & \$896 ;
-  assign \below$397  = \$894  | \$897 ;
-  assign \$898  = ! l0_dw7_0_raw_s12[15:0];
-  assign \$899  = ~ \$898 ;
-  assign \$900  = l0_dw7_0_raw_s12[16] & \$899 ;
-  assign \$901  = ! l0_dw7_0_raw_s12[15:0];
-  assign \$902  = l0_dw7_0_raw_s12[16] & \$901 ;
-  assign \$903  = \$902  & \floor$393 [0];
-  assign \$904  = \$900  | \$903 ;
-  assign \$905  = $signed(\floor$393 ) + $signed({ 1'h0, \$904  });
-  assign \$906  = \above$396  ? 16'h7fff : \$905 [15:0];
-  assign \t$398  = \below$397  ? 16'h8000 : \$906 ;
-  assign \$907  = ! l0_dw7_1_raw_s12[15:0];
-  assign \$908  = ~ \$907 ;
-  assign \$909  = l0_dw7_1_raw_s12[16] & \$908 ;
-  assign \$910  = ! l0_dw7_1_raw_s12[15:0];
-  assign \$911  = l0_dw7_1_raw_s12[16] & \$910 ;
-  assign \$912  = \$911  & \floor$399 [0];
-  assign \inc$401  = \$909  | \$912 ;
-  assign \$913  = $signed(\floor$399 ) > $signed(16'h7fff);
-  assign \$914  = \floor$399  == 15'h7fff;
-  assign \$915  = \$914  & \inc$401 ;
-  assign \above$402  = \$913  | \$915 ;
-  assign \$916  = $signed(\floor$399 ) < $signed(17'h17fff);
-  assign \$917  = \floor$399  == 32'd4294934527;
-  assign \$918  = ~ \inc$401 ;
-  assign \$919  = \$917  & \$918 ;
-  assign \below$403  = \$916  | \$919 ;
-  assign \$920  = ! l0_dw7_1_raw_s12[15:0];
-  assign \$921  = ~ \$920 ;
-  assign \$922  = l0_dw7_1_raw_s12[16] & \$921 ;
-  assign \$923  = ! l0_dw7_1_raw_s12[15:0];
-  assign \$924  = l0_dw7_1_raw_s12[16] & \$923 ;
-  assign \$925  = \$924  & \floor$399 [0];
-  assign \$926  = \$922  | \$925 ;
-  assign \$927  = $signed(\floor$399 ) + $signed({ 1'h0, \$926  });
-  assign \$928  = \above$402  ? 16'h7fff : \$927 [15:0];
-  assign \t$404  = \below$403  ? 16'h8000 : \$928 ;
-  assign \$929  = ! l0_err0_s11[3:0];
-  assign \$930  = ~ \$929 ;
-  assign \$931  = l0_err0_s11[4] & \$930 ;
-  assign \$932  = ! l0_err0_s11[3:0];
-  assign \$933  = l0_err0_s11[4] & \$932 ;
-  assign \$934  = \$933  & \floor$405 [0];
-  assign \inc$407  = \$931  | \$934 ;
-  assign \$935  = $signed(\floor$405 ) > $signed(16'h7fff);
-  assign \$936  = \floor$405  == 15'h7fff;
-  assign \$937  = \$936  & \inc$407 ;
-  assign \above$408  = \$935  | \$937 ;
-  assign \$938  = $signed(\floor$405 ) < $signed(17'h17fff);
-  assign \$939  = $signed(\floor$405 ) == $signed(17'h17fff);
-  assign \$940  = ~ \inc$407 ;
-  assign \$941  = \$939  & \$940 ;
-  assign \below$409  = \$938  | \$941 ;
-  assign \$942  = ! l0_err0_s11[3:0];
-  assign \$943  = ~ \$942 ;
-  assign \$944  = l0_err0_s11[4] & \$943 ;
-  assign \$945  = ! l0_err0_s11[3:0];
-  assign \$946  = l0_err0_s11[4] & \$945 ;
-  assign \$947  = \$946  & \floor$405 [0];
-  assign \$948  = \$944  | \$947 ;
-  assign \$949  = $signed(\floor$405 ) + $signed({ 1'h0, \$948  });
-  assign \$950  = \above$408  ? 16'h7fff : \$949 [15:0];
-  assign \t$410  = \below$409  ? 16'h8000 : \$950 ;
-  assign \$951  = ! l0_err1_s11[3:0];
-  assign \$952  = ~ \$951 ;
-  assign \$953  = l0_err1_s11[4] & \$952 ;
-  assign \$954  = ! l0_err1_s11[3:0];
-  assign \$955  = l0_err1_s11[4] & \$954 ;
-  assign \$956  = \$955  & \floor$411 [0];
-  assign \inc$413  = \$953  | \$956 ;
-  assign \$957  = $signed(\floor$411 ) > $signed(16'h7fff);
-  assign \$958  = \floor$411  == 15'h7fff;
-  assign \$959  = \$958  & \inc$413 ;
-  assign \above$414  = \$957  | \$959 ;
-  assign \$960  = $signed(\floor$411 ) < $signed(17'h17fff);
-  assign \$961  = $signed(\floor$411 ) == $signed(17'h17fff);
-  assign \$962  = ~ \inc$413 ;
-  assign \$963  = \$961  & \$962 ;
-  assign \below$415  = \$960  | \$963 ;
-  assign \$964  = ! l0_err1_s11[3:0];
-  assign \$965  = ~ \$964 ;
-  assign \$966  = l0_err1_s11[4] & \$965 ;
-  assign \$967  = ! l0_err1_s11[3:0];
-  assign \$968  = l0_err1_s11[4] & \$967 ;
-  assign \$969  = \$968  & \floor$411 [0];
-  assign \$970  = \$966  | \$969 ;
-  assign \$971  = $signed(\floor$411 ) + $signed({ 1'h0, \$970  });
-  assign \$972  = \above$414  ? 16'h7fff : \$971 [15:0];
-  assign \t$416  = \below$415  ? 16'h8000 : \$972 ;
-  assign \$973  = ! l0_err2_s11[3:0];
-  assign \$974  = ~ \$973 ;
-  assign \$975  = l0_err2_s11[4] & \$974 ;
-  assign \$976  = ! l0_err2_s11[3:0];
-  assign \$977  = l0_err2_s11[4] & \$976 ;
-  assign \$978  = \$977  & \floor$417 [0];
-  assign \inc$419  = \$975  | \$978 ;
-  assign \$979  = $signed(\floor$417 ) > $signed(16'h7fff);
-  assign \$980  = \floor$417  == 15'h7fff;
-  assign \$981  = \$980  & \inc$419 ;
-  assign \above$420  = \$979  | \$981 ;
-  assign \$982  = $signed(\floor$417 ) < $signed(17'h17fff);
-  assign \$983  = $signed(\floor$417 ) == $signed(17'h17fff);
-  assign \$984  = ~ \inc$419 ;
-  assign \$985  = \$983  & \$984 ;
-  assign \below$421  = \$982  | \$985 ;
-  assign \$986  = ! l0_err2_s11[3:0];
-  assign \$987  = ~ \$986 ;
-  assign \$988  = l0_err2_s11[4] & \$987 ;
-  assign \$989  = ! l0_err2_s11[3:0];
-  assign \$990  = l0_err2_s11[4] & \$989 ;
-  assign \$991  = \$990  & \floor$417 [0];
-  assign \$992  = \$988  | \$991 ;
-  assign \$993  = $signed(\floor$417 ) + $signed({ 1'h0, \$992  });
-  assign \$994  = \above$420  ? 16'h7fff : \$993 [15:0];
-  assign \t$422  = \below$421  ? 16'h8000 : \$994 ;
-  assign \$995  = ! l0_err3_s11[3:0];
-  assign \$996  = ~ \$995 ;
-  assign \$997  = l0_err3_s11[4] & \$996 ;
-  assign \$998  = ! l0_err3_s11[3:0];
-  assign \$999  = l0_err3_s11[4] & \$998 ;
-  assign \$1000  = \$999  & \floor$423 [0];
-  assign \inc$425  = \$997  | \$1000 ;
-  assign \$1001  = $signed(\floor$423 ) > $signed(16'h7fff);
-  assign \$1002  = \floor$423  == 15'h7fff;
-  assign \$1003  = \$1002  & \inc$425 ;
-  assign \above$426  = \$1001  | \$1003 ;
-  assign \$1004  = $signed(\floor$423 ) < $signed(17'h17fff);
-  assign \$1005  = $signed(\floor$423 ) == $signed(17'h17fff);
-  assign \$1006  = ~ \inc$425 ;
-  assign \$1007  = \$1005  & \$1006 ;
-  assign \below$427  = \$1004  | \$1007 ;
-  assign \$1008  = ! l0_err3_s11[3:0];
-  assign \$1009  = ~ \$1008 ;
-  assign \$1010  = l0_err3_s11[4] & \$1009 ;
-  assign \$1011  = ! l0_err3_s11[3:0];
-  assign \$1012  = l0_err3_s11[4] & \$1011 ;
-  assign \$1013  = \$1012  & \floor$423 [0];
-  assign \$1014  = \$1010  | \$1013 ;
-  assign \$1015  = $signed(\floor$423 ) + $signed({ 1'h0, \$1014  });
-  assign \$1016  = \above$426  ? 16'h7fff : \$1015 [15:0];
-  assign \t$428  = \below$427  ? 16'h8000 : \$1016 ;
-  assign \$1017  = ! l0_err4_s11[3:0];
-  assign \$1018  = ~ \$1017 ;
-  assign \$1019  = l0_err4_s11[4] & \$1018 ;
-  assign \$1020  = ! l0_err4_s11[3:0];
-  assign \$1021  = l0_err4_s11[4] & \$1020 ;
-  assign \$1022  = \$1021  & \floor$429 [0];
-  assign \inc$431  = \$1019  | \$1022 ;
-  assign \$1023  = $signed(\floor$429 ) > $signed(16'h7fff);
-  assign \$1024  = \floor$429  == 15'h7fff;
-  assign \$1025  = \$1024  & \inc$431 ;
-  assign \above$432  = \$1023  | \$1025 ;
-  assign \$1026  = $signed(\floor$429 ) < $signed(17'h17fff);
-  assign \$1027  = $signed(\floor$429 ) == $signed(17'h17fff);
-  assign \$1028  = ~ \inc$431 ;
-  assign \$1029  = \$1027  & \$1028 ;
-  assign \below$433  = \$1026  | \$1029 ;
-  assign \$1030  = ! l0_err4_s11[3:0];
-  assign \$1031  = ~ \$1030 ;
-  assign \$1032  = l0_err4_s11[4] & \$1031 ;
-  assign \$1033  = ! l0_err4_s11[3:0];
-  assign \$1034  = l0_err4_s11[4] & \$1033 ;
-  assign \$1035  = \$1034  & \floor$429 [0];
-  assign \$1036  = \$1032  | \$1035 ;
-  assign \$1037  = $signed(\floor$429 ) + $signed({ 1'h0, \$1036  });
-  assign \$1038  = \above$432  ? 16'h7fff : \$1037 [15:0];
-  assign \t$434  = \below$433  ? 16'h8000 : \$1038 ;
-  assign \$1039  = ! l0_err5_s11[3:0];
-  assign \$1040  = ~ \$1039 ;
-  assign \$1041  = l0_err5_s11[4] & \$1040 ;
-  assign \$1042  = ! l0_err5_s11[3:0];
-  assign \$1043  = l0_err5_s11[4] & \$1042 ;
-  assign \$1044  = \$1043  & \floor$435 [0];
-  assign \inc$437  = \$1041  | \$1044 ;
-  assign \$1045  = $signed(\floor$435 ) > $signed(16'h7fff);
-  assign \$1046  = \floor$435  == 15'h7fff;
-  assign \$1047  = \$1046  & \inc$437 ;
-  assign \above$438  = \$1045  | \$1047 ;
-  assign \$1048  = $signed(\floor$435 ) < $signed(17'h17fff);
-  assign \$1049  = $signed(\floor$435 ) == $signed(17'h17fff);
-  assign \$1050  = ~ \inc$437 ;
-  assign \$1051  = \$1049  & \$1050 ;
-  assign \below$439  = \$1048  | \$1051 ;
-  assign \$1052  = ! l0_err5_s11[3:0];
-  assign \$1053  = ~ \$1052 ;
-  assign \$1054  = l0_err5_s11[4] & \$1053 ;
-  assign \$1055  = ! l0_err5_s11[3:0];
-  assign \$1056  = l0_err5_s11[4] & \$1055 ;
-  assign \$1057  = \$1056  & \floor$435 [0];
-  assign \$1058  = \$1054  | \$1057 ;
-  assign \$1059  = $signed(\floor$435 ) + $signed({ 1'h0, \$1058  });
-  assign \$1060  = \above$438  ? 16'h7fff : \$1059 [15:0];
-  assign \t$440  = \below$439  ? 16'h8000 : \$1060 ;
-  assign \$1061  = ! l0_err6_s11[3:0];
-  assign \$1062  = ~ \$1061 ;
-  assign \$1063  = l0_err6_s11[4] & \$1062 ;
-  assign \$1064  = ! l0_err6_s11[3:0];
-  assign \$1065  = l0_err6_s11[4] & \$1064 ;
-  assign \$1066  = \$1065  & \floor$441 [0];
-  assign \inc$443  = \$1063  | \$1066 ;
-  assign \$1067  = $signed(\floor$441 ) > $signed(16'h7fff);
-  assign \$1068  = \floor$441  == 15'h7fff;
-  assign \$1069  = \$1068  & \inc$443 ;
-  assign \above$444  = \$1067  | \$1069 ;
-  assign \$1070  = $signed(\floor$441 ) < $signed(17'h17fff);
-  assign \$1071  = $signed(\floor$441 ) == $signed(17'h17fff);
-  assign \$1072  = ~ \inc$443 ;
-  assign \$1073  = \$1071  & \$1072 ;
-  assign \below$445  = \$1070  | \$1073 ;
-  assign \$1074  = ! l0_err6_s11[3:0];
-  assign \$1075  = ~ \$1074 ;
-  assign \$1076  = l0_err6_s11[4] & \$1075 ;
-  assign \$1077  = ! l0_err6_s11[3:0];
-  assign \$1078  = l0_err6_s11[4] & \$1077 ;
-  assign \$1079  = \$1078  & \floor$441 [0];
-  assign \$1080  = \$1076  | \$1079 ;
-  assign \$1081  = $signed(\floor$441 ) + $signed({ 1'h0, \$1080  });
-  assign \$1082  = \above$444  ? 16'h7fff : \$1081 [15:0];
-  assign \t$446  = \below$445  ? 16'h8000 : \$1082 ;
-  assign \$1083  = ! l0_err7_s11[3:0];
-  assign \$1084  = ~ \$1083 ;
-  assign \$1085  = l0_err7_s11[4] & \$1084 ;
-  assign \$1086  = ! l0_err7_s11[3:0];
-  assign \$1087  = l0_err7_s11[4] & \$1086 ;
-  assign \$1088  = \$1087  & \floor$447 [0];
-  assign \inc$449  = \$1085  | \$1088 ;
-  assign \$1089  = $signed(\floor$447 ) > $signed(16'h7fff);
-  assign \$1090  = \floor$447  == 15'h7fff;
-  assign \$1091  = \$1090  & \inc$449 ;
-  assign \above$450  = \$1089  | \$1091 ;
-  assign \$1092  = $signed(\floor$447 ) < $signed(17'h17fff);
-  assign \$1093  = $signed(\floor$447 ) == $signed(17'h17fff);
-  assign \$1094  = ~ \inc$449 ;
-  assign \$1095  = \$1093  & \$1094 ;
-  assign \below$451  = \$1092  | \$1095 ;
-  assign \$1096  = ! l0_err7_s11[3:0];
-  assign \$1097  = ~ \$1096 ;
-  assign \$1098  = l0_err7_s11[4] & \$1097 ;
-  assign \$1099  = ! l0_err7_s11[3:0];
-  assign \$1100  = l0_err7_s11[4] & \$1099 ;
-  assign \$1101  = \$1100  & \floor$447 [0];
-  assign \$1102  = \$1098  | \$1101 ;
-  assign \$1103  = $signed(\floor$447 ) + $signed({ 1'h0, \$1102  });
-  assign \$1104  = \above$450  ? 16'h7fff : \$1103 [15:0];
-  assign \t$452  = \below$451  ? 16'h8000 : \$1104 ;
-  assign \$1105  = ~ m__ready;
-  assign \$1106  = m__valid & \$1105 ;
-  assign en = ~ \$1106 ;
+  assign \$328  = \$325 [34] & \$327 ;
+  assign \$329  = ~ \$325 [34];
+  assign \$330  = | \$325 [34:33];
+  assign \$331  = \$329  & \$330 ;
+  assign \$332  = \$331  ? 16'h7fff : \$325 [33:18];
+  assign \t$275  = \$328  ? 16'h8000 : \$332 ;
+  assign \$333  = $signed({ l0_dw7_1_raw_s12, l0_dw7_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw7_1_raw_s12[17] });
+  assign \$334  = & \$333 [34:33];
+  assign \$335  = ~ \$334 ;
+  assign \$336  = \$333 [34] & \$335 ;
+  assign \$337  = ~ \$333 [34];
+  assign \$338  = | \$333 [34:33];
+  assign \$339  = \$337  & \$338 ;
+  assign \$340  = \$339  ? 16'h7fff : \$333 [33:18];
+  assign \t$278  = \$336  ? 16'h8000 : \$340 ;
+  assign \$341  = $signed({ l0_err0_s11, l0_err0_s11[5] }) + $signed({ 5'h0f, l0_err0_s11[5] });
+  assign \$343  = ~ \$342 ;
+  assign \$345  = ~ \$341 [18];
+  assign \$349  = $signed({ l0_err1_s11, l0_err1_s11[5] }) + $signed({ 5'h0f, l0_err1_s11[5] });
+  assign \$351  = ~ \$350 ;
+  assign \$353  = ~ \$349 [18];
+  assign \$357  = $signed({ l0_err2_s11, l0_err2_s11[5] }) + $signed({ 5'h0f, l0_err2_s11[5] });
+  assign \$359  = ~ \$358 ;
+  assign \$361  = ~ \$357 [18];
+  assign \$365  = $signed({ l0_err3_s11, l0_err3_s11[5] }) + $signed({ 5'h0f, l0_err3_s11[5] });
+  assign \$367  = ~ \$366 ;
+  assign \$369  = ~ \$365 [18];
+  assign \$373  = $signed({ l0_err4_s11, l0_err4_s11[5] }) + $signed({ 5'h0f, l0_err4_s11[5] });
+  assign \$375  = ~ \$374 ;
+  assign \$377  = ~ \$373 [18];
+  assign \$381  = $signed({ l0_err5_s11, l0_err5_s11[5] }) + $signed({ 5'h0f, l0_err5_s11[5] });
+  assign \$383  = ~ \$382 ;
+  assign \$385  = ~ \$381 [18];
+  assign \$389  = $signed({ l0_err6_s11, l0_err6_s11[5] }) + $signed({ 5'h0f, l0_err6_s11[5] });
+  assign \$391  = ~ \$390 ;
+  assign \$393  = ~ \$389 [18];
+  assign \$397  = $signed({ l0_err7_s11, l0_err7_s11[5] }) + $signed({ 5'h0f, l0_err7_s11[5] });
+  assign \$399  = ~ \$398 ;
+  assign \$401  = ~ \$397 [18];
+  assign \$405  = ~ m__ready;
+  assign \$406  = m__valid & \$405 ;
+  assign en = ~ \$406 ;
   assign busy = | { valid_s13, valid_s12, valid_s11, valid_s10, valid_s9, m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s13;
-  assign \$1107  = $signed(l0_w_0_0) - $signed(l0_dw0_0_s13);
-  assign \$1108  = $signed(l0_w_0_1) - $signed(l0_dw0_1_s13);
-  assign \$1109  = $signed(l0_w_1_0) - $signed(l0_dw1_0_s13);
-  assign \$1110  = $signed(l0_w_1_1) - $signed(l0_dw1_1_s13);
-  assign \$1111  = $signed(l0_w_2_0) - $signed(l0_dw2_0_s13);
-  assign \$1112  = $signed(l0_w_2_1) - $signed(l0_dw2_1_s13);
-  assign \$1113  = $signed(l0_w_3_0) - $signed(l0_dw3_0_s13);
-  assign \$1114  = $signed(l0_w_3_1) - $signed(l0_dw3_1_s13);
-  assign \$1115  = $signed(l0_w_4_0) - $signed(l0_dw4_0_s13);
-  assign \$1116  = $signed(l0_w_4_1) - $signed(l0_dw4_1_s13);
-  assign \$1117  = $signed(l0_w_5_0) - $signed(l0_dw5_0_s13);
-  assign \$1118  = $signed(l0_w_5_1) - $signed(l0_dw5_1_s13);
-  assign \$1119  = $signed(l0_w_6_0) - $signed(l0_dw6_0_s13);
-  assign \$1120  = $signed(l0_w_6_1) - $signed(l0_dw6_1_s13);
-  assign \$1121  = $signed(l0_w_7_0) - $signed(l0_dw7_0_s13);
-  assign \$1122  = $signed(l0_w_7_1) - $signed(l0_dw7_1_s13);
-  assign \$1123  = $signed(l0_b_0) - $signed(l0_db0_s13);
-  assign \$1124  = $signed(l0_b_1) - $signed(l0_db1_s13);
-  assign \$1125  = $signed(l0_b_2) - $signed(l0_db2_s13);
-  assign \$1126  = $signed(l0_b_3) - $signed(l0_db3_s13);
-  assign \$1127  = $signed(l0_b_4) - $signed(l0_db4_s13);
-  assign \$1128  = $signed(l0_b_5) - $signed(l0_db5_s13);
-  assign \$1129  = $signed(l0_b_6) - $signed(l0_db6_s13);
-  assign \$1130  = $signed(l0_b_7) - $signed(l0_db7_s13);
+  assign \$407  = $signed(l0_w_0_0) - $signed(l0_dw0_0_s13);
+  assign \$408  = $signed(l0_w_0_1) - $signed(l0_dw0_1_s13);
+  assign \$409  = $signed(l0_w_1_0) - $signed(l0_dw1_0_s13);
+  assign \$410  = $signed(l0_w_1_1) - $signed(l0_dw1_1_s13);
+  assign \$411  = $signed(l0_w_2_0) - $signed(l0_dw2_0_s13);
+  assign \$412  = $signed(l0_w_2_1) - $signed(l0_dw2_1_s13);
+  assign \$413  = $signed(l0_w_3_0) - $signed(l0_dw3_0_s13);
+  assign \$414  = $signed(l0_w_3_1) - $signed(l0_dw3_1_s13);
+  assign \$415  = $signed(l0_w_4_0) - $signed(l0_dw4_0_s13);
+  assign \$416  = $signed(l0_w_4_1) - $signed(l0_dw4_1_s13);
+  assign \$417  = $signed(l0_w_5_0) - $signed(l0_dw5_0_s13);
+  assign \$418  = $signed(l0_w_5_1) - $signed(l0_dw5_1_s13);
+  assign \$419  = $signed(l0_w_6_0) - $signed(l0_dw6_0_s13);
+  assign \$420  = $signed(l0_w_6_1) - $signed(l0_dw6_1_s13);
+  assign \$421  = $signed(l0_w_7_0) - $signed(l0_dw7_0_s13);
+  assign \$422  = $signed(l0_w_7_1) - $signed(l0_dw7_1_s13);
+  assign \$423  = $signed(l0_b_0) - $signed(l0_db0_s13);
+  assign \$424  = $signed(l0_b_1) - $signed(l0_db1_s13);
+  assign \$425  = $signed(l0_b_2) - $signed(l0_db2_s13);
+  assign \$426  = $signed(l0_b_3) - $signed(l0_db3_s13);
+  assign \$427  = $signed(l0_b_4) - $signed(l0_db4_s13);
+  assign \$428  = $signed(l0_b_5) - $signed(l0_db5_s13);
+  assign \$429  = $signed(l0_b_6) - $signed(l0_db6_s13);
+  assign \$430  = $signed(l0_b_7) - $signed(l0_db7_s13);
   assign commit_l1 = en & valid_s11;
-  assign \$1131  = $signed(l1_w_0_0) - $signed(l1_dw0_0_s11);
-  assign \$1132  = $signed(l1_w_0_1) - $signed(l1_dw0_1_s11);
-  assign \$1133  = $signed(l1_w_0_2) - $signed(l1_dw0_2_s11);
-  assign \$1134  = $signed(l1_w_0_3) - $signed(l1_dw0_3_s11);
-  assign \$1135  = $signed(l1_w_0_4) - $signed(l1_dw0_4_s11);
-  assign \$1136  = $signed(l1_w_0_5) - $signed(l1_dw0_5_s11);
-  assign \$1137  = $signed(l1_w_0_6) - $signed(l1_dw0_6_s11);
-  assign \$1138  = $signed(l1_w_0_7) - $signed(l1_dw0_7_s11);
-  assign \$1139  = $signed(l1_b_0) - $signed(l1_db0_s11);
-  assign \$1140  = ~ pc__valid;
-  assign \$1141  = en & \$1140 ;
-  assign \$1144  = | { valid_s12, valid_s11, valid_s10, valid_s9, m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$1145  = ~ \$1144 ;
-  assign s__ready = \$1143  & \$1145 ;
+  assign \$431  = $signed(l1_w_0_0) - $signed(l1_dw0_0_s11);
+  assign \$432  = $signed(l1_w_0_1) - $signed(l1_dw0_1_s11);
+  assign \$433  = $signed(l1_w_0_2) - $signed(l1_dw0_2_s11);
+  assign \$434  = $signed(l1_w_0_3) - $signed(l1_dw0_3_s11);
+  assign \$435  = $signed(l1_w_0_4) - $signed(l1_dw0_4_s11);
+  assign \$436  = $signed(l1_w_0_5) - $signed(l1_dw0_5_s11);
+  assign \$437  = $signed(l1_w_0_6) - $signed(l1_dw0_6_s11);
+  assign \$438  = $signed(l1_w_0_7) - $signed(l1_dw0_7_s11);
+  assign \$439  = $signed(l1_b_0) - $signed(l1_db0_s11);
+  assign \$440  = ~ pc__valid;
+  assign \$441  = en & \$440 ;
+  assign \$444  = | { valid_s12, valid_s11, valid_s10, valid_s9, m__valid, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$445  = ~ \$444 ;
+  assign s__ready = \$443  & \$445 ;
   assign accept = s__valid & s__ready;
-  assign \$1146  = ~ busy;
-  assign \$1147  = pc__valid & \$1146 ;
-  assign \$1150  = ~ read_wait;
-  assign \$1151  = \$1149  & \$1150 ;
-  assign \$1152  = ~ pr__valid;
-  assign \$1153  = \$1152  | pr__ready;
-  assign pc__ready = \$1151  & \$1153 ;
-  assign \$1154  = port_addr - 1'h0;
-  assign \$1155  = port_addr >= 1'h0;
-  assign \$1156  = port_addr < 5'h18;
-  assign \$1157  = \$1155  & \$1156 ;
-  assign \$1158  = pc__ready & pc__payload[22];
-  assign l0_port_wr = \$1157  & \$1159 ;
-  assign \$1160  = port_addr >= 1'h0;
-  assign \$1161  = port_addr < 5'h18;
-  assign \$1162  = \$1160  & \$1161 ;
-  assign \$1163  = \$1162  & pc__ready;
-  assign \$1164  = ~ pc__payload[22];
-  assign l0_port_rd = \$1163  & \$1164 ;
-  assign \$1165  = port_addr - 5'h18;
-  assign \$1166  = port_addr >= 5'h18;
-  assign \$1167  = port_addr < 6'h21;
-  assign \$1168  = \$1166  & \$1167 ;
-  assign \$1169  = pc__ready & pc__payload[22];
-  assign l1_port_wr = \$1168  & \$1170 ;
-  assign \$1171  = port_addr >= 5'h18;
-  assign \$1172  = port_addr < 6'h21;
-  assign \$1173  = \$1171  & \$1172 ;
-  assign \$1174  = \$1173  & pc__ready;
-  assign \$1175  = ~ pc__payload[22];
-  assign l1_port_rd = \$1174  & \$1175 ;
-  assign \$1176  = & \t$469 [16:15];
-  assign \$1177  = ~ \$1176 ;
-  assign \$1178  = \t$469 [16] & \$1177 ;
-  assign \$1179  = ~ \t$469 [16];
-  assign \$1180  = | \t$469 [16:15];
-  assign \$1181  = \$1179  & \$1180 ;
-  assign \$1182  = \$1181  ? 16'h7fff : \t$469 [15:0];
-  assign \$1183  = \$1178  ? 16'h8000 : \$1182 ;
-  assign \$1184  = & \t$472 [16:15];
-  assign \$1185  = ~ \$1184 ;
-  assign \$1186  = \t$472 [16] & \$1185 ;
-  assign \$1187  = ~ \t$472 [16];
-  assign \$1188  = | \t$472 [16:15];
-  assign \$1189  = \$1187  & \$1188 ;
-  assign \$1190  = \$1189  ? 16'h7fff : \t$472 [15:0];
-  assign \$1191  = \$1186  ? 16'h8000 : \$1190 ;
-  assign \$1192  = & \t$475 [16:15];
-  assign \$1193  = ~ \$1192 ;
-  assign \$1194  = \t$475 [16] & \$1193 ;
-  assign \$1195  = ~ \t$475 [16];
-  assign \$1196  = | \t$475 [16:15];
-  assign \$1197  = \$1195  & \$1196 ;
-  assign \$1198  = \$1197  ? 16'h7fff : \t$475 [15:0];
-  assign \$1199  = \$1194  ? 16'h8000 : \$1198 ;
-  assign \$1200  = & \t$478 [16:15];
-  assign \$1201  = ~ \$1200 ;
-  assign \$1202  = \t$478 [16] & \$1201 ;
-  assign \$1203  = ~ \t$478 [16];
-  assign \$1204  = | \t$478 [16:15];
-  assign \$1205  = \$1203  & \$1204 ;
-  assign \$1206  = \$1205  ? 16'h7fff : \t$478 [15:0];
-  assign \$1207  = \$1202  ? 16'h8000 : \$1206 ;
-  assign \$1208  = & \t$481 [16:15];
-  assign \$1209  = ~ \$1208 ;
-  assign \$1210  = \t$481 [16] & \$1209 ;
-  assign \$1211  = ~ \t$481 [16];
-  assign \$1212  = | \t$481 [16:15];
-  assign \$1213  = \$1211  & \$1212 ;
-  assign \$1214  = \$1213  ? 16'h7fff : \t$481 [15:0];
-  assign \$1215  = \$1210  ? 16'h8000 : \$1214 ;
-  assign \$1216  = & \t$484 [16:15];
-  assign \$1217  = ~ \$1216 ;
-  assign \$1218  = \t$484 [16] & \$1217 ;
-  assign \$1219  = ~ \t$484 [16];
-  assign \$1220  = | \t$484 [16:15];
-  assign \$1221  = \$1219  & \$1220 ;
-  assign \$1222  = \$1221  ? 16'h7fff : \t$484 [15:0];
-  assign \$1223  = \$1218  ? 16'h8000 : \$1222 ;
-  assign \$1224  = & \t$487 [16:15];
-  assign \$1225  = ~ \$1224 ;
-  assign \$1226  = \t$487 [16] & \$1225 ;
-  assign \$1227  = ~ \t$487 [16];
-  assign \$1228  = | \t$487 [16:15];
-  assign \$1229  = \$1227  & \$1228 ;
-  assign \$1230  = \$1229  ? 16'h7fff : \t$487 [15:0];
-  assign \$1231  = \$1226  ? 16'h8000 : \$1230 ;
-  assign \$1232  = & \t$490 [16:15];
-  assign \$1233  = ~ \$1232 ;
-  assign \$1234  = \t$490 [16] & \$1233 ;
-  assign \$1235  = ~ \t$490 [16];
-  assign \$1236  = | \t$490 [16:15];
-  assign \$1237  = \$1235  & \$1236 ;
-  assign \$1238  = \$1237  ? 16'h7fff : \t$490 [15:0];
-  assign \$1239  = \$1234  ? 16'h8000 : \$1238 ;
-  assign \$1240  = & \t$493 [16:15];
-  assign \$1241  = ~ \$1240 ;
-  assign \$1242  = \t$493 [16] & \$1241 ;
-  assign \$1243  = ~ \t$493 [16];
-  assign \$1244  = | \t$493 [16:15];
-  assign \$1245  = \$1243  & \$1244 ;
-  assign \$1246  = \$1245  ? 16'h7fff : \t$493 [15:0];
-  assign \$1247  = \$1242  ? 16'h8000 : \$1246 ;
-  assign \$1248  = & \t$496 [16:15];
-  assign \$1249  = ~ \$1248 ;
-  assign \$1250  = \t$496 [16] & \$1249 ;
-  assign \$1251  = ~ \t$496 [16];
-  assign \$1252  = | \t$496 [16:15];
-  assign \$1253  = \$1251  & \$1252 ;
-  assign \$1254  = \$1253  ? 16'h7fff : \t$496 [15:0];
-  assign \$1255  = \$1250  ? 16'h8000 : \$1254 ;
-  assign \$1256  = & \t$499 [16:15];
-  assign \$1257  = ~ \$1256 ;
-  assign \$1258  = \t$499 [16] & \$1257 ;
-  assign \$1259  = ~ \t$499 [16];
-  assign \$1260  = | \t$499 [16:15];
-  assign \$1261  = \$1259  & \$1260 ;
-  assign \$1262  = \$1261  ? 16'h7fff : \t$499 [15:0];
-  assign \$1263  = \$1258  ? 16'h8000 : \$1262 ;
-  assign \$1264  = & \t$502 [16:15];
-  assign \$1265  = ~ \$1264 ;
-  assign \$1266  = \t$502 [16] & \$1265 ;
-  assign \$1267  = ~ \t$502 [16];
-  assign \$1268  = | \t$502 [16:15];
-  assign \$1269  = \$1267  & \$1268 ;
-  assign \$1270  = \$1269  ? 16'h7fff : \t$502 [15:0];
-  assign \$1271  = \$1266  ? 16'h8000 : \$1270 ;
-  assign \$1272  = & \t$505 [16:15];
-  assign \$1273  = ~ \$1272 ;
-  assign \$1274  = \t$505 [16] & \$1273 ;
-  assign \$1275  = ~ \t$505 [16];
-  assign \$1276  = | \t$505 [16:15];
-  assign \$1277  = \$1275  & \$1276 ;
-  assign \$1278  = \$1277  ? 16'h7fff : \t$505 [15:0];
-  assign \$1279  = \$1274  ? 16'h8000 : \$1278 ;
-  assign \$1280  = & \t$508 [16:15];
-  assign \$1281  = ~ \$1280 ;
-  assign \$1282  = \t$508 [16] & \$1281 ;
-  assign \$1283  = ~ \t$508 [16];
-  assign \$1284  = | \t$508 [16:15];
-  assign \$1285  = \$1283  & \$1284 ;
-  assign \$1286  = \$1285  ? 16'h7fff : \t$508 [15:0];
-  assign \$1287  = \$1282  ? 16'h8000 : \$1286 ;
-  assign \$1288  = & \t$511 [16:15];
-  assign \$1289  = ~ \$1288 ;
-  assign \$1290  = \t$511 [16] & \$1289 ;
-  assign \$1291  = ~ \t$511 [16];
-  assign \$1292  = | \t$511 [16:15];
-  assign \$1293  = \$1291  & \$1292 ;
-  assign \$1294  = \$1293  ? 16'h7fff : \t$511 [15:0];
-  assign \$1295  = \$1290  ? 16'h8000 : \$1294 ;
-  assign \$1296  = & \t$514 [16:15];
-  assign \$1297  = ~ \$1296 ;
-  assign \$1298  = \t$514 [16] & \$1297 ;
-  assign \$1299  = ~ \t$514 [16];
-  assign \$1300  = | \t$514 [16:15];
-  assign \$1301  = \$1299  & \$1300 ;
-  assign \$1302  = \$1301  ? 16'h7fff : \t$514 [15:0];
-  assign \$1303  = \$1298  ? 16'h8000 : \$1302 ;
-  assign \$1304  = & \t$517 [16:15];
-  assign \$1305  = ~ \$1304 ;
-  assign \$1306  = \t$517 [16] & \$1305 ;
-  assign \$1307  = ~ \t$517 [16];
-  assign \$1308  = | \t$517 [16:15];
-  assign \$1309  = \$1307  & \$1308 ;
-  assign \$1310  = \$1309  ? 16'h7fff : \t$517 [15:0];
-  assign \$1311  = \$1306  ? 16'h8000 : \$1310 ;
-  assign \$1312  = & \t$519 [16:15];
-  assign \$1313  = ~ \$1312 ;
-  assign \$1314  = \t$519 [16] & \$1313 ;
-  assign \$1315  = ~ \t$519 [16];
-  assign \$1316  = | \t$519 [16:15];
-  assign \$1317  = \$1315  & \$1316 ;
-  assign \$1318  = \$1317  ? 16'h7fff : \t$519 [15:0];
-  assign \$1319  = \$1314  ? 16'h8000 : \$1318 ;
-  assign \$1320  = & \t$521 [16:15];
-  assign \$1321  = ~ \$1320 ;
-  assign \$1322  = \t$521 [16] & \$1321 ;
-  assign \$1323  = ~ \t$521 [16];
-  assign \$1324  = | \t$521 [16:15];
-  assign \$1325  = \$1323  & \$1324 ;
-  assign \$1326  = \$1325  ? 16'h7fff : \t$521 [15:0];
-  assign \$1327  = \$1322  ? 16'h8000 : \$1326 ;
-  assign \$1328  = & \t$523 [16:15];
-  assign \$1329  = ~ \$1328 ;
-  assign \$1330  = \t$523 [16] & \$1329 ;
-  assign \$1331  = ~ \t$523 [16];
-  assign \$1332  = | \t$523 [16:15];
-  assign \$1333  = \$1331  & \$1332 ;
-  assign \$1334  = \$1333  ? 16'h7fff : \t$523 [15:0];
-  assign \$1335  = \$1330  ? 16'h8000 : \$1334 ;
-  assign \$1336  = & \t$525 [16:15];
-  assign \$1337  = ~ \$1336 ;
-  assign \$1338  = \t$525 [16] & \$1337 ;
-  assign \$1339  = ~ \t$525 [16];
-  assign \$1340  = | \t$525 [16:15];
-  assign \$1341  = \$1339  & \$1340 ;
-  assign \$1342  = \$1341  ? 16'h7fff : \t$525 [15:0];
-  assign \$1343  = \$1338  ? 16'h8000 : \$1342 ;
-  assign \$1344  = & \t$527 [16:15];
-  assign \$1345  = ~ \$1344 ;
-  assign \$1346  = \t$527 [16] & \$1345 ;
-  assign \$1347  = ~ \t$527 [16];
-  assign \$1348  = | \t$527 [16:15];
-  assign \$1349  = \$1347  & \$1348 ;
-  assign \$1350  = \$1349  ? 16'h7fff : \t$527 [15:0];
-  assign \$1351  = \$1346  ? 16'h8000 : \$1350 ;
-  assign \$1352  = & \t$529 [16:15];
-  assign \$1353  = ~ \$1352 ;
-  assign \$1354  = \t$529 [16] & \$1353 ;
-  assign \$1355  = ~ \t$529 [16];
-  assign \$1356  = | \t$529 [16:15];
-  assign \$1357  = \$1355  & \$1356 ;
-  assign \$1358  = \$1357  ? 16'h7fff : \t$529 [15:0];
-  assign \$1359  = \$1354  ? 16'h8000 : \$1358 ;
-  assign \$1360  = & \t$531 [16:15];
-  assign \$1361  = ~ \$1360 ;
-  assign \$1362  = \t$531 [16] & \$1361 ;
-  assign \$1363  = ~ \t$531 [16];
-  assign \$1364  = | \t$531 [16:15];
-  assign \$1365  = \$1363  & \$1364 ;
-  assign \$1366  = \$1365  ? 16'h7fff : \t$531 [15:0];
-  assign \$1367  = \$1362  ? 16'h8000 : \$1366 ;
-  assign \$1368  = & \t$534 [16:15];
-  assign \$1369  = ~ \$1368 ;
-  assign \$1370  = \t$534 [16] & \$1369 ;
-  assign \$1371  = ~ \t$534 [16];
-  assign \$1372  = | \t$534 [16:15];
-  assign \$1373  = \$1371  & \$1372 ;
-  assign \$1374  = \$1373  ? 16'h7fff : \t$534 [15:0];
-  assign \$1375  = \$1370  ? 16'h8000 : \$1374 ;
-  assign \$1376  = & \t$537 [16:15];
-  assign \$1377  = ~ \$1376 ;
-  assign \$1378  = \t$537 [16] & \$1377 ;
-  assign \$1379  = ~ \t$537 [16];
-  assign \$1380  = | \t$537 [16:15];
-  assign \$1381  = \$1379  & \$1380 ;
-  assign \$1382  = \$1381  ? 16'h7fff : \t$537 [15:0];
-  assign \$1383  = \$1378  ? 16'h8000 : \$1382 ;
-  assign \$1384  = & \t$540 [16:15];
-  assign \$1385  = ~ \$1384 ;
-  assign \$1386  = \t$540 [16] & \$1385 ;
-  assign \$1387  = ~ \t$540 [16];
-  assign \$1388  = | \t$540 [16:15];
-  assign \$1389  = \$1387  & \$1388 ;
-  assign \$1390  = \$1389  ? 16'h7fff : \t$540 [15:0];
-  assign \$1391  = \$1386  ? 16'h8000 : \$1390 ;
-  assign \$1392  = & \t$543 [16:15];
-  assign \$1393  = ~ \$1392 ;
-  assign \$1394  = \t$543 [16] & \$1393 ;
-  assign \$1395  = ~ \t$543 [16];
-  assign \$1396  = | \t$543 [16:15];
-  assign \$1397  = \$1395  & \$1396 ;
-  assign \$1398  = \$1397  ? 16'h7fff : \t$543 [15:0];
-  assign \$1399  = \$1394  ? 16'h8000 : \$1398 ;
-  assign \$1400  = & \t$546 [16:15];
-  assign \$1401  = ~ \$1400 ;
-  assign \$1402  = \t$546 [16] & \$1401 ;
-  assign \$1403  = ~ \t$546 [16];
-  assign \$1404  = | \t$546 [16:15];
-  assign \$1405  = \$1403  & \$1404 ;
-  assign \$1406  = \$1405  ? 16'h7fff : \t$546 [15:0];
-  assign \$1407  = \$1402  ? 16'h8000 : \$1406 ;
-  assign \$1408  = & \t$549 [16:15];
-  assign \$1409  = ~ \$1408 ;
-  assign \$1410  = \t$549 [16] & \$1409 ;
-  assign \$1411  = ~ \t$549 [16];
-  assign \$1412  = | \t$549 [16:15];
-  assign \$1413  = \$1411  & \$1412 ;
-  assign \$1414  = \$1413  ? 16'h7fff : \t$549 [15:0];
-  assign \$1415  = \$1410  ? 16'h8000 : \$1414 ;
-  assign \$1416  = & \t$552 [16:15];
-  assign \$1417  = ~ \$1416 ;
-  assign \$1418  = \t$552 [16] & \$1417 ;
-  assign \$1419  = ~ \t$552 [16];
-  assign \$1420  = | \t$552 [16:15];
-  assign \$1421  = \$1419  & \$1420 ;
-  assign \$1422  = \$1421  ? 16'h7fff : \t$552 [15:0];
-  assign \$1423  = \$1418  ? 16'h8000 : \$1422 ;
-  assign \$1424  = & \t$555 [16:15];
-  assign \$1425  = ~ \$1424 ;
-  assign \$1426  = \t$555 [16] & \$1425 ;
-  assign \$1427  = ~ \t$555 [16];
-  assign \$1428  = | \t$555 [16:15];
-  assign \$1429  = \$1427  & \$1428 ;
-  assign \$1430  = \$1429  ? 16'h7fff : \t$555 [15:0];
-  assign \$1431  = \$1426  ? 16'h8000 : \$1430 ;
-  assign \$1432  = & \t$558 [16:15];
-  assign \$1433  = ~ \$1432 ;
-  assign \$1434  = \t$558 [16] & \$1433 ;
-  assign \$1435  = ~ \t$558 [16];
-  assign \$1436  = | \t$558 [16:15];
-  assign \$1437  = \$1435  & \$1436 ;
-  assign \$1438  = \$1437  ? 16'h7fff : \t$558 [15:0];
-  assign \$1439  = \$1434  ? 16'h8000 : \$1438 ;
-  assign \$1440  = ~ pc__payload[22];
-  assign \$1441  = pc__ready & \$1440 ;
-  assign \$1442  = pc__ready & pc__payload[22];
-  assign \$1446  = $signed(l0_w_0_0) * $signed(x0_s1);
-  assign \$1447  = $signed(l0_w_0_1) * $signed(x1_s1);
-  assign \$1448  = $signed(l0_bias0_s2) + $signed(\t$17 );
-  assign \$1449  = $signed(\$1448 ) + $signed(\t$20 );
-  assign \$1450  = $signed(\t$29 ) > $signed(1'h0);
-  assign \$1451  = \$1450  ? \t$29  : 16'h0000;
-  assign \$1452  = $signed(l0_w_1_0) * $signed(x0_s1);
-  assign \$1453  = $signed(l0_w_1_1) * $signed(x1_s1);
-  assign \$1454  = $signed(l0_bias1_s2) + $signed(\t$33 );
-  assign \$1455  = $signed(\$1454 ) + $signed(\t$36 );
-  assign \$1456  = $signed(\t$45 ) > $signed(1'h0);
-  assign \$1457  = \$1456  ? \t$45  : 16'h0000;
-  assign \$1458  = $signed(l0_w_2_0) * $signed(x0_s1);
-  assign \$1459  = $signed(l0_w_2_1) * $signed(x1_s1);
-  assign \$1460  = $signed(l0_bias2_s2) + $signed(\t$49 );
-  assign \$1461  = $signed(\$1460 ) + $signed(\t$52 );
-  assign \$1462  = $signed(\t$61 ) > $signed(1'h0);
-  assign \$1463  = \$1462  ? \t$61  : 16'h0000;
-  assign \$1464  = $signed(l0_w_3_0) * $signed(x0_s1);
-  assign \$1465  = $signed(l0_w_3_1) * $signed(x1_s1);
-  assign \$1466  = $signed(l0_bias3_s2) + $signed(\t$65 );
-  assign \$1467  = $signed(\$1466 ) + $signed(\t$68 );
-  assign \$1468  = $signed(\t$77 ) > $signed(1'h0);
-  assign \$1469  = \$1468  ? \t$77  : 16'h0000;
-  assign \$1470  = $signed(l0_w_4_0) * $signed(x0_s1);
-  assign \$1471  = $signed(l0_w_4_1) * $signed(x1_s1);
-  assign \$1472  = $signed(l0_bias4_s2) + $signed(\t$81 );
-  assign \$1473  = $signed(\$1472 ) + $signed(\t$84 );
-  assign \$1474  = $signed(\t$93 ) > $signed(1'h0);
-  assign \$1475  = \$1474  ? \t$93  : 16'h0000;
-  assign \$1476  = $signed(l0_w_5_0) * $signed(x0_s1);
-  assign \$1477  = $signed(l0_w_5_1) * $signed(x1_s1);
-  assign \$1478  = $signed(l0_bias5_s2) + $signed(\t$97 );
-  assign \$1479  = $signed(\$1478 ) + $signed(\t$100 );
-  assign \$1480  = $signed(\t$109 ) > $signed(1'h0);
-  assign \$1481  = \$1480  ? \t$109  : 16'h0000;
-  assign \$1482  = $signed(l0_w_6_0) * $signed(x0_s1);
-  assign \$1483  = $signed(l0_w_6_1) * $signed(x1_s1);
-  assign \$1484  = $signed(l0_bias6_s2) + $signed(\t$113 );
-  assign \$1485  = $signed(\$1484 ) + $signed(\t$116 );
-  assign \$1486  = $signed(\t$125 ) > $signed(1'h0);
-  assign \$1487  = \$1486  ? \t$125  : 16'h0000;
-  assign \$1488  = $signed(l0_w_7_0) * $signed(x0_s1);
-  assign \$1489  = $signed(l0_w_7_1) * $signed(x1_s1);
-  assign \$1490  = $signed(l0_bias7_s2) + $signed(\t$129 );
-  assign \$1491  = $signed(\$1490 ) + $signed(\t$132 );
-  assign \$1492  = $signed(\t$141 ) > $signed(1'h0);
-  assign \$1493  = \$1492  ? \t$141  : 16'h0000;
-  assign \$1494  = $signed(l1_w_0_0) * $signed(l0_out0_s4);
-  assign \$1495  = $signed(l1_w_0_1) * $signed(l0_out1_s4);
-  assign \$1496  = $signed(l1_w_0_2) * $signed(l0_out2_s4);
-  assign \$1497  = $signed(l1_w_0_3) * $signed(l0_out3_s4);
-  assign \$1498  = $signed(l1_w_0_4) * $signed(l0_out4_s4);
-  assign \$1499  = $signed(l1_w_0_5) * $signed(l0_out5_s4);
-  assign \$1500  = $signed(l1_w_0_6) * $signed(l0_out6_s4);
-  assign \$1501  = $signed(l1_w_0_7) * $signed(l0_out7_s4);
-  assign \$1502  = $signed(l1_bias0_s5) + $signed(\t$145 );
-  assign \$1503  = $signed(\t$148 ) + $signed(\t$151 );
-  assign \$1504  = $signed(\$1502 ) + $signed(\$1503 );
-  assign \$1505  = $signed(\t$154 ) + $signed(\t$157 );
-  assign \$1506  = $signed(\t$160 ) + $signed(\t$163 );
-  assign \$1507  = $signed(\$1505 ) + $signed(\$1506 );
-  assign \$1508  = $signed(l1_sum0_t0_0_s6) + $signed(l1_sum0_t0_1_s6);
-  assign \$1509  = $signed(\$1508 ) + $signed(l1_sum0_t0_2_s6);
-  assign \$1510  = $signed(err0_s9) * $signed(l0_out0_s9);
-  assign \$1511  = $signed(err0_s9) * $signed(l0_out1_s9);
-  assign \$1512  = $signed(err0_s9) * $signed(l0_out2_s9);
-  assign \$1513  = $signed(err0_s9) * $signed(l0_out3_s9);
-  assign \$1514  = $signed(err0_s9) * $signed(l0_out4_s9);
-  assign \$1515  = $signed(err0_s9) * $signed(l0_out5_s9);
-  assign \$1516  = $signed(err0_s9) * $signed(l0_out6_s9);
-  assign \$1517  = $signed(err0_s9) * $signed(l0_out7_s9);
-  assign \$1518  = $signed(l1_w_0_0) * $signed(err0_s9);
-  assign \$1519  = $signed(l0_out0_s10) <= $signed(1'h0);
-  assign \$1520  = \$1519  ? 16'h0000 : \t$245 ;
-  assign \$1521  = $signed(l1_w_0_1) * $signed(err0_s9);
-  assign \$1522  = $signed(l0_out1_s10) <= $signed(1'h0);
-  assign \$1523  = \$1522  ? 16'h0000 : \t$254 ;
-  assign \$1524  = $signed(l1_w_0_2) * $signed(err0_s9);
-  assign \$1525  = $signed(l0_out2_s10) <= $signed(1'h0);
-  assign \$1526  = \$1525  ? 16'h0000 : \t$263 ;
-  assign \$1527  = $signed(l1_w_0_3) * $signed(err0_s9);
-  assign \$1528  = $signed(l0_out3_s10) <= $signed(1'h0);
-  assign \$1529  = \$1528  ? 16'h0000 : \t$272 ;
-  assign \$1530  = $signed(l1_w_0_4) * $signed(err0_s9);
-  assign \$1531  = $signed(l0_out4_s10) <= $signed(1'h0);
-  assign \$1532  = \$1531  ? 16'h0000 : \t$281 ;
-  assign \$1533  = $signed(l1_w_0_5) * $signed(err0_s9);
-  assign \$1534  = $signed(l0_out5_s10) <= $signed(1'h0);
-  assign \$1535  = \$1534  ? 16'h0000 : \t$290 ;
-  assign \$1536  = $signed(l1_w_0_6) * $signed(err0_s9);
-  assign \$1537  = $signed(l0_out6_s10) <= $signed(1'h0);
-  assign \$1538  = \$1537  ? 16'h0000 : \t$299 ;
-  assign \$1539  = $signed(l1_w_0_7) * $signed(err0_s9);
-  assign \$1540  = $signed(l0_out7_s10) <= $signed(1'h0);
-  assign \$1541  = \$1540  ? 16'h0000 : \t$308 ;
-  assign \$1542  = $signed(l0_err0_s11) * $signed(x0_s11);
-  assign \$1543  = $signed(l0_err0_s11) * $signed(x1_s11);
-  assign \$1544  = $signed(l0_err1_s11) * $signed(x0_s11);
-  assign \$1545  = $signed(l0_err1_s11) * $signed(x1_s11);
-  assign \$1546  = $signed(l0_err2_s11) * $signed(x0_s11);
-  assign \$1547  = $signed(l0_err2_s11) * $signed(x1_s11);
-  assign \$1548  = $signed(l0_err3_s11) * $signed(x0_s11);
-  assign \$1549  = $signed(l0_err3_s11) * $signed(x1_s11);
-  assign \$1550  = $signed(l0_err4_s11) * $signed(x0_s11);
-  assign \$1551  = $signed(l0_err4_s11) * $signed(x1_s11);
-  assign \$1552  = $signed(l0_err5_s11) * $signed(x0_s11);
-  assign \$1553  = $signed(l0_err5_s11) * $signed(x1_s11);
-  assign \$1554  = $signed(l0_err6_s11) * $signed(x0_s11);
-  assign \$1555  = $signed(l0_err6_s11) * $signed(x1_s11);
-  assign \$1556  = $signed(l0_err7_s11) * $signed(x0_s11);
-  assign \$1557  = $signed(l0_err7_s11) * $signed(x1_s11);
-  always @(posedge clk)
-    valid_s1 <= \$1558 ;
-  always @(posedge clk)
-    valid_s2 <= \$1559 ;
-  always @(posedge clk)
-    valid_s3 <= \$1560 ;
-  always @(posedge clk)
-    valid_s4 <= \$1561 ;
-  always @(posedge clk)
-    valid_s5 <= \$1562 ;
-  always @(posedge clk)
-    valid_s6 <= \$1563 ;
-  always @(posedge clk)
-    valid_s7 <= \$1564 ;
-  always @(posedge clk)
-    m__valid <= \$1565 ;
-  always @(posedge clk)
-    valid_s9 <= \$1566 ;
-  always @(posedge clk)
-    valid_s10 <= \$1567 ;
-  always @(posedge clk)
-    valid_s11 <= \$1568 ;
-  always @(posedge clk)
-    valid_s12 <= \$1569 ;
-  always @(posedge clk)
-    valid_s13 <= \$1570 ;
-  always @(posedge clk)
-    l0_w_0_0 <= \$1571 ;
-  always @(posedge clk)
-    l0_w_0_1 <= \$1572 ;
-  always @(posedge clk)
-    l0_w_1_0 <= \$1573 ;
-  always @(posedge clk)
-    l0_w_1_1 <= \$1574 ;
-  always @(posedge clk)
-    l0_w_2_0 <= \$1575 ;
-  always @(posedge clk)
-    l0_w_2_1 <= \$1576 ;
-  always @(posedge clk)
-    l0_w_3_0 <= \$1577 ;
-  always @(posedge clk)
-    l0_w_3_1 <= \$1578 ;
-  always @(posedge clk)
-    l0_w_4_0 <= \$1579 ;
-  always @(posedge clk)
-    l0_w_4_1 <= \$1580 ;
-  always @(posedge clk)
-    l0_w_5_0 <= \$1581 ;
-  always @(posedge clk)
-    l0_w_5_1 <= \$1582 ;
-  always @(posedge clk)
-    l0_w_6_0 <= \$1583 ;
-  always @(posedge clk)
-    l0_w_6_1 <= \$1584 ;
-  always @(posedge clk)
-    l0_w_7_0 <= \$1585 ;
-  always @(posedge clk)
-    l0_w_7_1 <= \$1586 ;
-  always @(posedge clk)
-    l0_b_0 <= \$1587 ;
-  always @(posedge clk)
-    l0_b_1 <= \$1588 ;
-  always @(posedge clk)
-    l0_b_2 <= \$1589 ;
-  always @(posedge clk)
-    l0_b_3 <= \$1590 ;
-  always @(posedge clk)
-    l0_b_4 <= \$1591 ;
-  always @(posedge clk)
-    l0_b_5 <= \$1592 ;
-  always @(posedge clk)
-    l0_b_6 <= \$1593 ;
-  always @(posedge clk)
-    l0_b_7 <= \$1594 ;
-  always @(posedge clk)
-    l1_w_0_0 <= \$1595 ;
-  always @(posedge clk)
-    l1_w_0_1 <= \$1596 ;
-  always @(posedge clk)
-    l1_w_0_2 <= \$1597 ;
-  always @(posedge clk)
-    l1_w_0_3 <= \$1598 ;
-  always @(posedge clk)
-    l1_w_0_4 <= \$1599 ;
-  always @(posedge clk)
-    l1_w_0_5 <= \$1600 ;
-  always @(posedge clk)
-    l1_w_0_6 <= \$1601 ;
-  always @(posedge clk)
-    l1_w_0_7 <= \$1602 ;
-  always @(posedge clk)
-    l1_b_0 <= \$1603 ;
-  always @(posedge clk)
-    l0_rd_sel <= \$1604 ;
-  always @(posedge clk)
-    read_layer <= \$1605 ;
-  always @(posedge clk)
-    l1_rd_sel <= \$1606 ;
-  always @(posedge clk)
-    read_wait <= \$1607 ;
-  always @(posedge clk)
-    pr__valid <= \$1608 ;
-  always @(posedge clk)
-    pr__payload <= \$1609 ;
-  always @(posedge clk)
-    x0_s1 <= \$1610 ;
-  always @(posedge clk)
-    x1_s1 <= \$1611 ;
-  always @(posedge clk)
-    y0_s1 <= \$1612 ;
-  always @(posedge clk)
-    kind_s1 <= \$1613 ;
-  always @(posedge clk)
-    l0_bias0_s2 <= \$1614 ;
-  always @(posedge clk)
-    l0_prod0_0_raw_s2 <= \$1615 ;
-  always @(posedge clk)
-    l0_prod0_1_raw_s2 <= \$1616 ;
-  always @(posedge clk)
-    l0_sum0_t0_0_s3 <= \$1617 ;
-  always @(posedge clk)
-    l0_out0_s4 <= \$1618 ;
-  always @(posedge clk)
-    l0_bias1_s2 <= \$1619 ;
-  always @(posedge clk)
-    l0_prod1_0_raw_s2 <= \$1620 ;
-  always @(posedge clk)
-    l0_prod1_1_raw_s2 <= \$1621 ;
-  always @(posedge clk)
-    l0_sum1_t0_0_s3 <= \$1622 ;
-  always @(posedge clk)
-    l0_out1_s4 <= \$1623 ;
-  always @(posedge clk)
-    l0_bias2_s2 <= \$1624 ;
-  always @(posedge clk)
-    l0_prod2_0_raw_s2 <= \$1625 ;
-  always @(posedge clk)
-    l0_prod2_1_raw_s2 <= \$1626 ;
-  always @(posedge clk)
-    l0_sum2_t0_0_s3 <= \$1627 ;
-  always @(posedge clk)
-    l0_out2_s4 <= \$1628 ;
-  always @(posedge clk)
-    l0_bias3_s2 <= \$1629 ;
-  always @(posedge clk)
-    l0_prod3_0_raw_s2 <= \$1630 ;
-  always @(posedge clk)
-    l0_prod3_1_raw_s2 <= \$1631 ;
-  always @(posedge clk)
-    l0_sum3_t0_0_s3 <= \$1632 ;
-  always @(posedge clk)
-    l0_out3_s4 <= \$1633 ;
-  always @(posedge clk)
-    l0_bias4_s2 <= \$1634 ;
-  always @(posedge clk)
-    l0_prod4_0_raw_s2 <= \$1635 ;
-  always @(posedge clk)
-    l0_prod4_1_raw_s2 <= \$1636 ;
-  always @(posedge clk)
-    l0_sum4_t0_0_s3 <= \$1637 ;
-  always @(posedge clk)
-    l0_out4_s4 <= \$1638 ;
-  always @(posedge clk)
-    l0_bias5_s2 <= \$1639 ;
-  always @(posedge clk)
-    l0_prod5_0_raw_s2 <= \$1640 ;
-  always @(posedge clk)
-    l0_prod5_1_raw_s2 <= \$1641 ;
-  always @(posedge clk)
-    l0_sum5_t0_0_s3 <= \$1642 ;
-  always @(posedge clk)
-    l0_out5_s4 <= \$1643 ;
-  always @(posedge clk)
-    l0_bias6_s2 <= \$1644 ;
-  always @(posedge clk)
-    l0_prod6_0_raw_s2 <= \$1645 ;
-  always @(posedge clk)
-    l0_prod6_1_raw_s2 <= \$1646 ;
-  always @(posedge clk)
-    l0_sum6_t0_0_s3 <= \$1647 ;
-  always @(posedge clk)
-    l0_out6_s4 <= \$1648 ;
-  always @(posedge clk)
-    l0_bias7_s2 <= \$1649 ;
-  always @(posedge clk)
-    l0_prod7_0_raw_s2 <= \$1650 ;
-  always @(posedge clk)
-    l0_prod7_1_raw_s2 <= \$1651 ;
-  always @(posedge clk)
-    l0_sum7_t0_0_s3 <= \$1652 ;
-  always @(posedge clk)
-    l0_out7_s4 <= \$1653 ;
-  always @(posedge clk)
-    l1_bias0_s5 <= \$1654 ;
-  always @(posedge clk)
-    l1_prod0_0_raw_s5 <= \$1655 ;
-  always @(posedge clk)
-    l1_prod0_1_raw_s5 <= \$1656 ;
-  always @(posedge clk)
-    l1_prod0_2_raw_s5 <= \$1657 ;
-  always @(posedge clk)
-    l1_prod0_3_raw_s5 <= \$1658 ;
-  always @(posedge clk)
-    l1_prod0_4_raw_s5 <= \$1659 ;
-  always @(posedge clk)
-    l1_prod0_5_raw_s5 <= \$1660 ;
-  always @(posedge clk)
-    l1_prod0_6_raw_s5 <= \$1661 ;
-  always @(posedge clk)
-    l1_prod0_7_raw_s5 <= \$1662 ;
+  assign \$446  = ~ busy;
+  assign \$447  = pc__valid & \$446 ;
+  assign \$450  = ~ read_wait;
+  assign \$451  = \$449  & \$450 ;
+  assign \$452  = ~ pr__valid;
+  assign \$453  = \$452  | pr__ready;
+  assign pc__ready = \$451  & \$453 ;
+  assign \$454  = port_addr - 1'h0;
+  assign \$455  = port_addr >= 1'h0;
+  assign \$456  = port_addr < 5'h18;
+  assign \$457  = \$455  & \$456 ;
+  assign \$458  = pc__ready & pc__payload[22];
+  assign l0_port_wr = \$457  & \$459 ;
+  assign \$460  = port_addr >= 1'h0;
+  assign \$461  = port_addr < 5'h18;
+  assign \$462  = \$460  & \$461 ;
+  assign \$463  = \$462  & pc__ready;
+  assign \$464  = ~ pc__payload[22];
+  assign l0_port_rd = \$463  & \$464 ;
+  assign \$465  = port_addr - 5'h18;
+  assign \$466  = port_addr >= 5'h18;
+  assign \$467  = port_addr < 6'h21;
+  assign \$468  = \$466  & \$467 ;
+  assign \$469  = pc__ready & pc__payload[22];
+  assign l1_port_wr = \$468  & \$470 ;
+  assign \$471  = port_addr >= 5'h18;
+  assign \$472  = port_addr < 6'h21;
+  assign \$473  = \$471  & \$472 ;
+  assign \$474  = \$473  & pc__ready;
+  assign \$475  = ~ pc__payload[22];
+  assign l1_port_rd = \$474  & \$475 ;
+  assign \$476  = & \t$319 [16:15];
+  assign \$477  = ~ \$476 ;
+  assign \$478  = \t$319 [16] & \$477 ;
+  assign \$479  = ~ \t$319 [16];
+  assign \$480  = | \t$319 [16:15];
+  assign \$481  = \$479  & \$480 ;
+  assign \$482  = \$481  ? 16'h7fff : \t$319 [15:0];
+  assign \$483  = \$478  ? 16'h8000 : \$482 ;
+  assign \$484  = & \t$322 [16:15];
+  assign \$485  = ~ \$484 ;
+  assign \$486  = \t$322 [16] & \$485 ;
+  assign \$487  = ~ \t$322 [16];
+  assign \$488  = | \t$322 [16:15];
+  assign \$489  = \$487  & \$488 ;
+  assign \$490  = \$489  ? 16'h7fff : \t$322 [15:0];
+  assign \$491  = \$486  ? 16'h8000 : \$490 ;
+  assign \$492  = & \t$325 [16:15];
+  assign \$493  = ~ \$492 ;
+  assign \$494  = \t$325 [16] & \$493 ;
+  assign \$495  = ~ \t$325 [16];
+  assign \$496  = | \t$325 [16:15];
+  assign \$497  = \$495  & \$496 ;
+  assign \$498  = \$497  ? 16'h7fff : \t$325 [15:0];
+  assign \$499  = \$494  ? 16'h8000 : \$498 ;
+  assign \$500  = & \t$328 [16:15];
+  assign \$501  = ~ \$500 ;
+  assign \$502  = \t$328 [16] & \$501 ;
+  assign \$503  = ~ \t$328 [16];
+  assign \$504  = | \t$328 [16:15];
+  assign \$505  = \$503  & \$504 ;
+  assign \$506  = \$505  ? 16'h7fff : \t$328 [15:0];
+  assign \$507  = \$502  ? 16'h8000 : \$506 ;
+  assign \$508  = & \t$331 [16:15];
+  assign \$509  = ~ \$508 ;
+  assign \$510  = \t$331 [16] & \$509 ;
+  assign \$511  = ~ \t$331 [16];
+  assign \$512  = | \t$331 [16:15];
+  assign \$513  = \$511  & \$512 ;
+  assign \$514  = \$513  ? 16'h7fff : \t$331 [15:0];
+  assign \$515  = \$510  ? 16'h8000 : \$514 ;
+  assign \$516  = & \t$334 [16:15];
+  assign \$517  = ~ \$516 ;
+  assign \$518  = \t$334 [16] & \$517 ;
+  assign \$519  = ~ \t$334 [16];
+  assign \$520  = | \t$334 [16:15];
+  assign \$521  = \$519  & \$520 ;
+  assign \$522  = \$521  ? 16'h7fff : \t$334 [15:0];
+  assign \$523  = \$518  ? 16'h8000 : \$522 ;
+  assign \$524  = & \t$337 [16:15];
+  assign \$525  = ~ \$524 ;
+  assign \$526  = \t$337 [16] & \$525 ;
+  assign \$527  = ~ \t$337 [16];
+  assign \$528  = | \t$337 [16:15];
+  assign \$529  = \$527  & \$528 ;
+  assign \$530  = \$529  ? 16'h7fff : \t$337 [15:0];
+  assign \$531  = \$526  ? 16'h8000 : \$530 ;
+  assign \$532  = & \t$340 [16:15];
+  assign \$533  = ~ \$532 ;
+  assign \$534  = \t$340 [16] & \$533 ;
+  assign \$535  = ~ \t$340 [16];
+  assign \$536  = | \t$340 [16:15];
+  assign \$537  = \$535  & \$536 ;
+  assign \$538  = \$537  ? 16'h7fff : \t$340 [15:0];
+  assign \$539  = \$534  ? 16'h8000 : \$538 ;
+  assign \$540  = & \t$343 [16:15];
+  assign \$541  = ~ \$540 ;
+  assign \$542  = \t$343 [16] & \$541 ;
+  assign \$543  = ~ \t$343 [16];
+  assign \$544  = | \t$343 [16:15];
+  assign \$545  = \$543  & \$544 ;
+  assign \$546  = \$545  ? 16'h7fff : \t$343 [15:0];
+  assign \$547  = \$542  ? 16'h8000 : \$546 ;
+  assign \$548  = & \t$346 [16:15];
+  assign \$549  = ~ \$548 ;
+  assign \$550  = \t$346 [16] & \$549 ;
+  assign \$551  = ~ \t$346 [16];
+  assign \$552  = | \t$346 [16:15];
+  assign \$553  = \$551  & \$552 ;
+  assign \$554  = \$553  ? 16'h7fff : \t$346 [15:0];
+  assign \$555  = \$550  ? 16'h8000 : \$554 ;
+  assign \$556  = & \t$349 [16:15];
+  assign \$557  = ~ \$556 ;
+  assign \$558  = \t$349 [16] & \$557 ;
+  assign \$559  = ~ \t$349 [16];
+  assign \$560  = | \t$349 [16:15];
+  assign \$561  = \$559  & \$560 ;
+  assign \$562  = \$561  ? 16'h7fff : \t$349 [15:0];
+  assign \$563  = \$558  ? 16'h8000 : \$562 ;
+  assign \$564  = & \t$352 [16:15];
+  assign \$565  = ~ \$564 ;
+  assign \$566  = \t$352 [16] & \$565 ;
+  assign \$567  = ~ \t$352 [16];
+  assign \$568  = | \t$352 [16:15];
+  assign \$569  = \$567  & \$568 ;
+  assign \$570  = \$569  ? 16'h7fff : \t$352 [15:0];
+  assign \$571  = \$566  ? 16'h8000 : \$570 ;
+  assign \$572  = & \t$355 [16:15];
+  assign \$573  = ~ \$572 ;
+  assign \$574  = \t$355 [16] & \$573 ;
+  assign \$575  = ~ \t$355 [16];
+  assign \$576  = | \t$355 [16:15];
+  assign \$577  = \$575  & \$576 ;
+  assign \$578  = \$577  ? 16'h7fff : \t$355 [15:0];
+  assign \$579  = \$574  ? 16'h8000 : \$578 ;
+  assign \$580  = & \t$358 [16:15];
+  assign \$581  = ~ \$580 ;
+  assign \$582  = \t$358 [16] & \$581 ;
+  assign \$583  = ~ \t$358 [16];
+  assign \$584  = | \t$358 [16:15];
+  assign \$585  = \$583  & \$584 ;
+  assign \$586  = \$585  ? 16'h7fff : \t$358 [15:0];
+  assign \$587  = \$582  ? 16'h8000 : \$586 ;
+  assign \$588  = & \t$361 [16:15];
+  assign \$589  = ~ \$588 ;
+  assign \$590  = \t$361 [16] & \$589 ;
+  assign \$591  = ~ \t$361 [16];
+  assign \$592  = | \t$361 [16:15];
+  assign \$593  = \$591  & \$592 ;
+  assign \$594  = \$593  ? 16'h7fff : \t$361 [15:0];
+  assign \$595  = \$590  ? 16'h8000 : \$594 ;
+  assign \$596  = & \t$364 [16:15];
+  assign \$597  = ~ \$596 ;
+  assign \$598  = \t$364 [16] & \$597 ;
+  assign \$599  = ~ \t$364 [16];
+  assign \$600  = | \t$364 [16:15];
+  assign \$601  = \$599  & \$600 ;
+  assign \$602  = \$601  ? 16'h7fff : \t$364 [15:0];
+  assign \$603  = \$598  ? 16'h8000 : \$602 ;
+  assign \$604  = & \t$367 [16:15];
+  assign \$605  = ~ \$604 ;
+  assign \$606  = \t$367 [16] & \$605 ;
+  assign \$607  = ~ \t$367 [16];
+  assign \$608  = | \t$367 [16:15];
+  assign \$609  = \$607  & \$608 ;
+  assign \$610  = \$609  ? 16'h7fff : \t$367 [15:0];
+  assign \$611  = \$606  ? 16'h8000 : \$610 ;
+  assign \$612  = & \t$369 [16:15];
+  assign \$613  = ~ \$612 ;
+  assign \$614  = \t$369 [16] & \$613 ;
+  assign \$615  = ~ \t$369 [16];
+  assign \$616  = | \t$369 [16:15];
+  assign \$617  = \$615  & \$616 ;
+  assign \$618  = \$617  ? 16'h7fff : \t$369 [15:0];
+  assign \$619  = \$614  ? 16'h8000 : \$618 ;
+  assign \$620  = & \t$371 [16:15];
+  assign \$621  = ~ \$620 ;
+  assign \$622  = \t$371 [16] & \$621 ;
+  assign \$623  = ~ \t$371 [16];
+  assign \$624  = | \t$371 [16:15];
+  assign \$625  = \$623  & \$624 ;
+  assign \$626  = \$625  ? 16'h7fff : \t$371 [15:0];
+  assign \$627  = \$622  ? 16'h8000 : \$626 ;
+  assign \$628  = & \t$373 [16:15];
+  assign \$629  = ~ \$628 ;
+  assign \$630  = \t$373 [16] & \$629 ;
+  assign \$631  = ~ \t$373 [16];
+  assign \$632  = | \t$373 [16:15];
+  assign \$633  = \$631  & \$632 ;
+  assign \$634  = \$633  ? 16'h7fff : \t$373 [15:0];
+  assign \$635  = \$630  ? 16'h8000 : \$634 ;
+  assign \$636  = & \t$375 [16:15];
+  assign \$637  = ~ \$636 ;
+  assign \$638  = \t$375 [16] & \$637 ;
+  assign \$639  = ~ \t$375 [16];
+  assign \$640  = | \t$375 [16:15];
+  assign \$641  = \$639  & \$640 ;
+  assign \$642  = \$641  ? 16'h7fff : \t$375 [15:0];
+  assign \$643  = \$638  ? 16'h8000 : \$642 ;
+  assign \$644  = & \t$377 [16:15];
+  assign \$645  = ~ \$644 ;
+  assign \$646  = \t$377 [16] & \$645 ;
+  assign \$647  = ~ \t$377 [16];
+  assign \$648  = | \t$377 [16:15];
+  assign \$649  = \$647  & \$648 ;
+  assign \$650  = \$649  ? 16'h7fff : \t$377 [15:0];
+  assign \$651  = \$646  ? 16'h8000 : \$650 ;
+  assign \$652  = & \t$379 [16:15];
+  assign \$653  = ~ \$652 ;
+  assign \$654  = \t$379 [16] & \$653 ;
+  assign \$655  = ~ \t$379 [16];
+  assign \$656  = | \t$379 [16:15];
+  assign \$657  = \$655  & \$656 ;
+  assign \$658  = \$657  ? 16'h7fff : \t$379 [15:0];
+  assign \$659  = \$654  ? 16'h8000 : \$658 ;
+  assign \$660  = & \t$381 [16:15];
+  assign \$661  = ~ \$660 ;
+  assign \$662  = \t$381 [16] & \$661 ;
+  assign \$663  = ~ \t$381 [16];
+  assign \$664  = | \t$381 [16:15];
+  assign \$665  = \$663  & \$664 ;
+  assign \$666  = \$665  ? 16'h7fff : \t$381 [15:0];
+  assign \$667  = \$662  ? 16'h8000 : \$666 ;
+  assign \$668  = & \t$384 [16:15];
+  assign \$669  = ~ \$668 ;
+  assign \$670  = \t$384 [16] & \$669 ;
+  assign \$671  = ~ \t$384 [16];
+  assign \$672  = | \t$384 [16:15];
+  assign \$673  = \$671  & \$672 ;
+  assign \$674  = \$673  ? 16'h7fff : \t$384 [15:0];
+  assign \$675  = \$670  ? 16'h8000 : \$674 ;
+  assign \$676  = & \t$387 [16:15];
+  assign \$677  = ~ \$676 ;
+  assign \$678  = \t$387 [16] & \$677 ;
+  assign \$679  = ~ \t$387 [16];
+  assign \$680  = | \t$387 [16:15];
+  assign \$681  = \$679  & \$680 ;
+  assign \$682  = \$681  ? 16'h7fff : \t$387 [15:0];
+  assign \$683  = \$678  ? 16'h8000 : \$682 ;
+  assign \$684  = & \t$390 [16:15];
+  assign \$685  = ~ \$684 ;
+  assign \$686  = \t$390 [16] & \$685 ;
+  assign \$687  = ~ \t$390 [16];
+  assign \$688  = | \t$390 [16:15];
+  assign \$689  = \$687  & \$688 ;
+  assign \$690  = \$689  ? 16'h7fff : \t$390 [15:0];
+  assign \$691  = \$686  ? 16'h8000 : \$690 ;
+  assign \$692  = & \t$393 [16:15];
+  assign \$693  = ~ \$692 ;
+  assign \$694  = \t$393 [16] & \$693 ;
+  assign \$695  = ~ \t$393 [16];
+  assign \$696  = | \t$393 [16:15];
+  assign \$697  = \$695  & \$696 ;
+  assign \$698  = \$697  ? 16'h7fff : \t$393 [15:0];
+  assign \$699  = \$694  ? 16'h8000 : \$698 ;
+  assign \$700  = & \t$396 [16:15];
+  assign \$701  = ~ \$700 ;
+  assign \$702  = \t$396 [16] & \$701 ;
+  assign \$703  = ~ \t$396 [16];
+  assign \$704  = | \t$396 [16:15];
+  assign \$705  = \$703  & \$704 ;
+  assign \$706  = \$705  ? 16'h7fff : \t$396 [15:0];
+  assign \$707  = \$702  ? 16'h8000 : \$706 ;
+  assign \$708  = & \t$399 [16:15];
+  assign \$709  = ~ \$708 ;
+  assign \$710  = \t$399 [16] & \$709 ;
+  assign \$711  = ~ \t$399 [16];
+  assign \$712  = | \t$399 [16:15];
+  assign \$713  = \$711  & \$712 ;
+  assign \$714  = \$713  ? 16'h7fff : \t$399 [15:0];
+  assign \$715  = \$710  ? 16'h8000 : \$714 ;
+  assign \$716  = & \t$402 [16:15];
+  assign \$717  = ~ \$716 ;
+  assign \$718  = \t$402 [16] & \$717 ;
+  assign \$719  = ~ \t$402 [16];
+  assign \$720  = | \t$402 [16:15];
+  assign \$721  = \$719  & \$720 ;
+  assign \$722  = \$721  ? 16'h7fff : \t$402 [15:0];
+  assign \$723  = \$718  ? 16'h8000 : \$722 ;
+  assign \$724  = & \t$405 [16:15];
+  assign \$725  = ~ \$724 ;
+  assign \$726  = \t$405 [16] & \$725 ;
+  assign \$727  = ~ \t$405 [16];
+  assign \$728  = | \t$405 [16:15];
+  assign \$729  = \$727  & \$728 ;
+  assign \$730  = \$729  ? 16'h7fff : \t$405 [15:0];
+  assign \$731  = \$726  ? 16'h8000 : \$730 ;
+  assign \$732  = & \t$408 [16:15];
+  assign \$733  = ~ \$732 ;
+  assign \$734  = \t$408 [16] & \$733 ;
+  assign \$735  = ~ \t$408 [16];
+  assign \$736  = | \t$408 [16:15];
+  assign \$737  = \$735  & \$736 ;
+  assign \$738  = \$737  ? 16'h7fff : \t$408 [15:0];
+  assign \$739  = \$734  ? 16'h8000 : \$738 ;
+  assign \$740  = ~ pc__payload[22];
+  assign \$741  = pc__ready & \$740 ;
+  assign \$742  = pc__ready & pc__payload[22];
+  assign \$746  = $signed(l0_w_0_0) * $signed(x0_s1);
+  assign \$747  = $signed(l0_w_0_1) * $signed(x1_s1);
+  assign \$748  = $signed(l0_bias0_s2) + $signed(\t$17 );
+  assign \$749  = $signed(\$748 ) + $signed(\t$20 );
+  assign \$750  = \t$26 [15] ? 16'h0000 : \t$26 ;
+  assign \$751  = $signed(l0_w_1_0) * $signed(x0_s1);
+  assign \$752  = $signed(l0_w_1_1) * $signed(x1_s1);
+  assign \$753  = $signed(l0_bias1_s2) + $signed(\t$30 );
+  assign \$754  = $signed(\$753 ) + $signed(\t$33 );
+  assign \$755  = \t$39 [15] ? 16'h0000 : \t$39 ;
+  assign \$756  = $signed(l0_w_2_0) * $signed(x0_s1);
+  assign \$757  = $signed(l0_w_2_1) * $signed(x1_s1);
+  assign \$758  = $signed(l0_bias2_s2) + $signed(\t$43 );
+  assign \$759  = $signed(\$758 ) + $signed(\t$46 );
+  assign \$760  = \t$52 [15] ? 16'h0000 : \t$52 ;
+  assign \$761  = $signed(l0_w_3_0) * $signed(x0_s1);
+  assign \$762  = $signed(l0_w_3_1) * $signed(x1_s1);
+  assign \$763  = $signed(l0_bias3_s2) + $signed(\t$56 );
+  assign \$764  = $signed(\$763 ) + $signed(\t$59 );
+  assign \$765  = \t$65 [15] ? 16'h0000 : \t$65 ;
+  assign \$766  = $signed(l0_w_4_0) * $signed(x0_s1);
+  assign \$767  = $signed(l0_w_4_1) * $signed(x1_s1);
+  assign \$768  = $signed(l0_bias4_s2) + $signed(\t$69 );
+  assign \$769  = $signed(\$768 ) + $signed(\t$72 );
+  assign \$770  = \t$78 [15] ? 16'h0000 : \t$78 ;
+  assign \$771  = $signed(l0_w_5_0) * $signed(x0_s1);
+  assign \$772  = $signed(l0_w_5_1) * $signed(x1_s1);
+  assign \$773  = $signed(l0_bias5_s2) + $signed(\t$82 );
+  assign \$774  = $signed(\$773 ) + $signed(\t$85 );
+  assign \$775  = \t$91 [15] ? 16'h0000 : \t$91 ;
+  assign \$776  = $signed(l0_w_6_0) * $signed(x0_s1);
+  assign \$777  = $signed(l0_w_6_1) * $signed(x1_s1);
+  assign \$778  = $signed(l0_bias6_s2) + $signed(\t$95 );
+  assign \$779  = $signed(\$778 ) + $signed(\t$98 );
+  assign \$780  = \t$104 [15] ? 16'h0000 : \t$104 ;
+  assign \$781  = $signed(l0_w_7_0) * $signed(x0_s1);
+  assign \$782  = $signed(l0_w_7_1) * $signed(x1_s1);
+  assign \$783  = $signed(l0_bias7_s2) + $signed(\t$108 );
+  assign \$784  = $signed(\$783 ) + $signed(\t$111 );
+  assign \$785  = \t$117 [15] ? 16'h0000 : \t$117 ;
+  assign \$786  = $signed(l1_w_0_0) * $signed(l0_out0_s4);
+  assign \$787  = $signed(l1_w_0_1) * $signed(l0_out1_s4);
+  assign \$788  = $signed(l1_w_0_2) * $signed(l0_out2_s4);
+  assign \$789  = $signed(l1_w_0_3) * $signed(l0_out3_s4);
+  assign \$790  = $signed(l1_w_0_4) * $signed(l0_out4_s4);
+  assign \$791  = $signed(l1_w_0_5) * $signed(l0_out5_s4);
+  assign \$792  = $signed(l1_w_0_6) * $signed(l0_out6_s4);
+  assign \$793  = $signed(l1_w_0_7) * $signed(l0_out7_s4);
+  assign \$794  = $signed(l1_bias0_s5) + $signed(\t$121 );
+  assign \$795  = $signed(\t$124 ) + $signed(\t$127 );
+  assign \$796  = $signed(\$794 ) + $signed(\$795 );
+  assign \$797  = $signed(\t$130 ) + $signed(\t$133 );
+  assign \$798  = $signed(\t$136 ) + $signed(\t$139 );
+  assign \$799  = $signed(\$797 ) + $signed(\$798 );
+  assign \$800  = $signed(l1_sum0_t0_0_s6) + $signed(l1_sum0_t0_1_s6);
+  assign \$801  = $signed(\$800 ) + $signed(l1_sum0_t0_2_s6);
+  assign \$802  = $signed(err0_s9) * $signed(l0_out0_s9);
+  assign \$803  = $signed(err0_s9) * $signed(l0_out1_s9);
+  assign \$804  = $signed(err0_s9) * $signed(l0_out2_s9);
+  assign \$805  = $signed(err0_s9) * $signed(l0_out3_s9);
+  assign \$806  = $signed(err0_s9) * $signed(l0_out4_s9);
+  assign \$807  = $signed(err0_s9) * $signed(l0_out5_s9);
+  assign \$808  = $signed(err0_s9) * $signed(l0_out6_s9);
+  assign \$809  = $signed(err0_s9) * $signed(l0_out7_s9);
+  assign \$810  = $signed(l1_w_0_0) * $signed(err0_s9);
+  assign \$811  = $signed(l0_out0_s10) <= $signed(1'h0);
+  assign \$812  = \$811  ? 16'h0000 : \t$188 ;
+  assign \$813  = $signed(l1_w_0_1) * $signed(err0_s9);
+  assign \$814  = $signed(l0_out1_s10) <= $signed(1'h0);
+  assign \$815  = \$814  ? 16'h0000 : \t$194 ;
+  assign \$816  = $signed(l1_w_0_2) * $signed(err0_s9);
+  assign \$817  = $signed(l0_out2_s10) <= $signed(1'h0);
+  assign \$818  = \$817  ? 16'h0000 : \t$200 ;
+  assign \$819  = $signed(l1_w_0_3) * $signed(err0_s9);
+  assign \$820  = $signed(l0_out3_s10) <= $signed(1'h0);
+  assign \$821  = \$820  ? 16'h0000 : \t$206 ;
+  assign \$822  = $signed(l1_w_0_4) * $signed(err0_s9);
+  assign \$823  = $signed(l0_out4_s10) <= $signed(1'h0);
+  assign \$824  = \$823  ? 16'h0000 : \t$212 ;
+  assign \$825  = $signed(l1_w_0_5) * $signed(err0_s9);
+  assign \$826  = $signed(l0_out5_s10) <= $signed(1'h0);
+  assign \$827  = \$826  ? 16'h0000 : \t$218 ;
+  assign \$828  = $signed(l1_w_0_6) * $signed(err0_s9);
+  assign \$829  = $signed(l0_out6_s10) <= $signed(1'h0);
+  assign \$830  = \$829  ? 16'h0000 : \t$224 ;
+  assign \$831  = $signed(l1_w_0_7) * $signed(err0_s9);
+  assign \$832  = $signed(l0_out7_s10) <= $signed(1'h0);
+  assign \$833  = \$832  ? 16'h0000 : \t$230 ;
+  assign \$834  = $signed(l0_err0_s11) * $signed(x0_s11);
+  assign \$835  = $signed(l0_err0_s11) * $signed(x1_s11);
+  assign \$836  = $signed(l0_err1_s11) * $signed(x0_s11);
+  assign \$837  = $signed(l0_err1_s11) * $signed(x1_s11);
+  assign \$838  = $signed(l0_err2_s11) * $signed(x0_s11);
+  assign \$839  = $signed(l0_err2_s11) * $signed(x1_s11);
+  assign \$840  = $signed(l0_err3_s11) * $signed(x0_s11);
+  assign \$841  = $signed(l0_err3_s11) * $signed(x1_s11);
+  assign \$842  = $signed(l0_err4_s11) * $signed(x0_s11);
+  assign \$843  = $signed(l0_err4_s11) * $signed(x1_s11);
+  assign \$844  = $signed(l0_err5_s11) * $signed(x0_s11);
+  assign \$845  = $signed(l0_err5_s11) * $signed(x1_s11);
+  assign \$846  = $signed(l0_err6_s11) * $signed(x0_s11);
+  assign \$847  = $signed(l0_err6_s11) * $signed(x1_s11);
+  assign \$848  = $signed(l0_err7_s11) * $signed(x0_s11);
+  assign \$849  = $signed(l0_err7_s11) * $signed(x1_s11);
+  always @(posedge clk)
+    valid_s1 <= \$850 ;
+  always @(posedge clk)
+    valid_s2 <= \$851 ;
+  always @(posedge clk)
+    valid_s3 <= \$852 ;
+  always @(posedge clk)
+    valid_s4 <= \$853 ;
+  always @(posedge clk)
+    valid_s5 <= \$854 ;
+  always @(posedge clk)
+    valid_s6 <= \$855 ;
+  always @(posedge clk)
+    valid_s7 <= \$856 ;
+  always @(posedge clk)
+    m__valid <= \$857 ;
+  always @(posedge clk)
+    valid_s9 <= \$858 ;
+  always @(posedge clk)
+    valid_s10 <= \$859 ;
+  always @(posedge clk)
+    valid_s11 <= \$860 ;
+  always @(posedge clk)
+    valid_s12 <= \$861 ;
+  always @(posedge clk)
+    valid_s13 <= \$862 ;
+  always @(posedge clk)
+    l0_w_0_0 <= \$863 ;
+  always @(posedge clk)
+    l0_w_0_1 <= \$864 ;
+  always @(posedge clk)
+    l0_w_1_0 <= \$865 ;
+  always @(posedge clk)
+    l0_w_1_1 <= \$866 ;
+  always @(posedge clk)
+    l0_w_2_0 <= \$867 ;
+  always @(posedge clk)
+    l0_w_2_1 <= \$868 ;
+  always @(posedge clk)
+    l0_w_3_0 <= \$869 ;
+  always @(posedge clk)
+    l0_w_3_1 <= \$870 ;
+  always @(posedge clk)
+    l0_w_4_0 <= \$871 ;
+  always @(posedge clk)
+    l0_w_4_1 <= \$872 ;
+  always @(posedge clk)
+    l0_w_5_0 <= \$873 ;
+  always @(posedge clk)
+    l0_w_5_1 <= \$874 ;
+  always @(posedge clk)
+    l0_w_6_0 <= \$875 ;
+  always @(posedge clk)
+    l0_w_6_1 <= \$876 ;
+  always @(posedge clk)
+    l0_w_7_0 <= \$877 ;
+  always @(posedge clk)
+    l0_w_7_1 <= \$878 ;
+  always @(posedge clk)
+    l0_b_0 <= \$879 ;
+  always @(posedge clk)
+    l0_b_1 <= \$880 ;
+  always @(posedge clk)
+    l0_b_2 <= \$881 ;
+  always @(posedge clk)
+    l0_b_3 <= \$882 ;
+  always @(posedge clk)
+    l0_b_4 <= \$883 ;
+  always @(posedge clk)
+    l0_b_5 <= \$884 ;
+  always @(posedge clk)
+    l0_b_6 <= \$885 ;
+  always @(posedge clk)
+    l0_b_7 <= \$886 ;
+  always @(posedge clk)
+    l1_w_0_0 <= \$887 ;
+  always @(posedge clk)
+    l1_w_0_1 <= \$888 ;
+  always @(posedge clk)
+    l1_w_0_2 <= \$889 ;
+  always @(posedge clk)
+    l1_w_0_3 <= \$890 ;
+  always @(posedge clk)
+    l1_w_0_4 <= \$891 ;
+  always @(posedge clk)
+    l1_w_0_5 <= \$892 ;
+  always @(posedge clk)
+    l1_w_0_6 <= \$893 ;
+  always @(posedge clk)
+    l1_w_0_7 <= \$894 ;
+  always @(posedge clk)
+    l1_b_0 <= \$895 ;
+  always @(posedge clk)
+    l0_rd_sel <= \$896 ;
+  always @(posedge clk)
+    read_layer <= \$897 ;
+  always @(posedge clk)
+    l1_rd_sel <= \$898 ;
+  always @(posedge clk)
+    read_wait <= \$899 ;
+  always @(posedge clk)
+    pr__valid <= \$900 ;
+  always @(posedge clk)
+    pr__payload <= \$901 ;
+  always @(posedge clk)
+    x0_s1 <= \$902 ;
+  always @(posedge clk)
+    x1_s1 <= \$903 ;
+  always @(posedge clk)
+    y0_s1 <= \$904 ;
+  always @(posedge clk)
+    kind_s1 <= \$905 ;
+  always @(posedge clk)
+    l0_bias0_s2 <= \$906 ;
+  always @(posedge clk)
+    l0_prod0_0_raw_s2 <= \$907 ;
+  always @(posedge clk)
+    l0_prod0_1_raw_s2 <= \$908 ;
+  always @(posedge clk)
+    l0_sum0_t0_0_s3 <= \$909 ;
+  always @(posedge clk)
+    l0_out0_s4 <= \$910 ;
+  always @(posedge clk)
+    l0_bias1_s2 <= \$911 ;
+  always @(posedge clk)
+    l0_prod1_0_raw_s2 <= \$912 ;
+  always @(posedge clk)
+    l0_prod1_1_raw_s2 <= \$913 ;
+  always @(posedge clk)
+    l0_sum1_t0_0_s3 <= \$914 ;
+  always @(posedge clk)
+    l0_out1_s4 <= \$915 ;
+  always @(posedge clk)
+    l0_bias2_s2 <= \$916 ;
+  always @(posedge clk)
+    l0_prod2_0_raw_s2 <= \$917 ;
+  always @(posedge clk)
+    l0_prod2_1_raw_s2 <= \$918 ;
+  always @(posedge clk)
+    l0_sum2_t0_0_s3 <= \$919 ;
+  always @(posedge clk)
+    l0_out2_s4 <= \$920 ;
+  always @(posedge clk)
+    l0_bias3_s2 <= \$921 ;
+  always @(posedge clk)
+    l0_prod3_0_raw_s2 <= \$922 ;
+  always @(posedge clk)
+    l0_prod3_1_raw_s2 <= \$923 ;
+  always @(posedge clk)
+    l0_sum3_t0_0_s3 <= \$924 ;
+  always @(posedge clk)
+    l0_out3_s4 <= \$925 ;
+  always @(posedge clk)
+    l0_bias4_s2 <= \$926 ;
+  always @(posedge clk)
+    l0_prod4_0_raw_s2 <= \$927 ;
+  always @(posedge clk)
+    l0_prod4_1_raw_s2 <= \$928 ;
+  always @(posedge clk)
+    l0_sum4_t0_0_s3 <= \$929 ;
+  always @(posedge clk)
+    l0_out4_s4 <= \$930 ;
+  always @(posedge clk)
+    l0_bias5_s2 <= \$931 ;
+  always @(posedge clk)
+    l0_prod5_0_raw_s2 <= \$932 ;
+  always @(posedge clk)
+    l0_prod5_1_raw_s2 <= \$933 ;
+  always @(posedge clk)
+    l0_sum5_t0_0_s3 <= \$934 ;
+  always @(posedge clk)
+    l0_out5_s4 <= \$935 ;
+  always @(posedge clk)
+    l0_bias6_s2 <= \$936 ;
+  always @(posedge clk)
+    l0_prod6_0_raw_s2 <= \$937 ;
+  always @(posedge clk)
+    l0_prod6_1_raw_s2 <= \$938 ;
+  always @(posedge clk)
+    l0_sum6_t0_0_s3 <= \$939 ;
+  always @(posedge clk)
+    l0_out6_s4 <= \$940 ;
+  always @(posedge clk)
+    l0_bias7_s2 <= \$941 ;
+  always @(posedge clk)
+    l0_prod7_0_raw_s2 <= \$942 ;
+  always @(posedge clk)
+    l0_prod7_1_raw_s2 <= \$943 ;
+  always @(posedge clk)
+    l0_sum7_t0_0_s3 <= \$944 ;
+  always @(posedge clk)
+    l0_out7_s4 <= \$945 ;
+  always @(posedge clk)
+    l1_bias0_s5 <= \$946 ;
+  always @(posedge clk)
+    l1_prod0_0_raw_s5 <= \$947 ;
+  always @(posedge clk)
+    l1_prod0_1_raw_s5 <= \$948 ;
+  always @(posedge clk)
+    l1_prod0_2_raw_s5 <= \$949 ;
+  always @(posedge clk)
+    l1_prod0_3_raw_s5 <= \$950 ;
   always @(posedge clk)
-    l1_sum0_t0_0_s6 <= \$1663 ;
+    l1_prod0_4_raw_s5 <= \$951 ;
   always @(posedge clk)
-    l1_sum0_t0_1_s6 <= \$1664 ;
+    l1_prod0_5_raw_s5 <= \$952 ;
   always @(posedge clk)
-    l1_sum0_t0_2_s6 <= \$1665 ;
+    l1_prod0_6_raw_s5 <= \$953 ;
   always @(posedge clk)
-    l1_sum0_t1_0_s7 <= \$1666 ;
+    l1_prod0_7_raw_s5 <= \$954 ;
   always @(posedge clk)
-    l1_out0_s8 <= \$1667 ;
+    l1_sum0_t0_0_s6 <= \$955 ;
   always @(posedge clk)
-    y0_s2 <= \$1668 ;
+    l1_sum0_t0_1_s6 <= \$956 ;
   always @(posedge clk)
-    y0_s3 <= \$1669 ;
+    l1_sum0_t0_2_s6 <= \$957 ;
   always @(posedge clk)
-    y0_s4 <= \$1670 ;
+    l1_sum0_t1_0_s7 <= \$958 ;
   always @(posedge clk)
-    y0_s5 <= \$1671 ;
+    l1_out0_s8 <= \$959 ;
   always @(posedge clk)
-    y0_s6 <= \$1672 ;
+    y0_s2 <= \$960 ;
   always @(posedge clk)
-    y0_s7 <= \$1673 ;
+    y0_s3 <= \$961 ;
   always @(posedge clk)
-    y0_s8 <= \$1674 ;
+    y0_s4 <= \$962 ;
   always @(posedge clk)
-    kind_s2 <= \$1675 ;
+    y0_s5 <= \$963 ;
   always @(posedge clk)
-    kind_s3 <= \$1676 ;
+    y0_s6 <= \$964 ;
   always @(posedge clk)
-    kind_s4 <= \$1677 ;
+    y0_s7 <= \$965 ;
   always @(posedge clk)
-    kind_s5 <= \$1678 ;
+    y0_s8 <= \$966 ;
   always @(posedge clk)
-    kind_s6 <= \$1679 ;
+    kind_s2 <= \$967 ;
   always @(posedge clk)
-    kind_s7 <= \$1680 ;
+    kind_s3 <= \$968 ;
   always @(posedge clk)
-    kind_s8 <= \$1681 ;
+    kind_s4 <= \$969 ;
   always @(posedge clk)
-    err0_s9 <= \$1682 ;
+    kind_s5 <= \$970 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$1683 ;
+    kind_s6 <= \$971 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$1684 ;
+    kind_s7 <= \$972 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$1685 ;
+    kind_s8 <= \$973 ;
   always @(posedge clk)
-    l0_out0_s8 <= \$1686 ;
+    err0_s9 <= \$974 ;
   always @(posedge clk)
-    l0_out0_s9 <= \$1687 ;
+    l0_out0_s5 <= \$975 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$1688 ;
+    l0_out0_s6 <= \$976 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$1689 ;
+    l0_out0_s7 <= \$977 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$1690 ;
+    l0_out0_s8 <= \$978 ;
   always @(posedge clk)
-    l0_out1_s8 <= \$1691 ;
+    l0_out0_s9 <= \$979 ;
   always @(posedge clk)
-    l0_out1_s9 <= \$1692 ;
+    l0_out1_s5 <= \$980 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$1693 ;
+    l0_out1_s6 <= \$981 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$1694 ;
+    l0_out1_s7 <= \$982 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$1695 ;
+    l0_out1_s8 <= \$983 ;
   always @(posedge clk)
-    l0_out2_s8 <= \$1696 ;
+    l0_out1_s9 <= \$984 ;
   always @(posedge clk)
-    l0_out2_s9 <= \$1697 ;
+    l0_out2_s5 <= \$985 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$1698 ;
+    l0_out2_s6 <= \$986 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$1699 ;
+    l0_out2_s7 <= \$987 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$1700 ;
+    l0_out2_s8 <= \$988 ;
   always @(posedge clk)
-    l0_out3_s8 <= \$1701 ;
+    l0_out2_s9 <= \$989 ;
   always @(posedge clk)
-    l0_out3_s9 <= \$1702 ;
+    l0_out3_s5 <= \$990 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$1703 ;
+    l0_out3_s6 <= \$991 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$1704 ;
+    l0_out3_s7 <= \$992 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$1705 ;
+    l0_out3_s8 <= \$993 ;
   always @(posedge clk)
-    l0_out4_s8 <= \$1706 ;
+    l0_out3_s9 <= \$994 ;
   always @(posedge clk)
-    l0_out4_s9 <= \$1707 ;
+    l0_out4_s5 <= \$995 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$1708 ;
+    l0_out4_s6 <= \$996 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$1709 ;
+    l0_out4_s7 <= \$997 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$1710 ;
+    l0_out4_s8 <= \$998 ;
   always @(posedge clk)
-    l0_out5_s8 <= \$1711 ;
+    l0_out4_s9 <= \$999 ;
   always @(posedge clk)
-    l0_out5_s9 <= \$1712 ;
+    l0_out5_s5 <= \$1000 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$1713 ;
+    l0_out5_s6 <= \$1001 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$1714 ;
+    l0_out5_s7 <= \$1002 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$1715 ;
+    l0_out5_s8 <= \$1003 ;
   always @(posedge clk)
-    l0_out6_s8 <= \$1716 ;
+    l0_out5_s9 <= \$1004 ;
   always @(posedge clk)
-    l0_out6_s9 <= \$1717 ;
+    l0_out6_s5 <= \$1005 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$1718 ;
+    l0_out6_s6 <= \$1006 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$1719 ;
+    l0_out6_s7 <= \$1007 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$1720 ;
+    l0_out6_s8 <= \$1008 ;
   always @(posedge clk)
-    l0_out7_s8 <= \$1721 ;
+    l0_out6_s9 <= \$1009 ;
   always @(posedge clk)
-    l0_out7_s9 <= \$1722 ;
+    l0_out7_s5 <= \$1010 ;
   always @(posedge clk)
-    l1_dw0_0_raw_s10 <= \$1723 ;
+    l0_out7_s6 <= \$1011 ;
   always @(posedge clk)
-    l1_dw0_0_s11 <= \$1724 ;
+    l0_out7_s7 <= \$1012 ;
   always @(posedge clk)
-    l1_dw0_1_raw_s10 <= \$1725 ;
+    l0_out7_s8 <= \$1013 ;
   always @(posedge clk)
-    l1_dw0_1_s11 <= \$1726 ;
+    l0_out7_s9 <= \$1014 ;
   always @(posedge clk)
-    l1_dw0_2_raw_s10 <= \$1727 ;
+    l1_dw0_0_raw_s10 <= \$1015 ;
   always @(posedge clk)
-    l1_dw0_2_s11 <= \$1728 ;
+    l1_dw0_0_s11 <= \$1016 ;
   always @(posedge clk)
-    l1_dw0_3_raw_s10 <= \$1729 ;
+    l1_dw0_1_raw_s10 <= \$1017 ;
   always @(posedge clk)
-    l1_dw0_3_s11 <= \$1730 ;
+    l1_dw0_1_s11 <= \$1018 ;
   always @(posedge clk)
-    l1_dw0_4_raw_s10 <= \$1731 ;
+    l1_dw0_2_raw_s10 <= \$1019 ;
   always @(posedge clk)
-    l1_dw0_4_s11 <= \$1732 ;
+    l1_dw0_2_s11 <= \$1020 ;
   always @(posedge clk)
-    l1_dw0_5_raw_s10 <= \$1733 ;
+    l1_dw0_3_raw_s10 <= \$1021 ;
   always @(posedge clk)
-    l1_dw0_5_s11 <= \$1734 ;
+    l1_dw0_3_s11 <= \$1022 ;
   always @(posedge clk)
-    l1_dw0_6_raw_s10 <= \$1735 ;
+    l1_dw0_4_raw_s10 <= \$1023 ;
   always @(posedge clk)
-    l1_dw0_6_s11 <= \$1736 ;
+    l1_dw0_4_s11 <= \$1024 ;
   always @(posedge clk)
-    l1_dw0_7_raw_s10 <= \$1737 ;
+    l1_dw0_5_raw_s10 <= \$1025 ;
   always @(posedge clk)
-    l1_dw0_7_s11 <= \$1738 ;
+    l1_dw0_5_s11 <= \$1026 ;
   always @(posedge clk)
-    l1_db0_s10 <= \$1739 ;
+    l1_dw0_6_raw_s10 <= \$1027 ;
   always @(posedge clk)
-    l1_db0_s11 <= \$1740 ;
+    l1_dw0_6_s11 <= \$1028 ;
   always @(posedge clk)
-    l1_bprod0_0_raw_s10 <= \$1741 ;
+    l1_dw0_7_raw_s10 <= \$1029 ;
   always @(posedge clk)
-    l0_out0_s10 <= \$1742 ;
+    l1_dw0_7_s11 <= \$1030 ;
   always @(posedge clk)
-    l0_err0_s11 <= \$1743 ;
+    l1_db0_s10 <= \$1031 ;
   always @(posedge clk)
-    l1_bprod1_0_raw_s10 <= \$1744 ;
+    l1_db0_s11 <= \$1032 ;
   always @(posedge clk)
-    l0_out1_s10 <= \$1745 ;
+    l1_bprod0_0_raw_s10 <= \$1033 ;
   always @(posedge clk)
-    l0_err1_s11 <= \$1746 ;
+    l0_out0_s10 <= \$1034 ;
   always @(posedge clk)
-    l1_bprod2_0_raw_s10 <= \$1747 ;
+    l0_err0_s11 <= \$1035 ;
   always @(posedge clk)
-    l0_out2_s10 <= \$1748 ;
+    l1_bprod1_0_raw_s10 <= \$1036 ;
   always @(posedge clk)
-    l0_err2_s11 <= \$1749 ;
+    l0_out1_s10 <= \$1037 ;
   always @(posedge clk)
-    l1_bprod3_0_raw_s10 <= \$1750 ;
+    l0_err1_s11 <= \$1038 ;
   always @(posedge clk)
-    l0_out3_s10 <= \$1751 ;
+    l1_bprod2_0_raw_s10 <= \$1039 ;
   always @(posedge clk)
-    l0_err3_s11 <= \$1752 ;
+    l0_out2_s10 <= \$1040 ;
   always @(posedge clk)
-    l1_bprod4_0_raw_s10 <= \$1753 ;
+    l0_err2_s11 <= \$1041 ;
   always @(posedge clk)
-    l0_out4_s10 <= \$1754 ;
+    l1_bprod3_0_raw_s10 <= \$1042 ;
   always @(posedge clk)
-    l0_err4_s11 <= \$1755 ;
+    l0_out3_s10 <= \$1043 ;
   always @(posedge clk)
-    l1_bprod5_0_raw_s10 <= \$1756 ;
+    l0_err3_s11 <= \$1044 ;
   always @(posedge clk)
-    l0_out5_s10 <= \$1757 ;
+    l1_bprod4_0_raw_s10 <= \$1045 ;
   always @(posedge clk)
-    l0_err5_s11 <= \$1758 ;
+    l0_out4_s10 <= \$1046 ;
   always @(posedge clk)
-    l1_bprod6_0_raw_s10 <= \$1759 ;
+    l0_err4_s11 <= \$1047 ;
   always @(posedge clk)
-    l0_out6_s10 <= \$1760 ;
+    l1_bprod5_0_raw_s10 <= \$1048 ;
   always @(posedge clk)
-    l0_err6_s11 <= \$1761 ;
+    l0_out5_s10 <= \$1049 ;
   always @(posedge clk)
-    l1_bprod7_0_raw_s10 <= \$1762 ;
+    l0_err5_s11 <= \$1050 ;
   always @(posedge clk)
-    l0_out7_s10 <= \$1763 ;
+    l1_bprod6_0_raw_s10 <= \$1051 ;
   always @(posedge clk)
-    l0_err7_s11 <= \$1764 ;
+    l0_out6_s10 <= \$1052 ;
   always @(posedge clk)
-    x0_s2 <= \$1765 ;
+    l0_err6_s11 <= \$1053 ;
   always @(posedge clk)
-    x0_s3 <= \$1766 ;
+    l1_bprod7_0_raw_s10 <= \$1054 ;
   always @(posedge clk)
-    x0_s4 <= \$1767 ;
+    l0_out7_s10 <= \$1055 ;
   always @(posedge clk)
-    x0_s5 <= \$1768 ;
+    l0_err7_s11 <= \$1056 ;
   always @(posedge clk)
-    x0_s6 <= \$1769 ;
+    x0_s2 <= \$1057 ;
   always @(posedge clk)
-    x0_s7 <= \$1770 ;
+    x0_s3 <= \$1058 ;
   always @(posedge clk)
-    x0_s8 <= \$1771 ;
+    x0_s4 <= \$1059 ;
   always @(posedge clk)
-    x0_s9 <= \$1772 ;
+    x0_s5 <= \$1060 ;
   always @(posedge clk)
-    x0_s10 <= \$1773 ;
+    x0_s6 <= \$1061 ;
   always @(posedge clk)
-    x0_s11 <= \$1774 ;
+    x0_s7 <= \$1062 ;
   always @(posedge clk)
-    x1_s2 <= \$1775 ;
+    x0_s8 <= \$1063 ;
   always @(posedge clk)
-    x1_s3 <= \$1776 ;
+    x0_s9 <= \$1064 ;
   always @(posedge clk)
-    x1_s4 <= \$1777 ;
+    x0_s10 <= \$1065 ;
   always @(posedge clk)
-    x1_s5 <= \$1778 ;
+    x0_s11 <= \$1066 ;
   always @(posedge clk)
-    x1_s6 <= \$1779 ;
+    x1_s2 <= \$1067 ;
   always @(posedge clk)
-    x1_s7 <= \$1780 ;
+    x1_s3 <= \$1068 ;
   always @(posedge clk)
-    x1_s8 <= \$1781 ;
+    x1_s4 <= \$1069 ;
   always @(posedge clk)
-    x1_s9 <= \$1782 ;
+    x1_s5 <= \$1070 ;
   always @(posedge clk)
-    x1_s10 <= \$1783 ;
+    x1_s6 <= \$1071 ;
   always @(posedge clk)
-    x1_s11 <= \$1784 ;
+    x1_s7 <= \$1072 ;
   always @(posedge clk)
-    l0_dw0_0_raw_s12 <= \$1785 ;
+    x1_s8 <= \$1073 ;
   always @(posedge clk)
-    l0_dw0_0_s13 <= \$1786 ;
+    x1_s9 <= \$1074 ;
   always @(posedge clk)
-    l0_dw0_1_raw_s12 <= \$1787 ;
+    x1_s10 <= \$1075 ;
   always @(posedge clk)
-    l0_dw0_1_s13 <= \$1788 ;
+    x1_s11 <= \$1076 ;
   always @(posedge clk)
-    l0_dw1_0_raw_s12 <= \$1789 ;
+    l0_dw0_0_raw_s12 <= \$1077 ;
   always @(posedge clk)
-    l0_dw1_0_s13 <= \$1790 ;
+    l0_dw0_0_s13 <= \$1078 ;
   always @(posedge clk)
-    l0_dw1_1_raw_s12 <= \$1791 ;
+    l0_dw0_1_raw_s12 <= \$1079 ;
   always @(posedge clk)
-    l0_dw1_1_s13 <= \$1792 ;
+    l0_dw0_1_s13 <= \$1080 ;
   always @(posedge clk)
-    l0_dw2_0_raw_s12 <= \$1793 ;
+    l0_dw1_0_raw_s12 <= \$1081 ;
   always @(posedge clk)
-    l0_dw2_0_s13 <= \$1794 ;
+    l0_dw1_0_s13 <= \$1082 ;
   always @(posedge clk)
-    l0_dw2_1_raw_s12 <= \$1795 ;
+    l0_dw1_1_raw_s12 <= \$1083 ;
   always @(posedge clk)
-    l0_dw2_1_s13 <= \$1796 ;
+    l0_dw1_1_s13 <= \$1084 ;
   always @(posedge clk)
-    l0_dw3_0_raw_s12 <= \$1797 ;
+    l0_dw2_0_raw_s12 <= \$1085 ;
   always @(posedge clk)
-    l0_dw3_0_s13 <= \$1798 ;
+    l0_dw2_0_s13 <= \$1086 ;
   always @(posedge clk)
-    l0_dw3_1_raw_s12 <= \$1799 ;
+    l0_dw2_1_raw_s12 <= \$1087 ;
   always @(posedge clk)
-    l0_dw3_1_s13 <= \$1800 ;
+    l0_dw2_1_s13 <= \$1088 ;
   always @(posedge clk)
-    l0_dw4_0_raw_s12 <= \$1801 ;
+    l0_dw3_0_raw_s12 <= \$1089 ;
   always @(posedge clk)
-    l0_dw4_0_s13 <= \$1802 ;
+    l0_dw3_0_s13 <= \$1090 ;
   always @(posedge clk)
-    l0_dw4_1_raw_s12 <= \$1803 ;
+    l0_dw3_1_raw_s12 <= \$1091 ;
   always @(posedge clk)
-    l0_dw4_1_s13 <= \$1804 ;
+    l0_dw3_1_s13 <= \$1092 ;
   always @(posedge clk)
-    l0_dw5_0_raw_s12 <= \$1805 ;
+    l0_dw4_0_raw_s12 <= \$1093 ;
   always @(posedge clk)
-    l0_dw5_0_s13 <= \$1806 ;
+    l0_dw4_0_s13 <= \$1094 ;
   always @(posedge clk)
-    l0_dw5_1_raw_s12 <= \$1807 ;
+    l0_dw4_1_raw_s12 <= \$1095 ;
   always @(posedge clk)
-    l0_dw5_1_s13 <= \$1808 ;
+    l0_dw4_1_s13 <= \$1096 ;
   always @(posedge clk)
-    l0_dw6_0_raw_s12 <= \$1809 ;
+    l0_dw5_0_raw_s12 <= \$1097 ;
   always @(posedge clk)
-    l0_dw6_0_s13 <= \$1810 ;
+    l0_dw5_0_s13 <= \$1098 ;
   always @(posedge clk)
-    l0_dw6_1_raw_s12 <= \$1811 ;
+    l0_dw5_1_raw_s12 <= \$1099 ;
   always @(posedge clk)
-    l0_dw6_1_s13 <= \$1812 ;
+    l0_dw5_1_s13 <= \$1100 ;
   always @(posedge clk)
-    l0_dw7_0_raw_s12 <= \$1813 ;
+    l0_dw6_0_raw_s12 <= \$1101 ;
   always @(posedge clk)
-    l0_dw7_0_s13 <= \$1814 ;
+    l0_dw6_0_s13 <= \$1102 ;
   always @(posedge clk)
-    l0_dw7_1_raw_s12 <= \$1815 ;
+    l0_dw6_1_raw_s12 <= \$1103 ;
   always @(posedge clk)
-    l0_dw7_1_s13 <= \$1816 ;
+    l0_dw6_1_s13 <= \$1104 ;
   always @(posedge clk)
-    l0_db0_s12 <= \$1817 ;
+    l0_dw7_0_raw_s12 <= \$1105 ;
   always @(posedge clk)
-    l0_db0_s13 <= \$1818 ;
+    l0_dw7_0_s13 <= \$1106 ;
   always @(posedge clk)
-    l0_db1_s12 <= \$1819 ;
+    l0_dw7_1_raw_s12 <= \$1107 ;
   always @(posedge clk)
-    l0_db1_s13 <= \$1820 ;
+    l0_dw7_1_s13 <= \$1108 ;
   always @(posedge clk)
-    l0_db2_s12 <= \$1821 ;
+    l0_db0_s12 <= \$1109 ;
   always @(posedge clk)
-    l0_db2_s13 <= \$1822 ;
+    l0_db0_s13 <= \$1110 ;
   always @(posedge clk)
-    l0_db3_s12 <= \$1823 ;
+    l0_db1_s12 <= \$1111 ;
   always @(posedge clk)
-    l0_db3_s13 <= \$1824 ;
+    l0_db1_s13 <= \$1112 ;
   always @(posedge clk)
-    l0_db4_s12 <= \$1825 ;
+    l0_db2_s12 <= \$1113 ;
   always @(posedge clk)
-    l0_db4_s13 <= \$1826 ;
+    l0_db2_s13 <= \$1114 ;
   always @(posedge clk)
-    l0_db5_s12 <= \$1827 ;
+    l0_db3_s12 <= \$1115 ;
   always @(posedge clk)
-    l0_db5_s13 <= \$1828 ;
+    l0_db3_s13 <= \$1116 ;
   always @(posedge clk)
-    l0_db6_s12 <= \$1829 ;
+    l0_db4_s12 <= \$1117 ;
   always @(posedge clk)
-    l0_db6_s13 <= \$1830 ;
+    l0_db4_s13 <= \$1118 ;
   always @(posedge clk)
-    l0_db7_s12 <= \$1831 ;
+    l0_db5_s12 <= \$1119 ;
   always @(posedge clk)
-    l0_db7_s13 <= \$1832 ;
+    l0_db5_s13 <= \$1120 ;
+  always @(posedge clk)
+    l0_db6_s12 <= \$1121 ;
+  always @(posedge clk)
+    l0_db6_s13 <= \$1122 ;
+  always @(posedge clk)
+    l0_db7_s12 <= \$1123 ;
+  always @(posedge clk)
+    l0_db7_s13 <= \$1124 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1443  = 16'h0000;
+    \$743  = 16'h0000;
     casez (l0_rd_sel)
       5'h00:
-          \$1443  = l0_w_0_0;
+          \$743  = l0_w_0_0;
       5'h01:
-          \$1443  = l0_w_0_1;
+          \$743  = l0_w_0_1;
       5'h02:
-          \$1443  = l0_w_1_0;
+          \$743  = l0_w_1_0;
       5'h03:
-          \$1443  = l0_w_1_1;
+          \$743  = l0_w_1_1;
       5'h04:
-          \$1443  = l0_w_2_0;
+          \$743  = l0_w_2_0;
       5'h05:
-          \$1443  = l0_w_2_1;
+          \$743  = l0_w_2_1;
       5'h06:
-          \$1443  = l0_w_3_0;
+          \$743  = l0_w_3_0;
       5'h07:
-          \$1443  = l0_w_3_1;
+          \$743  = l0_w_3_1;
       5'h08:
-          \$1443  = l0_w_4_0;
+          \$743  = l0_w_4_0;
       5'h09:
-          \$1443  = l0_w_4_1;
+          \$743  = l0_w_4_1;
       5'h0a:
-          \$1443  = l0_w_5_0;
+          \$743  = l0_w_5_0;
       5'h0b:
-          \$1443  = l0_w_5_1;
+          \$743  = l0_w_5_1;
       5'h0c:
-          \$1443  = l0_w_6_0;
+          \$743  = l0_w_6_0;
       5'h0d:
-          \$1443  = l0_w_6_1;
+          \$743  = l0_w_6_1;
       5'h0e:
-          \$1443  = l0_w_7_0;
+          \$743  = l0_w_7_0;
       5'h0f:
-          \$1443  = l0_w_7_1;
+          \$743  = l0_w_7_1;
       5'h10:
-          \$1443  = l0_b_0;
+          \$743  = l0_b_0;
       5'h11:
-          \$1443  = l0_b_1;
+          \$743  = l0_b_1;
       5'h12:
-          \$1443  = l0_b_2;
+          \$743  = l0_b_2;
       5'h13:
-          \$1443  = l0_b_3;
+          \$743  = l0_b_3;
       5'h14:
-          \$1443  = l0_b_4;
+          \$743  = l0_b_4;
       5'h15:
-          \$1443  = l0_b_5;
+          \$743  = l0_b_5;
       5'h16:
-          \$1443  = l0_b_6;
+          \$743  = l0_b_6;
       5'h17:
-          \$1443  = l0_b_7;
+          \$743  = l0_b_7;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1444  = 16'h0000;
+    \$744  = 16'h0000;
     casez (l1_rd_sel)
       4'h0:
-          \$1444  = l1_w_0_0;
+          \$744  = l1_w_0_0;
       4'h1:
-          \$1444  = l1_w_0_1;
+          \$744  = l1_w_0_1;
       4'h2:
-          \$1444  = l1_w_0_2;
+          \$744  = l1_w_0_2;
       4'h3:
-          \$1444  = l1_w_0_3;
+          \$744  = l1_w_0_3;
       4'h4:
-          \$1444  = l1_w_0_4;
+          \$744  = l1_w_0_4;
       4'h5:
-          \$1444  = l1_w_0_5;
+          \$744  = l1_w_0_5;
       4'h6:
-          \$1444  = l1_w_0_6;
+          \$744  = l1_w_0_6;
       4'h7:
-          \$1444  = l1_w_0_7;
+          \$744  = l1_w_0_7;
       4'h8:
-          \$1444  = l1_b_0;
+          \$744  = l1_b_0;
     endcase
   end
   always @* begin
@@ -5016,9 +3246,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (read_layer)
       1'h0:
-          \$1445  = \$1443 ;
+          \$745  = \$743 ;
       1'h1:
-          \$1445  = \$1444 ;
+          \$745  = \$744 ;
     endcase
   end
   always @* begin
@@ -5026,7 +3256,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (kind_s8)
       2'h0:
-          e = \t$180 ;
+          e = \t$153 ;
       2'h2:
           e = y0_s8;
       default:
@@ -5035,427 +3265,427 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$469  = 17'h00000;
+    \t$319  = 17'h00000;
     if (commit_l0) begin
-      \t$469  = \$1107 ;
+      \t$319  = \$407 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$472  = 17'h00000;
+    \t$322  = 17'h00000;
     if (commit_l0) begin
-      \t$472  = \$1108 ;
+      \t$322  = \$408 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$475  = 17'h00000;
+    \t$325  = 17'h00000;
     if (commit_l0) begin
-      \t$475  = \$1109 ;
+      \t$325  = \$409 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$478  = 17'h00000;
+    \t$328  = 17'h00000;
     if (commit_l0) begin
-      \t$478  = \$1110 ;
+      \t$328  = \$410 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$481  = 17'h00000;
+    \t$331  = 17'h00000;
     if (commit_l0) begin
-      \t$481  = \$1111 ;
+      \t$331  = \$411 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$484  = 17'h00000;
+    \t$334  = 17'h00000;
     if (commit_l0) begin
-      \t$484  = \$1112 ;
+      \t$334  = \$412 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$487  = 17'h00000;
+    \t$337  = 17'h00000;
     if (commit_l0) begin
-      \t$487  = \$1113 ;
+      \t$337  = \$413 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$490  = 17'h00000;
+    \t$340  = 17'h00000;
     if (commit_l0) begin
-      \t$490  = \$1114 ;
+      \t$340  = \$414 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$493  = 17'h00000;
+    \t$343  = 17'h00000;
     if (commit_l0) begin
-      \t$493  = \$1115 ;
+      \t$343  = \$415 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$496  = 17'h00000;
+    \t$346  = 17'h00000;
     if (commit_l0) begin
-      \t$496  = \$1116 ;
+      \t$346  = \$416 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$499  = 17'h00000;
+    \t$349  = 17'h00000;
     if (commit_l0) begin
-      \t$499  = \$1117 ;
+      \t$349  = \$417 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$502  = 17'h00000;
+    \t$352  = 17'h00000;
     if (commit_l0) begin
-      \t$502  = \$1118 ;
+      \t$352  = \$418 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$505  = 17'h00000;
+    \t$355  = 17'h00000;
     if (commit_l0) begin
-      \t$505  = \$1119 ;
+      \t$355  = \$419 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$508  = 17'h00000;
+    \t$358  = 17'h00000;
     if (commit_l0) begin
-      \t$508  = \$1120 ;
+      \t$358  = \$420 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$511  = 17'h00000;
+    \t$361  = 17'h00000;
     if (commit_l0) begin
-      \t$511  = \$1121 ;
+      \t$361  = \$421 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$514  = 17'h00000;
+    \t$364  = 17'h00000;
     if (commit_l0) begin
-      \t$514  = \$1122 ;
+      \t$364  = \$422 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$517  = 17'h00000;
+    \t$367  = 17'h00000;
     if (commit_l0) begin
-      \t$517  = \$1123 ;
+      \t$367  = \$423 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$519  = 17'h00000;
+    \t$369  = 17'h00000;
     if (commit_l0) begin
-      \t$519  = \$1124 ;
+      \t$369  = \$424 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$521  = 17'h00000;
+    \t$371  = 17'h00000;
     if (commit_l0) begin
-      \t$521  = \$1125 ;
+      \t$371  = \$425 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$523  = 17'h00000;
+    \t$373  = 17'h00000;
     if (commit_l0) begin
-      \t$523  = \$1126 ;
+      \t$373  = \$426 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$525  = 17'h00000;
+    \t$375  = 17'h00000;
     if (commit_l0) begin
-      \t$525  = \$1127 ;
+      \t$375  = \$427 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$527  = 17'h00000;
+    \t$377  = 17'h00000;
     if (commit_l0) begin
-      \t$527  = \$1128 ;
+      \t$377  = \$428 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$529  = 17'h00000;
+    \t$379  = 17'h00000;
     if (commit_l0) begin
-      \t$529  = \$1129 ;
+      \t$379  = \$429 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$531  = 17'h00000;
+    \t$381  = 17'h00000;
     if (commit_l0) begin
-      \t$531  = \$1130 ;
+      \t$381  = \$430 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$534  = 17'h00000;
+    \t$384  = 17'h00000;
     if (commit_l1) begin
-      \t$534  = \$1131 ;
+      \t$384  = \$431 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$537  = 17'h00000;
+    \t$387  = 17'h00000;
     if (commit_l1) begin
-      \t$537  = \$1132 ;
+      \t$387  = \$432 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$540  = 17'h00000;
+    \t$390  = 17'h00000;
     if (commit_l1) begin
-      \t$540  = \$1133 ;
+      \t$390  = \$433 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$543  = 17'h00000;
+    \t$393  = 17'h00000;
     if (commit_l1) begin
-      \t$543  = \$1134 ;
+      \t$393  = \$434 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$546  = 17'h00000;
+    \t$396  = 17'h00000;
     if (commit_l1) begin
-      \t$546  = \$1135 ;
+      \t$396  = \$435 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$549  = 17'h00000;
+    \t$399  = 17'h00000;
     if (commit_l1) begin
-      \t$549  = \$1136 ;
+      \t$399  = \$436 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$552  = 17'h00000;
+    \t$402  = 17'h00000;
     if (commit_l1) begin
-      \t$552  = \$1137 ;
+      \t$402  = \$437 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$555  = 17'h00000;
+    \t$405  = 17'h00000;
     if (commit_l1) begin
-      \t$555  = \$1138 ;
+      \t$405  = \$438 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$558  = 17'h00000;
+    \t$408  = 17'h00000;
     if (commit_l1) begin
-      \t$558  = \$1139 ;
+      \t$408  = \$439 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1558  = valid_s1;
+    \$850  = valid_s1;
     if (en) begin
-      \$1558  = accept;
+      \$850  = accept;
     end
     if (rst) begin
-      \$1558  = 1'h0;
+      \$850  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1559  = valid_s2;
+    \$851  = valid_s2;
     if (en) begin
-      \$1559  = valid_s1;
+      \$851  = valid_s1;
     end
     if (rst) begin
-      \$1559  = 1'h0;
+      \$851  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1560  = valid_s3;
+    \$852  = valid_s3;
     if (en) begin
-      \$1560  = valid_s2;
+      \$852  = valid_s2;
     end
     if (rst) begin
-      \$1560  = 1'h0;
+      \$852  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1561  = valid_s4;
+    \$853  = valid_s4;
     if (en) begin
-      \$1561  = valid_s3;
+      \$853  = valid_s3;
     end
     if (rst) begin
-      \$1561  = 1'h0;
+      \$853  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1562  = valid_s5;
+    \$854  = valid_s5;
     if (en) begin
-      \$1562  = valid_s4;
+      \$854  = valid_s4;
     end
     if (rst) begin
-      \$1562  = 1'h0;
+      \$854  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1563  = valid_s6;
+    \$855  = valid_s6;
     if (en) begin
-      \$1563  = valid_s5;
+      \$855  = valid_s5;
     end
     if (rst) begin
-      \$1563  = 1'h0;
+      \$855  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1564  = valid_s7;
+    \$856  = valid_s7;
     if (en) begin
-      \$1564  = valid_s6;
+      \$856  = valid_s6;
     end
     if (rst) begin
-      \$1564  = 1'h0;
+      \$856  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1565  = m__valid;
+    \$857  = m__valid;
     if (en) begin
-      \$1565  = valid_s7;
+      \$857  = valid_s7;
     end
     if (rst) begin
-      \$1565  = 1'h0;
+      \$857  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1566  = valid_s9;
+    \$858  = valid_s9;
     if (en) begin
-      \$1566  = m__valid;
+      \$858  = m__valid;
     end
     if (rst) begin
-      \$1566  = 1'h0;
+      \$858  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1567  = valid_s10;
+    \$859  = valid_s10;
     if (en) begin
-      \$1567  = valid_s9;
+      \$859  = valid_s9;
     end
     if (rst) begin
-      \$1567  = 1'h0;
+      \$859  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1568  = valid_s11;
+    \$860  = valid_s11;
     if (en) begin
-      \$1568  = valid_s10;
+      \$860  = valid_s10;
     end
     if (rst) begin
-      \$1568  = 1'h0;
+      \$860  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1569  = valid_s12;
+    \$861  = valid_s12;
     if (en) begin
-      \$1569  = valid_s11;
+      \$861  = valid_s11;
     end
     if (rst) begin
-      \$1569  = 1'h0;
+      \$861  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1570  = valid_s13;
+    \$862  = valid_s13;
     if (en) begin
-      \$1570  = valid_s12;
+      \$862  = valid_s12;
     end
     if (rst) begin
-      \$1570  = 1'h0;
+      \$862  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1571  = l0_w_0_0;
+    \$863  = l0_w_0_0;
     if (commit_l0) begin
-      \$1571  = \$1183 ;
+      \$863  = \$483 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
-            \$1571  = l0_port_data;
+            \$863  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1571  = 16'h055e;
+      \$863  = 16'h055e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1572  = l0_w_0_1;
+    \$864  = l0_w_0_1;
     if (commit_l0) begin
-      \$1572  = \$1191 ;
+      \$864  = \$491 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
-            \$1572  = l0_port_data;
+            \$864  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1572  = 16'hf6fa;
+      \$864  = 16'hf6fa;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1573  = l0_w_1_0;
+    \$865  = l0_w_1_0;
     if (commit_l0) begin
-      \$1573  = \$1199 ;
+      \$865  = \$499 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$1573  = l0_port_data;
+            \$865  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1573  = 16'hee03;
+      \$865  = 16'hee03;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1574  = l0_w_1_1;
+    \$866  = l0_w_1_1;
     if (commit_l0) begin
-      \$1574  = \$1207 ;
+      \$866  = \$507 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5463,21 +3693,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h02:
             /* empty */;
         5'h03:
-            \$1574  = l0_port_data;
+            \$866  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1574  = 16'hed0d;
+      \$866  = 16'hed0d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1575  = l0_w_2_0;
+    \$867  = l0_w_2_0;
     if (commit_l0) begin
-      \$1575  = \$1215 ;
+      \$867  = \$515 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5487,21 +3717,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h03:
             /* empty */;
         5'h04:
-            \$1575  = l0_port_data;
+            \$867  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1575  = 16'h0c47;
+      \$867  = 16'h0c47;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1576  = l0_w_2_1;
+    \$868  = l0_w_2_1;
     if (commit_l0) begin
-      \$1576  = \$1223 ;
+      \$868  = \$523 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5513,21 +3743,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h04:
             /* empty */;
         5'h05:
-            \$1576  = l0_port_data;
+            \$868  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1576  = 16'h102d;
+      \$868  = 16'h102d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1577  = l0_w_3_0;
+    \$869  = l0_w_3_0;
     if (commit_l0) begin
-      \$1577  = \$1231 ;
+      \$869  = \$531 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5541,21 +3771,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h05:
             /* empty */;
         5'h06:
-            \$1577  = l0_port_data;
+            \$869  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1577  = 16'h042e;
+      \$869  = 16'h042e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1578  = l0_w_3_1;
+    \$870  = l0_w_3_1;
     if (commit_l0) begin
-      \$1578  = \$1239 ;
+      \$870  = \$539 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5571,21 +3801,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h06:
             /* empty */;
         5'h07:
-            \$1578  = l0_port_data;
+            \$870  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1578  = 16'h08ff;
+      \$870  = 16'h08ff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1579  = l0_w_4_0;
+    \$871  = l0_w_4_0;
     if (commit_l0) begin
-      \$1579  = \$1247 ;
+      \$871  = \$547 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5603,21 +3833,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h07:
             /* empty */;
         5'h08:
-            \$1579  = l0_port_data;
+            \$871  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1579  = 16'h01b6;
+      \$871  = 16'h01b6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1580  = l0_w_4_1;
+    \$872  = l0_w_4_1;
     if (commit_l0) begin
-      \$1580  = \$1255 ;
+      \$872  = \$555 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5637,21 +3867,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h08:
             /* empty */;
         5'h09:
-            \$1580  = l0_port_data;
+            \$872  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1580  = 16'h110d;
+      \$872  = 16'h110d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1581  = l0_w_5_0;
+    \$873  = l0_w_5_0;
     if (commit_l0) begin
-      \$1581  = \$1263 ;
+      \$873  = \$563 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5673,21 +3903,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h09:
             /* empty */;
         5'h0a:
-            \$1581  = l0_port_data;
+            \$873  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1581  = 16'h0c61;
+      \$873  = 16'h0c61;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1582  = l0_w_5_1;
+    \$874  = l0_w_5_1;
     if (commit_l0) begin
-      \$1582  = \$1271 ;
+      \$874  = \$571 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5711,21 +3941,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0a:
             /* empty */;
         5'h0b:
-            \$1582  = l0_port_data;
+            \$874  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1582  = 16'hec83;
+      \$874  = 16'hec83;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1583  = l0_w_6_0;
+    \$875  = l0_w_6_0;
     if (commit_l0) begin
-      \$1583  = \$1279 ;
+      \$875  = \$579 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5751,21 +3981,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0b:
             /* empty */;
         5'h0c:
-            \$1583  = l0_port_data;
+            \$875  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1583  = 16'h0e02;
+      \$875  = 16'h0e02;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1584  = l0_w_6_1;
+    \$876  = l0_w_6_1;
     if (commit_l0) begin
-      \$1584  = \$1287 ;
+      \$876  = \$587 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5793,21 +4023,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0c:
             /* empty */;
         5'h0d:
-            \$1584  = l0_port_data;
+            \$876  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1584  = 16'hedb8;
+      \$876  = 16'hedb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1585  = l0_w_7_0;
+    \$877  = l0_w_7_0;
     if (commit_l0) begin
-      \$1585  = \$1295 ;
+      \$877  = \$595 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5837,21 +4067,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0d:
             /* empty */;
         5'h0e:
-            \$1585  = l0_port_data;
+            \$877  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1585  = 16'h0900;
+      \$877  = 16'h0900;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1586  = l0_w_7_1;
+    \$878  = l0_w_7_1;
     if (commit_l0) begin
-      \$1586  = \$1303 ;
+      \$878  = \$603 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5883,21 +4113,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0e:
             /* empty */;
         5'h0f:
-            \$1586  = l0_port_data;
+            \$878  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1586  = 16'hf34a;
+      \$878  = 16'hf34a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1587  = l0_b_0;
+    \$879  = l0_b_0;
     if (commit_l0) begin
-      \$1587  = \$1311 ;
+      \$879  = \$611 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5931,21 +4161,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h0f:
             /* empty */;
         5'h10:
-            \$1587  = l0_port_data;
+            \$879  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1587  = 16'h0000;
+      \$879  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1588  = l0_b_1;
+    \$880  = l0_b_1;
     if (commit_l0) begin
-      \$1588  = \$1319 ;
+      \$880  = \$619 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5981,21 +4211,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h10:
             /* empty */;
         5'h11:
-            \$1588  = l0_port_data;
+            \$880  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1588  = 16'h0000;
+      \$880  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1589  = l0_b_2;
+    \$881  = l0_b_2;
     if (commit_l0) begin
-      \$1589  = \$1327 ;
+      \$881  = \$627 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6033,21 +4263,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h11:
             /* empty */;
         5'h12:
-            \$1589  = l0_port_data;
+            \$881  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1589  = 16'h0000;
+      \$881  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1590  = l0_b_3;
+    \$882  = l0_b_3;
     if (commit_l0) begin
-      \$1590  = \$1335 ;
+      \$882  = \$635 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6087,21 +4317,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h12:
             /* empty */;
         5'h13:
-            \$1590  = l0_port_data;
+            \$882  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1590  = 16'h0000;
+      \$882  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1591  = l0_b_4;
+    \$883  = l0_b_4;
     if (commit_l0) begin
-      \$1591  = \$1343 ;
+      \$883  = \$643 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6143,21 +4373,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h13:
             /* empty */;
         5'h14:
-            \$1591  = l0_port_data;
+            \$883  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1591  = 16'h0000;
+      \$883  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1592  = l0_b_5;
+    \$884  = l0_b_5;
     if (commit_l0) begin
-      \$1592  = \$1351 ;
+      \$884  = \$651 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6201,21 +4431,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h14:
             /* empty */;
         5'h15:
-            \$1592  = l0_port_data;
+            \$884  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1592  = 16'h0000;
+      \$884  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1593  = l0_b_6;
+    \$885  = l0_b_6;
     if (commit_l0) begin
-      \$1593  = \$1359 ;
+      \$885  = \$659 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6261,21 +4491,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h15:
             /* empty */;
         5'h16:
-            \$1593  = l0_port_data;
+            \$885  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1593  = 16'h0000;
+      \$885  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1594  = l0_b_7;
+    \$886  = l0_b_7;
     if (commit_l0) begin
-      \$1594  = \$1367 ;
+      \$886  = \$667 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6323,75 +4553,75 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         5'h16:
             /* empty */;
         5'h17:
-            \$1594  = l0_port_data;
+            \$886  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1594  = 16'h0000;
+      \$886  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1595  = l1_w_0_0;
+    \$887  = l1_w_0_0;
     if (commit_l1) begin
-      \$1595  = \$1375 ;
+      \$887  = \$675 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
-            \$1595  = l1_port_data;
+            \$887  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1595  = 16'h071e;
+      \$887  = 16'h071e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1596  = l1_w_0_1;
+    \$888  = l1_w_0_1;
     if (commit_l1) begin
-      \$1596  = \$1383 ;
+      \$888  = \$683 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
-            \$1596  = l1_port_data;
+            \$888  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1596  = 16'h00d0;
+      \$888  = 16'h00d0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1597  = l1_w_0_2;
+    \$889  = l1_w_0_2;
     if (commit_l1) begin
-      \$1597  = \$1391 ;
+      \$889  = \$691 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
             /* empty */;
         4'h2:
-            \$1597  = l1_port_data;
+            \$889  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1597  = 16'hfc13;
+      \$889  = 16'hfc13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1598  = l1_w_0_3;
+    \$890  = l1_w_0_3;
     if (commit_l1) begin
-      \$1598  = \$1399 ;
+      \$890  = \$699 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -6399,21 +4629,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h2:
             /* empty */;
         4'h3:
-            \$1598  = l1_port_data;
+            \$890  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1598  = 16'hfe7c;
+      \$890  = 16'hfe7c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1599  = l1_w_0_4;
+    \$891  = l1_w_0_4;
     if (commit_l1) begin
-      \$1599  = \$1407 ;
+      \$891  = \$707 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -6423,21 +4653,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h3:
             /* empty */;
         4'h4:
-            \$1599  = l1_port_data;
+            \$891  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1599  = 16'hf6c2;
+      \$891  = 16'hf6c2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1600  = l1_w_0_5;
+    \$892  = l1_w_0_5;
     if (commit_l1) begin
-      \$1600  = \$1415 ;
+      \$892  = \$715 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -6449,21 +4679,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h4:
             /* empty */;
         4'h5:
-            \$1600  = l1_port_data;
+            \$892  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1600  = 16'hf8a3;
+      \$892  = 16'hf8a3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1601  = l1_w_0_6;
+    \$893  = l1_w_0_6;
     if (commit_l1) begin
-      \$1601  = \$1423 ;
+      \$893  = \$723 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -6477,21 +4707,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h5:
             /* empty */;
         4'h6:
-            \$1601  = l1_port_data;
+            \$893  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1601  = 16'h0358;
+      \$893  = 16'h0358;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1602  = l1_w_0_7;
+    \$894  = l1_w_0_7;
     if (commit_l1) begin
-      \$1602  = \$1431 ;
+      \$894  = \$731 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -6507,21 +4737,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h6:
             /* empty */;
         4'h7:
-            \$1602  = l1_port_data;
+            \$894  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1602  = 16'h02e2;
+      \$894  = 16'h02e2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1603  = l1_b_0;
+    \$895  = l1_b_0;
     if (commit_l1) begin
-      \$1603  = \$1439 ;
+      \$895  = \$739 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -6539,1702 +4769,1752 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
         4'h7:
             /* empty */;
         4'h8:
-            \$1603  = l1_port_data;
+            \$895  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1603  = 16'h0000;
+      \$895  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1604  = l0_rd_sel;
+    \$896  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$1604  = \$1154 [4:0];
+      \$896  = \$454 [4:0];
     end
     if (rst) begin
-      \$1604  = 5'h00;
+      \$896  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1605  = read_layer;
+    \$897  = read_layer;
     if (l0_port_rd) begin
-      \$1605  = 1'h0;
+      \$897  = 1'h0;
     end
     if (l1_port_rd) begin
-      \$1605  = 1'h1;
+      \$897  = 1'h1;
     end
     if (rst) begin
-      \$1605  = 1'h0;
+      \$897  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1606  = l1_rd_sel;
+    \$898  = l1_rd_sel;
     if (l1_port_rd) begin
-      \$1606  = \$1165 [3:0];
+      \$898  = \$465 [3:0];
     end
     if (rst) begin
-      \$1606  = 4'h0;
+      \$898  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1607  = \$1441 ;
+    \$899  = \$741 ;
     if (rst) begin
-      \$1607  = 1'h0;
+      \$899  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1608  = pr__valid;
-    if (\$1442 ) begin
-      \$1608  = 1'h1;
+    \$900  = pr__valid;
+    if (\$742 ) begin
+      \$900  = 1'h1;
     end else if (read_wait) begin
-      \$1608  = 1'h1;
+      \$900  = 1'h1;
     end else if (pr__ready) begin
-      \$1608  = 1'h0;
+      \$900  = 1'h0;
     end
     if (rst) begin
-      \$1608  = 1'h0;
+      \$900  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1609  = pr__payload;
-    if (\$1442 ) begin
-      \$1609  = pc__payload[15:0];
+    \$901  = pr__payload;
+    if (\$742 ) begin
+      \$901  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$1609  = \$1445 ;
+      \$901  = \$745 ;
     end
     if (rst) begin
-      \$1609  = 16'h0000;
+      \$901  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1610  = x0_s1;
+    \$902  = x0_s1;
     if (en) begin
-      \$1610  = s__payload[15:0];
+      \$902  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1611  = x1_s1;
+    \$903  = x1_s1;
     if (en) begin
-      \$1611  = s__payload[31:16];
+      \$903  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1612  = y0_s1;
+    \$904  = y0_s1;
     if (en) begin
-      \$1612  = s__payload[47:32];
+      \$904  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1613  = kind_s1;
+    \$905  = kind_s1;
     if (en) begin
-      \$1613  = s__payload[49:48];
+      \$905  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1614  = l0_bias0_s2;
+    \$906  = l0_bias0_s2;
     if (en) begin
-      \$1614  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$906  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1615  = l0_prod0_0_raw_s2;
+    \$907  = l0_prod0_0_raw_s2;
     if (en) begin
-      \$1615  = \$1446 ;
+      \$907  = \$746 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1616  = l0_prod0_1_raw_s2;
+    \$908  = l0_prod0_1_raw_s2;
     if (en) begin
-      \$1616  = \$1447 ;
+      \$908  = \$747 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1617  = l0_sum0_t0_0_s3;
+    \$909  = l0_sum0_t0_0_s3;
     if (en) begin
-      \$1617  = \$1449 ;
+      \$909  = \$749 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1618  = l0_out0_s4;
+    \$910  = l0_out0_s4;
     if (en) begin
-      \$1618  = \$1451 ;
+      \$910  = \$750 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1619  = l0_bias1_s2;
+    \$911  = l0_bias1_s2;
     if (en) begin
-      \$1619  = { \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30  };
+      \$911  = { \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1620  = l0_prod1_0_raw_s2;
+    \$912  = l0_prod1_0_raw_s2;
     if (en) begin
-      \$1620  = \$1452 ;
+      \$912  = \$751 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1621  = l0_prod1_1_raw_s2;
+    \$913  = l0_prod1_1_raw_s2;
     if (en) begin
-      \$1621  = \$1453 ;
+      \$913  = \$752 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1622  = l0_sum1_t0_0_s3;
+    \$914  = l0_sum1_t0_0_s3;
     if (en) begin
-      \$1622  = \$1455 ;
+      \$914  = \$754 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1623  = l0_out1_s4;
+    \$915  = l0_out1_s4;
     if (en) begin
-      \$1623  = \$1457 ;
+      \$915  = \$755 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1624  = l0_bias2_s2;
+    \$916  = l0_bias2_s2;
     if (en) begin
-      \$1624  = { \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46  };
+      \$916  = { \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1625  = l0_prod2_0_raw_s2;
+    \$917  = l0_prod2_0_raw_s2;
     if (en) begin
-      \$1625  = \$1458 ;
+      \$917  = \$756 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1626  = l0_prod2_1_raw_s2;
+    \$918  = l0_prod2_1_raw_s2;
     if (en) begin
-      \$1626  = \$1459 ;
+      \$918  = \$757 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1627  = l0_sum2_t0_0_s3;
+    \$919  = l0_sum2_t0_0_s3;
     if (en) begin
-      \$1627  = \$1461 ;
+      \$919  = \$759 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1628  = l0_out2_s4;
+    \$920  = l0_out2_s4;
     if (en) begin
-      \$1628  = \$1463 ;
+      \$920  = \$760 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1629  = l0_bias3_s2;
+    \$921  = l0_bias3_s2;
     if (en) begin
-      \$1629  = { \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62  };
+      \$921  = { \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1630  = l0_prod3_0_raw_s2;
+    \$922  = l0_prod3_0_raw_s2;
     if (en) begin
-      \$1630  = \$1464 ;
+      \$922  = \$761 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1631  = l0_prod3_1_raw_s2;
+    \$923  = l0_prod3_1_raw_s2;
     if (en) begin
-      \$1631  = \$1465 ;
+      \$923  = \$762 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1632  = l0_sum3_t0_0_s3;
+    \$924  = l0_sum3_t0_0_s3;
     if (en) begin
-      \$1632  = \$1467 ;
+      \$924  = \$764 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1633  = l0_out3_s4;
+    \$925  = l0_out3_s4;
     if (en) begin
-      \$1633  = \$1469 ;
+      \$925  = \$765 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1634  = l0_bias4_s2;
+    \$926  = l0_bias4_s2;
     if (en) begin
-      \$1634  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
+      \$926  = { \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1635  = l0_prod4_0_raw_s2;
+    \$927  = l0_prod4_0_raw_s2;
     if (en) begin
-      \$1635  = \$1470 ;
+      \$927  = \$766 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1636  = l0_prod4_1_raw_s2;
+    \$928  = l0_prod4_1_raw_s2;
     if (en) begin
-      \$1636  = \$1471 ;
+      \$928  = \$767 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1637  = l0_sum4_t0_0_s3;
+    \$929  = l0_sum4_t0_0_s3;
     if (en) begin
-      \$1637  = \$1473 ;
+      \$929  = \$769 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1638  = l0_out4_s4;
+    \$930  = l0_out4_s4;
     if (en) begin
-      \$1638  = \$1475 ;
+      \$930  = \$770 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1639  = l0_bias5_s2;
+    \$931  = l0_bias5_s2;
     if (en) begin
-      \$1639  = { \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94  };
+      \$931  = { \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1640  = l0_prod5_0_raw_s2;
+    \$932  = l0_prod5_0_raw_s2;
     if (en) begin
-      \$1640  = \$1476 ;
+      \$932  = \$771 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1641  = l0_prod5_1_raw_s2;
+    \$933  = l0_prod5_1_raw_s2;
     if (en) begin
-      \$1641  = \$1477 ;
+      \$933  = \$772 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1642  = l0_sum5_t0_0_s3;
+    \$934  = l0_sum5_t0_0_s3;
     if (en) begin
-      \$1642  = \$1479 ;
+      \$934  = \$774 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1643  = l0_out5_s4;
+    \$935  = l0_out5_s4;
     if (en) begin
-      \$1643  = \$1481 ;
+      \$935  = \$775 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1644  = l0_bias6_s2;
+    \$936  = l0_bias6_s2;
     if (en) begin
-      \$1644  = { \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110  };
+      \$936  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1645  = l0_prod6_0_raw_s2;
+    \$937  = l0_prod6_0_raw_s2;
     if (en) begin
-      \$1645  = \$1482 ;
+      \$937  = \$776 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1646  = l0_prod6_1_raw_s2;
+    \$938  = l0_prod6_1_raw_s2;
     if (en) begin
-      \$1646  = \$1483 ;
+      \$938  = \$777 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1647  = l0_sum6_t0_0_s3;
+    \$939  = l0_sum6_t0_0_s3;
     if (en) begin
-      \$1647  = \$1485 ;
+      \$939  = \$779 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1648  = l0_out6_s4;
+    \$940  = l0_out6_s4;
     if (en) begin
-      \$1648  = \$1487 ;
+      \$940  = \$780 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1649  = l0_bias7_s2;
+    \$941  = l0_bias7_s2;
     if (en) begin
-      \$1649  = { \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126  };
+      \$941  = { \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1650  = l0_prod7_0_raw_s2;
+    \$942  = l0_prod7_0_raw_s2;
     if (en) begin
-      \$1650  = \$1488 ;
+      \$942  = \$781 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1651  = l0_prod7_1_raw_s2;
+    \$943  = l0_prod7_1_raw_s2;
     if (en) begin
-      \$1651  = \$1489 ;
+      \$943  = \$782 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1652  = l0_sum7_t0_0_s3;
+    \$944  = l0_sum7_t0_0_s3;
     if (en) begin
-      \$1652  = \$1491 ;
+      \$944  = \$784 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1653  = l0_out7_s4;
+    \$945  = l0_out7_s4;
     if (en) begin
-      \$1653  = \$1493 ;
+      \$945  = \$785 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1654  = l1_bias0_s5;
+    \$946  = l1_bias0_s5;
     if (en) begin
-      \$1654  = { \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142  };
+      \$946  = { \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1655  = l1_prod0_0_raw_s5;
+    \$947  = l1_prod0_0_raw_s5;
     if (en) begin
-      \$1655  = \$1494 ;
+      \$947  = \$786 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1656  = l1_prod0_1_raw_s5;
+    \$948  = l1_prod0_1_raw_s5;
     if (en) begin
-      \$1656  = \$1495 ;
+      \$948  = \$787 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1657  = l1_prod0_2_raw_s5;
+    \$949  = l1_prod0_2_raw_s5;
     if (en) begin
-      \$1657  = \$1496 ;
+      \$949  = \$788 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1658  = l1_prod0_3_raw_s5;
+    \$950  = l1_prod0_3_raw_s5;
     if (en) begin
-      \$1658  = \$1497 ;
+      \$950  = \$789 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1659  = l1_prod0_4_raw_s5;
+    \$951  = l1_prod0_4_raw_s5;
     if (en) begin
-      \$1659  = \$1498 ;
+      \$951  = \$790 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1660  = l1_prod0_5_raw_s5;
+    \$952  = l1_prod0_5_raw_s5;
     if (en) begin
-      \$1660  = \$1499 ;
+      \$952  = \$791 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1661  = l1_prod0_6_raw_s5;
+    \$953  = l1_prod0_6_raw_s5;
     if (en) begin
-      \$1661  = \$1500 ;
+      \$953  = \$792 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1662  = l1_prod0_7_raw_s5;
+    \$954  = l1_prod0_7_raw_s5;
     if (en) begin
-      \$1662  = \$1501 ;
+      \$954  = \$793 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1663  = l1_sum0_t0_0_s6;
+    \$955  = l1_sum0_t0_0_s6;
     if (en) begin
-      \$1663  = \$1504 ;
+      \$955  = \$796 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1664  = l1_sum0_t0_1_s6;
+    \$956  = l1_sum0_t0_1_s6;
     if (en) begin
-      \$1664  = \$1507 ;
+      \$956  = \$799 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1665  = l1_sum0_t0_2_s6;
+    \$957  = l1_sum0_t0_2_s6;
     if (en) begin
-      \$1665  = { \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166  };
+      \$957  = { \t$142 [34], \t$142 [34], \t$142 [34], \t$142 [34], \t$142 [34], \t$142  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1666  = l1_sum0_t1_0_s7;
+    \$958  = l1_sum0_t1_0_s7;
     if (en) begin
-      \$1666  = \$1509 ;
+      \$958  = \$801 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1667  = l1_out0_s8;
+    \$959  = l1_out0_s8;
     if (en) begin
-      \$1667  = \t$175 ;
+      \$959  = \t$148 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1668  = y0_s2;
+    \$960  = y0_s2;
     if (en) begin
-      \$1668  = y0_s1;
+      \$960  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1669  = y0_s3;
+    \$961  = y0_s3;
     if (en) begin
-      \$1669  = y0_s2;
+      \$961  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1670  = y0_s4;
+    \$962  = y0_s4;
     if (en) begin
-      \$1670  = y0_s3;
+      \$962  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1671  = y0_s5;
+    \$963  = y0_s5;
     if (en) begin
-      \$1671  = y0_s4;
+      \$963  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1672  = y0_s6;
+    \$964  = y0_s6;
     if (en) begin
-      \$1672  = y0_s5;
+      \$964  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1673  = y0_s7;
+    \$965  = y0_s7;
     if (en) begin
-      \$1673  = y0_s6;
+      \$965  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1674  = y0_s8;
+    \$966  = y0_s8;
     if (en) begin
-      \$1674  = y0_s7;
+      \$966  = y0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1675  = kind_s2;
+    \$967  = kind_s2;
     if (en) begin
-      \$1675  = kind_s1;
+      \$967  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1676  = kind_s3;
+    \$968  = kind_s3;
     if (en) begin
-      \$1676  = kind_s2;
+      \$968  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1677  = kind_s4;
+    \$969  = kind_s4;
     if (en) begin
-      \$1677  = kind_s3;
+      \$969  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1678  = kind_s5;
+    \$970  = kind_s5;
     if (en) begin
-      \$1678  = kind_s4;
+      \$970  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1679  = kind_s6;
+    \$971  = kind_s6;
     if (en) begin
-      \$1679  = kind_s5;
+      \$971  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1680  = kind_s7;
+    \$972  = kind_s7;
     if (en) begin
-      \$1680  = kind_s6;
+      \$972  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1681  = kind_s8;
+    \$973  = kind_s8;
     if (en) begin
-      \$1681  = kind_s7;
+      \$973  = kind_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1682  = err0_s9;
+    \$974  = err0_s9;
     if (en) begin
-      \$1682  = e;
+      \$974  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1683  = l0_out0_s5;
+    \$975  = l0_out0_s5;
     if (en) begin
-      \$1683  = l0_out0_s4;
+      \$975  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1684  = l0_out0_s6;
+    \$976  = l0_out0_s6;
     if (en) begin
-      \$1684  = l0_out0_s5;
+      \$976  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1685  = l0_out0_s7;
+    \$977  = l0_out0_s7;
     if (en) begin
-      \$1685  = l0_out0_s6;
+      \$977  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1686  = l0_out0_s8;
+    \$978  = l0_out0_s8;
     if (en) begin
-      \$1686  = l0_out0_s7;
+      \$978  = l0_out0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1687  = l0_out0_s9;
+    \$979  = l0_out0_s9;
     if (en) begin
-      \$1687  = l0_out0_s8;
+      \$979  = l0_out0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1688  = l0_out1_s5;
+    \$980  = l0_out1_s5;
     if (en) begin
-      \$1688  = l0_out1_s4;
+      \$980  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1689  = l0_out1_s6;
+    \$981  = l0_out1_s6;
     if (en) begin
-      \$1689  = l0_out1_s5;
+      \$981  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1690  = l0_out1_s7;
+    \$982  = l0_out1_s7;
     if (en) begin
-      \$1690  = l0_out1_s6;
+      \$982  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1691  = l0_out1_s8;
+    \$983  = l0_out1_s8;
     if (en) begin
-      \$1691  = l0_out1_s7;
+      \$983  = l0_out1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1692  = l0_out1_s9;
+    \$984  = l0_out1_s9;
     if (en) begin
-      \$1692  = l0_out1_s8;
+      \$984  = l0_out1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1693  = l0_out2_s5;
+    \$985  = l0_out2_s5;
     if (en) begin
-      \$1693  = l0_out2_s4;
+      \$985  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1694  = l0_out2_s6;
+    \$986  = l0_out2_s6;
     if (en) begin
-      \$1694  = l0_out2_s5;
+      \$986  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1695  = l0_out2_s7;
+    \$987  = l0_out2_s7;
     if (en) begin
-      \$1695  = l0_out2_s6;
+      \$987  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1696  = l0_out2_s8;
+    \$988  = l0_out2_s8;
     if (en) begin
-      \$1696  = l0_out2_s7;
+      \$988  = l0_out2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1697  = l0_out2_s9;
+    \$989  = l0_out2_s9;
     if (en) begin
-      \$1697  = l0_out2_s8;
+      \$989  = l0_out2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1698  = l0_out3_s5;
+    \$990  = l0_out3_s5;
     if (en) begin
-      \$1698  = l0_out3_s4;
+      \$990  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1699  = l0_out3_s6;
+    \$991  = l0_out3_s6;
     if (en) begin
-      \$1699  = l0_out3_s5;
+      \$991  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1700  = l0_out3_s7;
+    \$992  = l0_out3_s7;
     if (en) begin
-      \$1700  = l0_out3_s6;
+      \$992  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1701  = l0_out3_s8;
+    \$993  = l0_out3_s8;
     if (en) begin
-      \$1701  = l0_out3_s7;
+      \$993  = l0_out3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1702  = l0_out3_s9;
+    \$994  = l0_out3_s9;
     if (en) begin
-      \$1702  = l0_out3_s8;
+      \$994  = l0_out3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1703  = l0_out4_s5;
+    \$995  = l0_out4_s5;
     if (en) begin
-      \$1703  = l0_out4_s4;
+      \$995  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1704  = l0_out4_s6;
+    \$996  = l0_out4_s6;
     if (en) begin
-      \$1704  = l0_out4_s5;
+      \$996  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1705  = l0_out4_s7;
+    \$997  = l0_out4_s7;
     if (en) begin
-      \$1705  = l0_out4_s6;
+      \$997  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1706  = l0_out4_s8;
+    \$998  = l0_out4_s8;
     if (en) begin
-      \$1706  = l0_out4_s7;
+      \$998  = l0_out4_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1707  = l0_out4_s9;
+    \$999  = l0_out4_s9;
     if (en) begin
-      \$1707  = l0_out4_s8;
+      \$999  = l0_out4_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1708  = l0_out5_s5;
+    \$1000  = l0_out5_s5;
     if (en) begin
-      \$1708  = l0_out5_s4;
+      \$1000  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1709  = l0_out5_s6;
+    \$1001  = l0_out5_s6;
     if (en) begin
-      \$1709  = l0_out5_s5;
+      \$1001  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1710  = l0_out5_s7;
+    \$1002  = l0_out5_s7;
     if (en) begin
-      \$1710  = l0_out5_s6;
+      \$1002  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1711  = l0_out5_s8;
+    \$1003  = l0_out5_s8;
     if (en) begin
-      \$1711  = l0_out5_s7;
+      \$1003  = l0_out5_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1712  = l0_out5_s9;
+    \$1004  = l0_out5_s9;
     if (en) begin
-      \$1712  = l0_out5_s8;
+      \$1004  = l0_out5_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1713  = l0_out6_s5;
+    \$1005  = l0_out6_s5;
     if (en) begin
-      \$1713  = l0_out6_s4;
+      \$1005  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1714  = l0_out6_s6;
+    \$1006  = l0_out6_s6;
     if (en) begin
-      \$1714  = l0_out6_s5;
+      \$1006  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1715  = l0_out6_s7;
+    \$1007  = l0_out6_s7;
     if (en) begin
-      \$1715  = l0_out6_s6;
+      \$1007  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1716  = l0_out6_s8;
+    \$1008  = l0_out6_s8;
     if (en) begin
-      \$1716  = l0_out6_s7;
+      \$1008  = l0_out6_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1717  = l0_out6_s9;
+    \$1009  = l0_out6_s9;
     if (en) begin
-      \$1717  = l0_out6_s8;
+      \$1009  = l0_out6_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1718  = l0_out7_s5;
+    \$1010  = l0_out7_s5;
     if (en) begin
-      \$1718  = l0_out7_s4;
+      \$1010  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1719  = l0_out7_s6;
+    \$1011  = l0_out7_s6;
     if (en) begin
-      \$1719  = l0_out7_s5;
+      \$1011  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1720  = l0_out7_s7;
+    \$1012  = l0_out7_s7;
     if (en) begin
-      \$1720  = l0_out7_s6;
+      \$1012  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1721  = l0_out7_s8;
+    \$1013  = l0_out7_s8;
     if (en) begin
-      \$1721  = l0_out7_s7;
+      \$1013  = l0_out7_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1722  = l0_out7_s9;
+    \$1014  = l0_out7_s9;
     if (en) begin
-      \$1722  = l0_out7_s8;
+      \$1014  = l0_out7_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1723  = l1_dw0_0_raw_s10;
+    \$1015  = l1_dw0_0_raw_s10;
     if (en) begin
-      \$1723  = \$1510 ;
+      \$1015  = \$802 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1724  = l1_dw0_0_s11;
+    \$1016  = l1_dw0_0_s11;
     if (en) begin
-      \$1724  = \t$188 ;
+      \$1016  = \t$158 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1725  = l1_dw0_1_raw_s10;
+    \$1017  = l1_dw0_1_raw_s10;
     if (en) begin
-      \$1725  = \$1511 ;
+      \$1017  = \$803 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1726  = l1_dw0_1_s11;
+    \$1018  = l1_dw0_1_s11;
     if (en) begin
-      \$1726  = \t$194 ;
+      \$1018  = \t$161 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1727  = l1_dw0_2_raw_s10;
+    \$1019  = l1_dw0_2_raw_s10;
     if (en) begin
-      \$1727  = \$1512 ;
+      \$1019  = \$804 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1728  = l1_dw0_2_s11;
+    \$1020  = l1_dw0_2_s11;
     if (en) begin
-      \$1728  = \t$200 ;
+      \$1020  = \t$164 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1729  = l1_dw0_3_raw_s10;
+    \$1021  = l1_dw0_3_raw_s10;
     if (en) begin
-      \$1729  = \$1513 ;
+      \$1021  = \$805 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1730  = l1_dw0_3_s11;
+    \$1022  = l1_dw0_3_s11;
     if (en) begin
-      \$1730  = \t$206 ;
+      \$1022  = \t$167 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1731  = l1_dw0_4_raw_s10;
+    \$1023  = l1_dw0_4_raw_s10;
     if (en) begin
-      \$1731  = \$1514 ;
+      \$1023  = \$806 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1732  = l1_dw0_4_s11;
+    \$1024  = l1_dw0_4_s11;
     if (en) begin
-      \$1732  = \t$212 ;
+      \$1024  = \t$170 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1733  = l1_dw0_5_raw_s10;
+    \$1025  = l1_dw0_5_raw_s10;
     if (en) begin
-      \$1733  = \$1515 ;
+      \$1025  = \$807 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1734  = l1_dw0_5_s11;
+    \$1026  = l1_dw0_5_s11;
     if (en) begin
-      \$1734  = \t$218 ;
+      \$1026  = \t$173 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1735  = l1_dw0_6_raw_s10;
+    \$1027  = l1_dw0_6_raw_s10;
     if (en) begin
-      \$1735  = \$1516 ;
+      \$1027  = \$808 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1736  = l1_dw0_6_s11;
+    \$1028  = l1_dw0_6_s11;
     if (en) begin
-      \$1736  = \t$224 ;
+      \$1028  = \t$176 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1737  = l1_dw0_7_raw_s10;
+    \$1029  = l1_dw0_7_raw_s10;
     if (en) begin
-      \$1737  = \$1517 ;
+      \$1029  = \$809 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1738  = l1_dw0_7_s11;
+    \$1030  = l1_dw0_7_s11;
     if (en) begin
-      \$1738  = \t$230 ;
+      \$1030  = \t$179 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1739  = l1_db0_s10;
+    \$1031  = l1_db0_s10;
     if (en) begin
-      \$1739  = \t$236 ;
+      \$1031  = \t$182 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1740  = l1_db0_s11;
+    \$1032  = l1_db0_s11;
     if (en) begin
-      \$1740  = l1_db0_s10;
+      \$1032  = l1_db0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1741  = l1_bprod0_0_raw_s10;
+    \$1033  = l1_bprod0_0_raw_s10;
     if (en) begin
-      \$1741  = \$1518 ;
+      \$1033  = \$810 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1742  = l0_out0_s10;
+    \$1034  = l0_out0_s10;
     if (en) begin
-      \$1742  = l0_out0_s9;
+      \$1034  = l0_out0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1743  = l0_err0_s11;
+    \$1035  = l0_err0_s11;
     if (en) begin
-      \$1743  = \$1520 ;
+      \$1035  = \$812 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1744  = l1_bprod1_0_raw_s10;
+    \$1036  = l1_bprod1_0_raw_s10;
     if (en) begin
-      \$1744  = \$1521 ;
+      \$1036  = \$813 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1745  = l0_out1_s10;
+    \$1037  = l0_out1_s10;
     if (en) begin
-      \$1745  = l0_out1_s9;
+      \$1037  = l0_out1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1746  = l0_err1_s11;
+    \$1038  = l0_err1_s11;
     if (en) begin
-      \$1746  = \$1523 ;
+      \$1038  = \$815 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1747  = l1_bprod2_0_raw_s10;
+    \$1039  = l1_bprod2_0_raw_s10;
     if (en) begin
-      \$1747  = \$1524 ;
+      \$1039  = \$816 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1748  = l0_out2_s10;
+    \$1040  = l0_out2_s10;
     if (en) begin
-      \$1748  = l0_out2_s9;
+      \$1040  = l0_out2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1749  = l0_err2_s11;
+    \$1041  = l0_err2_s11;
     if (en) begin
-      \$1749  = \$1526 ;
+      \$1041  = \$818 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1750  = l1_bprod3_0_raw_s10;
+    \$1042  = l1_bprod3_0_raw_s10;
     if (en) begin
-      \$1750  = \$1527 ;
+      \$1042  = \$819 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1751  = l0_out3_s10;
+    \$1043  = l0_out3_s10;
     if (en) begin
-      \$1751  = l0_out3_s9;
+      \$1043  = l0_out3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1752  = l0_err3_s11;
+    \$1044  = l0_err3_s11;
     if (en) begin
-      \$1752  = \$1529 ;
+      \$1044  = \$821 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1753  = l1_bprod4_0_raw_s10;
+    \$1045  = l1_bprod4_0_raw_s10;
     if (en) begin
-      \$1753  = \$1530 ;
+      \$1045  = \$822 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1754  = l0_out4_s10;
+    \$1046  = l0_out4_s10;
     if (en) begin
-      \$1754  = l0_out4_s9;
+      \$1046  = l0_out4_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1755  = l0_err4_s11;
+    \$1047  = l0_err4_s11;
     if (en) begin
-      \$1755  = \$1532 ;
+      \$1047  = \$824 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1756  = l1_bprod5_0_raw_s10;
+    \$1048  = l1_bprod5_0_raw_s10;
     if (en) begin
-      \$1756  = \$1533 ;
+      \$1048  = \$825 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1757  = l0_out5_s10;
+    \$1049  = l0_out5_s10;
     if (en) begin
-      \$1757  = l0_out5_s9;
+      \$1049  = l0_out5_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1758  = l0_err5_s11;
+    \$1050  = l0_err5_s11;
     if (en) begin
-      \$1758  = \$1535 ;
+      \$1050  = \$827 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1759  = l1_bprod6_0_raw_s10;
+    \$1051  = l1_bprod6_0_raw_s10;
     if (en) begin
-      \$1759  = \$1536 ;
+      \$1051  = \$828 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1760  = l0_out6_s10;
+    \$1052  = l0_out6_s10;
     if (en) begin
-      \$1760  = l0_out6_s9;
+      \$1052  = l0_out6_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1761  = l0_err6_s11;
+    \$1053  = l0_err6_s11;
     if (en) begin
-      \$1761  = \$1538 ;
+      \$1053  = \$830 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1762  = l1_bprod7_0_raw_s10;
+    \$1054  = l1_bprod7_0_raw_s10;
     if (en) begin
-      \$1762  = \$1539 ;
+      \$1054  = \$831 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1763  = l0_out7_s10;
+    \$1055  = l0_out7_s10;
     if (en) begin
-      \$1763  = l0_out7_s9;
+      \$1055  = l0_out7_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1764  = l0_err7_s11;
+    \$1056  = l0_err7_s11;
     if (en) begin
-      \$1764  = \$1541 ;
+      \$1056  = \$833 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1765  = x0_s2;
+    \$1057  = x0_s2;
     if (en) begin
-      \$1765  = x0_s1;
+      \$1057  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1766  = x0_s3;
+    \$1058  = x0_s3;
     if (en) begin
-      \$1766  = x0_s2;
+      \$1058  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1767  = x0_s4;
+    \$1059  = x0_s4;
     if (en) begin
-      \$1767  = x0_s3;
+      \$1059  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1768  = x0_s5;
+    \$1060  = x0_s5;
     if (en) begin
-      \$1768  = x0_s4;
+      \$1060  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1769  = x0_s6;
+    \$1061  = x0_s6;
     if (en) begin
-      \$1769  = x0_s5;
+      \$1061  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1770  = x0_s7;
+    \$1062  = x0_s7;
     if (en) begin
-      \$1770  = x0_s6;
+      \$1062  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1771  = x0_s8;
+    \$1063  = x0_s8;
     if (en) begin
-      \$1771  = x0_s7;
+      \$1063  = x0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1772  = x0_s9;
+    \$1064  = x0_s9;
     if (en) begin
-      \$1772  = x0_s8;
+      \$1064  = x0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1773  = x0_s10;
+    \$1065  = x0_s10;
     if (en) begin
-      \$1773  = x0_s9;
+      \$1065  = x0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1774  = x0_s11;
+    \$1066  = x0_s11;
     if (en) begin
-      \$1774  = x0_s10;
+      \$1066  = x0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1775  = x1_s2;
+    \$1067  = x1_s2;
     if (en) begin
-      \$1775  = x1_s1;
+      \$1067  = x1_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1776  = x1_s3;
+    \$1068  = x1_s3;
     if (en) begin
-      \$1776  = x1_s2;
+      \$1068  = x1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1777  = x1_s4;
+    \$1069  = x1_s4;
     if (en) begin
-      \$1777  = x1_s3;
+      \$1069  = x1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1778  = x1_s5;
+    \$1070  = x1_s5;
     if (en) begin
-      \$1778  = x1_s4;
+      \$1070  = x1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1779  = x1_s6;
+    \$1071  = x1_s6;
     if (en) begin
-      \$1779  = x1_s5;
+      \$1071  = x1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1780  = x1_s7;
+    \$1072  = x1_s7;
     if (en) begin
-      \$1780  = x1_s6;
+      \$1072  = x1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1781  = x1_s8;
+    \$1073  = x1_s8;
     if (en) begin
-      \$1781  = x1_s7;
+      \$1073  = x1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1782  = x1_s9;
+    \$1074  = x1_s9;
     if (en) begin
-      \$1782  = x1_s8;
+      \$1074  = x1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1783  = x1_s10;
+    \$1075  = x1_s10;
     if (en) begin
-      \$1783  = x1_s9;
+      \$1075  = x1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1784  = x1_s11;
+    \$1076  = x1_s11;
     if (en) begin
-      \$1784  = x1_s10;
+      \$1076  = x1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1785  = l0_dw0_0_raw_s12;
+    \$1077  = l0_dw0_0_raw_s12;
     if (en) begin
-      \$1785  = \$1542 ;
+      \$1077  = \$834 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1786  = l0_dw0_0_s13;
+    \$1078  = l0_dw0_0_s13;
     if (en) begin
-      \$1786  = \t$314 ;
+      \$1078  = \t$233 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1787  = l0_dw0_1_raw_s12;
+    \$1079  = l0_dw0_1_raw_s12;
     if (en) begin
-      \$1787  = \$1543 ;
+      \$1079  = \$835 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1788  = l0_dw0_1_s13;
+    \$1080  = l0_dw0_1_s13;
     if (en) begin
-      \$1788  = \t$320 ;
+      \$1080  = \t$236 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1789  = l0_dw1_0_raw_s12;
+    \$1081  = l0_dw1_0_raw_s12;
     if (en) begin
-      \$1789  = \$1544 ;
+      \$1081  = \$836 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1790  = l0_dw1_0_s13;
+    \$1082  = l0_dw1_0_s13;
     if (en) begin
-      \$1790  = \t$326 ;
+      \$1082  = \t$239 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1791  = l0_dw1_1_raw_s12;
+    \$1083  = l0_dw1_1_raw_s12;
     if (en) begin
-      \$1791  = \$1545 ;
+      \$1083  = \$837 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1792  = l0_dw1_1_s13;
+    \$1084  = l0_dw1_1_s13;
     if (en) begin
-      \$1792  = \t$332 ;
+      \$1084  = \t$242 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1793  = l0_dw2_0_raw_s12;
+    \$1085  = l0_dw2_0_raw_s12;
     if (en) begin
-      \$1793  = \$1546 ;
+      \$1085  = \$838 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1794  = l0_dw2_0_s13;
+    \$1086  = l0_dw2_0_s13;
     if (en) begin
-      \$1794  = \t$338 ;
+      \$1086  = \t$245 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1795  = l0_dw2_1_raw_s12;
+    \$1087  = l0_dw2_1_raw_s12;
     if (en) begin
-      \$1795  = \$1547 ;
+      \$1087  = \$839 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1796  = l0_dw2_1_s13;
+    \$1088  = l0_dw2_1_s13;
     if (en) begin
-      \$1796  = \t$344 ;
+      \$1088  = \t$248 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1797  = l0_dw3_0_raw_s12;
+    \$1089  = l0_dw3_0_raw_s12;
     if (en) begin
-      \$1797  = \$1548 ;
+      \$1089  = \$840 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1798  = l0_dw3_0_s13;
+    \$1090  = l0_dw3_0_s13;
     if (en) begin
-      \$1798  = \t$350 ;
+      \$1090  = \t$251 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1799  = l0_dw3_1_raw_s12;
+    \$1091  = l0_dw3_1_raw_s12;
     if (en) begin
-      \$1799  = \$1549 ;
+      \$1091  = \$841 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1800  = l0_dw3_1_s13;
+    \$1092  = l0_dw3_1_s13;
     if (en) begin
-      \$1800  = \t$356 ;
+      \$1092  = \t$254 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1801  = l0_dw4_0_raw_s12;
+    \$1093  = l0_dw4_0_raw_s12;
     if (en) begin
-      \$1801  = \$1550 ;
+      \$1093  = \$842 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1802  = l0_dw4_0_s13;
+    \$1094  = l0_dw4_0_s13;
     if (en) begin
-      \$1802  = \t$362 ;
+      \$1094  = \t$257 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1803  = l0_dw4_1_raw_s12;
+    \$1095  = l0_dw4_1_raw_s12;
     if (en) begin
-      \$1803  = \$1551 ;
+      \$1095  = \$843 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1804  = l0_dw4_1_s13;
+    \$1096  = l0_dw4_1_s13;
     if (en) begin
-      \$1804  = \t$368 ;
+      \$1096  = \t$260 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1805  = l0_dw5_0_raw_s12;
+    \$1097  = l0_dw5_0_raw_s12;
     if (en) begin
-      \$1805  = \$1552 ;
+      \$1097  = \$844 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1806  = l0_dw5_0_s13;
+    \$1098  = l0_dw5_0_s13;
     if (en) begin
-      \$1806  = \t$374 ;
+      \$1098  = \t$263 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1807  = l0_dw5_1_raw_s12;
+    \$1099  = l0_dw5_1_raw_s12;
     if (en) begin
-      \$1807  = \$1553 ;
+      \$1099  = \$845 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1808  = l0_dw5_1_s13;
+    \$1100  = l0_dw5_1_s13;
     if (en) begin
-      \$1808  = \t$380 ;
+      \$1100  = \t$266 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1809  = l0_dw6_0_raw_s12;
+    \$1101  = l0_dw6_0_raw_s12;
     if (en) begin
-      \$1809  = \$1554 ;
+      \$1101  = \$846 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1810  = l0_dw6_0_s13;
+    \$1102  = l0_dw6_0_s13;
     if (en) begin
-      \$1810  = \t$386 ;
+      \$1102  = \t$269 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1811  = l0_dw6_1_raw_s12;
+    \$1103  = l0_dw6_1_raw_s12;
     if (en) begin
-      \$1811  = \$1555 ;
+      \$1103  = \$847 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1812  = l0_dw6_1_s13;
+    \$1104  = l0_dw6_1_s13;
     if (en) begin
-      \$1812  = \t$392 ;
+      \$1104  = \t$272 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1813  = l0_dw7_0_raw_s12;
+    \$1105  = l0_dw7_0_raw_s12;
     if (en) begin
-      \$1813  = \$1556 ;
+      \$1105  = \$848 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1814  = l0_dw7_0_s13;
+    \$1106  = l0_dw7_0_s13;
     if (en) begin
-      \$1814  = \t$398 ;
+      \$1106  = \t$275 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1815  = l0_dw7_1_raw_s12;
+    \$1107  = l0_dw7_1_raw_s12;
     if (en) begin
-      \$1815  = \$1557 ;
+      \$1107  = \$849 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1816  = l0_dw7_1_s13;
+    \$1108  = l0_dw7_1_s13;
     if (en) begin
-      \$1816  = \t$404 ;
+      \$1108  = \t$278 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1817  = l0_db0_s12;
+    \$1109  = l0_db0_s12;
     if (en) begin
-      \$1817  = \t$410 ;
+      \$1109  = \t$281 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1818  = l0_db0_s13;
+    \$1110  = l0_db0_s13;
     if (en) begin
-      \$1818  = l0_db0_s12;
+      \$1110  = l0_db0_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1819  = l0_db1_s12;
+    \$1111  = l0_db1_s12;
     if (en) begin
-      \$1819  = \t$416 ;
+      \$1111  = \t$284 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1820  = l0_db1_s13;
+    \$1112  = l0_db1_s13;
     if (en) begin
-      \$1820  = l0_db1_s12;
+      \$1112  = l0_db1_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1821  = l0_db2_s12;
+    \$1113  = l0_db2_s12;
     if (en) begin
-      \$1821  = \t$422 ;
+      \$1113  = \t$287 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1822  = l0_db2_s13;
+    \$1114  = l0_db2_s13;
     if (en) begin
-      \$1822  = l0_db2_s12;
+      \$1114  = l0_db2_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1823  = l0_db3_s12;
+    \$1115  = l0_db3_s12;
     if (en) begin
-      \$1823  = \t$428 ;
+      \$1115  = \t$290 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1824  = l0_db3_s13;
+    \$1116  = l0_db3_s13;
     if (en) begin
-      \$1824  = l0_db3_s12;
+      \$1116  = l0_db3_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1825  = l0_db4_s12;
+    \$1117  = l0_db4_s12;
     if (en) begin
-      \$1825  = \t$434 ;
+      \$1117  = \t$293 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1826  = l0_db4_s13;
+    \$1118  = l0_db4_s13;
     if (en) begin
-      \$1826  = l0_db4_s12;
+      \$1118  = l0_db4_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1827  = l0_db5_s12;
+    \$1119  = l0_db5_s12;
     if (en) begin
-      \$1827  = \t$440 ;
+      \$1119  = \t$296 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1828  = l0_db5_s13;
+    \$1120  = l0_db5_s13;
     if (en) begin
-      \$1828  = l0_db5_s12;
+      \$1120  = l0_db5_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1829  = l0_db6_s12;
+    \$1121  = l0_db6_s12;
     if (en) begin
-      \$1829  = \t$446 ;
+      \$1121  = \t$299 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1830  = l0_db6_s13;
+    \$1122  = l0_db6_s13;
     if (en) begin
-      \$1830  = l0_db6_s12;
+      \$1122  = l0_db6_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1831  = l0_db7_s12;
+    \$1123  = l0_db7_s12;
     if (en) begin
-      \$1831  = \t$452 ;
+      \$1123  = \t$302 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1832  = l0_db7_s13;
+    \$1124  = l0_db7_s13;
     if (en) begin
-      \$1832  = l0_db7_s12;
+      \$1124  = l0_db7_s12;
     end
   end
   assign \t$16  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
   assign \t$19  = { \t$17 [34], \t$17 [34], \t$17 [34], \t$17 [34], \t$17 [34], \t$17  };
   assign \t$22  = { \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20 [34], \t$20  };
   assign \t$23  = l0_sum0_t0_0_s3[39:0];
-  assign \t$32  = { \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30 [30], \t$30  };
+  assign rounded = \$1 [42:15];
+  assign \t$29  = { \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27 [30], \t$27  };
+  assign \t$32  = { \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30 [34], \t$30  };
   assign \t$35  = { \t$33 [34], \t$33 [34], \t$33 [34], \t$33 [34], \t$33 [34], \t$33  };
-  assign \t$38  = { \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36 [34], \t$36  };
-  assign \t$39  = l0_sum1_t0_0_s3[39:0];
-  assign \t$48  = { \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46 [30], \t$46  };
-  assign \t$51  = { \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49 [34], \t$49  };
-  assign \t$54  = { \t$52 [34], \t$52 [34], \t$52 [34], \t$52 [34], \t$52 [34], \t$52  };
-  assign \t$55  = l0_sum2_t0_0_s3[39:0];
-  assign \t$64  = { \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62 [30], \t$62  };
-  assign \t$67  = { \t$65 [34], \t$65 [34], \t$65 [34], \t$65 [34], \t$65 [34], \t$65  };
-  assign \t$70  = { \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68  };
-  assign \t$71  = l0_sum3_t0_0_s3[39:0];
-  assign \t$80  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
-  assign \t$83  = { \t$81 [34], \t$81 [34], \t$81 [34], \t$81 [34], \t$81 [34], \t$81  };
-  assign \t$86  = { \t$84 [34], \t$84 [34], \t$84 [34], \t$84 [34], \t$84 [34], \t$84  };
-  assign \t$87  = l0_sum4_t0_0_s3[39:0];
-  assign \t$96  = { \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94 [30], \t$94  };
-  assign \t$99  = { \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97  };
-  assign \t$102  = { \t$100 [34], \t$100 [34], \t$100 [34], \t$100 [34], \t$100 [34], \t$100  };
-  assign \t$103  = l0_sum5_t0_0_s3[39:0];
-  assign \t$112  = { \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110 [30], \t$110  };
-  assign \t$115  = { \t$113 [34], \t$113 [34], \t$113 [34], \t$113 [34], \t$113 [34], \t$113  };
-  assign \t$118  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
-  assign \t$119  = l0_sum6_t0_0_s3[39:0];
-  assign \t$128  = { \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126 [30], \t$126  };
-  assign \t$131  = { \t$129 [34], \t$129 [34], \t$129 [34], \t$129 [34], \t$129 [34], \t$129  };
-  assign \t$134  = { \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132 [34], \t$132  };
-  assign \t$135  = l0_sum7_t0_0_s3[39:0];
-  assign \t$144  = { \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142 [30], \t$142  };
-  assign \t$147  = { \t$145 [34], \t$145 [34], \t$145 [34], \t$145 [34], \t$145 [34], \t$145  };
-  assign \t$150  = { \t$148 [34], \t$148 [34], \t$148 [34], \t$148 [34], \t$148 [34], \t$148  };
-  assign \t$153  = { \t$151 [34], \t$151 [34], \t$151 [34], \t$151 [34], \t$151 [34], \t$151  };
-  assign \t$156  = { \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154 [34], \t$154  };
-  assign \t$159  = { \t$157 [34], \t$157 [34], \t$157 [34], \t$157 [34], \t$157 [34], \t$157  };
-  assign \t$162  = { \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160 [34], \t$160  };
-  assign \t$165  = { \t$163 [34], \t$163 [34], \t$163 [34], \t$163 [34], \t$163 [34], \t$163  };
-  assign \t$168  = { \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166 [34], \t$166  };
-  assign \t$169  = l1_sum0_t1_0_s7[39:0];
-  assign \t$239  = { \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237  };
-  assign \t$240  = { \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237  };
-  assign \t$248  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246  };
-  assign \t$249  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246  };
-  assign \t$257  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255  };
-  assign \t$258  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255  };
-  assign \t$266  = { \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264  };
-  assign \t$267  = { \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264  };
-  assign \t$275  = { \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273  };
-  assign \t$276  = { \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273  };
-  assign \t$284  = { \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282  };
-  assign \t$285  = { \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282  };
-  assign \t$293  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
-  assign \t$294  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291  };
-  assign \t$302  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300  };
-  assign \t$303  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300  };
+  assign \t$36  = l0_sum1_t0_0_s3[39:0];
+  assign \rounded$38  = \$9 [42:15];
+  assign \t$42  = { \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40 [30], \t$40  };
+  assign \t$45  = { \t$43 [34], \t$43 [34], \t$43 [34], \t$43 [34], \t$43 [34], \t$43  };
+  assign \t$48  = { \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46 [34], \t$46  };
+  assign \t$49  = l0_sum2_t0_0_s3[39:0];
+  assign \rounded$51  = \$17 [42:15];
+  assign \t$55  = { \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53 [30], \t$53  };
+  assign \t$58  = { \t$56 [34], \t$56 [34], \t$56 [34], \t$56 [34], \t$56 [34], \t$56  };
+  assign \t$61  = { \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59 [34], \t$59  };
+  assign \t$62  = l0_sum3_t0_0_s3[39:0];
+  assign \rounded$64  = \$25 [42:15];
+  assign \t$68  = { \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66 [30], \t$66  };
+  assign \t$71  = { \t$69 [34], \t$69 [34], \t$69 [34], \t$69 [34], \t$69 [34], \t$69  };
+  assign \t$74  = { \t$72 [34], \t$72 [34], \t$72 [34], \t$72 [34], \t$72 [34], \t$72  };
+  assign \t$75  = l0_sum4_t0_0_s3[39:0];
+  assign \rounded$77  = \$33 [42:15];
+  assign \t$81  = { \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79 [30], \t$79  };
+  assign \t$84  = { \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82 [34], \t$82  };
+  assign \t$87  = { \t$85 [34], \t$85 [34], \t$85 [34], \t$85 [34], \t$85 [34], \t$85  };
+  assign \t$88  = l0_sum5_t0_0_s3[39:0];
+  assign \rounded$90  = \$41 [42:15];
+  assign \t$94  = { \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92 [30], \t$92  };
+  assign \t$97  = { \t$95 [34], \t$95 [34], \t$95 [34], \t$95 [34], \t$95 [34], \t$95  };
+  assign \t$100  = { \t$98 [34], \t$98 [34], \t$98 [34], \t$98 [34], \t$98 [34], \t$98  };
+  assign \t$101  = l0_sum6_t0_0_s3[39:0];
+  assign \rounded$103  = \$49 [42:15];
+  assign \t$107  = { \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105 [30], \t$105  };
+  assign \t$110  = { \t$108 [34], \t$108 [34], \t$108 [34], \t$108 [34], \t$108 [34], \t$108  };
+  assign \t$113  = { \t$111 [34], \t$111 [34], \t$111 [34], \t$111 [34], \t$111 [34], \t$111  };
+  assign \t$114  = l0_sum7_t0_0_s3[39:0];
+  assign \rounded$116  = \$57 [42:15];
+  assign \t$120  = { \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118 [30], \t$118  };
+  assign \t$123  = { \t$121 [34], \t$121 [34], \t$121 [34], \t$121 [34], \t$121 [34], \t$121  };
+  assign \t$126  = { \t$124 [34], \t$124 [34], \t$124 [34], \t$124 [34], \t$124 [34], \t$124  };
+  assign \t$129  = { \t$127 [34], \t$127 [34], \t$127 [34], \t$127 [34], \t$127 [34], \t$127  };
+  assign \t$132  = { \t$130 [34], \t$130 [34], \t$130 [34], \t$130 [34], \t$130 [34], \t$130  };
+  assign \t$135  = { \t$133 [34], \t$133 [34], \t$133 [34], \t$133 [34], \t$133 [34], \t$133  };
+  assign \t$138  = { \t$136 [34], \t$136 [34], \t$136 [34], \t$136 [34], \t$136 [34], \t$136  };
+  assign \t$141  = { \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139 [34], \t$139  };
+  assign \t$144  = { \t$142 [34], \t$142 [34], \t$142 [34], \t$142 [34], \t$142 [34], \t$142  };
+  assign \t$145  = l1_sum0_t1_0_s7[39:0];
+  assign \rounded$147  = \$65 [42:15];
+  assign \rounded$156  = \$77 [34:18];
+  assign \rounded$159  = \$85 [34:18];
+  assign \rounded$162  = \$93 [34:18];
+  assign \rounded$165  = \$101 [34:18];
+  assign \rounded$168  = \$109 [34:18];
+  assign \rounded$171  = \$117 [34:18];
+  assign \rounded$174  = \$125 [34:18];
+  assign \rounded$177  = \$133 [34:18];
+  assign \rounded$180  = \$141 [18:6];
+  assign \t$185  = { \t$183 [34], \t$183 [34], \t$183 [34], \t$183 [34], \t$183 [34], \t$183  };
+  assign \t$186  = { \t$183 [34], \t$183 [34], \t$183 [34], \t$183 [34], \t$183 [34], \t$183  };
+  assign \rounded$187  = \$149 [42:15];
+  assign \t$191  = { \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189  };
+  assign \t$192  = { \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189 [34], \t$189  };
+  assign \rounded$193  = \$157 [42:15];
+  assign \t$197  = { \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195  };
+  assign \t$198  = { \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195 [34], \t$195  };
+  assign \rounded$199  = \$165 [42:15];
+  assign \t$203  = { \t$201 [34], \t$201 [34], \t$201 [34], \t$201 [34], \t$201 [34], \t$201  };
+  assign \t$204  = { \t$201 [34], \t$201 [34], \t$201 [34], \t$201 [34], \t$201 [34], \t$201  };
+  assign \rounded$205  = \$173 [42:15];
+  assign \t$209  = { \t$207 [34], \t$207 [34], \t$207 [34], \t$207 [34], \t$207 [34], \t$207  };
+  assign \t$210  = { \t$207 [34], \t$207 [34], \t$207 [34], \t$207 [34], \t$207 [34], \t$207  };
+  assign \rounded$211  = \$181 [42:15];
+  assign \t$215  = { \t$213 [34], \t$213 [34], \t$213 [34], \t$213 [34], \t$213 [34], \t$213  };
+  assign \t$216  = { \t$213 [34], \t$213 [34], \t$213 [34], \t$213 [34], \t$213 [34], \t$213  };
+  assign \rounded$217  = \$189 [42:15];
+  assign \t$221  = { \t$219 [34], \t$219 [34], \t$219 [34], \t$219 [34], \t$219 [34], \t$219  };
+  assign \t$222  = { \t$219 [34], \t$219 [34], \t$219 [34], \t$219 [34], \t$219 [34], \t$219  };
+  assign \rounded$223  = \$197 [42:15];
+  assign \t$227  = { \t$225 [34], \t$225 [34], \t$225 [34], \t$225 [34], \t$225 [34], \t$225  };
+  assign \t$228  = { \t$225 [34], \t$225 [34], \t$225 [34], \t$225 [34], \t$225 [34], \t$225  };
+  assign \rounded$229  = \$205 [42:15];
+  assign \rounded$231  = \$213 [34:18];
+  assign \rounded$234  = \$221 [34:18];
+  assign \rounded$237  = \$229 [34:18];
+  assign \rounded$240  = \$237 [34:18];
+  assign \rounded$243  = \$245 [34:18];
+  assign \rounded$246  = \$253 [34:18];
+  assign \rounded$249  = \$261 [34:18];
+  assign \rounded$252  = \$269 [34:18];
+  assign \rounded$255  = \$277 [34:18];
+  assign \rounded$258  = \$285 [34:18];
+  assign \rounded$261  = \$293 [34:18];
+  assign \rounded$264  = \$301 [34:18];
+  assign \rounded$267  = \$309 [34:18];
+  assign \rounded$270  = \$317 [34:18];
+  assign \rounded$273  = \$325 [34:18];
+  assign \rounded$276  = \$333 [34:18];
+  assign \rounded$279  = \$341 [18:6];
+  assign \rounded$282  = \$349 [18:6];
+  assign \rounded$285  = \$357 [18:6];
+  assign \rounded$288  = \$365 [18:6];
+  assign \rounded$291  = \$373 [18:6];
+  assign \rounded$294  = \$381 [18:6];
+  assign \rounded$297  = \$389 [18:6];
+  assign \rounded$300  = \$397 [18:6];
   assign valid_s8 = m__valid;
   assign execute = pc__ready;
-  assign l0_port_local = \$1154 [4:0];
-  assign l1_port_local = \$1165 [3:0];
+  assign l0_port_local = \$454 [4:0];
+  assign l1_port_local = \$465 [3:0];
   assign resp = pr__payload;
   assign \s__payload.x  = s__payload[31:0];
   assign \s__payload.x[0]  = s__payload[15:0];
@@ -8249,107 +6529,111 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \pc__payload.addr  = pc__payload[21:16];
   assign \pc__payload.write  = pc__payload[22];
   assign \pr__payload.data  = pr__payload;
-  assign m__payload[16] = \$199 ;
+  assign m__payload[16] = \$73 ;
   assign m__payload[15:0] = l1_out0_s8;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$17  = { l0_prod0_0_raw_s2[31], l0_prod0_0_raw_s2, 2'h0 };
   assign \t$20  = { l0_prod0_1_raw_s2[31], l0_prod0_1_raw_s2, 2'h0 };
-  assign floor = { l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39:14] };
-  assign \t$30  = { l0_b_1[15], l0_b_1, 14'h0000 };
-  assign \t$33  = { l0_prod1_0_raw_s2[31], l0_prod1_0_raw_s2, 2'h0 };
-  assign \t$36  = { l0_prod1_1_raw_s2[31], l0_prod1_1_raw_s2, 2'h0 };
-  assign \floor$41  = { l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39:14] };
-  assign \t$46  = { l0_b_2[15], l0_b_2, 14'h0000 };
-  assign \t$49  = { l0_prod2_0_raw_s2[31], l0_prod2_0_raw_s2, 2'h0 };
-  assign \t$52  = { l0_prod2_1_raw_s2[31], l0_prod2_1_raw_s2, 2'h0 };
-  assign \floor$57  = { l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39:14] };
-  assign \t$62  = { l0_b_3[15], l0_b_3, 14'h0000 };
-  assign \t$65  = { l0_prod3_0_raw_s2[31], l0_prod3_0_raw_s2, 2'h0 };
-  assign \t$68  = { l0_prod3_1_raw_s2[31], l0_prod3_1_raw_s2, 2'h0 };
-  assign \floor$73  = { l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39:14] };
-  assign \t$78  = { l0_b_4[15], l0_b_4, 14'h0000 };
-  assign \t$81  = { l0_prod4_0_raw_s2[31], l0_prod4_0_raw_s2, 2'h0 };
-  assign \t$84  = { l0_prod4_1_raw_s2[31], l0_prod4_1_raw_s2, 2'h0 };
-  assign \floor$89  = { l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39:14] };
-  assign \t$94  = { l0_b_5[15], l0_b_5, 14'h0000 };
-  assign \t$97  = { l0_prod5_0_raw_s2[31], l0_prod5_0_raw_s2, 2'h0 };
-  assign \t$100  = { l0_prod5_1_raw_s2[31], l0_prod5_1_raw_s2, 2'h0 };
-  assign \floor$105  = { l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39:14] };
-  assign \t$110  = { l0_b_6[15], l0_b_6, 14'h0000 };
-  assign \t$113  = { l0_prod6_0_raw_s2[31], l0_prod6_0_raw_s2, 2'h0 };
-  assign \t$116  = { l0_prod6_1_raw_s2[31], l0_prod6_1_raw_s2, 2'h0 };
-  assign \floor$121  = { l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39:14] };
-  assign \t$126  = { l0_b_7[15], l0_b_7, 14'h0000 };
-  assign \t$129  = { l0_prod7_0_raw_s2[31], l0_prod7_0_raw_s2, 2'h0 };
-  assign \t$132  = { l0_prod7_1_raw_s2[31], l0_prod7_1_raw_s2, 2'h0 };
-  assign \floor$137  = { l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39:14] };
-  assign \t$142  = { l1_b_0[15], l1_b_0, 14'h0000 };
-  assign \t$145  = { l1_prod0_0_raw_s5[31], l1_prod0_0_raw_s5, 2'h0 };
-  assign \t$148  = { l1_prod0_1_raw_s5[31], l1_prod0_1_raw_s5, 2'h0 };
-  assign \t$151  = { l1_prod0_2_raw_s5[31], l1_prod0_2_raw_s5, 2'h0 };
-  assign \t$154  = { l1_prod0_3_raw_s5[31], l1_prod0_3_raw_s5, 2'h0 };
-  assign \t$157  = { l1_prod0_4_raw_s5[31], l1_prod0_4_raw_s5, 2'h0 };
-  assign \t$160  = { l1_prod0_5_raw_s5[31], l1_prod0_5_raw_s5, 2'h0 };
-  assign \t$163  = { l1_prod0_6_raw_s5[31], l1_prod0_6_raw_s5, 2'h0 };
-  assign \t$166  = { l1_prod0_7_raw_s5[31], l1_prod0_7_raw_s5, 2'h0 };
-  assign \floor$171  = { l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39:14] };
-  assign \t$179  = { \t$177 [16], \t$177  };
-  assign \floor$183  = { l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31:17] };
-  assign \floor$189  = { l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31:17] };
-  assign \floor$195  = { l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31:17] };
-  assign \floor$201  = { l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31:17] };
-  assign \floor$207  = { l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31:17] };
-  assign \floor$213  = { l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31:17] };
-  assign \floor$219  = { l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31:17] };
-  assign \floor$225  = { l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31:17] };
-  assign \floor$231  = { err0_s9[15], err0_s9[15], err0_s9[15], err0_s9[15], err0_s9[15], err0_s9[15:5] };
-  assign \t$237  = { l1_bprod0_0_raw_s10[31], l1_bprod0_0_raw_s10, 2'h0 };
-  assign \floor$241  = { \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34], \t$237 [34:14] };
-  assign \t$246  = { l1_bprod1_0_raw_s10[31], l1_bprod1_0_raw_s10, 2'h0 };
-  assign \floor$250  = { \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34], \t$246 [34:14] };
-  assign \t$255  = { l1_bprod2_0_raw_s10[31], l1_bprod2_0_raw_s10, 2'h0 };
-  assign \floor$259  = { \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34], \t$255 [34:14] };
-  assign \t$264  = { l1_bprod3_0_raw_s10[31], l1_bprod3_0_raw_s10, 2'h0 };
-  assign \floor$268  = { \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34], \t$264 [34:14] };
-  assign \t$273  = { l1_bprod4_0_raw_s10[31], l1_bprod4_0_raw_s10, 2'h0 };
-  assign \floor$277  = { \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34], \t$273 [34:14] };
-  assign \t$282  = { l1_bprod5_0_raw_s10[31], l1_bprod5_0_raw_s10, 2'h0 };
-  assign \floor$286  = { \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34], \t$282 [34:14] };
-  assign \t$291  = { l1_bprod6_0_raw_s10[31], l1_bprod6_0_raw_s10, 2'h0 };
-  assign \floor$295  = { \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34], \t$291 [34:14] };
-  assign \t$300  = { l1_bprod7_0_raw_s10[31], l1_bprod7_0_raw_s10, 2'h0 };
-  assign \floor$304  = { \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34], \t$300 [34:14] };
-  assign \floor$309  = { l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31:17] };
-  assign \floor$315  = { l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31:17] };
-  assign \floor$321  = { l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31:17] };
-  assign \floor$327  = { l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31:17] };
-  assign \floor$333  = { l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31:17] };
-  assign \floor$339  = { l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31:17] };
-  assign \floor$345  = { l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31:17] };
-  assign \floor$351  = { l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31:17] };
-  assign \floor$357  = { l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31:17] };
-  assign \floor$363  = { l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31:17] };
-  assign \floor$369  = { l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31:17] };
-  assign \floor$375  = { l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31:17] };
-  assign \floor$381  = { l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31:17] };
-  assign \floor$387  = { l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31:17] };
-  assign \floor$393  = { l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31:17] };
-  assign \floor$399  = { l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31:17] };
-  assign \floor$405  = { l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15:5] };
-  assign \floor$411  = { l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15:5] };
-  assign \floor$417  = { l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15:5] };
-  assign \floor$423  = { l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15:5] };
-  assign \floor$429  = { l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15:5] };
-  assign \floor$435  = { l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15:5] };
-  assign \floor$441  = { l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15:5] };
-  assign \floor$447  = { l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15:5] };
-  assign \$1142  = 1'h1;
-  assign \$1143  = \$1141 ;
-  assign \$1148  = 1'h1;
-  assign \$1149  = \$1147 ;
+  assign \t$27  = { l0_b_1[15], l0_b_1, 14'h0000 };
+  assign \t$30  = { l0_prod1_0_raw_s2[31], l0_prod1_0_raw_s2, 2'h0 };
+  assign \t$33  = { l0_prod1_1_raw_s2[31], l0_prod1_1_raw_s2, 2'h0 };
+  assign \t$40  = { l0_b_2[15], l0_b_2, 14'h0000 };
+  assign \t$43  = { l0_prod2_0_raw_s2[31], l0_prod2_0_raw_s2, 2'h0 };
+  assign \t$46  = { l0_prod2_1_raw_s2[31], l0_prod2_1_raw_s2, 2'h0 };
+  assign \t$53  = { l0_b_3[15], l0_b_3, 14'h0000 };
+  assign \t$56  = { l0_prod3_0_raw_s2[31], l0_prod3_0_raw_s2, 2'h0 };
+  assign \t$59  = { l0_prod3_1_raw_s2[31], l0_prod3_1_raw_s2, 2'h0 };
+  assign \t$66  = { l0_b_4[15], l0_b_4, 14'h0000 };
+  assign \t$69  = { l0_prod4_0_raw_s2[31], l0_prod4_0_raw_s2, 2'h0 };
+  assign \t$72  = { l0_prod4_1_raw_s2[31], l0_prod4_1_raw_s2, 2'h0 };
+  assign \t$79  = { l0_b_5[15], l0_b_5, 14'h0000 };
+  assign \t$82  = { l0_prod5_0_raw_s2[31], l0_prod5_0_raw_s2, 2'h0 };
+  assign \t$85  = { l0_prod5_1_raw_s2[31], l0_prod5_1_raw_s2, 2'h0 };
+  assign \t$92  = { l0_b_6[15], l0_b_6, 14'h0000 };
+  assign \t$95  = { l0_prod6_0_raw_s2[31], l0_prod6_0_raw_s2, 2'h0 };
+  assign \t$98  = { l0_prod6_1_raw_s2[31], l0_prod6_1_raw_s2, 2'h0 };
+  assign \t$105  = { l0_b_7[15], l0_b_7, 14'h0000 };
+  assign \t$108  = { l0_prod7_0_raw_s2[31], l0_prod7_0_raw_s2, 2'h0 };
+  assign \t$111  = { l0_prod7_1_raw_s2[31], l0_prod7_1_raw_s2, 2'h0 };
+  assign \t$118  = { l1_b_0[15], l1_b_0, 14'h0000 };
+  assign \t$121  = { l1_prod0_0_raw_s5[31], l1_prod0_0_raw_s5, 2'h0 };
+  assign \t$124  = { l1_prod0_1_raw_s5[31], l1_prod0_1_raw_s5, 2'h0 };
+  assign \t$127  = { l1_prod0_2_raw_s5[31], l1_prod0_2_raw_s5, 2'h0 };
+  assign \t$130  = { l1_prod0_3_raw_s5[31], l1_prod0_3_raw_s5, 2'h0 };
+  assign \t$133  = { l1_prod0_4_raw_s5[31], l1_prod0_4_raw_s5, 2'h0 };
+  assign \t$136  = { l1_prod0_5_raw_s5[31], l1_prod0_5_raw_s5, 2'h0 };
+  assign \t$139  = { l1_prod0_6_raw_s5[31], l1_prod0_6_raw_s5, 2'h0 };
+  assign \t$142  = { l1_prod0_7_raw_s5[31], l1_prod0_7_raw_s5, 2'h0 };
+  assign \t$152  = { \t$150 [16], \t$150  };
+  assign \$142  = \$141 [18];
+  assign \$146  = \$141 [18];
+  assign \$147  = 1'h0;
+  assign \$148  = { \$141 [18], \$141 [18], \$141 [18], \$141 [18:6] };
+  assign \t$183  = { l1_bprod0_0_raw_s10[31], l1_bprod0_0_raw_s10, 2'h0 };
+  assign \t$189  = { l1_bprod1_0_raw_s10[31], l1_bprod1_0_raw_s10, 2'h0 };
+  assign \t$195  = { l1_bprod2_0_raw_s10[31], l1_bprod2_0_raw_s10, 2'h0 };
+  assign \t$201  = { l1_bprod3_0_raw_s10[31], l1_bprod3_0_raw_s10, 2'h0 };
+  assign \t$207  = { l1_bprod4_0_raw_s10[31], l1_bprod4_0_raw_s10, 2'h0 };
+  assign \t$213  = { l1_bprod5_0_raw_s10[31], l1_bprod5_0_raw_s10, 2'h0 };
+  assign \t$219  = { l1_bprod6_0_raw_s10[31], l1_bprod6_0_raw_s10, 2'h0 };
+  assign \t$225  = { l1_bprod7_0_raw_s10[31], l1_bprod7_0_raw_s10, 2'h0 };
+  assign \$342  = \$341 [18];
+  assign \$346  = \$341 [18];
+  assign \$347  = 1'h0;
+  assign \$348  = { \$341 [18], \$341 [18], \$341 [18], \$341 [18:6] };
+  assign \$350  = \$349 [18];
+  assign \$354  = \$349 [18];
+  assign \$355  = 1'h0;
+  assign \$356  = { \$349 [18], \$349 [18], \$349 [18], \$349 [18:6] };
+  assign \$358  = \$357 [18];
+  assign \$362  = \$357 [18];
+  assign \$363  = 1'h0;
+  assign \$364  = { \$357 [18], \$357 [18], \$357 [18], \$357 [18:6] };
+  assign \$366  = \$365 [18];
+  assign \$370  = \$365 [18];
+  assign \$371  = 1'h0;
+  assign \$372  = { \$365 [18], \$365 [18], \$365 [18], \$365 [18:6] };
+  assign \$374  = \$373 [18];
+  assign \$378  = \$373 [18];
+  assign \$379  = 1'h0;
+  assign \$380  = { \$373 [18], \$373 [18], \$373 [18], \$373 [18:6] };
+  assign \$382  = \$381 [18];
+  assign \$386  = \$381 [18];
+  assign \$387  = 1'h0;
+  assign \$388  = { \$381 [18], \$381 [18], \$381 [18], \$381 [18:6] };
+  assign \$390  = \$389 [18];
+  assign \$394  = \$389 [18];
+  assign \$395  = 1'h0;
+  assign \$396  = { \$389 [18], \$389 [18], \$389 [18], \$389 [18:6] };
+  assign \$398  = \$397 [18];
+  assign \$402  = \$397 [18];
+  assign \$403  = 1'h0;
+  assign \$404  = { \$397 [18], \$397 [18], \$397 [18], \$397 [18:6] };
+  assign \$442  = 1'h1;
+  assign \$443  = \$441 ;
+  assign \$448  = 1'h1;
+  assign \$449  = \$447 ;
   assign port_addr = pc__payload[21:16];
   assign l0_port_data = pc__payload[15:0];
-  assign \$1159  = \$1158 ;
+  assign \$459  = \$458 ;
   assign l1_port_data = pc__payload[15:0];
-  assign \$1170  = \$1169 ;
+  assign \$470  = \$469 ;
+  assign \$144  = 1'h0;
+  assign \t$182  = \$148 ;
+  assign \$344  = 1'h0;
+  assign \t$281  = \$348 ;
+  assign \$352  = 1'h0;
+  assign \t$284  = \$356 ;
+  assign \$360  = 1'h0;
+  assign \t$287  = \$364 ;
+  assign \$368  = 1'h0;
+  assign \t$290  = \$372 ;
+  assign \$376  = 1'h0;
+  assign \t$293  = \$380 ;
+  assign \$384  = 1'h0;
+  assign \t$296  = \$388 ;
+  assign \$392  = 1'h0;
+  assign \t$299  = \$396 ;
+  assign \$400  = 1'h0;
+  assign \t$302  = \$404 ;
 endmodule

@@ -179,939 +179,231 @@ endmodule
 (* generator = "Amaranth" *)
 module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s8, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire \$1 ;
+  wire [42:0] \$1 ;
   wire \$10 ;
-  wire \$100 ;
-  wire \$1000 ;
-  wire \$1001 ;
-  wire \$1002 ;
-  wire \$1003 ;
-  wire \$1004 ;
-  wire \$1005 ;
-  wire \$1006 ;
-  wire \$1007 ;
-  wire \$1008 ;
-  wire \$1009 ;
-  wire \$101 ;
-  wire \$1010 ;
-  wire \$1011 ;
-  wire \$1012 ;
-  wire \$1013 ;
-  wire \$1014 ;
-  wire [16:0] \$1015 ;
-  wire [15:0] \$1016 ;
-  wire \$1017 ;
-  wire \$1018 ;
-  wire \$1019 ;
+  wire [15:0] \$100 ;
+  reg [15:0] \$1000 ;
+  reg [15:0] \$1001 ;
+  reg [15:0] \$1002 ;
+  reg [15:0] \$1003 ;
+  reg [15:0] \$1004 ;
+  reg [15:0] \$1005 ;
+  reg [15:0] \$1006 ;
+  reg [15:0] \$1007 ;
+  reg [15:0] \$1008 ;
+  reg [15:0] \$1009 ;
+  wire [34:0] \$101 ;
+  reg [15:0] \$1010 ;
+  reg [15:0] \$1011 ;
+  reg [15:0] \$1012 ;
+  reg [15:0] \$1013 ;
+  reg [15:0] \$1014 ;
+  reg [31:0] \$1015 ;
+  reg [15:0] \$1016 ;
+  reg [31:0] \$1017 ;
+  reg [15:0] \$1018 ;
+  reg [31:0] \$1019 ;
   wire \$102 ;
-  wire \$1020 ;
-  wire \$1021 ;
-  wire \$1022 ;
-  wire \$1023 ;
-  wire \$1024 ;
-  wire \$1025 ;
-  wire \$1026 ;
-  wire \$1027 ;
-  wire \$1028 ;
-  wire \$1029 ;
+  reg [15:0] \$1020 ;
+  reg [31:0] \$1021 ;
+  reg [15:0] \$1022 ;
+  reg [31:0] \$1023 ;
+  reg [15:0] \$1024 ;
+  reg [31:0] \$1025 ;
+  reg [15:0] \$1026 ;
+  reg [31:0] \$1027 ;
+  reg [15:0] \$1028 ;
+  reg [31:0] \$1029 ;
   wire \$103 ;
-  wire \$1030 ;
-  wire \$1031 ;
-  wire \$1032 ;
-  wire \$1033 ;
-  wire \$1034 ;
-  wire \$1035 ;
-  wire \$1036 ;
-  wire [16:0] \$1037 ;
-  wire [15:0] \$1038 ;
-  wire \$1039 ;
+  reg [15:0] \$1030 ;
+  reg [15:0] \$1031 ;
+  reg [15:0] \$1032 ;
+  reg [31:0] \$1033 ;
+  reg [15:0] \$1034 ;
+  reg [15:0] \$1035 ;
+  reg [31:0] \$1036 ;
+  reg [15:0] \$1037 ;
+  reg [15:0] \$1038 ;
+  reg [31:0] \$1039 ;
   wire \$104 ;
-  wire \$1040 ;
-  wire \$1041 ;
-  wire \$1042 ;
-  wire \$1043 ;
-  wire \$1044 ;
-  wire \$1045 ;
-  wire \$1046 ;
-  wire \$1047 ;
-  wire \$1048 ;
-  wire \$1049 ;
+  reg [15:0] \$1040 ;
+  reg [15:0] \$1041 ;
+  reg [31:0] \$1042 ;
+  reg [15:0] \$1043 ;
+  reg [15:0] \$1044 ;
+  reg [31:0] \$1045 ;
+  reg [15:0] \$1046 ;
+  reg [15:0] \$1047 ;
+  reg [31:0] \$1048 ;
+  reg [15:0] \$1049 ;
   wire \$105 ;
-  wire \$1050 ;
-  wire \$1051 ;
-  wire \$1052 ;
-  wire \$1053 ;
-  wire \$1054 ;
-  wire \$1055 ;
-  wire \$1056 ;
-  wire \$1057 ;
-  wire \$1058 ;
-  wire [16:0] \$1059 ;
+  reg [15:0] \$1050 ;
+  reg [31:0] \$1051 ;
+  reg [15:0] \$1052 ;
+  reg [15:0] \$1053 ;
+  reg [31:0] \$1054 ;
+  reg [15:0] \$1055 ;
+  reg [15:0] \$1056 ;
+  reg [15:0] \$1057 ;
+  reg [15:0] \$1058 ;
+  reg [15:0] \$1059 ;
   wire \$106 ;
-  wire [15:0] \$1060 ;
-  wire \$1061 ;
-  wire \$1062 ;
-  wire \$1063 ;
-  wire \$1064 ;
-  wire \$1065 ;
-  wire \$1066 ;
-  wire \$1067 ;
-  wire \$1068 ;
-  wire \$1069 ;
+  reg [15:0] \$1060 ;
+  reg [15:0] \$1061 ;
+  reg [15:0] \$1062 ;
+  reg [15:0] \$1063 ;
+  reg [15:0] \$1064 ;
+  reg [15:0] \$1065 ;
+  reg [15:0] \$1066 ;
+  reg [15:0] \$1067 ;
+  reg [15:0] \$1068 ;
+  reg [15:0] \$1069 ;
   wire \$107 ;
-  wire \$1070 ;
-  wire \$1071 ;
-  wire \$1072 ;
-  wire \$1073 ;
-  wire \$1074 ;
-  wire \$1075 ;
-  wire \$1076 ;
-  wire \$1077 ;
-  wire \$1078 ;
-  wire \$1079 ;
-  wire \$108 ;
-  wire \$1080 ;
-  wire [16:0] \$1081 ;
-  wire [15:0] \$1082 ;
-  wire \$1083 ;
-  wire \$1084 ;
-  wire \$1085 ;
-  wire \$1086 ;
-  wire \$1087 ;
-  wire \$1088 ;
-  wire \$1089 ;
-  wire [40:0] \$109 ;
-  wire \$1090 ;
-  wire \$1091 ;
-  wire \$1092 ;
-  wire \$1093 ;
-  wire \$1094 ;
-  wire \$1095 ;
-  wire \$1096 ;
-  wire \$1097 ;
-  wire \$1098 ;
-  wire \$1099 ;
+  reg [15:0] \$1070 ;
+  reg [15:0] \$1071 ;
+  reg [15:0] \$1072 ;
+  reg [15:0] \$1073 ;
+  reg [15:0] \$1074 ;
+  reg [15:0] \$1075 ;
+  reg [15:0] \$1076 ;
+  reg [31:0] \$1077 ;
+  reg [15:0] \$1078 ;
+  reg [31:0] \$1079 ;
+  wire [15:0] \$108 ;
+  reg [15:0] \$1080 ;
+  reg [31:0] \$1081 ;
+  reg [15:0] \$1082 ;
+  reg [31:0] \$1083 ;
+  reg [15:0] \$1084 ;
+  reg [31:0] \$1085 ;
+  reg [15:0] \$1086 ;
+  reg [31:0] \$1087 ;
+  reg [15:0] \$1088 ;
+  reg [31:0] \$1089 ;
+  wire [34:0] \$109 ;
+  reg [15:0] \$1090 ;
+  reg [31:0] \$1091 ;
+  reg [15:0] \$1092 ;
+  reg [31:0] \$1093 ;
+  reg [15:0] \$1094 ;
+  reg [31:0] \$1095 ;
+  reg [15:0] \$1096 ;
+  reg [31:0] \$1097 ;
+  reg [15:0] \$1098 ;
+  reg [31:0] \$1099 ;
   wire \$11 ;
-  wire [15:0] \$110 ;
-  wire \$1100 ;
-  wire \$1101 ;
-  wire \$1102 ;
-  wire [16:0] \$1103 ;
-  wire [15:0] \$1104 ;
-  wire \$1105 ;
-  wire \$1106 ;
-  wire [16:0] \$1107 ;
-  wire [16:0] \$1108 ;
-  wire [16:0] \$1109 ;
+  wire \$110 ;
+  reg [15:0] \$1100 ;
+  reg [31:0] \$1101 ;
+  reg [15:0] \$1102 ;
+  reg [31:0] \$1103 ;
+  reg [15:0] \$1104 ;
+  reg [31:0] \$1105 ;
+  reg [15:0] \$1106 ;
+  reg [31:0] \$1107 ;
+  reg [15:0] \$1108 ;
+  reg [15:0] \$1109 ;
   wire \$111 ;
-  wire [16:0] \$1110 ;
-  wire [16:0] \$1111 ;
-  wire [16:0] \$1112 ;
-  wire [16:0] \$1113 ;
-  wire [16:0] \$1114 ;
-  wire [16:0] \$1115 ;
-  wire [16:0] \$1116 ;
-  wire [16:0] \$1117 ;
-  wire [16:0] \$1118 ;
-  wire [16:0] \$1119 ;
+  reg [15:0] \$1110 ;
+  reg [15:0] \$1111 ;
+  reg [15:0] \$1112 ;
+  reg [15:0] \$1113 ;
+  reg [15:0] \$1114 ;
+  reg [15:0] \$1115 ;
+  reg [15:0] \$1116 ;
+  reg [15:0] \$1117 ;
+  reg [15:0] \$1118 ;
+  reg [15:0] \$1119 ;
   wire \$112 ;
-  wire [16:0] \$1120 ;
-  wire [16:0] \$1121 ;
-  wire [16:0] \$1122 ;
-  wire [16:0] \$1123 ;
-  wire [16:0] \$1124 ;
-  wire [16:0] \$1125 ;
-  wire [16:0] \$1126 ;
-  wire [16:0] \$1127 ;
-  wire [16:0] \$1128 ;
-  wire [16:0] \$1129 ;
+  reg [15:0] \$1120 ;
+  reg [15:0] \$1121 ;
+  reg [15:0] \$1122 ;
+  reg [15:0] \$1123 ;
+  reg [15:0] \$1124 ;
   wire \$113 ;
-  wire [16:0] \$1130 ;
-  wire [16:0] \$1131 ;
-  wire [16:0] \$1132 ;
-  wire [16:0] \$1133 ;
-  wire [16:0] \$1134 ;
-  wire [16:0] \$1135 ;
-  wire [16:0] \$1136 ;
-  wire [16:0] \$1137 ;
-  wire [16:0] \$1138 ;
-  wire [16:0] \$1139 ;
   wire \$114 ;
-  wire \$1140 ;
-  wire \$1141 ;
-  wire \$1142 ;
-  wire \$1143 ;
-  wire \$1144 ;
-  wire \$1145 ;
-  wire \$1146 ;
-  wire \$1147 ;
-  wire \$1148 ;
-  wire \$1149 ;
   wire \$115 ;
-  wire \$1150 ;
-  wire \$1151 ;
-  wire \$1152 ;
-  wire \$1153 ;
-  wire [6:0] \$1154 ;
-  wire \$1155 ;
-  wire \$1156 ;
-  wire \$1157 ;
-  wire \$1158 ;
-  wire \$1159 ;
-  wire \$116 ;
-  wire \$1160 ;
-  wire \$1161 ;
-  wire \$1162 ;
-  wire \$1163 ;
-  wire \$1164 ;
-  wire [6:0] \$1165 ;
-  wire \$1166 ;
-  wire \$1167 ;
-  wire \$1168 ;
-  wire \$1169 ;
-  wire \$117 ;
-  wire \$1170 ;
-  wire \$1171 ;
-  wire \$1172 ;
-  wire \$1173 ;
-  wire \$1174 ;
-  wire \$1175 ;
-  wire \$1176 ;
-  wire \$1177 ;
-  wire \$1178 ;
-  wire \$1179 ;
+  wire [15:0] \$116 ;
+  wire [34:0] \$117 ;
   wire \$118 ;
-  wire \$1180 ;
-  wire \$1181 ;
-  wire [15:0] \$1182 ;
-  wire [15:0] \$1183 ;
-  wire \$1184 ;
-  wire \$1185 ;
-  wire \$1186 ;
-  wire \$1187 ;
-  wire \$1188 ;
-  wire \$1189 ;
   wire \$119 ;
-  wire [15:0] \$1190 ;
-  wire [15:0] \$1191 ;
-  wire \$1192 ;
-  wire \$1193 ;
-  wire \$1194 ;
-  wire \$1195 ;
-  wire \$1196 ;
-  wire \$1197 ;
-  wire [15:0] \$1198 ;
-  wire [15:0] \$1199 ;
   wire \$12 ;
   wire \$120 ;
-  wire \$1200 ;
-  wire \$1201 ;
-  wire \$1202 ;
-  wire \$1203 ;
-  wire \$1204 ;
-  wire \$1205 ;
-  wire [15:0] \$1206 ;
-  wire [15:0] \$1207 ;
-  wire \$1208 ;
-  wire \$1209 ;
   wire \$121 ;
-  wire \$1210 ;
-  wire \$1211 ;
-  wire \$1212 ;
-  wire \$1213 ;
-  wire [15:0] \$1214 ;
-  wire [15:0] \$1215 ;
-  wire \$1216 ;
-  wire \$1217 ;
-  wire \$1218 ;
-  wire \$1219 ;
   wire \$122 ;
-  wire \$1220 ;
-  wire \$1221 ;
-  wire [15:0] \$1222 ;
-  wire [15:0] \$1223 ;
-  wire \$1224 ;
-  wire \$1225 ;
-  wire \$1226 ;
-  wire \$1227 ;
-  wire \$1228 ;
-  wire \$1229 ;
   wire \$123 ;
-  wire [15:0] \$1230 ;
-  wire [15:0] \$1231 ;
-  wire \$1232 ;
-  wire \$1233 ;
-  wire \$1234 ;
-  wire \$1235 ;
-  wire \$1236 ;
-  wire \$1237 ;
-  wire [15:0] \$1238 ;
-  wire [15:0] \$1239 ;
-  wire \$124 ;
-  wire \$1240 ;
-  wire \$1241 ;
-  wire \$1242 ;
-  wire \$1243 ;
-  wire \$1244 ;
-  wire \$1245 ;
-  wire [15:0] \$1246 ;
-  wire [15:0] \$1247 ;
-  wire \$1248 ;
-  wire \$1249 ;
-  wire \$125 ;
-  wire \$1250 ;
-  wire \$1251 ;
-  wire \$1252 ;
-  wire \$1253 ;
-  wire [15:0] \$1254 ;
-  wire [15:0] \$1255 ;
-  wire \$1256 ;
-  wire \$1257 ;
-  wire \$1258 ;
-  wire \$1259 ;
+  wire [15:0] \$124 ;
+  wire [34:0] \$125 ;
   wire \$126 ;
-  wire \$1260 ;
-  wire \$1261 ;
-  wire [15:0] \$1262 ;
-  wire [15:0] \$1263 ;
-  wire \$1264 ;
-  wire \$1265 ;
-  wire \$1266 ;
-  wire \$1267 ;
-  wire \$1268 ;
-  wire \$1269 ;
   wire \$127 ;
-  wire [15:0] \$1270 ;
-  wire [15:0] \$1271 ;
-  wire \$1272 ;
-  wire \$1273 ;
-  wire \$1274 ;
-  wire \$1275 ;
-  wire \$1276 ;
-  wire \$1277 ;
-  wire [15:0] \$1278 ;
-  wire [15:0] \$1279 ;
   wire \$128 ;
-  wire \$1280 ;
-  wire \$1281 ;
-  wire \$1282 ;
-  wire \$1283 ;
-  wire \$1284 ;
-  wire \$1285 ;
-  wire [15:0] \$1286 ;
-  wire [15:0] \$1287 ;
-  wire \$1288 ;
-  wire \$1289 ;
   wire \$129 ;
-  wire \$1290 ;
-  wire \$1291 ;
-  wire \$1292 ;
-  wire \$1293 ;
-  wire [15:0] \$1294 ;
-  wire [15:0] \$1295 ;
-  wire \$1296 ;
-  wire \$1297 ;
-  wire \$1298 ;
-  wire \$1299 ;
   wire \$13 ;
   wire \$130 ;
-  wire \$1300 ;
-  wire \$1301 ;
-  wire [15:0] \$1302 ;
-  wire [15:0] \$1303 ;
-  wire \$1304 ;
-  wire \$1305 ;
-  wire \$1306 ;
-  wire \$1307 ;
-  wire \$1308 ;
-  wire \$1309 ;
-  wire [40:0] \$131 ;
-  wire [15:0] \$1310 ;
-  wire [15:0] \$1311 ;
-  wire \$1312 ;
-  wire \$1313 ;
-  wire \$1314 ;
-  wire \$1315 ;
-  wire \$1316 ;
-  wire \$1317 ;
-  wire [15:0] \$1318 ;
-  wire [15:0] \$1319 ;
+  wire \$131 ;
   wire [15:0] \$132 ;
-  wire \$1320 ;
-  wire \$1321 ;
-  wire \$1322 ;
-  wire \$1323 ;
-  wire \$1324 ;
-  wire \$1325 ;
-  wire [15:0] \$1326 ;
-  wire [15:0] \$1327 ;
-  wire \$1328 ;
-  wire \$1329 ;
-  wire \$133 ;
-  wire \$1330 ;
-  wire \$1331 ;
-  wire \$1332 ;
-  wire \$1333 ;
-  wire [15:0] \$1334 ;
-  wire [15:0] \$1335 ;
-  wire \$1336 ;
-  wire \$1337 ;
-  wire \$1338 ;
-  wire \$1339 ;
+  wire [34:0] \$133 ;
   wire \$134 ;
-  wire \$1340 ;
-  wire \$1341 ;
-  wire [15:0] \$1342 ;
-  wire [15:0] \$1343 ;
-  wire \$1344 ;
-  wire \$1345 ;
-  wire \$1346 ;
-  wire \$1347 ;
-  wire \$1348 ;
-  wire \$1349 ;
   wire \$135 ;
-  wire [15:0] \$1350 ;
-  wire [15:0] \$1351 ;
-  wire \$1352 ;
-  wire \$1353 ;
-  wire \$1354 ;
-  wire \$1355 ;
-  wire \$1356 ;
-  wire \$1357 ;
-  wire [15:0] \$1358 ;
-  wire [15:0] \$1359 ;
   wire \$136 ;
-  wire \$1360 ;
-  wire \$1361 ;
-  wire \$1362 ;
-  wire \$1363 ;
-  wire \$1364 ;
-  wire \$1365 ;
-  wire [15:0] \$1366 ;
-  wire [15:0] \$1367 ;
-  wire \$1368 ;
-  wire \$1369 ;
   wire \$137 ;
-  wire \$1370 ;
-  wire \$1371 ;
-  wire \$1372 ;
-  wire \$1373 ;
-  wire [15:0] \$1374 ;
-  wire [15:0] \$1375 ;
-  wire \$1376 ;
-  wire \$1377 ;
-  wire \$1378 ;
-  wire \$1379 ;
   wire \$138 ;
-  wire \$1380 ;
-  wire \$1381 ;
-  wire [15:0] \$1382 ;
-  wire [15:0] \$1383 ;
-  wire \$1384 ;
-  wire \$1385 ;
-  wire \$1386 ;
-  wire \$1387 ;
-  wire \$1388 ;
-  wire \$1389 ;
   wire \$139 ;
-  wire [15:0] \$1390 ;
-  wire [15:0] \$1391 ;
-  wire \$1392 ;
-  wire \$1393 ;
-  wire \$1394 ;
-  wire \$1395 ;
-  wire \$1396 ;
-  wire \$1397 ;
-  wire [15:0] \$1398 ;
-  wire [15:0] \$1399 ;
   wire \$14 ;
-  wire \$140 ;
-  wire \$1400 ;
-  wire \$1401 ;
-  wire \$1402 ;
-  wire \$1403 ;
-  wire \$1404 ;
-  wire \$1405 ;
-  wire [15:0] \$1406 ;
-  wire [15:0] \$1407 ;
-  wire \$1408 ;
-  wire \$1409 ;
-  wire \$141 ;
-  wire \$1410 ;
-  wire \$1411 ;
-  wire \$1412 ;
-  wire \$1413 ;
-  wire [15:0] \$1414 ;
-  wire [15:0] \$1415 ;
-  wire \$1416 ;
-  wire \$1417 ;
-  wire \$1418 ;
-  wire \$1419 ;
+  wire [15:0] \$140 ;
+  wire [18:0] \$141 ;
   wire \$142 ;
-  wire \$1420 ;
-  wire \$1421 ;
-  wire [15:0] \$1422 ;
-  wire [15:0] \$1423 ;
-  wire \$1424 ;
-  wire \$1425 ;
-  wire \$1426 ;
-  wire \$1427 ;
-  wire \$1428 ;
-  wire \$1429 ;
   wire \$143 ;
-  wire [15:0] \$1430 ;
-  wire [15:0] \$1431 ;
-  wire \$1432 ;
-  wire \$1433 ;
-  wire \$1434 ;
-  wire \$1435 ;
-  wire \$1436 ;
-  wire \$1437 ;
-  wire [15:0] \$1438 ;
-  wire [15:0] \$1439 ;
   wire \$144 ;
-  wire \$1440 ;
-  wire \$1441 ;
-  wire \$1442 ;
-  reg [15:0] \$1443 ;
-  reg [15:0] \$1444 ;
-  reg [15:0] \$1445 ;
-  wire [31:0] \$1446 ;
-  wire [31:0] \$1447 ;
-  wire [40:0] \$1448 ;
-  wire [41:0] \$1449 ;
   wire \$145 ;
-  wire \$1450 ;
-  wire [15:0] \$1451 ;
-  wire [31:0] \$1452 ;
-  wire [31:0] \$1453 ;
-  wire [40:0] \$1454 ;
-  wire [41:0] \$1455 ;
-  wire \$1456 ;
-  wire [15:0] \$1457 ;
-  wire [31:0] \$1458 ;
-  wire [31:0] \$1459 ;
   wire \$146 ;
-  wire [40:0] \$1460 ;
-  wire [41:0] \$1461 ;
-  wire \$1462 ;
-  wire [15:0] \$1463 ;
-  wire [31:0] \$1464 ;
-  wire [31:0] \$1465 ;
-  wire [40:0] \$1466 ;
-  wire [41:0] \$1467 ;
-  wire \$1468 ;
-  wire [15:0] \$1469 ;
   wire \$147 ;
-  wire [31:0] \$1470 ;
-  wire [31:0] \$1471 ;
-  wire [40:0] \$1472 ;
-  wire [41:0] \$1473 ;
-  wire \$1474 ;
-  wire [15:0] \$1475 ;
-  wire [31:0] \$1476 ;
-  wire [31:0] \$1477 ;
-  wire [40:0] \$1478 ;
-  wire [41:0] \$1479 ;
-  wire \$148 ;
-  wire \$1480 ;
-  wire [15:0] \$1481 ;
-  wire [31:0] \$1482 ;
-  wire [31:0] \$1483 ;
-  wire [40:0] \$1484 ;
-  wire [41:0] \$1485 ;
-  wire \$1486 ;
-  wire [15:0] \$1487 ;
-  wire [31:0] \$1488 ;
-  wire [31:0] \$1489 ;
-  wire \$149 ;
-  wire [40:0] \$1490 ;
-  wire [41:0] \$1491 ;
-  wire \$1492 ;
-  wire [15:0] \$1493 ;
-  wire [31:0] \$1494 ;
-  wire [31:0] \$1495 ;
-  wire [31:0] \$1496 ;
-  wire [31:0] \$1497 ;
-  wire [31:0] \$1498 ;
-  wire [31:0] \$1499 ;
+  wire [15:0] \$148 ;
+  wire [42:0] \$149 ;
   wire \$15 ;
   wire \$150 ;
-  wire [31:0] \$1500 ;
-  wire [31:0] \$1501 ;
-  wire [40:0] \$1502 ;
-  wire [40:0] \$1503 ;
-  wire [41:0] \$1504 ;
-  wire [40:0] \$1505 ;
-  wire [40:0] \$1506 ;
-  wire [41:0] \$1507 ;
-  wire [42:0] \$1508 ;
-  wire [43:0] \$1509 ;
   wire \$151 ;
-  wire [31:0] \$1510 ;
-  wire [31:0] \$1511 ;
-  wire [31:0] \$1512 ;
-  wire [31:0] \$1513 ;
-  wire [31:0] \$1514 ;
-  wire [31:0] \$1515 ;
-  wire [31:0] \$1516 ;
-  wire [31:0] \$1517 ;
-  wire [31:0] \$1518 ;
-  wire \$1519 ;
   wire \$152 ;
-  wire [15:0] \$1520 ;
-  wire [31:0] \$1521 ;
-  wire \$1522 ;
-  wire [15:0] \$1523 ;
-  wire [31:0] \$1524 ;
-  wire \$1525 ;
-  wire [15:0] \$1526 ;
-  wire [31:0] \$1527 ;
-  wire \$1528 ;
-  wire [15:0] \$1529 ;
-  wire [40:0] \$153 ;
-  wire [31:0] \$1530 ;
-  wire \$1531 ;
-  wire [15:0] \$1532 ;
-  wire [31:0] \$1533 ;
-  wire \$1534 ;
-  wire [15:0] \$1535 ;
-  wire [31:0] \$1536 ;
-  wire \$1537 ;
-  wire [15:0] \$1538 ;
-  wire [31:0] \$1539 ;
-  wire [15:0] \$154 ;
-  wire \$1540 ;
-  wire [15:0] \$1541 ;
-  wire [31:0] \$1542 ;
-  wire [31:0] \$1543 ;
-  wire [31:0] \$1544 ;
-  wire [31:0] \$1545 ;
-  wire [31:0] \$1546 ;
-  wire [31:0] \$1547 ;
-  wire [31:0] \$1548 ;
-  wire [31:0] \$1549 ;
+  wire \$153 ;
+  wire \$154 ;
   wire \$155 ;
-  wire [31:0] \$1550 ;
-  wire [31:0] \$1551 ;
-  wire [31:0] \$1552 ;
-  wire [31:0] \$1553 ;
-  wire [31:0] \$1554 ;
-  wire [31:0] \$1555 ;
-  wire [31:0] \$1556 ;
-  wire [31:0] \$1557 ;
-  reg \$1558 ;
-  reg \$1559 ;
-  wire \$156 ;
-  reg \$1560 ;
-  reg \$1561 ;
-  reg \$1562 ;
-  reg \$1563 ;
-  reg \$1564 ;
-  reg \$1565 ;
-  reg \$1566 ;
-  reg \$1567 ;
-  reg \$1568 ;
-  reg \$1569 ;
-  wire \$157 ;
-  reg \$1570 ;
-  reg [15:0] \$1571 ;
-  reg [15:0] \$1572 ;
-  reg [15:0] \$1573 ;
-  reg [15:0] \$1574 ;
-  reg [15:0] \$1575 ;
-  reg [15:0] \$1576 ;
-  reg [15:0] \$1577 ;
-  reg [15:0] \$1578 ;
-  reg [15:0] \$1579 ;
+  wire [15:0] \$156 ;
+  wire [42:0] \$157 ;
   wire \$158 ;
-  reg [15:0] \$1580 ;
-  reg [15:0] \$1581 ;
-  reg [15:0] \$1582 ;
-  reg [15:0] \$1583 ;
-  reg [15:0] \$1584 ;
-  reg [15:0] \$1585 ;
-  reg [15:0] \$1586 ;
-  reg [15:0] \$1587 ;
-  reg [15:0] \$1588 ;
-  reg [15:0] \$1589 ;
   wire \$159 ;
-  reg [15:0] \$1590 ;
-  reg [15:0] \$1591 ;
-  reg [15:0] \$1592 ;
-  reg [15:0] \$1593 ;
-  reg [15:0] \$1594 ;
-  reg [15:0] \$1595 ;
-  reg [15:0] \$1596 ;
-  reg [15:0] \$1597 ;
-  reg [15:0] \$1598 ;
-  reg [15:0] \$1599 ;
-  wire \$16 ;
+  wire [15:0] \$16 ;
   wire \$160 ;
-  reg [15:0] \$1600 ;
-  reg [15:0] \$1601 ;
-  reg [15:0] \$1602 ;
-  reg [15:0] \$1603 ;
-  reg [4:0] \$1604 ;
-  reg \$1605 ;
-  reg [3:0] \$1606 ;
-  reg \$1607 ;
-  reg \$1608 ;
-  reg [15:0] \$1609 ;
   wire \$161 ;
-  reg [15:0] \$1610 ;
-  reg [15:0] \$1611 ;
-  reg [15:0] \$1612 ;
-  reg [1:0] \$1613 ;
-  reg [39:0] \$1614 ;
-  reg [31:0] \$1615 ;
-  reg [31:0] \$1616 ;
-  reg [41:0] \$1617 ;
-  reg [15:0] \$1618 ;
-  reg [39:0] \$1619 ;
   wire \$162 ;
-  reg [31:0] \$1620 ;
-  reg [31:0] \$1621 ;
-  reg [41:0] \$1622 ;
-  reg [15:0] \$1623 ;
-  reg [39:0] \$1624 ;
-  reg [31:0] \$1625 ;
-  reg [31:0] \$1626 ;
-  reg [41:0] \$1627 ;
-  reg [15:0] \$1628 ;
-  reg [39:0] \$1629 ;
   wire \$163 ;
-  reg [31:0] \$1630 ;
-  reg [31:0] \$1631 ;
-  reg [41:0] \$1632 ;
-  reg [15:0] \$1633 ;
-  reg [39:0] \$1634 ;
-  reg [31:0] \$1635 ;
-  reg [31:0] \$1636 ;
-  reg [41:0] \$1637 ;
-  reg [15:0] \$1638 ;
-  reg [39:0] \$1639 ;
-  wire \$164 ;
-  reg [31:0] \$1640 ;
-  reg [31:0] \$1641 ;
-  reg [41:0] \$1642 ;
-  reg [15:0] \$1643 ;
-  reg [39:0] \$1644 ;
-  reg [31:0] \$1645 ;
-  reg [31:0] \$1646 ;
-  reg [41:0] \$1647 ;
-  reg [15:0] \$1648 ;
-  reg [39:0] \$1649 ;
-  wire \$165 ;
-  reg [31:0] \$1650 ;
-  reg [31:0] \$1651 ;
-  reg [41:0] \$1652 ;
-  reg [15:0] \$1653 ;
-  reg [39:0] \$1654 ;
-  reg [31:0] \$1655 ;
-  reg [31:0] \$1656 ;
-  reg [31:0] \$1657 ;
-  reg [31:0] \$1658 ;
-  reg [31:0] \$1659 ;
+  wire [15:0] \$164 ;
+  wire [42:0] \$165 ;
   wire \$166 ;
-  reg [31:0] \$1660 ;
-  reg [31:0] \$1661 ;
-  reg [31:0] \$1662 ;
-  reg [41:0] \$1663 ;
-  reg [41:0] \$1664 ;
-  reg [39:0] \$1665 ;
-  reg [43:0] \$1666 ;
-  reg [15:0] \$1667 ;
-  reg [15:0] \$1668 ;
-  reg [15:0] \$1669 ;
   wire \$167 ;
-  reg [15:0] \$1670 ;
-  reg [15:0] \$1671 ;
-  reg [15:0] \$1672 ;
-  reg [15:0] \$1673 ;
-  reg [15:0] \$1674 ;
-  reg [1:0] \$1675 ;
-  reg [1:0] \$1676 ;
-  reg [1:0] \$1677 ;
-  reg [1:0] \$1678 ;
-  reg [1:0] \$1679 ;
   wire \$168 ;
-  reg [1:0] \$1680 ;
-  reg [1:0] \$1681 ;
-  reg [15:0] \$1682 ;
-  reg [15:0] \$1683 ;
-  reg [15:0] \$1684 ;
-  reg [15:0] \$1685 ;
-  reg [15:0] \$1686 ;
-  reg [15:0] \$1687 ;
-  reg [15:0] \$1688 ;
-  reg [15:0] \$1689 ;
   wire \$169 ;
-  reg [15:0] \$1690 ;
-  reg [15:0] \$1691 ;
-  reg [15:0] \$1692 ;
-  reg [15:0] \$1693 ;
-  reg [15:0] \$1694 ;
-  reg [15:0] \$1695 ;
-  reg [15:0] \$1696 ;
-  reg [15:0] \$1697 ;
-  reg [15:0] \$1698 ;
-  reg [15:0] \$1699 ;
-  wire \$17 ;
+  wire [42:0] \$17 ;
   wire \$170 ;
-  reg [15:0] \$1700 ;
-  reg [15:0] \$1701 ;
-  reg [15:0] \$1702 ;
-  reg [15:0] \$1703 ;
-  reg [15:0] \$1704 ;
-  reg [15:0] \$1705 ;
-  reg [15:0] \$1706 ;
-  reg [15:0] \$1707 ;
-  reg [15:0] \$1708 ;
-  reg [15:0] \$1709 ;
   wire \$171 ;
-  reg [15:0] \$1710 ;
-  reg [15:0] \$1711 ;
-  reg [15:0] \$1712 ;
-  reg [15:0] \$1713 ;
-  reg [15:0] \$1714 ;
-  reg [15:0] \$1715 ;
-  reg [15:0] \$1716 ;
-  reg [15:0] \$1717 ;
-  reg [15:0] \$1718 ;
-  reg [15:0] \$1719 ;
-  wire \$172 ;
-  reg [15:0] \$1720 ;
-  reg [15:0] \$1721 ;
-  reg [15:0] \$1722 ;
-  reg [31:0] \$1723 ;
-  reg [15:0] \$1724 ;
-  reg [31:0] \$1725 ;
-  reg [15:0] \$1726 ;
-  reg [31:0] \$1727 ;
-  reg [15:0] \$1728 ;
-  reg [31:0] \$1729 ;
-  wire \$173 ;
-  reg [15:0] \$1730 ;
-  reg [31:0] \$1731 ;
-  reg [15:0] \$1732 ;
-  reg [31:0] \$1733 ;
-  reg [15:0] \$1734 ;
-  reg [31:0] \$1735 ;
-  reg [15:0] \$1736 ;
-  reg [31:0] \$1737 ;
-  reg [15:0] \$1738 ;
-  reg [15:0] \$1739 ;
+  wire [15:0] \$172 ;
+  wire [42:0] \$173 ;
   wire \$174 ;
-  reg [15:0] \$1740 ;
-  reg [31:0] \$1741 ;
-  reg [15:0] \$1742 ;
-  reg [15:0] \$1743 ;
-  reg [31:0] \$1744 ;
-  reg [15:0] \$1745 ;
-  reg [15:0] \$1746 ;
-  reg [31:0] \$1747 ;
-  reg [15:0] \$1748 ;
-  reg [15:0] \$1749 ;
-  wire [40:0] \$175 ;
-  reg [31:0] \$1750 ;
-  reg [15:0] \$1751 ;
-  reg [15:0] \$1752 ;
-  reg [31:0] \$1753 ;
-  reg [15:0] \$1754 ;
-  reg [15:0] \$1755 ;
-  reg [31:0] \$1756 ;
-  reg [15:0] \$1757 ;
-  reg [15:0] \$1758 ;
-  reg [31:0] \$1759 ;
-  wire [15:0] \$176 ;
-  reg [15:0] \$1760 ;
-  reg [15:0] \$1761 ;
-  reg [31:0] \$1762 ;
-  reg [15:0] \$1763 ;
-  reg [15:0] \$1764 ;
-  reg [15:0] \$1765 ;
-  reg [15:0] \$1766 ;
-  reg [15:0] \$1767 ;
-  reg [15:0] \$1768 ;
-  reg [15:0] \$1769 ;
+  wire \$175 ;
+  wire \$176 ;
   wire \$177 ;
-  reg [15:0] \$1770 ;
-  reg [15:0] \$1771 ;
-  reg [15:0] \$1772 ;
-  reg [15:0] \$1773 ;
-  reg [15:0] \$1774 ;
-  reg [15:0] \$1775 ;
-  reg [15:0] \$1776 ;
-  reg [15:0] \$1777 ;
-  reg [15:0] \$1778 ;
-  reg [15:0] \$1779 ;
   wire \$178 ;
-  reg [15:0] \$1780 ;
-  reg [15:0] \$1781 ;
-  reg [15:0] \$1782 ;
-  reg [15:0] \$1783 ;
-  reg [15:0] \$1784 ;
-  reg [31:0] \$1785 ;
-  reg [15:0] \$1786 ;
-  reg [31:0] \$1787 ;
-  reg [15:0] \$1788 ;
-  reg [31:0] \$1789 ;
   wire \$179 ;
-  reg [15:0] \$1790 ;
-  reg [31:0] \$1791 ;
-  reg [15:0] \$1792 ;
-  reg [31:0] \$1793 ;
-  reg [15:0] \$1794 ;
-  reg [31:0] \$1795 ;
-  reg [15:0] \$1796 ;
-  reg [31:0] \$1797 ;
-  reg [15:0] \$1798 ;
-  reg [31:0] \$1799 ;
   wire \$18 ;
-  wire \$180 ;
-  reg [15:0] \$1800 ;
-  reg [31:0] \$1801 ;
-  reg [15:0] \$1802 ;
-  reg [31:0] \$1803 ;
-  reg [15:0] \$1804 ;
-  reg [31:0] \$1805 ;
-  reg [15:0] \$1806 ;
-  reg [31:0] \$1807 ;
-  reg [15:0] \$1808 ;
-  reg [31:0] \$1809 ;
-  wire \$181 ;
-  reg [15:0] \$1810 ;
-  reg [31:0] \$1811 ;
-  reg [15:0] \$1812 ;
-  reg [31:0] \$1813 ;
-  reg [15:0] \$1814 ;
-  reg [31:0] \$1815 ;
-  reg [15:0] \$1816 ;
-  reg [15:0] \$1817 ;
-  reg [15:0] \$1818 ;
-  reg [15:0] \$1819 ;
+  wire [15:0] \$180 ;
+  wire [42:0] \$181 ;
   wire \$182 ;
-  reg [15:0] \$1820 ;
-  reg [15:0] \$1821 ;
-  reg [15:0] \$1822 ;
-  reg [15:0] \$1823 ;
-  reg [15:0] \$1824 ;
-  reg [15:0] \$1825 ;
-  reg [15:0] \$1826 ;
-  reg [15:0] \$1827 ;
-  reg [15:0] \$1828 ;
-  reg [15:0] \$1829 ;
   wire \$183 ;
-  reg [15:0] \$1830 ;
-  reg [15:0] \$1831 ;
-  reg [15:0] \$1832 ;
   wire \$184 ;
   wire \$185 ;
   wire \$186 ;
   wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
+  wire [15:0] \$188 ;
+  wire [42:0] \$189 ;
   wire \$19 ;
   wire \$190 ;
   wire \$191 ;
@@ -1119,44 +411,44 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$193 ;
   wire \$194 ;
   wire \$195 ;
-  wire \$196 ;
-  wire [40:0] \$197 ;
-  wire [15:0] \$198 ;
+  wire [15:0] \$196 ;
+  wire [42:0] \$197 ;
+  wire \$198 ;
   wire \$199 ;
   wire \$2 ;
   wire \$20 ;
   wire \$200 ;
   wire \$201 ;
-  wire [15:0] \$202 ;
+  wire \$202 ;
   wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
+  wire [15:0] \$204 ;
+  wire [42:0] \$205 ;
   wire \$206 ;
   wire \$207 ;
   wire \$208 ;
   wire \$209 ;
-  wire [40:0] \$21 ;
+  wire \$21 ;
   wire \$210 ;
   wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
+  wire [15:0] \$212 ;
+  wire [34:0] \$213 ;
   wire \$214 ;
   wire \$215 ;
   wire \$216 ;
   wire \$217 ;
   wire \$218 ;
   wire \$219 ;
-  wire [15:0] \$22 ;
-  wire \$220 ;
-  wire \$221 ;
+  wire \$22 ;
+  wire [15:0] \$220 ;
+  wire [34:0] \$221 ;
   wire \$222 ;
-  wire [32:0] \$223 ;
-  wire [15:0] \$224 ;
+  wire \$223 ;
+  wire \$224 ;
   wire \$225 ;
   wire \$226 ;
   wire \$227 ;
-  wire \$228 ;
-  wire \$229 ;
+  wire [15:0] \$228 ;
+  wire [34:0] \$229 ;
   wire \$23 ;
   wire \$230 ;
   wire \$231 ;
@@ -1164,26 +456,26 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$233 ;
   wire \$234 ;
   wire \$235 ;
-  wire \$236 ;
-  wire \$237 ;
+  wire [15:0] \$236 ;
+  wire [34:0] \$237 ;
   wire \$238 ;
   wire \$239 ;
-  wire \$24 ;
+  wire [15:0] \$24 ;
   wire \$240 ;
   wire \$241 ;
   wire \$242 ;
   wire \$243 ;
-  wire \$244 ;
-  wire [32:0] \$245 ;
-  wire [15:0] \$246 ;
+  wire [15:0] \$244 ;
+  wire [34:0] \$245 ;
+  wire \$246 ;
   wire \$247 ;
   wire \$248 ;
   wire \$249 ;
-  wire \$25 ;
+  wire [42:0] \$25 ;
   wire \$250 ;
   wire \$251 ;
-  wire \$252 ;
-  wire \$253 ;
+  wire [15:0] \$252 ;
+  wire [34:0] \$253 ;
   wire \$254 ;
   wire \$255 ;
   wire \$256 ;
@@ -1191,16 +483,16 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$258 ;
   wire \$259 ;
   wire \$26 ;
-  wire \$260 ;
-  wire \$261 ;
+  wire [15:0] \$260 ;
+  wire [34:0] \$261 ;
   wire \$262 ;
   wire \$263 ;
   wire \$264 ;
   wire \$265 ;
   wire \$266 ;
-  wire [32:0] \$267 ;
+  wire \$267 ;
   wire [15:0] \$268 ;
-  wire \$269 ;
+  wire [34:0] \$269 ;
   wire \$27 ;
   wire \$270 ;
   wire \$271 ;
@@ -1208,8 +500,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$273 ;
   wire \$274 ;
   wire \$275 ;
-  wire \$276 ;
-  wire \$277 ;
+  wire [15:0] \$276 ;
+  wire [34:0] \$277 ;
   wire \$278 ;
   wire \$279 ;
   wire \$28 ;
@@ -1217,17 +509,17 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$281 ;
   wire \$282 ;
   wire \$283 ;
-  wire \$284 ;
-  wire \$285 ;
+  wire [15:0] \$284 ;
+  wire [34:0] \$285 ;
   wire \$286 ;
   wire \$287 ;
   wire \$288 ;
-  wire [32:0] \$289 ;
+  wire \$289 ;
   wire \$29 ;
-  wire [15:0] \$290 ;
+  wire \$290 ;
   wire \$291 ;
-  wire \$292 ;
-  wire \$293 ;
+  wire [15:0] \$292 ;
+  wire [34:0] \$293 ;
   wire \$294 ;
   wire \$295 ;
   wire \$296 ;
@@ -1236,69 +528,69 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$299 ;
   wire \$3 ;
   wire \$30 ;
-  wire \$300 ;
-  wire \$301 ;
+  wire [15:0] \$300 ;
+  wire [34:0] \$301 ;
   wire \$302 ;
   wire \$303 ;
   wire \$304 ;
   wire \$305 ;
   wire \$306 ;
   wire \$307 ;
-  wire \$308 ;
-  wire \$309 ;
+  wire [15:0] \$308 ;
+  wire [34:0] \$309 ;
   wire \$31 ;
   wire \$310 ;
-  wire [32:0] \$311 ;
-  wire [15:0] \$312 ;
+  wire \$311 ;
+  wire \$312 ;
   wire \$313 ;
   wire \$314 ;
   wire \$315 ;
-  wire \$316 ;
-  wire \$317 ;
+  wire [15:0] \$316 ;
+  wire [34:0] \$317 ;
   wire \$318 ;
   wire \$319 ;
-  wire \$32 ;
+  wire [15:0] \$32 ;
   wire \$320 ;
   wire \$321 ;
   wire \$322 ;
   wire \$323 ;
-  wire \$324 ;
-  wire \$325 ;
+  wire [15:0] \$324 ;
+  wire [34:0] \$325 ;
   wire \$326 ;
   wire \$327 ;
   wire \$328 ;
   wire \$329 ;
-  wire \$33 ;
+  wire [42:0] \$33 ;
   wire \$330 ;
   wire \$331 ;
-  wire \$332 ;
-  wire [32:0] \$333 ;
-  wire [15:0] \$334 ;
+  wire [15:0] \$332 ;
+  wire [34:0] \$333 ;
+  wire \$334 ;
   wire \$335 ;
   wire \$336 ;
   wire \$337 ;
   wire \$338 ;
   wire \$339 ;
   wire \$34 ;
-  wire \$340 ;
-  wire \$341 ;
+  wire [15:0] \$340 ;
+  wire [18:0] \$341 ;
   wire \$342 ;
   wire \$343 ;
   wire \$344 ;
   wire \$345 ;
   wire \$346 ;
   wire \$347 ;
-  wire \$348 ;
-  wire \$349 ;
+  wire [15:0] \$348 ;
+  wire [18:0] \$349 ;
   wire \$35 ;
   wire \$350 ;
   wire \$351 ;
   wire \$352 ;
   wire \$353 ;
   wire \$354 ;
-  wire [32:0] \$355 ;
+  wire \$355 ;
   wire [15:0] \$356 ;
-  wire \$357 ;
+  wire [18:0] \$357 ;
   wire \$358 ;
   wire \$359 ;
   wire \$36 ;
@@ -1306,8 +598,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$361 ;
   wire \$362 ;
   wire \$363 ;
-  wire \$364 ;
-  wire \$365 ;
+  wire [15:0] \$364 ;
+  wire [18:0] \$365 ;
   wire \$366 ;
   wire \$367 ;
   wire \$368 ;
@@ -1315,25 +607,25 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$37 ;
   wire \$370 ;
   wire \$371 ;
-  wire \$372 ;
-  wire \$373 ;
+  wire [15:0] \$372 ;
+  wire [18:0] \$373 ;
   wire \$374 ;
   wire \$375 ;
   wire \$376 ;
-  wire [32:0] \$377 ;
-  wire [15:0] \$378 ;
+  wire \$377 ;
+  wire \$378 ;
   wire \$379 ;
   wire \$38 ;
-  wire \$380 ;
-  wire \$381 ;
+  wire [15:0] \$380 ;
+  wire [18:0] \$381 ;
   wire \$382 ;
   wire \$383 ;
   wire \$384 ;
   wire \$385 ;
   wire \$386 ;
   wire \$387 ;
-  wire \$388 ;
-  wire \$389 ;
+  wire [15:0] \$388 ;
+  wire [18:0] \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
@@ -1341,61 +633,61 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$393 ;
   wire \$394 ;
   wire \$395 ;
-  wire \$396 ;
-  wire \$397 ;
+  wire [15:0] \$396 ;
+  wire [18:0] \$397 ;
   wire \$398 ;
-  wire [16:0] \$399 ;
+  wire \$399 ;
   wire \$4 ;
-  wire \$40 ;
-  wire [15:0] \$400 ;
+  wire [15:0] \$40 ;
+  wire \$400 ;
   wire \$401 ;
   wire \$402 ;
   wire \$403 ;
-  wire \$404 ;
+  wire [15:0] \$404 ;
   wire \$405 ;
   wire \$406 ;
-  wire \$407 ;
-  wire \$408 ;
-  wire \$409 ;
-  wire \$41 ;
-  wire \$410 ;
-  wire \$411 ;
-  wire \$412 ;
-  wire \$413 ;
-  wire \$414 ;
-  wire \$415 ;
-  wire \$416 ;
-  wire \$417 ;
-  wire \$418 ;
-  wire \$419 ;
+  wire [16:0] \$407 ;
+  wire [16:0] \$408 ;
+  wire [16:0] \$409 ;
+  wire [42:0] \$41 ;
+  wire [16:0] \$410 ;
+  wire [16:0] \$411 ;
+  wire [16:0] \$412 ;
+  wire [16:0] \$413 ;
+  wire [16:0] \$414 ;
+  wire [16:0] \$415 ;
+  wire [16:0] \$416 ;
+  wire [16:0] \$417 ;
+  wire [16:0] \$418 ;
+  wire [16:0] \$419 ;
   wire \$42 ;
-  wire \$420 ;
-  wire [40:0] \$421 ;
-  wire [15:0] \$422 ;
-  wire \$423 ;
-  wire \$424 ;
-  wire \$425 ;
-  wire \$426 ;
-  wire \$427 ;
-  wire \$428 ;
-  wire \$429 ;
-  wire [40:0] \$43 ;
-  wire \$430 ;
-  wire \$431 ;
-  wire \$432 ;
-  wire \$433 ;
-  wire \$434 ;
-  wire \$435 ;
-  wire \$436 ;
-  wire \$437 ;
-  wire \$438 ;
-  wire \$439 ;
-  wire [15:0] \$44 ;
+  wire [16:0] \$420 ;
+  wire [16:0] \$421 ;
+  wire [16:0] \$422 ;
+  wire [16:0] \$423 ;
+  wire [16:0] \$424 ;
+  wire [16:0] \$425 ;
+  wire [16:0] \$426 ;
+  wire [16:0] \$427 ;
+  wire [16:0] \$428 ;
+  wire [16:0] \$429 ;
+  wire \$43 ;
+  wire [16:0] \$430 ;
+  wire [16:0] \$431 ;
+  wire [16:0] \$432 ;
+  wire [16:0] \$433 ;
+  wire [16:0] \$434 ;
+  wire [16:0] \$435 ;
+  wire [16:0] \$436 ;
+  wire [16:0] \$437 ;
+  wire [16:0] \$438 ;
+  wire [16:0] \$439 ;
+  wire \$44 ;
   wire \$440 ;
   wire \$441 ;
   wire \$442 ;
-  wire [40:0] \$443 ;
-  wire [15:0] \$444 ;
+  wire \$443 ;
+  wire \$444 ;
   wire \$445 ;
   wire \$446 ;
   wire \$447 ;
@@ -1406,7 +698,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$451 ;
   wire \$452 ;
   wire \$453 ;
-  wire \$454 ;
+  wire [6:0] \$454 ;
   wire \$455 ;
   wire \$456 ;
   wire \$457 ;
@@ -1418,8 +710,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$462 ;
   wire \$463 ;
   wire \$464 ;
-  wire [40:0] \$465 ;
-  wire [15:0] \$466 ;
+  wire [6:0] \$465 ;
+  wire \$466 ;
   wire \$467 ;
   wire \$468 ;
   wire \$469 ;
@@ -1434,28 +726,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$477 ;
   wire \$478 ;
   wire \$479 ;
-  wire \$48 ;
+  wire [15:0] \$48 ;
   wire \$480 ;
   wire \$481 ;
-  wire \$482 ;
-  wire \$483 ;
+  wire [15:0] \$482 ;
+  wire [15:0] \$483 ;
   wire \$484 ;
   wire \$485 ;
   wire \$486 ;
-  wire [40:0] \$487 ;
-  wire [15:0] \$488 ;
+  wire \$487 ;
+  wire \$488 ;
   wire \$489 ;
-  wire \$49 ;
-  wire \$490 ;
-  wire \$491 ;
+  wire [42:0] \$49 ;
+  wire [15:0] \$490 ;
+  wire [15:0] \$491 ;
   wire \$492 ;
   wire \$493 ;
   wire \$494 ;
   wire \$495 ;
   wire \$496 ;
   wire \$497 ;
-  wire \$498 ;
-  wire \$499 ;
+  wire [15:0] \$498 ;
+  wire [15:0] \$499 ;
   wire \$5 ;
   wire \$50 ;
   wire \$500 ;
@@ -1464,17 +756,17 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$503 ;
   wire \$504 ;
   wire \$505 ;
-  wire \$506 ;
-  wire \$507 ;
+  wire [15:0] \$506 ;
+  wire [15:0] \$507 ;
   wire \$508 ;
-  wire [40:0] \$509 ;
+  wire \$509 ;
   wire \$51 ;
-  wire [15:0] \$510 ;
+  wire \$510 ;
   wire \$511 ;
   wire \$512 ;
   wire \$513 ;
-  wire \$514 ;
-  wire \$515 ;
+  wire [15:0] \$514 ;
+  wire [15:0] \$515 ;
   wire \$516 ;
   wire \$517 ;
   wire \$518 ;
@@ -1482,8 +774,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$52 ;
   wire \$520 ;
   wire \$521 ;
-  wire \$522 ;
-  wire \$523 ;
+  wire [15:0] \$522 ;
+  wire [15:0] \$523 ;
   wire \$524 ;
   wire \$525 ;
   wire \$526 ;
@@ -1491,16 +783,16 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$528 ;
   wire \$529 ;
   wire \$53 ;
-  wire \$530 ;
-  wire [40:0] \$531 ;
-  wire [15:0] \$532 ;
+  wire [15:0] \$530 ;
+  wire [15:0] \$531 ;
+  wire \$532 ;
   wire \$533 ;
   wire \$534 ;
   wire \$535 ;
   wire \$536 ;
   wire \$537 ;
-  wire \$538 ;
-  wire \$539 ;
+  wire [15:0] \$538 ;
+  wire [15:0] \$539 ;
   wire \$54 ;
   wire \$540 ;
   wire \$541 ;
@@ -1508,43 +800,43 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$543 ;
   wire \$544 ;
   wire \$545 ;
-  wire \$546 ;
-  wire \$547 ;
+  wire [15:0] \$546 ;
+  wire [15:0] \$547 ;
   wire \$548 ;
   wire \$549 ;
   wire \$55 ;
   wire \$550 ;
   wire \$551 ;
   wire \$552 ;
-  wire [40:0] \$553 ;
+  wire \$553 ;
   wire [15:0] \$554 ;
-  wire \$555 ;
+  wire [15:0] \$555 ;
   wire \$556 ;
   wire \$557 ;
   wire \$558 ;
   wire \$559 ;
-  wire \$56 ;
+  wire [15:0] \$56 ;
   wire \$560 ;
   wire \$561 ;
-  wire \$562 ;
-  wire \$563 ;
+  wire [15:0] \$562 ;
+  wire [15:0] \$563 ;
   wire \$564 ;
   wire \$565 ;
   wire \$566 ;
   wire \$567 ;
   wire \$568 ;
   wire \$569 ;
-  wire \$57 ;
-  wire \$570 ;
-  wire \$571 ;
+  wire [42:0] \$57 ;
+  wire [15:0] \$570 ;
+  wire [15:0] \$571 ;
   wire \$572 ;
   wire \$573 ;
   wire \$574 ;
-  wire [40:0] \$575 ;
-  wire [15:0] \$576 ;
+  wire \$575 ;
+  wire \$576 ;
   wire \$577 ;
-  wire \$578 ;
-  wire \$579 ;
+  wire [15:0] \$578 ;
+  wire [15:0] \$579 ;
   wire \$58 ;
   wire \$580 ;
   wire \$581 ;
@@ -1552,8 +844,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$583 ;
   wire \$584 ;
   wire \$585 ;
-  wire \$586 ;
-  wire \$587 ;
+  wire [15:0] \$586 ;
+  wire [15:0] \$587 ;
   wire \$588 ;
   wire \$589 ;
   wire \$59 ;
@@ -1561,18 +853,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$591 ;
   wire \$592 ;
   wire \$593 ;
-  wire \$594 ;
-  wire \$595 ;
+  wire [15:0] \$594 ;
+  wire [15:0] \$595 ;
   wire \$596 ;
-  wire [32:0] \$597 ;
-  wire [15:0] \$598 ;
+  wire \$597 ;
+  wire \$598 ;
   wire \$599 ;
   wire \$6 ;
   wire \$60 ;
   wire \$600 ;
   wire \$601 ;
-  wire \$602 ;
-  wire \$603 ;
+  wire [15:0] \$602 ;
+  wire [15:0] \$603 ;
   wire \$604 ;
   wire \$605 ;
   wire \$606 ;
@@ -1580,25 +872,25 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$608 ;
   wire \$609 ;
   wire \$61 ;
-  wire \$610 ;
-  wire \$611 ;
+  wire [15:0] \$610 ;
+  wire [15:0] \$611 ;
   wire \$612 ;
   wire \$613 ;
   wire \$614 ;
   wire \$615 ;
   wire \$616 ;
   wire \$617 ;
-  wire \$618 ;
-  wire [32:0] \$619 ;
+  wire [15:0] \$618 ;
+  wire [15:0] \$619 ;
   wire \$62 ;
-  wire [15:0] \$620 ;
+  wire \$620 ;
   wire \$621 ;
   wire \$622 ;
   wire \$623 ;
   wire \$624 ;
   wire \$625 ;
-  wire \$626 ;
-  wire \$627 ;
+  wire [15:0] \$626 ;
+  wire [15:0] \$627 ;
   wire \$628 ;
   wire \$629 ;
   wire \$63 ;
@@ -1606,43 +898,43 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$631 ;
   wire \$632 ;
   wire \$633 ;
-  wire \$634 ;
-  wire \$635 ;
+  wire [15:0] \$634 ;
+  wire [15:0] \$635 ;
   wire \$636 ;
   wire \$637 ;
   wire \$638 ;
   wire \$639 ;
-  wire \$64 ;
+  wire [15:0] \$64 ;
   wire \$640 ;
-  wire [32:0] \$641 ;
+  wire \$641 ;
   wire [15:0] \$642 ;
-  wire \$643 ;
+  wire [15:0] \$643 ;
   wire \$644 ;
   wire \$645 ;
   wire \$646 ;
   wire \$647 ;
   wire \$648 ;
   wire \$649 ;
-  wire [40:0] \$65 ;
-  wire \$650 ;
-  wire \$651 ;
+  wire [42:0] \$65 ;
+  wire [15:0] \$650 ;
+  wire [15:0] \$651 ;
   wire \$652 ;
   wire \$653 ;
   wire \$654 ;
   wire \$655 ;
   wire \$656 ;
   wire \$657 ;
-  wire \$658 ;
-  wire \$659 ;
-  wire [15:0] \$66 ;
+  wire [15:0] \$658 ;
+  wire [15:0] \$659 ;
+  wire \$66 ;
   wire \$660 ;
   wire \$661 ;
   wire \$662 ;
-  wire [32:0] \$663 ;
-  wire [15:0] \$664 ;
+  wire \$663 ;
+  wire \$664 ;
   wire \$665 ;
-  wire \$666 ;
-  wire \$667 ;
+  wire [15:0] \$666 ;
+  wire [15:0] \$667 ;
   wire \$668 ;
   wire \$669 ;
   wire \$67 ;
@@ -1650,8 +942,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$671 ;
   wire \$672 ;
   wire \$673 ;
-  wire \$674 ;
-  wire \$675 ;
+  wire [15:0] \$674 ;
+  wire [15:0] \$675 ;
   wire \$676 ;
   wire \$677 ;
   wire \$678 ;
@@ -1659,25 +951,25 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$68 ;
   wire \$680 ;
   wire \$681 ;
-  wire \$682 ;
-  wire \$683 ;
+  wire [15:0] \$682 ;
+  wire [15:0] \$683 ;
   wire \$684 ;
-  wire [32:0] \$685 ;
-  wire [15:0] \$686 ;
+  wire \$685 ;
+  wire \$686 ;
   wire \$687 ;
   wire \$688 ;
   wire \$689 ;
   wire \$69 ;
-  wire \$690 ;
-  wire \$691 ;
+  wire [15:0] \$690 ;
+  wire [15:0] \$691 ;
   wire \$692 ;
   wire \$693 ;
   wire \$694 ;
   wire \$695 ;
   wire \$696 ;
   wire \$697 ;
-  wire \$698 ;
-  wire \$699 ;
+  wire [15:0] \$698 ;
+  wire [15:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
   wire \$700 ;
@@ -1686,432 +978,332 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$703 ;
   wire \$704 ;
   wire \$705 ;
-  wire \$706 ;
-  wire [32:0] \$707 ;
-  wire [15:0] \$708 ;
+  wire [15:0] \$706 ;
+  wire [15:0] \$707 ;
+  wire \$708 ;
   wire \$709 ;
   wire \$71 ;
   wire \$710 ;
   wire \$711 ;
   wire \$712 ;
   wire \$713 ;
-  wire \$714 ;
-  wire \$715 ;
+  wire [15:0] \$714 ;
+  wire [15:0] \$715 ;
   wire \$716 ;
   wire \$717 ;
   wire \$718 ;
   wire \$719 ;
-  wire \$72 ;
+  wire [15:0] \$72 ;
   wire \$720 ;
   wire \$721 ;
-  wire \$722 ;
-  wire \$723 ;
+  wire [15:0] \$722 ;
+  wire [15:0] \$723 ;
   wire \$724 ;
   wire \$725 ;
   wire \$726 ;
   wire \$727 ;
   wire \$728 ;
-  wire [32:0] \$729 ;
+  wire \$729 ;
   wire \$73 ;
   wire [15:0] \$730 ;
-  wire \$731 ;
+  wire [15:0] \$731 ;
   wire \$732 ;
   wire \$733 ;
   wire \$734 ;
   wire \$735 ;
   wire \$736 ;
   wire \$737 ;
-  wire \$738 ;
-  wire \$739 ;
+  wire [15:0] \$738 ;
+  wire [15:0] \$739 ;
   wire \$74 ;
   wire \$740 ;
   wire \$741 ;
   wire \$742 ;
-  wire \$743 ;
-  wire \$744 ;
-  wire \$745 ;
-  wire \$746 ;
-  wire \$747 ;
-  wire \$748 ;
-  wire \$749 ;
+  reg [15:0] \$743 ;
+  reg [15:0] \$744 ;
+  reg [15:0] \$745 ;
+  wire [31:0] \$746 ;
+  wire [31:0] \$747 ;
+  wire [40:0] \$748 ;
+  wire [41:0] \$749 ;
   wire \$75 ;
-  wire \$750 ;
-  wire [32:0] \$751 ;
-  wire [15:0] \$752 ;
-  wire \$753 ;
-  wire \$754 ;
-  wire \$755 ;
-  wire \$756 ;
-  wire \$757 ;
-  wire \$758 ;
-  wire \$759 ;
-  wire \$76 ;
-  wire \$760 ;
-  wire \$761 ;
-  wire \$762 ;
-  wire \$763 ;
-  wire \$764 ;
-  wire \$765 ;
-  wire \$766 ;
-  wire \$767 ;
-  wire \$768 ;
-  wire \$769 ;
-  wire \$77 ;
-  wire \$770 ;
-  wire \$771 ;
-  wire \$772 ;
-  wire [32:0] \$773 ;
-  wire [15:0] \$774 ;
-  wire \$775 ;
-  wire \$776 ;
-  wire \$777 ;
-  wire \$778 ;
-  wire \$779 ;
+  wire [15:0] \$750 ;
+  wire [31:0] \$751 ;
+  wire [31:0] \$752 ;
+  wire [40:0] \$753 ;
+  wire [41:0] \$754 ;
+  wire [15:0] \$755 ;
+  wire [31:0] \$756 ;
+  wire [31:0] \$757 ;
+  wire [40:0] \$758 ;
+  wire [41:0] \$759 ;
+  wire [15:0] \$76 ;
+  wire [15:0] \$760 ;
+  wire [31:0] \$761 ;
+  wire [31:0] \$762 ;
+  wire [40:0] \$763 ;
+  wire [41:0] \$764 ;
+  wire [15:0] \$765 ;
+  wire [31:0] \$766 ;
+  wire [31:0] \$767 ;
+  wire [40:0] \$768 ;
+  wire [41:0] \$769 ;
+  wire [34:0] \$77 ;
+  wire [15:0] \$770 ;
+  wire [31:0] \$771 ;
+  wire [31:0] \$772 ;
+  wire [40:0] \$773 ;
+  wire [41:0] \$774 ;
+  wire [15:0] \$775 ;
+  wire [31:0] \$776 ;
+  wire [31:0] \$777 ;
+  wire [40:0] \$778 ;
+  wire [41:0] \$779 ;
   wire \$78 ;
-  wire \$780 ;
-  wire \$781 ;
-  wire \$782 ;
-  wire \$783 ;
-  wire \$784 ;
-  wire \$785 ;
-  wire \$786 ;
-  wire \$787 ;
-  wire \$788 ;
-  wire \$789 ;
+  wire [15:0] \$780 ;
+  wire [31:0] \$781 ;
+  wire [31:0] \$782 ;
+  wire [40:0] \$783 ;
+  wire [41:0] \$784 ;
+  wire [15:0] \$785 ;
+  wire [31:0] \$786 ;
+  wire [31:0] \$787 ;
+  wire [31:0] \$788 ;
+  wire [31:0] \$789 ;
   wire \$79 ;
-  wire \$790 ;
-  wire \$791 ;
-  wire \$792 ;
-  wire \$793 ;
-  wire \$794 ;
-  wire [32:0] \$795 ;
-  wire [15:0] \$796 ;
-  wire \$797 ;
-  wire \$798 ;
-  wire \$799 ;
-  wire \$8 ;
+  wire [31:0] \$790 ;
+  wire [31:0] \$791 ;
+  wire [31:0] \$792 ;
+  wire [31:0] \$793 ;
+  wire [40:0] \$794 ;
+  wire [40:0] \$795 ;
+  wire [41:0] \$796 ;
+  wire [40:0] \$797 ;
+  wire [40:0] \$798 ;
+  wire [41:0] \$799 ;
+  wire [15:0] \$8 ;
   wire \$80 ;
-  wire \$800 ;
-  wire \$801 ;
-  wire \$802 ;
-  wire \$803 ;
-  wire \$804 ;
-  wire \$805 ;
-  wire \$806 ;
-  wire \$807 ;
-  wire \$808 ;
-  wire \$809 ;
+  wire [42:0] \$800 ;
+  wire [43:0] \$801 ;
+  wire [31:0] \$802 ;
+  wire [31:0] \$803 ;
+  wire [31:0] \$804 ;
+  wire [31:0] \$805 ;
+  wire [31:0] \$806 ;
+  wire [31:0] \$807 ;
+  wire [31:0] \$808 ;
+  wire [31:0] \$809 ;
   wire \$81 ;
-  wire \$810 ;
+  wire [31:0] \$810 ;
   wire \$811 ;
-  wire \$812 ;
-  wire \$813 ;
+  wire [15:0] \$812 ;
+  wire [31:0] \$813 ;
   wire \$814 ;
-  wire \$815 ;
-  wire \$816 ;
-  wire [32:0] \$817 ;
+  wire [15:0] \$815 ;
+  wire [31:0] \$816 ;
+  wire \$817 ;
   wire [15:0] \$818 ;
-  wire \$819 ;
+  wire [31:0] \$819 ;
   wire \$82 ;
   wire \$820 ;
-  wire \$821 ;
-  wire \$822 ;
+  wire [15:0] \$821 ;
+  wire [31:0] \$822 ;
   wire \$823 ;
-  wire \$824 ;
-  wire \$825 ;
+  wire [15:0] \$824 ;
+  wire [31:0] \$825 ;
   wire \$826 ;
-  wire \$827 ;
-  wire \$828 ;
+  wire [15:0] \$827 ;
+  wire [31:0] \$828 ;
   wire \$829 ;
   wire \$83 ;
-  wire \$830 ;
-  wire \$831 ;
+  wire [15:0] \$830 ;
+  wire [31:0] \$831 ;
   wire \$832 ;
-  wire \$833 ;
-  wire \$834 ;
-  wire \$835 ;
-  wire \$836 ;
-  wire \$837 ;
-  wire \$838 ;
-  wire [32:0] \$839 ;
-  wire \$84 ;
-  wire [15:0] \$840 ;
-  wire \$841 ;
-  wire \$842 ;
-  wire \$843 ;
-  wire \$844 ;
-  wire \$845 ;
-  wire \$846 ;
-  wire \$847 ;
-  wire \$848 ;
-  wire \$849 ;
-  wire \$85 ;
-  wire \$850 ;
-  wire \$851 ;
-  wire \$852 ;
-  wire \$853 ;
-  wire \$854 ;
-  wire \$855 ;
-  wire \$856 ;
-  wire \$857 ;
-  wire \$858 ;
-  wire \$859 ;
+  wire [15:0] \$833 ;
+  wire [31:0] \$834 ;
+  wire [31:0] \$835 ;
+  wire [31:0] \$836 ;
+  wire [31:0] \$837 ;
+  wire [31:0] \$838 ;
+  wire [31:0] \$839 ;
+  wire [15:0] \$84 ;
+  wire [31:0] \$840 ;
+  wire [31:0] \$841 ;
+  wire [31:0] \$842 ;
+  wire [31:0] \$843 ;
+  wire [31:0] \$844 ;
+  wire [31:0] \$845 ;
+  wire [31:0] \$846 ;
+  wire [31:0] \$847 ;
+  wire [31:0] \$848 ;
+  wire [31:0] \$849 ;
+  wire [34:0] \$85 ;
+  reg \$850 ;
+  reg \$851 ;
+  reg \$852 ;
+  reg \$853 ;
+  reg \$854 ;
+  reg \$855 ;
+  reg \$856 ;
+  reg \$857 ;
+  reg \$858 ;
+  reg \$859 ;
   wire \$86 ;
-  wire \$860 ;
-  wire [32:0] \$861 ;
-  wire [15:0] \$862 ;
-  wire \$863 ;
-  wire \$864 ;
-  wire \$865 ;
-  wire \$866 ;
-  wire \$867 ;
-  wire \$868 ;
-  wire \$869 ;
-  wire [40:0] \$87 ;
-  wire \$870 ;
-  wire \$871 ;
-  wire \$872 ;
-  wire \$873 ;
-  wire \$874 ;
-  wire \$875 ;
-  wire \$876 ;
-  wire \$877 ;
-  wire \$878 ;
-  wire \$879 ;
-  wire [15:0] \$88 ;
-  wire \$880 ;
-  wire \$881 ;
-  wire \$882 ;
-  wire [32:0] \$883 ;
-  wire [15:0] \$884 ;
-  wire \$885 ;
-  wire \$886 ;
-  wire \$887 ;
-  wire \$888 ;
-  wire \$889 ;
+  reg \$860 ;
+  reg \$861 ;
+  reg \$862 ;
+  reg [15:0] \$863 ;
+  reg [15:0] \$864 ;
+  reg [15:0] \$865 ;
+  reg [15:0] \$866 ;
+  reg [15:0] \$867 ;
+  reg [15:0] \$868 ;
+  reg [15:0] \$869 ;
+  wire \$87 ;
+  reg [15:0] \$870 ;
+  reg [15:0] \$871 ;
+  reg [15:0] \$872 ;
+  reg [15:0] \$873 ;
+  reg [15:0] \$874 ;
+  reg [15:0] \$875 ;
+  reg [15:0] \$876 ;
+  reg [15:0] \$877 ;
+  reg [15:0] \$878 ;
+  reg [15:0] \$879 ;
+  wire \$88 ;
+  reg [15:0] \$880 ;
+  reg [15:0] \$881 ;
+  reg [15:0] \$882 ;
+  reg [15:0] \$883 ;
+  reg [15:0] \$884 ;
+  reg [15:0] \$885 ;
+  reg [15:0] \$886 ;
+  reg [15:0] \$887 ;
+  reg [15:0] \$888 ;
+  reg [15:0] \$889 ;
   wire \$89 ;
-  wire \$890 ;
-  wire \$891 ;
-  wire \$892 ;
-  wire \$893 ;
-  wire \$894 ;
-  wire \$895 ;
-  wire \$896 ;
-  wire \$897 ;
-  wire \$898 ;
-  wire \$899 ;
-  wire \$9 ;
+  reg [15:0] \$890 ;
+  reg [15:0] \$891 ;
+  reg [15:0] \$892 ;
+  reg [15:0] \$893 ;
+  reg [15:0] \$894 ;
+  reg [15:0] \$895 ;
+  reg [4:0] \$896 ;
+  reg \$897 ;
+  reg [3:0] \$898 ;
+  reg \$899 ;
+  wire [42:0] \$9 ;
   wire \$90 ;
-  wire \$900 ;
-  wire \$901 ;
-  wire \$902 ;
-  wire \$903 ;
-  wire \$904 ;
-  wire [32:0] \$905 ;
-  wire [15:0] \$906 ;
-  wire \$907 ;
-  wire \$908 ;
-  wire \$909 ;
+  reg \$900 ;
+  reg [15:0] \$901 ;
+  reg [15:0] \$902 ;
+  reg [15:0] \$903 ;
+  reg [15:0] \$904 ;
+  reg [1:0] \$905 ;
+  reg [39:0] \$906 ;
+  reg [31:0] \$907 ;
+  reg [31:0] \$908 ;
+  reg [41:0] \$909 ;
   wire \$91 ;
-  wire \$910 ;
-  wire \$911 ;
-  wire \$912 ;
-  wire \$913 ;
-  wire \$914 ;
-  wire \$915 ;
-  wire \$916 ;
-  wire \$917 ;
-  wire \$918 ;
-  wire \$919 ;
-  wire \$92 ;
-  wire \$920 ;
-  wire \$921 ;
-  wire \$922 ;
-  wire \$923 ;
-  wire \$924 ;
-  wire \$925 ;
-  wire \$926 ;
-  wire [32:0] \$927 ;
-  wire [15:0] \$928 ;
-  wire \$929 ;
-  wire \$93 ;
-  wire \$930 ;
-  wire \$931 ;
-  wire \$932 ;
-  wire \$933 ;
-  wire \$934 ;
-  wire \$935 ;
-  wire \$936 ;
-  wire \$937 ;
-  wire \$938 ;
-  wire \$939 ;
+  reg [15:0] \$910 ;
+  reg [39:0] \$911 ;
+  reg [31:0] \$912 ;
+  reg [31:0] \$913 ;
+  reg [41:0] \$914 ;
+  reg [15:0] \$915 ;
+  reg [39:0] \$916 ;
+  reg [31:0] \$917 ;
+  reg [31:0] \$918 ;
+  reg [41:0] \$919 ;
+  wire [15:0] \$92 ;
+  reg [15:0] \$920 ;
+  reg [39:0] \$921 ;
+  reg [31:0] \$922 ;
+  reg [31:0] \$923 ;
+  reg [41:0] \$924 ;
+  reg [15:0] \$925 ;
+  reg [39:0] \$926 ;
+  reg [31:0] \$927 ;
+  reg [31:0] \$928 ;
+  reg [41:0] \$929 ;
+  wire [34:0] \$93 ;
+  reg [15:0] \$930 ;
+  reg [39:0] \$931 ;
+  reg [31:0] \$932 ;
+  reg [31:0] \$933 ;
+  reg [41:0] \$934 ;
+  reg [15:0] \$935 ;
+  reg [39:0] \$936 ;
+  reg [31:0] \$937 ;
+  reg [31:0] \$938 ;
+  reg [41:0] \$939 ;
   wire \$94 ;
-  wire \$940 ;
-  wire \$941 ;
-  wire \$942 ;
-  wire \$943 ;
-  wire \$944 ;
-  wire \$945 ;
-  wire \$946 ;
-  wire \$947 ;
-  wire \$948 ;
-  wire [16:0] \$949 ;
+  reg [15:0] \$940 ;
+  reg [39:0] \$941 ;
+  reg [31:0] \$942 ;
+  reg [31:0] \$943 ;
+  reg [41:0] \$944 ;
+  reg [15:0] \$945 ;
+  reg [39:0] \$946 ;
+  reg [31:0] \$947 ;
+  reg [31:0] \$948 ;
+  reg [31:0] \$949 ;
   wire \$95 ;
-  wire [15:0] \$950 ;
-  wire \$951 ;
-  wire \$952 ;
-  wire \$953 ;
-  wire \$954 ;
-  wire \$955 ;
-  wire \$956 ;
-  wire \$957 ;
-  wire \$958 ;
-  wire \$959 ;
+  reg [31:0] \$950 ;
+  reg [31:0] \$951 ;
+  reg [31:0] \$952 ;
+  reg [31:0] \$953 ;
+  reg [31:0] \$954 ;
+  reg [41:0] \$955 ;
+  reg [41:0] \$956 ;
+  reg [39:0] \$957 ;
+  reg [43:0] \$958 ;
+  reg [15:0] \$959 ;
   wire \$96 ;
-  wire \$960 ;
-  wire \$961 ;
-  wire \$962 ;
-  wire \$963 ;
-  wire \$964 ;
-  wire \$965 ;
-  wire \$966 ;
-  wire \$967 ;
-  wire \$968 ;
-  wire \$969 ;
+  reg [15:0] \$960 ;
+  reg [15:0] \$961 ;
+  reg [15:0] \$962 ;
+  reg [15:0] \$963 ;
+  reg [15:0] \$964 ;
+  reg [15:0] \$965 ;
+  reg [15:0] \$966 ;
+  reg [1:0] \$967 ;
+  reg [1:0] \$968 ;
+  reg [1:0] \$969 ;
   wire \$97 ;
-  wire \$970 ;
-  wire [16:0] \$971 ;
-  wire [15:0] \$972 ;
-  wire \$973 ;
-  wire \$974 ;
-  wire \$975 ;
-  wire \$976 ;
-  wire \$977 ;
-  wire \$978 ;
-  wire \$979 ;
+  reg [1:0] \$970 ;
+  reg [1:0] \$971 ;
+  reg [1:0] \$972 ;
+  reg [1:0] \$973 ;
+  reg [15:0] \$974 ;
+  reg [15:0] \$975 ;
+  reg [15:0] \$976 ;
+  reg [15:0] \$977 ;
+  reg [15:0] \$978 ;
+  reg [15:0] \$979 ;
   wire \$98 ;
-  wire \$980 ;
-  wire \$981 ;
-  wire \$982 ;
-  wire \$983 ;
-  wire \$984 ;
-  wire \$985 ;
-  wire \$986 ;
-  wire \$987 ;
-  wire \$988 ;
-  wire \$989 ;
+  reg [15:0] \$980 ;
+  reg [15:0] \$981 ;
+  reg [15:0] \$982 ;
+  reg [15:0] \$983 ;
+  reg [15:0] \$984 ;
+  reg [15:0] \$985 ;
+  reg [15:0] \$986 ;
+  reg [15:0] \$987 ;
+  reg [15:0] \$988 ;
+  reg [15:0] \$989 ;
   wire \$99 ;
-  wire \$990 ;
-  wire \$991 ;
-  wire \$992 ;
-  wire [16:0] \$993 ;
-  wire [15:0] \$994 ;
-  wire \$995 ;
-  wire \$996 ;
-  wire \$997 ;
-  wire \$998 ;
-  wire \$999 ;
-  wire above;
-  wire \above$109 ;
-  wire \above$125 ;
-  wire \above$159 ;
-  wire \above$173 ;
-  wire \above$179 ;
-  wire \above$185 ;
-  wire \above$191 ;
-  wire \above$197 ;
-  wire \above$203 ;
-  wire \above$209 ;
-  wire \above$215 ;
-  wire \above$221 ;
-  wire \above$230 ;
-  wire \above$239 ;
-  wire \above$248 ;
-  wire \above$257 ;
-  wire \above$266 ;
-  wire \above$275 ;
-  wire \above$284 ;
-  wire \above$29 ;
-  wire \above$293 ;
-  wire \above$299 ;
-  wire \above$305 ;
-  wire \above$311 ;
-  wire \above$317 ;
-  wire \above$323 ;
-  wire \above$329 ;
-  wire \above$335 ;
-  wire \above$341 ;
-  wire \above$347 ;
-  wire \above$353 ;
-  wire \above$359 ;
-  wire \above$365 ;
-  wire \above$371 ;
-  wire \above$377 ;
-  wire \above$383 ;
-  wire \above$389 ;
-  wire \above$395 ;
-  wire \above$401 ;
-  wire \above$407 ;
-  wire \above$413 ;
-  wire \above$419 ;
-  wire \above$425 ;
-  wire \above$431 ;
-  wire \above$437 ;
-  wire \above$45 ;
-  wire \above$61 ;
-  wire \above$77 ;
-  wire \above$93 ;
+  reg [15:0] \$990 ;
+  reg [15:0] \$991 ;
+  reg [15:0] \$992 ;
+  reg [15:0] \$993 ;
+  reg [15:0] \$994 ;
+  reg [15:0] \$995 ;
+  reg [15:0] \$996 ;
+  reg [15:0] \$997 ;
+  reg [15:0] \$998 ;
+  reg [15:0] \$999 ;
   wire accept;
-  wire below;
-  wire \below$110 ;
-  wire \below$126 ;
-  wire \below$160 ;
-  wire \below$174 ;
-  wire \below$180 ;
-  wire \below$186 ;
-  wire \below$192 ;
-  wire \below$198 ;
-  wire \below$204 ;
-  wire \below$210 ;
-  wire \below$216 ;
-  wire \below$222 ;
-  wire \below$231 ;
-  wire \below$240 ;
-  wire \below$249 ;
-  wire \below$258 ;
-  wire \below$267 ;
-  wire \below$276 ;
-  wire \below$285 ;
-  wire \below$294 ;
-  wire \below$30 ;
-  wire \below$300 ;
-  wire \below$306 ;
-  wire \below$312 ;
-  wire \below$318 ;
-  wire \below$324 ;
-  wire \below$330 ;
-  wire \below$336 ;
-  wire \below$342 ;
-  wire \below$348 ;
-  wire \below$354 ;
-  wire \below$360 ;
-  wire \below$366 ;
-  wire \below$372 ;
-  wire \below$378 ;
-  wire \below$384 ;
-  wire \below$390 ;
-  wire \below$396 ;
-  wire \below$402 ;
-  wire \below$408 ;
-  wire \below$414 ;
-  wire \below$420 ;
-  wire \below$426 ;
-  wire \below$432 ;
-  wire \below$438 ;
-  wire \below$46 ;
-  wire \below$62 ;
-  wire \below$78 ;
-  wire \below$94 ;
   wire busy;
   input clk;
   wire clk;
@@ -2122,106 +1314,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] err0_s9 = 16'h0000;
   output execute;
   wire execute;
-  wire [39:0] floor;
-  wire [39:0] \floor$107 ;
-  wire [39:0] \floor$123 ;
-  wire [39:0] \floor$157 ;
-  wire [31:0] \floor$170 ;
-  wire [31:0] \floor$176 ;
-  wire [31:0] \floor$182 ;
-  wire [31:0] \floor$188 ;
-  wire [31:0] \floor$194 ;
-  wire [31:0] \floor$200 ;
-  wire [31:0] \floor$206 ;
-  wire [31:0] \floor$212 ;
-  wire [15:0] \floor$218 ;
-  wire [39:0] \floor$228 ;
-  wire [39:0] \floor$237 ;
-  wire [39:0] \floor$246 ;
-  wire [39:0] \floor$255 ;
-  wire [39:0] \floor$264 ;
-  wire [39:0] \floor$27 ;
-  wire [39:0] \floor$273 ;
-  wire [39:0] \floor$282 ;
-  wire [39:0] \floor$291 ;
-  wire [31:0] \floor$296 ;
-  wire [31:0] \floor$302 ;
-  wire [31:0] \floor$308 ;
-  wire [31:0] \floor$314 ;
-  wire [31:0] \floor$320 ;
-  wire [31:0] \floor$326 ;
-  wire [31:0] \floor$332 ;
-  wire [31:0] \floor$338 ;
-  wire [31:0] \floor$344 ;
-  wire [31:0] \floor$350 ;
-  wire [31:0] \floor$356 ;
-  wire [31:0] \floor$362 ;
-  wire [31:0] \floor$368 ;
-  wire [31:0] \floor$374 ;
-  wire [31:0] \floor$380 ;
-  wire [31:0] \floor$386 ;
-  wire [15:0] \floor$392 ;
-  wire [15:0] \floor$398 ;
-  wire [15:0] \floor$404 ;
-  wire [15:0] \floor$410 ;
-  wire [15:0] \floor$416 ;
-  wire [15:0] \floor$422 ;
-  wire [15:0] \floor$428 ;
-  wire [39:0] \floor$43 ;
-  wire [15:0] \floor$434 ;
-  wire [39:0] \floor$59 ;
-  wire [39:0] \floor$75 ;
-  wire [39:0] \floor$91 ;
-  wire inc;
-  wire \inc$108 ;
-  wire \inc$124 ;
-  wire \inc$158 ;
-  wire \inc$172 ;
-  wire \inc$178 ;
-  wire \inc$184 ;
-  wire \inc$190 ;
-  wire \inc$196 ;
-  wire \inc$202 ;
-  wire \inc$208 ;
-  wire \inc$214 ;
-  wire \inc$220 ;
-  wire \inc$229 ;
-  wire \inc$238 ;
-  wire \inc$247 ;
-  wire \inc$256 ;
-  wire \inc$265 ;
-  wire \inc$274 ;
-  wire \inc$28 ;
-  wire \inc$283 ;
-  wire \inc$292 ;
-  wire \inc$298 ;
-  wire \inc$304 ;
-  wire \inc$310 ;
-  wire \inc$316 ;
-  wire \inc$322 ;
-  wire \inc$328 ;
-  wire \inc$334 ;
-  wire \inc$340 ;
-  wire \inc$346 ;
-  wire \inc$352 ;
-  wire \inc$358 ;
-  wire \inc$364 ;
-  wire \inc$370 ;
-  wire \inc$376 ;
-  wire \inc$382 ;
-  wire \inc$388 ;
-  wire \inc$394 ;
-  wire \inc$400 ;
-  wire \inc$406 ;
-  wire \inc$412 ;
-  wire \inc$418 ;
-  wire \inc$424 ;
-  wire \inc$430 ;
-  wire \inc$436 ;
-  wire \inc$44 ;
-  wire \inc$60 ;
-  wire \inc$76 ;
-  wire \inc$92 ;
   reg [1:0] kind_s1 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
@@ -2486,6 +1578,56 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg read_wait = 1'h0;
   (* init = 16'h0000 *)
   wire [15:0] resp;
+  wire [27:0] rounded;
+  wire [27:0] \rounded$102 ;
+  wire [27:0] \rounded$133 ;
+  wire [16:0] \rounded$143 ;
+  wire [16:0] \rounded$146 ;
+  wire [16:0] \rounded$149 ;
+  wire [16:0] \rounded$152 ;
+  wire [16:0] \rounded$155 ;
+  wire [16:0] \rounded$158 ;
+  wire [16:0] \rounded$161 ;
+  wire [16:0] \rounded$164 ;
+  wire [12:0] \rounded$167 ;
+  wire [27:0] \rounded$174 ;
+  wire [27:0] \rounded$180 ;
+  wire [27:0] \rounded$186 ;
+  wire [27:0] \rounded$192 ;
+  wire [27:0] \rounded$198 ;
+  wire [27:0] \rounded$204 ;
+  wire [27:0] \rounded$210 ;
+  wire [27:0] \rounded$216 ;
+  wire [16:0] \rounded$218 ;
+  wire [16:0] \rounded$221 ;
+  wire [16:0] \rounded$224 ;
+  wire [16:0] \rounded$227 ;
+  wire [16:0] \rounded$230 ;
+  wire [16:0] \rounded$233 ;
+  wire [16:0] \rounded$236 ;
+  wire [16:0] \rounded$239 ;
+  wire [27:0] \rounded$24 ;
+  wire [16:0] \rounded$242 ;
+  wire [16:0] \rounded$245 ;
+  wire [16:0] \rounded$248 ;
+  wire [16:0] \rounded$251 ;
+  wire [16:0] \rounded$254 ;
+  wire [16:0] \rounded$257 ;
+  wire [16:0] \rounded$260 ;
+  wire [16:0] \rounded$263 ;
+  wire [12:0] \rounded$266 ;
+  wire [12:0] \rounded$269 ;
+  wire [12:0] \rounded$272 ;
+  wire [12:0] \rounded$275 ;
+  wire [12:0] \rounded$278 ;
+  wire [12:0] \rounded$281 ;
+  wire [12:0] \rounded$284 ;
+  wire [12:0] \rounded$287 ;
+  wire [27:0] \rounded$37 ;
+  wire [27:0] \rounded$50 ;
+  wire [27:0] \rounded$63 ;
+  wire [27:0] \rounded$76 ;
+  wire [27:0] \rounded$89 ;
   input rst;
   wire rst;
   input [49:0] s__payload;
@@ -2501,190 +1643,190 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [30:0] t;
-  wire [39:0] \t$101 ;
-  wire [34:0] \t$102 ;
-  wire [39:0] \t$104 ;
-  wire [39:0] \t$105 ;
-  wire [15:0] \t$111 ;
-  wire [30:0] \t$112 ;
-  wire [39:0] \t$114 ;
-  wire [34:0] \t$115 ;
-  wire [39:0] \t$117 ;
-  wire [34:0] \t$118 ;
-  wire [39:0] \t$120 ;
+  wire [39:0] \t$100 ;
+  wire [15:0] \t$103 ;
+  wire [30:0] \t$104 ;
+  wire [39:0] \t$106 ;
+  wire [34:0] \t$107 ;
+  wire [39:0] \t$109 ;
+  wire [34:0] \t$110 ;
+  wire [39:0] \t$112 ;
+  wire [34:0] \t$113 ;
+  wire [39:0] \t$115 ;
+  wire [34:0] \t$116 ;
+  wire [39:0] \t$118 ;
+  wire [34:0] \t$119 ;
+  wire [15:0] \t$12 ;
   wire [39:0] \t$121 ;
-  wire [15:0] \t$127 ;
-  wire [30:0] \t$128 ;
+  wire [34:0] \t$122 ;
+  wire [39:0] \t$124 ;
+  wire [34:0] \t$125 ;
+  wire [39:0] \t$127 ;
+  wire [34:0] \t$128 ;
+  wire [30:0] \t$13 ;
   wire [39:0] \t$130 ;
-  wire [34:0] \t$131 ;
-  wire [39:0] \t$133 ;
-  wire [34:0] \t$134 ;
-  wire [39:0] \t$136 ;
-  wire [34:0] \t$137 ;
-  wire [39:0] \t$139 ;
-  wire [34:0] \t$140 ;
-  wire [39:0] \t$142 ;
-  wire [34:0] \t$143 ;
-  wire [39:0] \t$145 ;
-  wire [34:0] \t$146 ;
-  wire [39:0] \t$148 ;
-  wire [34:0] \t$149 ;
-  wire [15:0] \t$15 ;
-  wire [39:0] \t$151 ;
-  wire [34:0] \t$152 ;
-  wire [39:0] \t$154 ;
-  wire [39:0] \t$155 ;
-  wire [30:0] \t$16 ;
-  wire [15:0] \t$161 ;
-  wire [16:0] \t$164 ;
-  wire [17:0] \t$166 ;
-  wire [15:0] \t$167 ;
+  wire [39:0] \t$131 ;
+  wire [15:0] \t$134 ;
+  wire [16:0] \t$137 ;
+  wire [17:0] \t$139 ;
+  wire [15:0] \t$140 ;
+  wire [15:0] \t$145 ;
+  wire [15:0] \t$148 ;
+  wire [39:0] \t$15 ;
+  wire [15:0] \t$151 ;
+  wire [15:0] \t$154 ;
+  wire [15:0] \t$157 ;
+  wire [34:0] \t$16 ;
+  wire [15:0] \t$160 ;
+  wire [15:0] \t$163 ;
+  wire [15:0] \t$166 ;
+  wire [15:0] \t$169 ;
+  wire [34:0] \t$170 ;
+  wire [39:0] \t$172 ;
+  wire [39:0] \t$173 ;
   wire [15:0] \t$175 ;
+  wire [34:0] \t$176 ;
+  wire [39:0] \t$178 ;
+  wire [39:0] \t$179 ;
   wire [39:0] \t$18 ;
   wire [15:0] \t$181 ;
+  wire [34:0] \t$182 ;
+  wire [39:0] \t$184 ;
+  wire [39:0] \t$185 ;
   wire [15:0] \t$187 ;
+  wire [34:0] \t$188 ;
   wire [34:0] \t$19 ;
+  wire [39:0] \t$190 ;
+  wire [39:0] \t$191 ;
   wire [15:0] \t$193 ;
+  wire [34:0] \t$194 ;
+  wire [39:0] \t$196 ;
+  wire [39:0] \t$197 ;
   wire [15:0] \t$199 ;
   wire [39:0] \t$2 ;
+  wire [34:0] \t$200 ;
+  wire [39:0] \t$202 ;
+  wire [39:0] \t$203 ;
   wire [15:0] \t$205 ;
+  wire [34:0] \t$206 ;
+  wire [39:0] \t$208 ;
+  wire [39:0] \t$209 ;
   wire [39:0] \t$21 ;
   wire [15:0] \t$211 ;
+  wire [34:0] \t$212 ;
+  wire [39:0] \t$214 ;
+  wire [39:0] \t$215 ;
   wire [15:0] \t$217 ;
-  wire [34:0] \t$22 ;
+  wire [39:0] \t$22 ;
+  wire [15:0] \t$220 ;
   wire [15:0] \t$223 ;
-  wire [34:0] \t$224 ;
-  wire [39:0] \t$226 ;
-  wire [39:0] \t$227 ;
+  wire [15:0] \t$226 ;
+  wire [15:0] \t$229 ;
   wire [15:0] \t$232 ;
-  wire [34:0] \t$233 ;
-  wire [39:0] \t$235 ;
-  wire [39:0] \t$236 ;
-  wire [39:0] \t$24 ;
+  wire [15:0] \t$235 ;
+  wire [15:0] \t$238 ;
   wire [15:0] \t$241 ;
-  wire [34:0] \t$242 ;
-  wire [39:0] \t$244 ;
-  wire [39:0] \t$245 ;
-  wire [39:0] \t$25 ;
+  wire [15:0] \t$244 ;
+  wire [15:0] \t$247 ;
+  wire [15:0] \t$25 ;
   wire [15:0] \t$250 ;
-  wire [34:0] \t$251 ;
-  wire [39:0] \t$253 ;
-  wire [39:0] \t$254 ;
+  wire [15:0] \t$253 ;
+  wire [15:0] \t$256 ;
   wire [15:0] \t$259 ;
-  wire [34:0] \t$260 ;
-  wire [39:0] \t$262 ;
-  wire [39:0] \t$263 ;
+  wire [30:0] \t$26 ;
+  wire [15:0] \t$262 ;
+  wire [15:0] \t$265 ;
   wire [15:0] \t$268 ;
-  wire [34:0] \t$269 ;
-  wire [39:0] \t$271 ;
-  wire [39:0] \t$272 ;
+  wire [15:0] \t$271 ;
+  wire [15:0] \t$274 ;
   wire [15:0] \t$277 ;
-  wire [34:0] \t$278 ;
-  wire [39:0] \t$280 ;
-  wire [39:0] \t$281 ;
+  wire [39:0] \t$28 ;
+  wire [15:0] \t$280 ;
+  wire [15:0] \t$283 ;
   wire [15:0] \t$286 ;
-  wire [34:0] \t$287 ;
-  wire [39:0] \t$289 ;
-  wire [39:0] \t$290 ;
-  wire [15:0] \t$295 ;
+  wire [15:0] \t$289 ;
+  wire [34:0] \t$29 ;
   wire [34:0] \t$3 ;
-  wire [15:0] \t$301 ;
-  wire [15:0] \t$307 ;
-  wire [15:0] \t$31 ;
-  wire [15:0] \t$313 ;
-  wire [15:0] \t$319 ;
-  wire [30:0] \t$32 ;
-  wire [15:0] \t$325 ;
-  wire [15:0] \t$331 ;
-  wire [15:0] \t$337 ;
+  reg [16:0] \t$308 ;
+  wire [39:0] \t$31 ;
+  reg [16:0] \t$311 ;
+  reg [16:0] \t$314 ;
+  reg [16:0] \t$317 ;
+  wire [34:0] \t$32 ;
+  reg [16:0] \t$320 ;
+  reg [16:0] \t$323 ;
+  reg [16:0] \t$326 ;
+  reg [16:0] \t$329 ;
+  reg [16:0] \t$332 ;
+  reg [16:0] \t$335 ;
+  reg [16:0] \t$338 ;
   wire [39:0] \t$34 ;
-  wire [15:0] \t$343 ;
-  wire [15:0] \t$349 ;
-  wire [34:0] \t$35 ;
-  wire [15:0] \t$355 ;
-  wire [15:0] \t$361 ;
-  wire [15:0] \t$367 ;
-  wire [39:0] \t$37 ;
-  wire [15:0] \t$373 ;
-  wire [15:0] \t$379 ;
-  wire [34:0] \t$38 ;
-  wire [15:0] \t$385 ;
-  wire [15:0] \t$391 ;
-  wire [15:0] \t$397 ;
-  wire [39:0] \t$40 ;
-  wire [15:0] \t$403 ;
-  wire [15:0] \t$409 ;
+  reg [16:0] \t$341 ;
+  reg [16:0] \t$344 ;
+  reg [16:0] \t$347 ;
+  wire [39:0] \t$35 ;
+  reg [16:0] \t$350 ;
+  reg [16:0] \t$353 ;
+  reg [16:0] \t$356 ;
+  reg [16:0] \t$358 ;
+  reg [16:0] \t$360 ;
+  reg [16:0] \t$362 ;
+  reg [16:0] \t$364 ;
+  reg [16:0] \t$366 ;
+  reg [16:0] \t$368 ;
+  reg [16:0] \t$370 ;
+  reg [16:0] \t$373 ;
+  reg [16:0] \t$376 ;
+  reg [16:0] \t$379 ;
+  wire [15:0] \t$38 ;
+  reg [16:0] \t$382 ;
+  reg [16:0] \t$385 ;
+  reg [16:0] \t$388 ;
+  wire [30:0] \t$39 ;
+  reg [16:0] \t$391 ;
+  reg [16:0] \t$394 ;
+  reg [16:0] \t$397 ;
   wire [39:0] \t$41 ;
-  wire [15:0] \t$415 ;
-  wire [15:0] \t$421 ;
-  wire [15:0] \t$427 ;
-  wire [15:0] \t$433 ;
-  wire [15:0] \t$439 ;
-  reg [16:0] \t$458 ;
-  reg [16:0] \t$461 ;
-  reg [16:0] \t$464 ;
-  reg [16:0] \t$467 ;
-  wire [15:0] \t$47 ;
-  reg [16:0] \t$470 ;
-  reg [16:0] \t$473 ;
-  reg [16:0] \t$476 ;
-  reg [16:0] \t$479 ;
-  wire [30:0] \t$48 ;
-  reg [16:0] \t$482 ;
-  reg [16:0] \t$485 ;
-  reg [16:0] \t$488 ;
-  reg [16:0] \t$491 ;
-  reg [16:0] \t$494 ;
-  reg [16:0] \t$497 ;
+  wire [34:0] \t$42 ;
+  wire [39:0] \t$44 ;
+  wire [34:0] \t$45 ;
+  wire [39:0] \t$47 ;
+  wire [39:0] \t$48 ;
   wire [39:0] \t$5 ;
-  wire [39:0] \t$50 ;
-  reg [16:0] \t$500 ;
-  reg [16:0] \t$503 ;
-  reg [16:0] \t$506 ;
-  reg [16:0] \t$508 ;
-  wire [34:0] \t$51 ;
-  reg [16:0] \t$510 ;
-  reg [16:0] \t$512 ;
-  reg [16:0] \t$514 ;
-  reg [16:0] \t$516 ;
-  reg [16:0] \t$518 ;
-  reg [16:0] \t$520 ;
-  reg [16:0] \t$523 ;
-  reg [16:0] \t$526 ;
-  reg [16:0] \t$529 ;
-  wire [39:0] \t$53 ;
-  reg [16:0] \t$532 ;
-  reg [16:0] \t$535 ;
-  reg [16:0] \t$538 ;
-  wire [34:0] \t$54 ;
-  reg [16:0] \t$541 ;
-  reg [16:0] \t$544 ;
-  reg [16:0] \t$547 ;
-  wire [39:0] \t$56 ;
+  wire [15:0] \t$51 ;
+  wire [30:0] \t$52 ;
+  wire [39:0] \t$54 ;
+  wire [34:0] \t$55 ;
   wire [39:0] \t$57 ;
+  wire [34:0] \t$58 ;
   wire [34:0] \t$6 ;
-  wire [15:0] \t$63 ;
-  wire [30:0] \t$64 ;
-  wire [39:0] \t$66 ;
-  wire [34:0] \t$67 ;
-  wire [39:0] \t$69 ;
-  wire [34:0] \t$70 ;
-  wire [39:0] \t$72 ;
+  wire [39:0] \t$60 ;
+  wire [39:0] \t$61 ;
+  wire [15:0] \t$64 ;
+  wire [30:0] \t$65 ;
+  wire [39:0] \t$67 ;
+  wire [34:0] \t$68 ;
+  wire [39:0] \t$70 ;
+  wire [34:0] \t$71 ;
   wire [39:0] \t$73 ;
-  wire [15:0] \t$79 ;
+  wire [39:0] \t$74 ;
+  wire [15:0] \t$77 ;
+  wire [30:0] \t$78 ;
   wire [39:0] \t$8 ;
-  wire [30:0] \t$80 ;
-  wire [39:0] \t$82 ;
-  wire [34:0] \t$83 ;
-  wire [39:0] \t$85 ;
-  wire [34:0] \t$86 ;
-  wire [39:0] \t$88 ;
-  wire [39:0] \t$89 ;
+  wire [39:0] \t$80 ;
+  wire [34:0] \t$81 ;
+  wire [39:0] \t$83 ;
+  wire [34:0] \t$84 ;
+  wire [39:0] \t$86 ;
+  wire [39:0] \t$87 ;
   wire [39:0] \t$9 ;
-  wire [15:0] \t$95 ;
-  wire [30:0] \t$96 ;
-  wire [39:0] \t$98 ;
-  wire [34:0] \t$99 ;
+  wire [15:0] \t$90 ;
+  wire [30:0] \t$91 ;
+  wire [39:0] \t$93 ;
+  wire [34:0] \t$94 ;
+  wire [39:0] \t$96 ;
+  wire [34:0] \t$97 ;
+  wire [39:0] \t$99 ;
   reg valid_s1 = 1'h0;
   reg valid_s10 = 1'h0;
   reg valid_s11 = 1'h0;
@@ -2729,2393 +1871,1481 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] y0_s6 = 16'h0000;
   reg [15:0] y0_s7 = 16'h0000;
   reg [15:0] y0_s8 = 16'h0000;
-  assign \$1  = ! l0_sum0_t0_0_s3[12:0];
-  assign \$2  = ~ \$1 ;
-  assign \$3  = l0_sum0_t0_0_s3[13] & \$2 ;
-  assign \$4  = ! l0_sum0_t0_0_s3[12:0];
-  assign \$5  = l0_sum0_t0_0_s3[13] & \$4 ;
-  assign \$6  = \$5  & floor[0];
-  assign inc = \$3  | \$6 ;
-  assign \$7  = $signed(floor) > $signed(16'h7fff);
-  assign \$8  = floor == 15'h7fff;
-  assign \$9  = \$8  & inc;
-  assign above = \$7  | \$9 ;
-  assign \$10  = $signed(floor) < $signed(17'h17fff);
-  assign \$11  = floor == 40'hffffff7fff;
-  assign \$12  = ~ inc;
-  assign \$13  = \$11  & \$12 ;
-  assign below = \$10  | \$13 ;
-  assign \$14  = ! l0_sum0_t0_0_s3[12:0];
-  assign \$15  = ~ \$14 ;
-  assign \$16  = l0_sum0_t0_0_s3[13] & \$15 ;
-  assign \$17  = ! l0_sum0_t0_0_s3[12:0];
-  assign \$18  = l0_sum0_t0_0_s3[13] & \$17 ;
-  assign \$19  = \$18  & floor[0];
-  assign \$20  = \$16  | \$19 ;
-  assign \$21  = $signed(floor) + $signed({ 1'h0, \$20  });
-  assign \$22  = above ? 16'h7fff : \$21 [15:0];
-  assign \t$15  = below ? 16'h8000 : \$22 ;
-  assign \$23  = ! l0_sum1_t0_0_s3[12:0];
-  assign \$24  = ~ \$23 ;
-  assign \$25  = l0_sum1_t0_0_s3[13] & \$24 ;
-  assign \$26  = ! l0_sum1_t0_0_s3[12:0];
-  assign \$27  = l0_sum1_t0_0_s3[13] & \$26 ;
-  assign \$28  = \$27  & \floor$27 [0];
-  assign \inc$28  = \$25  | \$28 ;
-  assign \$29  = $signed(\floor$27 ) > $signed(16'h7fff);
-  assign \$30  = \floor$27  == 15'h7fff;
-  assign \$31  = \$30  & \inc$28 ;
-  assign \above$29  = \$29  | \$31 ;
-  assign \$32  = $signed(\floor$27 ) < $signed(17'h17fff);
-  assign \$33  = \floor$27  == 40'hffffff7fff;
-  assign \$34  = ~ \inc$28 ;
-  assign \$35  = \$33  & \$34 ;
-  assign \below$30  = \$32  | \$35 ;
-  assign \$36  = ! l0_sum1_t0_0_s3[12:0];
-  assign \$37  = ~ \$36 ;
-  assign \$38  = l0_sum1_t0_0_s3[13] & \$37 ;
-  assign \$39  = ! l0_sum1_t0_0_s3[12:0];
-  assign \$40  = l0_sum1_t0_0_s3[13] & \$39 ;
-  assign \$41  = \$40  & \floor$27 [0];
-  assign \$42  = \$38  | \$41 ;
-  assign \$43  = $signed(\floor$27 ) + $signed({ 1'h0, \$42  });
-  assign \$44  = \above$29  ? 16'h7fff : \$43 [15:0];
-  assign \t$31  = \below$30  ? 16'h8000 : \$44 ;
-  assign \$45  = ! l0_sum2_t0_0_s3[12:0];
-  assign \$46  = ~ \$45 ;
-  assign \$47  = l0_sum2_t0_0_s3[13] & \$46 ;
-  assign \$48  = ! l0_sum2_t0_0_s3[12:0];
-  assign \$49  = l0_sum2_t0_0_s3[13] & \$48 ;
-  assign \$50  = \$49  & \floor$43 [0];
-  assign \inc$44  = \$47  | \$50 ;
-  assign \$51  = $signed(\floor$43 ) > $signed(16'h7fff);
-  assign \$52  = \floor$43  == 15'h7fff;
-  assign \$53  = \$52  & \inc$44 ;
-  assign \above$45  = \$51  | \$53 ;
-  assign \$54  = $signed(\floor$43 ) < $signed(17'h17fff);
-  assign \$55  = \floor$43  == 40'hffffff7fff;
-  assign \$56  = ~ \inc$44 ;
-  assign \$57  = \$55  & \$56 ;
-  assign \below$46  = \$54  | \$57 ;
-  assign \$58  = ! l0_sum2_t0_0_s3[12:0];
+  assign \$1  = $signed({ l0_sum0_t0_0_s3[39:0], l0_sum0_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum0_t0_0_s3[14] });
+  assign \$2  = & \$1 [42:30];
+  assign \$3  = ~ \$2 ;
+  assign \$4  = \$1 [42] & \$3 ;
+  assign \$5  = ~ \$1 [42];
+  assign \$6  = | \$1 [42:30];
+  assign \$7  = \$5  & \$6 ;
+  assign \$8  = \$7  ? 16'h7fff : \$1 [30:15];
+  assign \t$12  = \$4  ? 16'h8000 : \$8 ;
+  assign \$9  = $signed({ l0_sum1_t0_0_s3[39:0], l0_sum1_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum1_t0_0_s3[14] });
+  assign \$10  = & \$9 [42:30];
+  assign \$11  = ~ \$10 ;
+  assign \$12  = \$9 [42] & \$11 ;
+  assign \$13  = ~ \$9 [42];
+  assign \$14  = | \$9 [42:30];
+  assign \$15  = \$13  & \$14 ;
+  assign \$16  = \$15  ? 16'h7fff : \$9 [30:15];
+  assign \t$25  = \$12  ? 16'h8000 : \$16 ;
+  assign \$17  = $signed({ l0_sum2_t0_0_s3[39:0], l0_sum2_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum2_t0_0_s3[14] });
+  assign \$18  = & \$17 [42:30];
+  assign \$19  = ~ \$18 ;
+  assign \$20  = \$17 [42] & \$19 ;
+  assign \$21  = ~ \$17 [42];
+  assign \$22  = | \$17 [42:30];
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = \$23  ? 16'h7fff : \$17 [30:15];
+  assign \t$38  = \$20  ? 16'h8000 : \$24 ;
+  assign \$25  = $signed({ l0_sum3_t0_0_s3[39:0], l0_sum3_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum3_t0_0_s3[14] });
+  assign \$26  = & \$25 [42:30];
+  assign \$27  = ~ \$26 ;
+  assign \$28  = \$25 [42] & \$27 ;
+  assign \$29  = ~ \$25 [42];
+  assign \$30  = | \$25 [42:30];
+  assign \$31  = \$29  & \$30 ;
+  assign \$32  = \$31  ? 16'h7fff : \$25 [30:15];
+  assign \t$51  = \$28  ? 16'h8000 : \$32 ;
+  assign \$33  = $signed({ l0_sum4_t0_0_s3[39:0], l0_sum4_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum4_t0_0_s3[14] });
+  assign \$34  = & \$33 [42:30];
+  assign \$35  = ~ \$34 ;
+  assign \$36  = \$33 [42] & \$35 ;
+  assign \$37  = ~ \$33 [42];
+  assign \$38  = | \$33 [42:30];
+  assign \$39  = \$37  & \$38 ;
+  assign \$40  = \$39  ? 16'h7fff : \$33 [30:15];
+  assign \t$64  = \$36  ? 16'h8000 : \$40 ;
+  assign \$41  = $signed({ l0_sum5_t0_0_s3[39:0], l0_sum5_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum5_t0_0_s3[14] });
+  assign \$42  = & \$41 [42:30];
+  assign \$43  = ~ \$42 ;
+  assign \$44  = \$41 [42] & \$43 ;
+  assign \$45  = ~ \$41 [42];
+  assign \$46  = | \$41 [42:30];
+  assign \$47  = \$45  & \$46 ;
+  assign \$48  = \$47  ? 16'h7fff : \$41 [30:15];
+  assign \t$77  = \$44  ? 16'h8000 : \$48 ;
+  assign \$49  = $signed({ l0_sum6_t0_0_s3[39:0], l0_sum6_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum6_t0_0_s3[14] });
+  assign \$50  = & \$49 [42:30];
+  assign \$51  = ~ \$50 ;
+  assign \$52  = \$49 [42] & \$51 ;
+  assign \$53  = ~ \$49 [42];
+  assign \$54  = | \$49 [42:30];
+  assign \$55  = \$53  & \$54 ;
+  assign \$56  = \$55  ? 16'h7fff : \$49 [30:15];
+  assign \t$90  = \$52  ? 16'h8000 : \$56 ;
+  assign \$57  = $signed({ l0_sum7_t0_0_s3[39:0], l0_sum7_t0_0_s3[14] }) + $signed({ 14'h1fff, l0_sum7_t0_0_s3[14] });
+  assign \$58  = & \$57 [42:30];
   assign \$59  = ~ \$58 ;
-  assign \$60  = l0_sum2_t0_0_s3[13] & \$59 ;
-  assign \$61  = ! l0_sum2_t0_0_s3[12:0];
-  assign \$62  = l0_sum2_t0_0_s3[13] & \$61 ;
-  assign \$63  = \$62  & \floor$43 [0];
-  assign \$64  = \$60  | \$63 ;
-  assign \$65  = $signed(\floor$43 ) + $signed({ 1'h0, \$64  });
-  assign \$66  = \above$45  ? 16'h7fff : \$65 [15:0];
-  assign \t$47  = \below$46  ? 16'h8000 : \$66 ;
-  assign \$67  = ! l0_sum3_t0_0_s3[12:0];
-  assign \$68  = ~ \$67 ;
-  assign \$69  = l0_sum3_t0_0_s3[13] & \$68 ;
-  assign \$70  = ! l0_sum3_t0_0_s3[12:0];
-  assign \$71  = l0_sum3_t0_0_s3[13] & \$70 ;
-  assign \$72  = \$71  & \floor$59 [0];
-  assign \inc$60  = \$69  | \$72 ;
-  assign \$73  = $signed(\floor$59 ) > $signed(16'h7fff);
-  assign \$74  = \floor$59  == 15'h7fff;
-  assign \$75  = \$74  & \inc$60 ;
-  assign \above$61  = \$73  | \$75 ;
-  assign \$76  = $signed(\floor$59 ) < $signed(17'h17fff);
-  assign \$77  = \floor$59  == 40'hffffff7fff;
-  assign \$78  = ~ \inc$60 ;
-  assign \$79  = \$77  & \$78 ;
-  assign \below$62  = \$76  | \$79 ;
-  assign \$80  = ! l0_sum3_t0_0_s3[12:0];
-  assign \$81  = ~ \$80 ;
-  assign \$82  = l0_sum3_t0_0_s3[13] & \$81 ;
-  assign \$83  = ! l0_sum3_t0_0_s3[12:0];
-  assign \$84  = l0_sum3_t0_0_s3[13] & \$83 ;
-  assign \$85  = \$84  & \floor$59 [0];
-  assign \$86  = \$82  | \$85 ;
-  assign \$87  = $signed(\floor$59 ) + $signed({ 1'h0, \$86  });
-  assign \$88  = \above$61  ? 16'h7fff : \$87 [15:0];
-  assign \t$63  = \below$62  ? 16'h8000 : \$88 ;
-  assign \$89  = ! l0_sum4_t0_0_s3[12:0];
-  assign \$90  = ~ \$89 ;
-  assign \$91  = l0_sum4_t0_0_s3[13] & \$90 ;
-  assign \$92  = ! l0_sum4_t0_0_s3[12:0];
-  assign \$93  = l0_sum4_t0_0_s3[13] & \$92 ;
-  assign \$94  = \$93  & \floor$75 [0];
-  assign \inc$76  = \$91  | \$94 ;
-  assign \$95  = $signed(\floor$75 ) > $signed(16'h7fff);
-  assign \$96  = \floor$75  == 15'h7fff;
-  assign \$97  = \$96  & \inc$76 ;
-  assign \above$77  = \$95  | \$97 ;
-  assign \$98  = $signed(\floor$75 ) < $signed(17'h17fff);
-  assign \$99  = \floor$75  == 40'hffffff7fff;
-  assign \$100  = ~ \inc$76 ;
-  assign \$101  = \$99  & \$100 ;
-  assign \below$78  = \$98  | \$101 ;
-  assign \$102  = ! l0_sum4_t0_0_s3[12:0];
+  assign \$60  = \$57 [42] & \$59 ;
+  assign \$61  = ~ \$57 [42];
+  assign \$62  = | \$57 [42:30];
+  assign \$63  = \$61  & \$62 ;
+  assign \$64  = \$63  ? 16'h7fff : \$57 [30:15];
+  assign \t$103  = \$60  ? 16'h8000 : \$64 ;
+  assign \$65  = $signed({ l1_sum0_t1_0_s7[39:0], l1_sum0_t1_0_s7[14] }) + $signed({ 14'h1fff, l1_sum0_t1_0_s7[14] });
+  assign \$66  = & \$65 [42:30];
+  assign \$67  = ~ \$66 ;
+  assign \$68  = \$65 [42] & \$67 ;
+  assign \$69  = ~ \$65 [42];
+  assign \$70  = | \$65 [42:30];
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = \$71  ? 16'h7fff : \$65 [30:15];
+  assign \t$134  = \$68  ? 16'h8000 : \$72 ;
+  assign \$73  = $signed(l1_out0_s8) >= $signed(1'h0);
+  assign \t$137  = $signed(l1_out0_s8) - $signed(y0_s8);
+  assign \$74  = $signed(\t$139 ) < $signed(16'h8000);
+  assign \$75  = $signed(\t$139 ) > $signed(16'h7fff);
+  assign \$76  = \$75  ? 16'h7fff : \t$139 [15:0];
+  assign \t$140  = \$74  ? 16'h8000 : \$76 ;
+  assign \$77  = $signed({ l1_dw0_0_raw_s10, l1_dw0_0_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_0_raw_s10[17] });
+  assign \$78  = & \$77 [34:33];
+  assign \$79  = ~ \$78 ;
+  assign \$80  = \$77 [34] & \$79 ;
+  assign \$81  = ~ \$77 [34];
+  assign \$82  = | \$77 [34:33];
+  assign \$83  = \$81  & \$82 ;
+  assign \$84  = \$83  ? 16'h7fff : \$77 [33:18];
+  assign \t$145  = \$80  ? 16'h8000 : \$84 ;
+  assign \$85  = $signed({ l1_dw0_1_raw_s10, l1_dw0_1_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_1_raw_s10[17] });
+  assign \$86  = & \$85 [34:33];
+  assign \$87  = ~ \$86 ;
+  assign \$88  = \$85 [34] & \$87 ;
+  assign \$89  = ~ \$85 [34];
+  assign \$90  = | \$85 [34:33];
+  assign \$91  = \$89  & \$90 ;
+  assign \$92  = \$91  ? 16'h7fff : \$85 [33:18];
+  assign \t$148  = \$88  ? 16'h8000 : \$92 ;
+  assign \$93  = $signed({ l1_dw0_2_raw_s10, l1_dw0_2_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_2_raw_s10[17] });
+  assign \$94  = & \$93 [34:33];
+  assign \$95  = ~ \$94 ;
+  assign \$96  = \$93 [34] & \$95 ;
+  assign \$97  = ~ \$93 [34];
+  assign \$98  = | \$93 [34:33];
+  assign \$99  = \$97  & \$98 ;
+  assign \$100  = \$99  ? 16'h7fff : \$93 [33:18];
+  assign \t$151  = \$96  ? 16'h8000 : \$100 ;
+  assign \$101  = $signed({ l1_dw0_3_raw_s10, l1_dw0_3_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_3_raw_s10[17] });
+  assign \$102  = & \$101 [34:33];
   assign \$103  = ~ \$102 ;
-  assign \$104  = l0_sum4_t0_0_s3[13] & \$103 ;
-  assign \$105  = ! l0_sum4_t0_0_s3[12:0];
-  assign \$106  = l0_sum4_t0_0_s3[13] & \$105 ;
-  assign \$107  = \$106  & \floor$75 [0];
-  assign \$108  = \$104  | \$107 ;
-  assign \$109  = $signed(\floor$75 ) + $signed({ 1'h0, \$108  });
-  assign \$110  = \above$77  ? 16'h7fff : \$109 [15:0];
-  assign \t$79  = \below$78  ? 16'h8000 : \$110 ;
-  assign \$111  = ! l0_sum5_t0_0_s3[12:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = l0_sum5_t0_0_s3[13] & \$112 ;
-  assign \$114  = ! l0_sum5_t0_0_s3[12:0];
-  assign \$115  = l0_sum5_t0_0_s3[13] & \$114 ;
-  assign \$116  = \$115  & \floor$91 [0];
-  assign \inc$92  = \$113  | \$116 ;
-  assign \$117  = $signed(\floor$91 ) > $signed(16'h7fff);
-  assign \$118  = \floor$91  == 15'h7fff;
-  assign \$119  = \$118  & \inc$92 ;
-  assign \above$93  = \$117  | \$119 ;
-  assign \$120  = $signed(\floor$91 ) < $signed(17'h17fff);
-  assign \$121  = \floor$91  == 40'hffffff7fff;
-  assign \$122  = ~ \inc$92 ;
+  assign \$104  = \$101 [34] & \$103 ;
+  assign \$105  = ~ \$101 [34];
+  assign \$106  = | \$101 [34:33];
+  assign \$107  = \$105  & \$106 ;
+  assign \$108  = \$107  ? 16'h7fff : \$101 [33:18];
+  assign \t$154  = \$104  ? 16'h8000 : \$108 ;
+  assign \$109  = $signed({ l1_dw0_4_raw_s10, l1_dw0_4_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_4_raw_s10[17] });
+  assign \$110  = & \$109 [34:33];
+  assign \$111  = ~ \$110 ;
+  assign \$112  = \$109 [34] & \$111 ;
+  assign \$113  = ~ \$109 [34];
+  assign \$114  = | \$109 [34:33];
+  assign \$115  = \$113  & \$114 ;
+  assign \$116  = \$115  ? 16'h7fff : \$109 [33:18];
+  assign \t$157  = \$112  ? 16'h8000 : \$116 ;
+  assign \$117  = $signed({ l1_dw0_5_raw_s10, l1_dw0_5_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_5_raw_s10[17] });
+  assign \$118  = & \$117 [34:33];
+  assign \$119  = ~ \$118 ;
+  assign \$120  = \$117 [34] & \$119 ;
+  assign \$121  = ~ \$117 [34];
+  assign \$122  = | \$117 [34:33];
   assign \$123  = \$121  & \$122 ;
-  assign \below$94  = \$120  | \$123 ;
-  assign \$124  = ! l0_sum5_t0_0_s3[12:0];
-  assign \$125  = ~ \$124 ;
-  assign \$126  = l0_sum5_t0_0_s3[13] & \$125 ;
-  assign \$127  = ! l0_sum5_t0_0_s3[12:0];
-  assign \$128  = l0_sum5_t0_0_s3[13] & \$127 ;
-  assign \$129  = \$128  & \floor$91 [0];
-  assign \$130  = \$126  | \$129 ;
-  assign \$131  = $signed(\floor$91 ) + $signed({ 1'h0, \$130  });
-  assign \$132  = \above$93  ? 16'h7fff : \$131 [15:0];
-  assign \t$95  = \below$94  ? 16'h8000 : \$132 ;
-  assign \$133  = ! l0_sum6_t0_0_s3[12:0];
-  assign \$134  = ~ \$133 ;
-  assign \$135  = l0_sum6_t0_0_s3[13] & \$134 ;
-  assign \$136  = ! l0_sum6_t0_0_s3[12:0];
-  assign \$137  = l0_sum6_t0_0_s3[13] & \$136 ;
-  assign \$138  = \$137  & \floor$107 [0];
-  assign \inc$108  = \$135  | \$138 ;
-  assign \$139  = $signed(\floor$107 ) > $signed(16'h7fff);
-  assign \$140  = \floor$107  == 15'h7fff;
-  assign \$141  = \$140  & \inc$108 ;
-  assign \above$109  = \$139  | \$141 ;
-  assign \$142  = $signed(\floor$107 ) < $signed(17'h17fff);
-  assign \$143  = \floor$107  == 40'hffffff7fff;
-  assign \$144  = ~ \inc$108 ;
-  assign \$145  = \$143  & \$144 ;
-  assign \below$110  = \$142  | \$145 ;
-  assign \$146  = ! l0_sum6_t0_0_s3[12:0];
-  assign \$147  = ~ \$146 ;
-  assign \$148  = l0_sum6_t0_0_s3[13] & \$147 ;
-  assign \$149  = ! l0_sum6_t0_0_s3[12:0];
-  assign \$150  = l0_sum6_t0_0_s3[13] & \$149 ;
-  assign \$151  = \$150  & \floor$107 [0];
-  assign \$152  = \$148  | \$151 ;
-  assign \$153  = $signed(\floor$107 ) + $signed({ 1'h0, \$152  });
-  assign \$154  = \above$109  ? 16'h7fff : \$153 [15:0];
-  assign \t$111  = \below$110  ? 16'h8000 : \$154 ;
-  assign \$155  = ! l0_sum7_t0_0_s3[12:0];
-  assign \$156  = ~ \$155 ;
-  assign \$157  = l0_sum7_t0_0_s3[13] & \$156 ;
-  assign \$158  = ! l0_sum7_t0_0_s3[12:0];
-  assign \$159  = l0_sum7_t0_0_s3[13] & \$158 ;
-  assign \$160  = \$159  & \floor$123 [0];
-  assign \inc$124  = \$157  | \$160 ;
-  assign \$161  = $signed(\floor$123 ) > $signed(16'h7fff);
-  assign \$162  = \floor$123  == 15'h7fff;
-  assign \$163  = \$162  & \inc$124 ;
-  assign \above$125  = \$161  | \$163 ;
-  assign \$164  = $signed(\floor$123 ) < $signed(17'h17fff);
-  assign \$165  = \floor$123  == 40'hffffff7fff;
-  assign \$166  = ~ \inc$124 ;
-  assign \$167  = \$165  & \$166 ;
-  assign \below$126  = \$164  | \$167 ;
-  assign \$168  = ! l0_sum7_t0_0_s3[12:0];
-  assign \$169  = ~ \$168 ;
-  assign \$170  = l0_sum7_t0_0_s3[13] & \$169 ;
-  assign \$171  = ! l0_sum7_t0_0_s3[12:0];
-  assign \$172  = l0_sum7_t0_0_s3[13] & \$171 ;
-  assign \$173  = \$172  & \floor$123 [0];
-  assign \$174  = \$170  | \$173 ;
-  assign \$175  = $signed(\floor$123 ) + $signed({ 1'h0, \$174  });
-  assign \$176  = \above$125  ? 16'h7fff : \$175 [15:0];
-  assign \t$127  = \below$126  ? 16'h8000 : \$176 ;
-  assign \$177  = ! l1_sum0_t1_0_s7[12:0];
-  assign \$178  = ~ \$177 ;
-  assign \$179  = l1_sum0_t1_0_s7[13] & \$178 ;
-  assign \$180  = ! l1_sum0_t1_0_s7[12:0];
-  assign \$181  = l1_sum0_t1_0_s7[13] & \$180 ;
-  assign \$182  = \$181  & \floor$157 [0];
-  assign \inc$158  = \$179  | \$182 ;
-  assign \$183  = $signed(\floor$157 ) > $signed(16'h7fff);
-  assign \$184  = \floor$157  == 15'h7fff;
-  assign \$185  = \$184  & \inc$158 ;
-  assign \above$159  = \$183  | \$185 ;
-  assign \$186  = $signed(\floor$157 ) < $signed(17'h17fff);
-  assign \$187  = \floor$157  == 40'hffffff7fff;
-  assign \$188  = ~ \inc$158 ;
-  assign \$189  = \$187  & \$188 ;
-  assign \below$160  = \$186  | \$189 ;
-  assign \$190  = ! l1_sum0_t1_0_s7[12:0];
+  assign \$124  = \$123  ? 16'h7fff : \$117 [33:18];
+  assign \t$160  = \$120  ? 16'h8000 : \$124 ;
+  assign \$125  = $signed({ l1_dw0_6_raw_s10, l1_dw0_6_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_6_raw_s10[17] });
+  assign \$126  = & \$125 [34:33];
+  assign \$127  = ~ \$126 ;
+  assign \$128  = \$125 [34] & \$127 ;
+  assign \$129  = ~ \$125 [34];
+  assign \$130  = | \$125 [34:33];
+  assign \$131  = \$129  & \$130 ;
+  assign \$132  = \$131  ? 16'h7fff : \$125 [33:18];
+  assign \t$163  = \$128  ? 16'h8000 : \$132 ;
+  assign \$133  = $signed({ l1_dw0_7_raw_s10, l1_dw0_7_raw_s10[17] }) + $signed({ 17'h0ffff, l1_dw0_7_raw_s10[17] });
+  assign \$134  = & \$133 [34:33];
+  assign \$135  = ~ \$134 ;
+  assign \$136  = \$133 [34] & \$135 ;
+  assign \$137  = ~ \$133 [34];
+  assign \$138  = | \$133 [34:33];
+  assign \$139  = \$137  & \$138 ;
+  assign \$140  = \$139  ? 16'h7fff : \$133 [33:18];
+  assign \t$166  = \$136  ? 16'h8000 : \$140 ;
+  assign \$141  = $signed({ err0_s9, err0_s9[5] }) + $signed({ 5'h0f, err0_s9[5] });
+  assign \$143  = ~ \$142 ;
+  assign \$145  = ~ \$141 [18];
+  assign \$149  = $signed({ \t$170 , \t$170 [14] }) + $signed({ 14'h1fff, \t$170 [14] });
+  assign \$150  = & \$149 [42:30];
+  assign \$151  = ~ \$150 ;
+  assign \$152  = \$149 [42] & \$151 ;
+  assign \$153  = ~ \$149 [42];
+  assign \$154  = | \$149 [42:30];
+  assign \$155  = \$153  & \$154 ;
+  assign \$156  = \$155  ? 16'h7fff : \$149 [30:15];
+  assign \t$175  = \$152  ? 16'h8000 : \$156 ;
+  assign \$157  = $signed({ \t$176 , \t$176 [14] }) + $signed({ 14'h1fff, \t$176 [14] });
+  assign \$158  = & \$157 [42:30];
+  assign \$159  = ~ \$158 ;
+  assign \$160  = \$157 [42] & \$159 ;
+  assign \$161  = ~ \$157 [42];
+  assign \$162  = | \$157 [42:30];
+  assign \$163  = \$161  & \$162 ;
+  assign \$164  = \$163  ? 16'h7fff : \$157 [30:15];
+  assign \t$181  = \$160  ? 16'h8000 : \$164 ;
+  assign \$165  = $signed({ \t$182 , \t$182 [14] }) + $signed({ 14'h1fff, \t$182 [14] });
+  assign \$166  = & \$165 [42:30];
+  assign \$167  = ~ \$166 ;
+  assign \$168  = \$165 [42] & \$167 ;
+  assign \$169  = ~ \$165 [42];
+  assign \$170  = | \$165 [42:30];
+  assign \$171  = \$169  & \$170 ;
+  assign \$172  = \$171  ? 16'h7fff : \$165 [30:15];
+  assign \t$187  = \$168  ? 16'h8000 : \$172 ;
+  assign \$173  = $signed({ \t$188 , \t$188 [14] }) + $signed({ 14'h1fff, \t$188 [14] });
+  assign \$174  = & \$173 [42:30];
+  assign \$175  = ~ \$174 ;
+  assign \$176  = \$173 [42] & \$175 ;
+  assign \$177  = ~ \$173 [42];
+  assign \$178  = | \$173 [42:30];
+  assign \$179  = \$177  & \$178 ;
+  assign \$180  = \$179  ? 16'h7fff : \$173 [30:15];
+  assign \t$193  = \$176  ? 16'h8000 : \$180 ;
+  assign \$181  = $signed({ \t$194 , \t$194 [14] }) + $signed({ 14'h1fff, \t$194 [14] });
+  assign \$182  = & \$181 [42:30];
+  assign \$183  = ~ \$182 ;
+  assign \$184  = \$181 [42] & \$183 ;
+  assign \$185  = ~ \$181 [42];
+  assign \$186  = | \$181 [42:30];
+  assign \$187  = \$185  & \$186 ;
+  assign \$188  = \$187  ? 16'h7fff : \$181 [30:15];
+  assign \t$199  = \$184  ? 16'h8000 : \$188 ;
+  assign \$189  = $signed({ \t$200 , \t$200 [14] }) + $signed({ 14'h1fff, \t$200 [14] });
+  assign \$190  = & \$189 [42:30];
   assign \$191  = ~ \$190 ;
-  assign \$192  = l1_sum0_t1_0_s7[13] & \$191 ;
-  assign \$193  = ! l1_sum0_t1_0_s7[12:0];
-  assign \$194  = l1_sum0_t1_0_s7[13] & \$193 ;
-  assign \$195  = \$194  & \floor$157 [0];
-  assign \$196  = \$192  | \$195 ;
-  assign \$197  = $signed(\floor$157 ) + $signed({ 1'h0, \$196  });
-  assign \$198  = \above$159  ? 16'h7fff : \$197 [15:0];
-  assign \t$161  = \below$160  ? 16'h8000 : \$198 ;
-  assign \$199  = $signed(l1_out0_s8) >= $signed(1'h0);
-  assign \t$164  = $signed(l1_out0_s8) - $signed(y0_s8);
-  assign \$200  = $signed(\t$166 ) < $signed(16'h8000);
-  assign \$201  = $signed(\t$166 ) > $signed(16'h7fff);
-  assign \$202  = \$201  ? 16'h7fff : \t$166 [15:0];
-  assign \t$167  = \$200  ? 16'h8000 : \$202 ;
-  assign \$203  = ! l1_dw0_0_raw_s10[15:0];
-  assign \$204  = ~ \$203 ;
-  assign \$205  = l1_dw0_0_raw_s10[16] & \$204 ;
-  assign \$206  = ! l1_dw0_0_raw_s10[15:0];
-  assign \$207  = l1_dw0_0_raw_s10[16] & \$206 ;
-  assign \$208  = \$207  & \floor$170 [0];
-  assign \inc$172  = \$205  | \$208 ;
-  assign \$209  = $signed(\floor$170 ) > $signed(16'h7fff);
-  assign \$210  = \floor$170  == 15'h7fff;
-  assign \$211  = \$210  & \inc$172 ;
-  assign \above$173  = \$209  | \$211 ;
-  assign \$212  = $signed(\floor$170 ) < $signed(17'h17fff);
-  assign \$213  = \floor$170  == 32'd4294934527;
-  assign \$214  = ~ \inc$172 ;
-  assign \$215  = \$213  & \$214 ;
-  assign \below$174  = \$212  | \$215 ;
-  assign \$216  = ! l1_dw0_0_raw_s10[15:0];
-  assign \$217  = ~ \$216 ;
-  assign \$218  = l1_dw0_0_raw_s10[16] & \$217 ;
-  assign \$219  = ! l1_dw0_0_raw_s10[15:0];
-  assign \$220  = l1_dw0_0_raw_s10[16] & \$219 ;
-  assign \$221  = \$220  & \floor$170 [0];
-  assign \$222  = \$218  | \$221 ;
-  assign \$223  = $signed(\floor$170 ) + $signed({ 1'h0, \$222  });
-  assign \$224  = \above$173  ? 16'h7fff : \$223 [15:0];
-  assign \t$175  = \below$174  ? 16'h8000 : \$224 ;
-  assign \$225  = ! l1_dw0_1_raw_s10[15:0];
-  assign \$226  = ~ \$225 ;
-  assign \$227  = l1_dw0_1_raw_s10[16] & \$226 ;
-  assign \$228  = ! l1_dw0_1_raw_s10[15:0];
-  assign \$229  = l1_dw0_1_raw_s10[16] & \$228 ;
-  assign \$230  = \$229  & \floor$176 [0];
-  assign \inc$178  = \$227  | \$230 ;
-  assign \$231  = $signed(\floor$176 ) > $signed(16'h7fff);
-  assign \$232  = \floor$176  == 15'h7fff;
-  assign \$233  = \$232  & \inc$178 ;
-  assign \above$179  = \$231  | \$233 ;
-  assign \$234  = $signed(\floor$176 ) < $signed(17'h17fff);
-  assign \$235  = \floor$176  == 32'd4294934527;
-  assign \$236  = ~ \inc$178 ;
-  assign \$237  = \$235  & \$236 ;
-  assign \below$180  = \$234  | \$237 ;
-  assign \$238  = ! l1_dw0_1_raw_s10[15:0];
+  assign \$192  = \$189 [42] & \$191 ;
+  assign \$193  = ~ \$189 [42];
+  assign \$194  = | \$189 [42:30];
+  assign \$195  = \$193  & \$194 ;
+  assign \$196  = \$195  ? 16'h7fff : \$189 [30:15];
+  assign \t$205  = \$192  ? 16'h8000 : \$196 ;
+  assign \$197  = $signed({ \t$206 , \t$206 [14] }) + $signed({ 14'h1fff, \t$206 [14] });
+  assign \$198  = & \$197 [42:30];
+  assign \$199  = ~ \$198 ;
+  assign \$200  = \$197 [42] & \$199 ;
+  assign \$201  = ~ \$197 [42];
+  assign \$202  = | \$197 [42:30];
+  assign \$203  = \$201  & \$202 ;
+  assign \$204  = \$203  ? 16'h7fff : \$197 [30:15];
+  assign \t$211  = \$200  ? 16'h8000 : \$204 ;
+  assign \$205  = $signed({ \t$212 , \t$212 [14] }) + $signed({ 14'h1fff, \t$212 [14] });
+  assign \$206  = & \$205 [42:30];
+  assign \$207  = ~ \$206 ;
+  assign \$208  = \$205 [42] & \$207 ;
+  assign \$209  = ~ \$205 [42];
+  assign \$210  = | \$205 [42:30];
+  assign \$211  = \$209  & \$210 ;
+  assign \$212  = \$211  ? 16'h7fff : \$205 [30:15];
+  assign \t$217  = \$208  ? 16'h8000 : \$212 ;
+  assign \$213  = $signed({ l0_dw0_0_raw_s12, l0_dw0_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw0_0_raw_s12[17] });
+  assign \$214  = & \$213 [34:33];
+  assign \$215  = ~ \$214 ;
+  assign \$216  = \$213 [34] & \$215 ;
+  assign \$217  = ~ \$213 [34];
+  assign \$218  = | \$213 [34:33];
+  assign \$219  = \$217  & \$218 ;
+  assign \$220  = \$219  ? 16'h7fff : \$213 [33:18];
+  assign \t$220  = \$216  ? 16'h8000 : \$220 ;
+  assign \$221  = $signed({ l0_dw0_1_raw_s12, l0_dw0_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw0_1_raw_s12[17] });
+  assign \$222  = & \$221 [34:33];
+  assign \$223  = ~ \$222 ;
+  assign \$224  = \$221 [34] & \$223 ;
+  assign \$225  = ~ \$221 [34];
+  assign \$226  = | \$221 [34:33];
+  assign \$227  = \$225  & \$226 ;
+  assign \$228  = \$227  ? 16'h7fff : \$221 [33:18];
+  assign \t$223  = \$224  ? 16'h8000 : \$228 ;
+  assign \$229  = $signed({ l0_dw1_0_raw_s12, l0_dw1_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw1_0_raw_s12[17] });
+  assign \$230  = & \$229 [34:33];
+  assign \$231  = ~ \$230 ;
+  assign \$232  = \$229 [34] & \$231 ;
+  assign \$233  = ~ \$229 [34];
+  assign \$234  = | \$229 [34:33];
+  assign \$235  = \$233  & \$234 ;
+  assign \$236  = \$235  ? 16'h7fff : \$229 [33:18];
+  assign \t$226  = \$232  ? 16'h8000 : \$236 ;
+  assign \$237  = $signed({ l0_dw1_1_raw_s12, l0_dw1_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw1_1_raw_s12[17] });
+  assign \$238  = & \$237 [34:33];
   assign \$239  = ~ \$238 ;
-  assign \$240  = l1_dw0_1_raw_s10[16] & \$239 ;
-  assign \$241  = ! l1_dw0_1_raw_s10[15:0];
-  assign \$242  = l1_dw0_1_raw_s10[16] & \$241 ;
-  assign \$243  = \$242  & \floor$176 [0];
-  assign \$244  = \$240  | \$243 ;
-  assign \$245  = $signed(\floor$176 ) + $signed({ 1'h0, \$244  });
-  assign \$246  = \above$179  ? 16'h7fff : \$245 [15:0];
-  assign \t$181  = \below$180  ? 16'h8000 : \$246 ;
-  assign \$247  = ! l1_dw0_2_raw_s10[15:0];
-  assign \$248  = ~ \$247 ;
-  assign \$249  = l1_dw0_2_raw_s10[16] & \$248 ;
-  assign \$250  = ! l1_dw0_2_raw_s10[15:0];
-  assign \$251  = l1_dw0_2_raw_s10[16] & \$250 ;
-  assign \$252  = \$251  & \floor$182 [0];
-  assign \inc$184  = \$249  | \$252 ;
-  assign \$253  = $signed(\floor$182 ) > $signed(16'h7fff);
-  assign \$254  = \floor$182  == 15'h7fff;
-  assign \$255  = \$254  & \inc$184 ;
-  assign \above$185  = \$253  | \$255 ;
-  assign \$256  = $signed(\floor$182 ) < $signed(17'h17fff);
-  assign \$257  = \floor$182  == 32'd4294934527;
-  assign \$258  = ~ \inc$184 ;
+  assign \$240  = \$237 [34] & \$239 ;
+  assign \$241  = ~ \$237 [34];
+  assign \$242  = | \$237 [34:33];
+  assign \$243  = \$241  & \$242 ;
+  assign \$244  = \$243  ? 16'h7fff : \$237 [33:18];
+  assign \t$229  = \$240  ? 16'h8000 : \$244 ;
+  assign \$245  = $signed({ l0_dw2_0_raw_s12, l0_dw2_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw2_0_raw_s12[17] });
+  assign \$246  = & \$245 [34:33];
+  assign \$247  = ~ \$246 ;
+  assign \$248  = \$245 [34] & \$247 ;
+  assign \$249  = ~ \$245 [34];
+  assign \$250  = | \$245 [34:33];
+  assign \$251  = \$249  & \$250 ;
+  assign \$252  = \$251  ? 16'h7fff : \$245 [33:18];
+  assign \t$232  = \$248  ? 16'h8000 : \$252 ;
+  assign \$253  = $signed({ l0_dw2_1_raw_s12, l0_dw2_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw2_1_raw_s12[17] });
+  assign \$254  = & \$253 [34:33];
+  assign \$255  = ~ \$254 ;
+  assign \$256  = \$253 [34] & \$255 ;
+  assign \$257  = ~ \$253 [34];
+  assign \$258  = | \$253 [34:33];
   assign \$259  = \$257  & \$258 ;
-  assign \below$186  = \$256  | \$259 ;
-  assign \$260  = ! l1_dw0_2_raw_s10[15:0];
-  assign \$261  = ~ \$260 ;
-  assign \$262  = l1_dw0_2_raw_s10[16] & \$261 ;
-  assign \$263  = ! l1_dw0_2_raw_s10[15:0];
-  assign \$264  = l1_dw0_2_raw_s10[16] & \$263 ;
-  assign \$265  = \$264  & \floor$182 [0];
-  assign \$266  = \$262  | \$265 ;
-  assign \$267  = $signed(\floor$182 ) + $signed({ 1'h0, \$266  });
-  assign \$268  = \above$185  ? 16'h7fff : \$267 [15:0];
-  assign \t$187  = \below$186  ? 16'h8000 : \$268 ;
-  assign \$269  = ! l1_dw0_3_raw_s10[15:0];
-  assign \$270  = ~ \$269 ;
-  assign \$271  = l1_dw0_3_raw_s10[16] & \$270 ;
-  assign \$272  = ! l1_dw0_3_raw_s10[15:0];
-  assign \$273  = l1_dw0_3_raw_s10[16] & \$272 ;
-  assign \$274  = \$273  & \floor$188 [0];
-  assign \inc$190  = \$271  | \$274 ;
-  assign \$275  = $signed(\floor$188 ) > $signed(16'h7fff);
-  assign \$276  = \floor$188  == 15'h7fff;
-  assign \$277  = \$276  & \inc$190 ;
-  assign \above$191  = \$275  | \$277 ;
-  assign \$278  = $signed(\floor$188 ) < $signed(17'h17fff);
-  assign \$279  = \floor$188  == 32'd4294934527;
-  assign \$280  = ~ \inc$190 ;
-  assign \$281  = \$279  & \$280 ;
-  assign \below$192  = \$278  | \$281 ;
-  assign \$282  = ! l1_dw0_3_raw_s10[15:0];
-  assign \$283  = ~ \$282 ;
-  assign \$284  = l1_dw0_3_raw_s10[16] & \$283 ;
-  assign \$285  = ! l1_dw0_3_raw_s10[15:0];
-  assign \$286  = l1_dw0_3_raw_s10[16] & \$285 ;
-  assign \$287  = \$286  & \floor$188 [0];
-  assign \$288  = \$284  | \$287 ;
-  assign \$289  = $signed(\floor$188 ) + $signed({ 1'h0, \$288  });
-  assign \$290  = \above$191  ? 16'h7fff : \$289 [15:0];
-  assign \t$193  = \below$192  ? 16'h8000 : \$290 ;
-  assign \$291  = ! l1_dw0_4_raw_s10[15:0];
-  assign \$292  = ~ \$291 ;
-  assign \$293  = l1_dw0_4_raw_s10[16] & \$292 ;
-  assign \$294  = ! l1_dw0_4_raw_s10[15:0];
-  assign \$295  = l1_dw0_4_raw_s10[16] & \$294 ;
-  assign \$296  = \$295  & \floor$194 [0];
-  assign \inc$196  = \$293  | \$296 ;
-  assign \$297  = $signed(\floor$194 ) > $signed(16'h7fff);
-  assign \$298  = \floor$194  == 15'h7fff;
-  assign \$299  = \$298  & \inc$196 ;
-  assign \above$197  = \$297  | \$299 ;
-  assign \$300  = $signed(\floor$194 ) < $signed(17'h17fff);
-  assign \$301  = \floor$194  == 32'd4294934527;
-  assign \$302  = ~ \inc$196 ;
-  assign \$303  = \$301  & \$302 ;
-  assign \below$198  = \$300  | \$303 ;
-  assign \$304  = ! l1_dw0_4_raw_s10[15:0];
-  assign \$305  = ~ \$304 ;
-  assign \$306  = l1_dw0_4_raw_s10[16] & \$305 ;
-  assign \$307  = ! l1_dw0_4_raw_s10[15:0];
-  assign \$308  = l1_dw0_4_raw_s10[16] & \$307 ;
-  assign \$309  = \$308  & \floor$194 [0];
-  assign \$310  = \$306  | \$309 ;
-  assign \$311  = $signed(\floor$194 ) + $signed({ 1'h0, \$310  });
-  assign \$312  = \above$197  ? 16'h7fff : \$311 [15:0];
-  assign \t$199  = \below$198  ? 16'h8000 : \$312 ;
-  assign \$313  = ! l1_dw0_5_raw_s10[15:0];
-  assign \$314  = ~ \$313 ;
-  assign \$315  = l1_dw0_5_raw_s10[16] & \$314 ;
-  assign \$316  = ! l1_dw0_5_raw_s10[15:0];
-  assign \$317  = l1_dw0_5_raw_s10[16] & \$316 ;
-  assign \$318  = \$317  & \floor$200 [0];
-  assign \inc$202  = \$315  | \$318 ;
-  assign \$319  = $signed(\floor$200 ) > $signed(16'h7fff);
-  assign \$320  = \floor$200  == 15'h7fff;
-  assign \$321  = \$320  & \inc$202 ;
-  assign \above$203  = \$319  | \$321 ;
-  assign \$322  = $signed(\floor$200 ) < $signed(17'h17fff);
-  assign \$323  = \floor$200  == 32'd4294934527;
-  assign \$324  = ~ \inc$202 ;
-  assign \$325  = \$323  & \$324 ;
-  assign \below$204  = \$322  | \$325 ;
-  assign \$326  = ! l1_dw0_5_raw_s10[15:0];
+  assign \$260  = \$259  ? 16'h7fff : \$253 [33:18];
+  assign \t$235  = \$256  ? 16'h8000 : \$260 ;
+  assign \$261  = $signed({ l0_dw3_0_raw_s12, l0_dw3_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw3_0_raw_s12[17] });
+  assign \$262  = & \$261 [34:33];
+  assign \$263  = ~ \$262 ;
+  assign \$264  = \$261 [34] & \$263 ;
+  assign \$265  = ~ \$261 [34];
+  assign \$266  = | \$261 [34:33];
+  assign \$267  = \$265  & \$266 ;
+  assign \$268  = \$267  ? 16'h7fff : \$261 [33:18];
+  assign \t$238  = \$264  ? 16'h8000 : \$268 ;
+  assign \$269  = $signed({ l0_dw3_1_raw_s12, l0_dw3_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw3_1_raw_s12[17] });
+  assign \$270  = & \$269 [34:33];
+  assign \$271  = ~ \$270 ;
+  assign \$272  = \$269 [34] & \$271 ;
+  assign \$273  = ~ \$269 [34];
+  assign \$274  = | \$269 [34:33];
+  assign \$275  = \$273  & \$274 ;
+  assign \$276  = \$275  ? 16'h7fff : \$269 [33:18];
+  assign \t$241  = \$272  ? 16'h8000 : \$276 ;
+  assign \$277  = $signed({ l0_dw4_0_raw_s12, l0_dw4_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw4_0_raw_s12[17] });
+  assign \$278  = & \$277 [34:33];
+  assign \$279  = ~ \$278 ;
+  assign \$280  = \$277 [34] & \$279 ;
+  assign \$281  = ~ \$277 [34];
+  assign \$282  = | \$277 [34:33];
+  assign \$283  = \$281  & \$282 ;
+  assign \$284  = \$283  ? 16'h7fff : \$277 [33:18];
+  assign \t$244  = \$280  ? 16'h8000 : \$284 ;
+  assign \$285  = $signed({ l0_dw4_1_raw_s12, l0_dw4_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw4_1_raw_s12[17] });
+  assign \$286  = & \$285 [34:33];
+  assign \$287  = ~ \$286 ;
+  assign \$288  = \$285 [34] & \$287 ;
+  assign \$289  = ~ \$285 [34];
+  assign \$290  = | \$285 [34:33];
+  assign \$291  = \$289  & \$290 ;
+  assign \$292  = \$291  ? 16'h7fff : \$285 [33:18];
+  assign \t$247  = \$288  ? 16'h8000 : \$292 ;
+  assign \$293  = $signed({ l0_dw5_0_raw_s12, l0_dw5_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw5_0_raw_s12[17] });
+  assign \$294  = & \$293 [34:33];
+  assign \$295  = ~ \$294 ;
+  assign \$296  = \$293 [34] & \$295 ;
+  assign \$297  = ~ \$293 [34];
+  assign \$298  = | \$293 [34:33];
+  assign \$299  = \$297  & \$298 ;
+  assign \$300  = \$299  ? 16'h7fff : \$293 [33:18];
+  assign \t$250  = \$296  ? 16'h8000 : \$300 ;
+  assign \$301  = $signed({ l0_dw5_1_raw_s12, l0_dw5_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw5_1_raw_s12[17] });
+  assign \$302  = & \$301 [34:33];
+  assign \$303  = ~ \$302 ;
+  assign \$304  = \$301 [34] & \$303 ;
+  assign \$305  = ~ \$301 [34];
+  assign \$306  = | \$301 [34:33];
+  assign \$307  = \$305  & \$306 ;
+  assign \$308  = \$307  ? 16'h7fff : \$301 [33:18];
+  assign \t$253  = \$304  ? 16'h8000 : \$308 ;
+  assign \$309  = $signed({ l0_dw6_0_raw_s12, l0_dw6_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw6_0_raw_s12[17] });
+  assign \$310  = & \$309 [34:33];
+  assign \$311  = ~ \$310 ;
+  assign \$312  = \$309 [34] & \$311 ;
+  assign \$313  = ~ \$309 [34];
+  assign \$314  = | \$309 [34:33];
+  assign \$315  = \$313  & \$314 ;
+  assign \$316  = \$315  ? 16'h7fff : \$309 [33:18];
+  assign \t$256  = \$312  ? 16'h8000 : \$316 ;
+  assign \$317  = $signed({ l0_dw6_1_raw_s12, l0_dw6_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw6_1_raw_s12[17] });
+  assign \$318  = & \$317 [34:33];
+  assign \$319  = ~ \$318 ;
+  assign \$320  = \$317 [34] & \$319 ;
+  assign \$321  = ~ \$317 [34];
+  assign \$322  = | \$317 [34:33];
+  assign \$323  = \$321  & \$322 ;
+  assign \$324  = \$323  ? 16'h7fff : \$317 [33:18];
+  assign \t$259  = \$320  ? 16'h8000 : \$324 ;
+  assign \$325  = $signed({ l0_dw7_0_raw_s12, l0_dw7_0_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw7_0_raw_s12[17] });
+  assign \$326  = & \$325 [34:33];
   assign \$327  = ~ \$326 ;
-  assign \$328  = l1_dw0_5_raw_s10[16] & \$327 ;
-  assign \$329  = ! l1_dw0_5_raw_s10[15:0];
-  assign \$330  = l1_dw0_5_raw_s10[16] & \$329 ;
-  assign \$331  = \$330  & \floor$200 [0];
-  assign \$332  = \$328  | \$331 ;
-  assign \$333  = $signed(\floor$200 ) + $signed({ 1'h0, \$332  });
-  assign \$334  = \above$203  ? 16'h7fff : \$333 [15:0];
-  assign \t$205  = \below$204  ? 16'h8000 : \$334 ;
-  assign \$335  = ! l1_dw0_6_raw_s10[15:0];
-  assign \$336  = ~ \$335 ;
-  assign \$337  = l1_dw0_6_raw_s10[16] & \$336 ;
-  assign \$338  = ! l1_dw0_6_raw_s10[15:0];
-  assign \$339  = l1_dw0_6_raw_s10[16] & \$338 ;
-  assign \$340  = \$339  & \floor$206 [0];
-  assign \inc$208  = \$337  | \$340 ;
-  assign \$341  = $signed(\floor$206 ) > $signed(16'h7fff);
-  assign \$342  = \floor$206  == 15'h7fff;
-  assign \$343  = \$342  & \inc$208 ;
-  assign \above$209  = \$341  | \$343 ;
-  assign \$344  = $signed(\floor$206 ) < $signed(17'h17fff);
-  assign \$345  = \floor$206  == 32'd4294934527;
-  assign \$346  = ~ \inc$208 ;
-  assign \$347  = \$345  & \$346 ;
-  assign \below$210  = \$344  | \$347 ;
-  assign \$348  = ! l1_dw0_6_raw_s10[15:0];
-  assign \$349  = ~ \$348 ;
-  assign \$350  = l1_dw0_6_raw_s10[16] & \$349 ;
-  assign \$351  = ! l1_dw0_6_raw_s10[15:0];
-  assign \$352  = l1_dw0_6_raw_s10[16] & \$351 ;
-  assign \$353  = \$352  & \floor$206 [0];
-  assign \$354  = \$350  | \$353 ;
-  assign \$355  = $signed(\floor$206 ) + $signed({ 1'h0, \$354  });
-  assign \$356  = \above$209  ? 16'h7fff : \$355 [15:0];
-  assign \t$211  = \below$210  ? 16'h8000 : \$356 ;
-  assign \$357  = ! l1_dw0_7_raw_s10[15:0];
-  assign \$358  = ~ \$357 ;
-  assign \$359  = l1_dw0_7_raw_s10[16] & \$358 ;
-  assign \$360  = ! l1_dw0_7_raw_s10[15:0];
-  assign \$361  = l1_dw0_7_raw_s10[16] & \$360 ;
-  assign \$362  = \$361  & \floor$212 [0];
-  assign \inc$214  = \$359  | \$362 ;
-  assign \$363  = $signed(\floor$212 ) > $signed(16'h7fff);
-  assign \$364  = \floor$212  == 15'h7fff;
-  assign \$365  = \$364  & \inc$214 ;
-  assign \above$215  = \$363  | \$365 ;
-  assign \$366  = $signed(\floor$212 ) < $signed(17'h17fff);
-  assign \$367  = \floor$212  == 32'd4294934527;
-  assign \$368  = ~ \inc$214 ;
-  assign \$369  = \$367  & \$368 ;
-  assign \below$216  = \$366  | \$369 ;
-  assign \$370  = ! l1_dw0_7_raw_s10[15:0];
-  assign \$371  = ~ \$370 ;
-  assign \$372  = l1_dw0_7_raw_s10[16] & \$371 ;
-  assign \$373  = ! l1_dw0_7_raw_s10[15:0];
-  assign \$374  = l1_dw0_7_raw_s10[16] & \$373 ;
-  assign \$375  = \$374  & \floor$212 [0];
-  assign \$376  = \$372  | \$375 ;
-  assign \$377  = $signed(\floor$212 ) + $signed({ 1'h0, \$376  });
-  assign \$378  = \above$215  ? 16'h7fff : \$377 [15:0];
-  assign \t$217  = \below$216  ? 16'h8000 : \$378 ;
-  assign \$379  = ! err0_s9[3:0];
-  assign \$380  = ~ \$379 ;
-  assign \$381  = err0_s9[4] & \$380 ;
-  assign \$382  = ! err0_s9[3:0];
-  assign \$383  = err0_s9[4] & \$382 ;
-  assign \$384  = \$383  & \floor$218 [0];
-  assign \inc$220  = \$381  | \$384 ;
-  assign \$385  = $signed(\floor$218 ) > $signed(16'h7fff);
-  assign \$386  = \floor$218  == 15'h7fff;
-  assign \$387  = \$386  & \inc$220 ;
-  assign \above$221  = \$385  | \$387 ;
-  assign \$388  = $signed(\floor$218 ) < $signed(17'h17fff);
-  assign \$389  = $signed(\floor$218 ) == $signed(17'h17fff);
-  assign \$390  = ~ \inc$220 ;
-  assign \$391  = \$389  & \$390 ;
-  assign \below$222  = \$388  | \$391 ;
-  assign \$392  = ! err0_s9[3:0];
-  assign \$393  = ~ \$392 ;
-  assign \$394  = err0_s9[4] & \$393 ;
-  assign \$395  = ! err0_s9[3:0];
-  assign \$396  = err0_s9[4] & \$395 ;
-  assign \$397  = \$396  & \floor$218 [0];
-  assign \$398  = \$394  | \$397 ;
-  assign \$399  = $signed(\floor$218 ) + $signed({ 1'h0, \$398  });
-  assign \$400  = \above$221  ? 16'h7fff : \$399 [15:0];
-  assign \t$223  = \below$222  ? 16'h8000 : \$400 ;
-  assign \$401  = ! \t$224 [12:0];
-  assign \$402  = ~ \$401 ;
-  assign \$403  = \t$224 [13] & \$402 ;
-  assign \$404  = ! \t$224 [12:0];
-  assign \$405  = \t$224 [13] & \$404 ;
-  assign \$406  = \$405  & \floor$228 [0];
-  assign \inc$229  = \$403  | \$406 ;
-  assign \$407  = $signed(\floor$228 ) > $signed(16'h7fff);
-  assign \$408  = \floor$228  == 15'h7fff;
-  assign \$409  = \$408  & \inc$229 ;
-  assign \above$230  = \$407  | \$409 ;
-  assign \$410  = $signed(\floor$228 ) < $signed(17'h17fff);
-  assign \$411  = \floor$228  == 40'hffffff7fff;
-  assign \$412  = ~ \inc$229 ;
-  assign \$413  = \$411  & \$412 ;
-  assign \below$231  = \$410  | \$413 ;
-  assign \$414  = ! \t$224 [12:0];
-  assign \$415  = ~ \$414 ;
-  assign \$416  = \t$224 [13] & \$415 ;
-  assign \$417  = ! \t$224 [12:0];
-  assign \$418  = \t$224 [13] & \$417 ;
-  assign \$419  = \$418  & \floor$228 [0];
-  assign \$420  = \$416  | \$419 ;
-  assign \$421  = $signed(\floor$228 ) + $signed({ 1'h0, \$420  });
-  assign \$422  = \above$230  ? 16'h7fff : \$421 [15:0];
-  assign \t$232  = \below$231  ? 16'h8000 : \$422 ;
-  assign \$423  = ! \t$233 [12:0];
-  assign \$424  = ~ \$423 ;
-  assign \$425  = \t$233 [13] & \$424 ;
-  assign \$426  = ! \t$233 [12:0];
-  assign \$427  = \t$233 [13] & \$426 ;
-  assign \$428  = \$427  & \floor$237 [0];
-  assign \inc$238  = \$425  | \$428 ;
-  assign \$429  = $signed(\floor$237 ) > $signed(16'h7fff);
-  assign \$430  = \floor$237  == 15'h7fff;
-  assign \$431  = \$430  & \inc$238 ;
-  assign \above$239  = \$429  | \$431 ;
-  assign \$432  = $signed(\floor$237 ) < $signed(17'h17fff);
-  assign \$433  = \floor$237  == 40'hffffff7fff;
-  assign \$434  = ~ \inc$238 ;
-  assign \$435  = \$433  & \$434 ;
-  assign \below$240  = \$432  | \$435 ;
-  assign \$436  = ! \t$233 [12:0];
-  assign \$437  = ~ \$436 ;
-  assign \$438  = \t$233 [13] & \$437 ;
-  assign \$439  = ! \t$233 [12:0];
-  assign \$440  = \t$233 [13] & \$439 ;
-  assign \$441  = \$440  & \floor$237 [0];
-  assign \$442  = \$438  | \$441 ;
-  assign \$443  = $signed(\floor$237 ) + $signed({ 1'h0, \$442  });
-  assign \$444  = \above$239  ? 16'h7fff : \$443 [15:0];
-  assign \t$241  = \below$240  ? 16'h8000 : \$444 ;
-  assign \$445  = ! \t$242 [12:0];
-  assign \$446  = ~ \$445 ;
-  assign \$447  = \t$242 [13] & \$446 ;
-  assign \$448  = ! \t$242 [12:0];
-  assign \$449  = \t$242 [13] & \$448 ;
-  assign \$450  = \$449  & \floor$246 [0];
-  assign \inc$247  = \$447  | \$450 ;
-  assign \$451  = $signed(\floor$246 ) > $signed(16'h7fff);
-  assign \$452  = \floor$246  == 15'h7fff;
-  assign \$453  = \$452  & \inc$247 ;
-  assign \above$248  = \$451  | \$453 ;
-  assign \$454  = $signed(\floor$246 ) < $signed(17'h17fff);
-  assign \$455  = \floor$246  == 40'hffffff7fff;
-  assign \$456  = ~ \inc$247 ;
-  assign \$457  = \$455  & \$456 ;
-  assign \below$249  = \$454  | \$457 ;
-  assign \$458  = ! \t$242 [12:0];
-  assign \$459  = ~ \$458 ;
-  assign \$460  = \t$242 [13] & \$459 ;
-  assign \$461  = ! \t$242 [12:0];
-  assign \$462  = \t$242 [13] & \$461 ;
-  assign \$463  = \$462  & \floor$246 [0];
-  assign \$464  = \$460  | \$463 ;
-  assign \$465  = $signed(\floor$246 ) + $signed({ 1'h0, \$464  });
-  assign \$466  = \above$248  ? 16'h7fff : \$465 [15:0];
-  assign \t$250  = \below$249  ? 16'h8000 : \$466 ;
-  assign \$467  = ! \t$251 [12:0];
-  assign \$468  = ~ \$467 ;
-  assign \$469  = \t$251 [13] & \$468 ;
-  assign \$470  = ! \t$251 [12:0];
-  assign \$471  = \t$251 [13] & \$470 ;
-  assign \$472  = \$471  & \floor$255 [0];
-  assign \inc$256  = \$469  | \$472 ;
-  assign \$473  = $signed(\floor$255 ) > $signed(16'h7fff);
-  assign \$474  = \floor$255  == 15'h7fff;
-  assign \$475  = \$474  & \inc$256 ;
-  assign \above$257  = \$473  | \$475 ;
-  assign \$476  = $signed(\floor$255 ) < $signed(17'h17fff);
-  assign \$477  = \floor$255  == 40'hffffff7fff;
-  assign \$478  = ~ \inc$256 ;
-  assign \$479  = \$477  & \$478 ;
-  assign \below$258  = \$476  | \$479 ;
-  assign \$480  = ! \t$251 [12:0];
-  assign \$481  = ~ \$480 ;
-  assign \$482  = \t$251 [13] & \$481 ;
-  assign \$483  = ! \t$251 [12:0];
-  assign \$484  = \t$251 [13] & \$483 ;
-  assign \$485  = \$484  & \floor$255 [0];
-  assign \$486  = \$482  | \$485 ;
-  assign \$487  = $signed(\floor$255 ) + $signed({ 1'h0, \$486  });
-  assign \$488  = \above$257  ? 16'h7fff : \$487 [15:0];
-  assign \t$259  = \below$258  ? 16'h8000 : \$488 ;
-  assign \$489  = ! \t$260 [12:0];
-  assign \$490  = ~ \$489 ;
-  assign \$491  = \t$260 [13] & \$490 ;
-  assign \$492  = ! \t$260 [12:0];
-  assign \$493  = \t$260 [13] & \$492 ;
-  assign \$494  = \$493  & \floor$264 [0];
-  assign \inc$265  = \$491  | \$494 ;
-  assign \$495  = $signed(\floor$264 ) > $signed(16'h7fff);
-  assign \$496  = \floor$264  == 15'h7fff;
-  assign \$497  = \$496  & \inc$265 ;
-  assign \above$266  = \$495  | \$497 ;
-  assign \$498  = $signed(\floor$264 ) < $signed(17'h17fff);
-  assign \$499  = \floor$264  == 40'hffffff7fff;
-  assign \$500  = ~ \inc$265 ;
-  assign \$501  = \$499  & \$500 ;
-  assign \below$267  = \$498  | \$501 ;
-  assign \$502  = ! \t$260 [12:0];
-  assign \$503  = ~ \$502 ;
-  assign \$504  = \t$260 [13] & \$503 ;
-  assign \$505  = ! \t$260 [12:0];
-  assign \$506  = \t$260 [13] & \$505 ;
-  assign \$507  = \$506  & \floor$264 [0];
-  assign \$508  = \$504  | \$507 ;
-  assign \$509  = $signed(\floor$264 ) + $signed({ 1'h0, \$508  });
-  assign \$510  = \above$266  ? 16'h7fff : \$509 [15:0];
-  assign \t$268  = \below$267  ? 16'h8000 : \$510 ;
-  assign \$511  = ! \t$269 [12:0];
-  assign \$512  = ~ \$511 ;
-  assign \$513  = \t$269 [13] & \$512 ;
-  assign \$514  = ! \t$269 [12:0];
-  assign \$515  = \t$269 [13] & \$514 ;
-  assign \$516  = \$515  & \floor$273 [0];
-  assign \inc$274  = \$513  | \$516 ;
-  assign \$517  = $signed(\floor$273 ) > $signed(16'h7fff);
-  assign \$518  = \floor$273  == 15'h7fff;
-  assign \$519  = \$518  & \inc$274 ;
-  assign \above$275  = \$517  | \$519 ;
-  assign \$520  = $signed(\floor$273 ) < $signed(17'h17fff);
-  assign \$521  = \floor$273  == 40'hffffff7fff;
-  assign \$522  = ~ \inc$274 ;
-  assign \$523  = \$521  & \$522 ;
-  assign \below$276  = \$520  | \$523 ;
-  assign \$524  = ! \t$269 [12:0];
-  assign \$525  = ~ \$524 ;
-  assign \$526  = \t$269 [13] & \$525 ;
-  assign \$527  = ! \t$269 [12:0];
-  assign \$528  = \t$269 [13] & \$527 ;
-  assign \$529  = \$528  & \floor$273 [0];
-  assign \$530  = \$526  | \$529 ;
-  assign \$531  = $signed(\floor$273 ) + $signed({ 1'h0, \$530  });
-  assign \$532  = \above$275  ? 16'h7fff : \$531 [15:0];
-  assign \t$277  = \below$276  ? 16'h8000 : \$532 ;
-  assign \$533  = ! \t$278 [12:0];
-  assign \$534  = ~ \$533 ;
-  assign \$535  = \t$278 [13] & \$534 ;
-  assign \$536  = ! \t$278 [12:0];
-  assign \$537  = \t$278 [13] & \$536 ;
-  assign \$538  = \$537  & \floor$282 [0];
-  assign \inc$283  = \$535  | \$538 ;
-  assign \$539  = $signed(\floor$282 ) > $signed(16'h7fff);
-  assign \$540  = \floor$282  == 15'h7fff;
-  assign \$541  = \$540  & \inc$283 ;
-  assign \above$284  = \$539  | \$541 ;
-  assign \$542  = $signed(\floor$282 ) < $signed(17'h17fff);
-  assign \$543  = \floor$282  == 40'hffffff7fff;
-  assign \$544  = ~ \inc$283 ;
-  assign \$545  = \$543  & \$544 ;
-  assign \below$285  = \$542  | \$545 ;
-  assign \$546  = ! \t$278 [12:0];
-  assign \$547  = ~ \$546 ;
-  assign \$548  = \t$278 [13] & \$547 ;
-  assign \$549  = ! \t$278 [12:0];
-  assign \$550  = \t$278 [13] & \$549 ;
-  assign \$551  = \$550  & \floor$282 [0];
-  assign \$552  = \$548  | \$551 ;
-  assign \$553  = $signed(\floor$282 ) + $signed({ 1'h0, \$552  });
-  assign \$554  = \above$284  ? 16'h7fff : \$553 [15:0];
-  assign \t$286  = \below$285  ? 16'h8000 : \$554 ;
-  assign \$555  = ! \t$287 [12:0];
-  assign \$556  = ~ \$555 ;
-  assign \$557  = \t$287 [13] & \$556 ;
-  assign \$558  = ! \t$287 [12:0];
-  assign \$559  = \t$287 [13] & \$558 ;
-  assign \$560  = \$559  & \floor$291 [0];
-  assign \inc$292  = \$557  | \$560 ;
-  assign \$561  = $signed(\floor$291 ) > $signed(16'h7fff);
-  assign \$562  = \floor$291  == 15'h7fff;
-  assign \$563  = \$562  & \inc$292 ;
-  assign \above$293  = \$561  | \$563 ;
-  assign \$564  = $signed(\floor$291 ) < $signed(17'h17fff);
-  assign \$565  = \floor$291  == 40'hffffff7fff;
-  assign \$566  = ~ \inc$292 ;
-  assign \$567  = \$565  & \$566 ;
-  assign \below$294  = \$564  | \$567 ;
-  assign \$568  = ! \t$287 [12:0];
-  assign \$569  = ~ \$568 ;
-  assign \$570  = \t$287 [13] & \$569 ;
-  assign \$571  = ! \t$287 [12:0];
-  assign \$572  = \t$287 [13] & \$571 ;
-  assign \$573  = \$572  & \floor$291 [0];
-  assign \$574  = \$570  | \$573 ;
-  assign \$575  = $signed(\floor$291 ) + $signed({ 1'h0, \$574  });
-  assign \$576  = \above$293  ? 16'h7fff : \$575 [15:0];
-  assign \t$295  = \below$294  ? 16'h8000 : \$576 ;
-  assign \$577  = ! l0_dw0_0_raw_s12[15:0];
-  assign \$578  = ~ \$577 ;
-  assign \$579  = l0_dw0_0_raw_s12[16] & \$578 ;
-  assign \$580  = ! l0_dw0_0_raw_s12[15:0];
-  assign \$581  = l0_dw0_0_raw_s12[16] & \$580 ;
-  assign \$582  = \$581  & \floor$296 [0];
-  assign \inc$298  = \$579  | \$582 ;
-  assign \$583  = $signed(\floor$296 ) > $signed(16'h7fff);
-  assign \$584  = \floor$296  == 15'h7fff;
-  assign \$585  = \$584  & \inc$298 ;
-  assign \above$299  = \$583  | \$585 ;
-  assign \$586  = $signed(\floor$296 ) < $signed(17'h17fff);
-  assign \$587  = \floor$296  == 32'd4294934527;
-  assign \$588  = ~ \inc$298 ;
-  assign \$589  = \$587  & \$588 ;
-  assign \below$300  = \$586  | \$589 ;
-  assign \$590  = ! l0_dw0_0_raw_s12[15:0];
-  assign \$591  = ~ \$590 ;
-  assign \$592  = l0_dw0_0_raw_s12[16] & \$591 ;
-  assign \$593  = ! l0_dw0_0_raw_s12[15:0];
-  assign \$594  = l0_dw0_0_raw_s12[16] & \$593 ;
-  assign \$595  = \$594  & \floor$296 [0];
-  assign \$596  = \$592  | \$595 ;
-  assign \$597  = $signed(\floor$296 ) + $signed({ 1'h0, \$596  });
-  assign \$598  = \above$299  ? 16'h7fff : \$597 [15:0];
-  assign \t$301  = \below$300  ? 16'h8000 : \$598 ;
-  assign \$599  = ! l0_dw0_1_raw_s12[15:0];
-  assign \$600  = ~ \$599 ;
-  assign \$601  = l0_dw0_1_raw_s12[16] & \$600 ;
-  assign \$602  = ! l0_dw0_1_raw_s12[15:0];
-  assign \$603  = l0_dw0_1_raw_s12[16] & \$602 ;
-  assign \$604  = \$603  & \floor$302 [0];
-  assign \inc$304  = \$601  | \$604 ;
-  assign \$605  = $signed(\floor$302 ) > $signed(16'h7fff);
-  assign \$606  = \floor$302  == 15'h7fff;
-  assign \$607  = \$606  & \inc$304 ;
-  assign \above$305  = \$605  | \$607 ;
-  assign \$608  = $signed(\floor$302 ) < $signed(17'h17fff);
-  assign \$609  = \floor$302  == 32'd4294934527;
-  assign \$610  = ~ \inc$304 ;
-  assign \$611  = \$609  & \$610 ;
-  assign \below$306  = \$608  | \$611 ;
-  assign \$612  = ! l0_dw0_1_raw_s12[15:0];
-  assign \$613  = ~ \$612 ;
-  assign \$614  = l0_dw0_1_raw_s12[16] & \$613 ;
-  assign \$615  = ! l0_dw0_1_raw_s12[15:0];
-  assign \$616  = l0_dw0_1_raw_s12[16] & \$615 ;
-  assign \$617  = \$616  & \floor$302 [0];
-  assign \$618  = \$614  | \$617 ;
-  assign \$619  = $signed(\floor$302 ) + $signed({ 1'h0, \$618  });
-  assign \$620  = \above$305  ? 16'h7fff : \$619 [15:0];
-  assign \t$307  = \below$306  ? 16'h8000 : \$620 ;
-  assign \$621  = ! l0_dw1_0_raw_s12[15:0];
-  assign \$622  = ~ \$621 ;
-  assign \$623  = l0_dw1_0_raw_s12[16] & \$622 ;
-  assign \$624  = ! l0_dw1_0_raw_s12[15:0];
-  assign \$625  = l0_dw1_0_raw_s12[16] & \$624 ;
-  assign \$626  = \$625  & \floor$308 [0];
-  assign \inc$310  = \$623  | \$626 ;
-  assign \$627  = $signed(\floor$308 ) > $signed(16'h7fff);
-  assign \$628  = \floor$308  == 15'h7fff;
-  assign \$629  = \$628  & \inc$310 ;
-  assign \above$311  = \$627  | \$629 ;
-  assign \$630  = $signed(\floor$308 ) < $signed(17'h17fff);
-  assign \$631  = \floor$308  == 32'd4294934527;
-  assign \$632  = ~ \inc$310 ;
-  assign \$633  = \$631  & \$632 ;
-  assign \below$312  = \$630  | \$633 ;
-  assign \$634  = ! l0_dw1_0_raw_s12[15:0];
-  assign \$635  = ~ \$634 ;
-  assign \$636  = l0_dw1_0_raw_s12[16] & \$635 ;
-  assign \$637  = ! l0_dw1_0_raw_s12[15:0];
-  assign \$638  = l0_dw1_0_raw_s12[16] & \$637 ;
-  assign \$639  = \$638  & \floor$308 [0];
-  assign \$640  = \$636  | \$639 ;
-  assign \$641  = $signed(\floor$308 ) + $signed({ 1'h0, \$640  });
-  assign \$642  = \above$311  ? 16'h7fff : \$641 [15:0];
-  assign \t$313  = \below$312  ? 16'h8000 : \$642 ;
-  assign \$643  = ! l0_dw1_1_raw_s12[15:0];
-  assign \$644  = ~ \$643 ;
-  assign \$645  = l0_dw1_1_raw_s12[16] & \$644 ;
-  assign \$646  = ! l0_dw1_1_raw_s12[15:0];
-  assign \$647  = l0_dw1_1_raw_s12[16] & \$646 ;
-  assign \$648  = \$647  & \floor$314 [0];
-  assign \inc$316  = \$645  | \$648 ;
-  assign \$649  = $signed(\floor$314 ) > $signed(16'h7fff);
-  assign \$650  = \floor$314  == 15'h7fff;
-  assign \$651  = \$650  & \inc$316 ;
-  assign \above$317  = \$649  | \$651 ;
-  assign \$652  = $signed(\floor$314 ) < $signed(17'h17fff);
-  assign \$653  = \floor$314  == 32'd4294934527;
-  assign \$654  = ~ \inc$316 ;
-  assign \$655  = \$653  & \$654 ;
-  assign \below$318  = \$652  | \$655 ;
-  assign \$656  = ! l0_dw1_1_raw_s12[15:0];
-  assign \$657  = ~ \$656 ;
-  assign \$658  = l0_dw1_1_raw_s12[16] & \$657 ;
-  assign \$659  = ! l0_dw1_1_raw_s12[15:0];
-  assign \$660  = l0_dw1_1_raw_s12[16] & \$659 ;
-  assign \$661  = \$660  & \floor$314 [0];
-  assign \$662  = \$658  | \$661 ;
-  assign \$663  = $signed(\floor$314 ) + $signed({ 1'h0, \$662  });
-  assign \$664  = \above$317  ? 16'h7fff : \$663 [15:0];
-  assign \t$319  = \below$318  ? 16'h8000 : \$664 ;
-  assign \$665  = ! l0_dw2_0_raw_s12[15:0];
-  assign \$666  = ~ \$665 ;
-  assign \$667  = l0_dw2_0_raw_s12[16] & \$666 ;
-  assign \$668  = ! l0_dw2_0_raw_s12[15:0];
-  assign \$669  = l0_dw2_0_raw_s12[16] & \$668 ;
-  assign \$670  = \$669  & \floor$320 [0];
-  assign \inc$322  = \$667  | \$670 ;
-  assign \$671  = $signed(\floor$320 ) > $signed(16'h7fff);
-  assign \$672  = \floor$320  == 15'h7fff;
-  assign \$673  = \$672  & \inc$322 ;
-  assign \above$323  = \$671  | \$673 ;
-  assign \$674  = $signed(\floor$320 ) < $signed(17'h17fff);
-  assign \$675  = \floor$320  == 32'd4294934527;
-  assign \$676  = ~ \inc$322 ;
-  assign \$677  = \$675  & \$676 ;
-  assign \below$324  = \$674  | \$677 ;
-  assign \$678  = ! l0_dw2_0_raw_s12[15:0];
-  assign \$679  = ~ \$678 ;
-  assign \$680  = l0_dw2_0_raw_s12[16] & \$679 ;
-  assign \$681  = ! l0_dw2_0_raw_s12[15:0];
-  assign \$682  = l0_dw2_0_raw_s12[16] & \$681 ;
-  assign \$683  = \$682  & \floor$320 [0];
-  assign \$684  = \$680  | \$683 ;
-  assign \$685  = $signed(\floor$320 ) + $signed({ 1'h0, \$684  });
-  assign \$686  = \above$323  ? 16'h7fff : \$685 [15:0];
-  assign \t$325  = \below$324  ? 16'h8000 : \$686 ;
-  assign \$687  = ! l0_dw2_1_raw_s12[15:0];
-  assign \$688  = ~ \$687 ;
-  assign \$689  = l0_dw2_1_raw_s12[16] & \$688 ;
-  assign \$690  = ! l0_dw2_1_raw_s12[15:0];
-  assign \$691  = l0_dw2_1_raw_s12[16] & \$690 ;
-  assign \$692  = \$691  & \floor$326 [0];
-  assign \inc$328  = \$689  | \$692 ;
-  assign \$693  = $signed(\floor$326 ) > $signed(16'h7fff);
-  assign \$694  = \floor$326  == 15'h7fff;
-  assign \$695  = \$694  & \inc$328 ;
-  assign \above$329  = \$693  | \$695 ;
-  assign \$696  = $signed(\floor$326 ) < $signed(17'h17fff);
-  assign \$697  = \floor$326  == 32'd4294934527;
-  assign \$698  = ~ \inc$328 ;
-  assign \$699  = \$697  & \$698 ;
-  assign \below$330  = \$696  | \$699 ;
-  assign \$700  = ! l0_dw2_1_raw_s12[15:0];
-  assign \$701  = ~ \$700 ;
-  assign \$702  = l0_dw2_1_raw_s12[16] & \$701 ;
-  assign \$703  = ! l0_dw2_1_raw_s12[15:0];
-  assign \$704  = l0_dw2_1_raw_s12[16] & \$703 ;
-  assign \$705  = \$704  & \floor$326 [0];
-  assign \$706  = \$702  | \$705 ;
-  assign \$707  = $signed(\floor$326 ) + $signed({ 1'h0, \$706  });
-  assign \$708  = \above$329  ? 16'h7fff : \$707 [15:0];
-  assign \t$331  = \below$330  ? 16'h8000 : \$708 ;
-  assign \$709  = ! l0_dw3_0_raw_s12[15:0];
-  assign \$710  = ~ \$709 ;
-  assign \$711  = l0_dw3_0_raw_s12[16] & \$710 ;
-  assign \$712  = ! l0_dw3_0_raw_s12[15:0];
-  assign \$713  = l0_dw3_0_raw_s12[16] & \$712 ;
-  assign \$714  = \$713  & \floor$332 [0];
-  assign \inc$334  = \$711  | \$714 ;
-  assign \$715  = $signed(\floor$332 ) > $signed(16'h7fff);
-  assign \$716  = \floor$332  == 15'h7fff;
-  assign \$717  = \$716  & \inc$334 ;
-  assign \above$335  = \$715  | \$717 ;
-  assign \$718  = $signed(\floor$332 ) < $signed(17'h17fff);
-  assign \$719  = \floor$332  == 32'd4294934527;
-  assign \$720  = ~ \inc$334 ;
-  assign \$721  = \$719  & \$720 ;
-  assign \below$336  = \$718  | \$721 ;
-  assign \$722  = ! l0_dw3_0_raw_s12[15:0];
-  assign \$723  = ~ \$722 ;
-  assign \$724  = l0_dw3_0_raw_s12[16] & \$723 ;
-  assign \$725  = ! l0_dw3_0_raw_s12[15:0];
-  assign \$726  = l0_dw3_0_raw_s12[16] & \$725 ;
-  assign \$727  = \$726  & \floor$332 [0];
-  assign \$728  = \$724  | \$727 ;
-  assign \$729  = $signed(\floor$332 ) + $signed({ 1'h0, \$728  });
-  assign \$730  = \above$335  ? 16'h7fff : \$729 [15:0];
-  assign \t$337  = \below$336  ? 16'h8000 : \$730 ;
-  assign \$731  = ! l0_dw3_1_raw_s12[15:0];
-  assign \$732  = ~ \$731 ;
-  assign \$733  = l0_dw3_1_raw_s12[16] & \$732 ;
-  assign \$734  = ! l0_dw3_1_raw_s12[15:0];
-  assign \$735  = l0_dw3_1_raw_s12[16] & \$734 ;
-  assign \$736  = \$735  & \floor$338 [0];
-  assign \inc$340  = \$733  | \$736 ;
-  assign \$737  = $signed(\floor$338 ) > $signed(16'h7fff);
-  assign \$738  = \floor$338  == 15'h7fff;
-  assign \$739  = \$738  & \inc$340 ;
-  assign \above$341  = \$737  | \$739 ;
-  assign \$740  = $signed(\floor$338 ) < $signed(17'h17fff);
-  assign \$741  = \floor$338  == 32'd4294934527;
-  assign \$742  = ~ \inc$340 ;
-  assign \$743  = \$741  & \$742 ;
-  assign \below$342  = \$740  | \$743 ;
-  assign \$744  = ! l0_dw3_1_raw_s12[15:0];
-  assign \$745  = ~ \$744 ;
-  assign \$746  = l0_dw3_1_raw_s12[16] & \$745 ;
-  assign \$747  = ! l0_dw3_1_raw_s12[15:0];
-  assign \$748  = l0_dw3_1_raw_s12[16] & \$747 ;
-  assign \$749  = \$748  & \floor$338 [0];
-  assign \$750  = \$746  | \$749 ;
-  assign \$751  = $signed(\floor$338 ) + $signed({ 1'h0, \$750  });
-  assign \$752  = \above$341  ? 16'h7fff : \$751 [15:0];
-  assign \t$343  = \below$342  ? 16'h8000 : \$752 ;
-  assign \$753  = ! l0_dw4_0_raw_s12[15:0];
-  assign \$754  = ~ \$753 ;
-  assign \$755  = l0_dw4_0_raw_s12[16] & \$754 ;
-  assign \$756  = ! l0_dw4_0_raw_s12[15:0];
-  assign \$757  = l0_dw4_0_raw_s12[16] & \$756 ;
-  assign \$758  = \$757  & \floor$344 [0];
-  assign \inc$346  = \$755  | \$758 ;
-  assign \$759  = $signed(\floor$344 ) > $signed(16'h7fff);
-  assign \$760  = \floor$344  == 15'h7fff;
-  assign \$761  = \$760  & \inc$346 ;
-  assign \above$347  = \$759  | \$761 ;
-  assign \$762  = $signed(\floor$344 ) < $signed(17'h17fff);
-  assign \$763  = \floor$344  == 32'd4294934527;
-  assign \$764  = ~ \inc$346 ;
-  assign \$765  = \$763  & \$764 ;
-  assign \below$348  = \$762  | \$765 ;
-  assign \$766  = ! l0_dw4_0_raw_s12[15:0];
-  assign \$767  = ~ \$766 ;
-  assign \$768  = l0_dw4_0_raw_s12[16] & \$767 ;
-  assign \$769  = ! l0_dw4_0_raw_s12[15:0];
-  assign \$770  = l0_dw4_0_raw_s12[16] & \$769 ;
-  assign \$771  = \$770  & \floor$344 [0];
-  assign \$772  = \$768  | \$771 ;
-  assign \$773  = $signed(\floor$344 ) + $signed({ 1'h0, \$772  });
-  assign \$774  = \above$347  ? 16'h7fff : \$773 [15:0];
-  assign \t$349  = \below$348  ? 16'h8000 : \$774 ;
-  assign \$775  = ! l0_dw4_1_raw_s12[15:0];
-  assign \$776  = ~ \$775 ;
-  assign \$777  = l0_dw4_1_raw_s12[16] & \$776 ;
-  assign \$778  = ! l0_dw4_1_raw_s12[15:0];
-  assign \$779  = l0_dw4_1_raw_s12[16] & \$778 ;
-  assign \$780  = \$779  & \floor$350 [0];
-  assign \inc$352  = \$777  | \$780 ;
-  assign \$781  = $signed(\floor$350 ) > $signed(16'h7fff);
-  assign \$782  = \floor$350  == 15'h7fff;
-  assign \$783  = \$782  & \inc$352 ;
-  assign \above$353  = \$781  | \$783 ;
-  assign \$784  = $signed(\floor$350 ) < $signed(17'h17fff);
-  assign \$785  = \floor$350  == 32'd4294934527;
-  assign \$786  = ~ \inc$352 ;
-  assign \$787  = \$785  & \$786 ;
-  assign \below$354  = \$784  | \$787 ;
-  assign \$788  = ! l0_dw4_1_raw_s12[15:0];
-  assign \$789  = ~ \$788 ;
-  assign \$790  = l0_dw4_1_raw_s12[16] & \$789 ;
-  assign \$791  = ! l0_dw4_1_raw_s12[15:0];
-  assign \$792  = l0_dw4_1_raw_s12[16] & \$791 ;
-  assign \$793  = \$792  & \floor$350 [0];
-  assign \$794  = \$790  | \$793 ;
-  assign \$795  = $signed(\floor$350 ) + $signed({ 1'h0, \$794  });
-  assign \$796  = \above$353  ? 16'h7fff : \$795 [15:0];
-  assign \t$355  = \below$354  ? 16'h8000 : \$796 ;
-  assign \$797  = ! l0_dw5_0_raw_s12[15:0];
-  assign \$798  = ~ \$797 ;
-  assign \$799  = l0_dw5_0_raw_s12[16] & \$798 ;
-  assign \$800  = ! l0_dw5_0_raw_s12[15:0];
-  assign \$801  = l0_dw5_0_raw_s12[16] & \$800 ;
-  assign \$802  = \$801  & \floor$356 [0];
-  assign \inc$358  = \$799  | \$802 ;
-  assign \$803  = $signed(\floor$356 ) > $signed(16'h7fff);
-  assign \$804  = \floor$356  == 15'h7fff;
-  assign \$805  = \$804  & \inc$358 ;
-  assign \above$359  = \$803  | \$805 ;
-  assign \$806  = $signed(\floor$356 ) < $signed(17'h17fff);
-  assign \$807  = \floor$356  == 32'd4294934527;
-  assign \$808  = ~ \inc$358 ;
-  assign \$809  = \$807  & \$808 ;
-  assign \below$360  = \$806  | \$809 ;
-  assign \$810  = ! l0_dw5_0_raw_s12[15:0];
-  assign \$811  = ~ \$810 ;
-  assign \$812  = l0_dw5_0_raw_s12[16] & \$811 ;
-  assign \$813  = ! l0_dw5_0_raw_s12[15:0];
-  assign \$814  = l0_dw5_0_raw_s12[16] & \$813 ;
-  assign \$815  = \$814  & \floor$356 [0];
-  assign \$816  = \$812  | \$815 ;
-  assign \$817  = $signed(\floor$356 ) + $signed({ 1'h0, \$816  });
-  assign \$818  = \above$359  ? 16'h7fff : \$817 [15:0];
-  assign \t$361  = \below$360  ? 16'h8000 : \$818 ;
-  assign \$819  = ! l0_dw5_1_raw_s12[15:0];
-  assign \$820  = ~ \$819 ;
-  assign \$821  = l0_dw5_1_raw_s12[16] & \$820 ;
-  assign \$822  = ! l0_dw5_1_raw_s12[15:0];
-  assign \$823  = l0_dw5_1_raw_s12[16] & \$822 ;
-  assign \$824  = \$823  & \floor$362 [0];
-  assign \inc$364  = \$821  | \$824 ;
-  assign \$825  = $signed(\floor$362 ) > $signed(16'h7fff);
-  assign \$826  = \floor$362  == 15'h7fff;
-  assign \$827  = \$826  & \inc$364 ;
-  assign \above$365  = \$825  | \$827 ;
-  assign \$828  = $signed(\floor$362 ) < $signed(17'h17fff);
-  assign \$829  = \floor$362  == 32'd4294934527;
-  assign \$830  = ~ \inc$364 ;
-  assign \$831  = \$829  & \$830 ;
-  assign \below$366  = \$828  | \$831 ;
-  assign \$832  = ! l0_dw5_1_raw_s12[15:0];
-  assign \$833  = ~ \$832 ;
-  assign \$834  = l0_dw5_1_raw_s12[16] & \$833 ;
-  assign \$835  = ! l0_dw5_1_raw_s12[15:0];
-  assign \$836  = l0_dw5_1_raw_s12[16] & \$835 ;
-  assign \$837  = \$836  & \floor$362 [0];
-  assign \$838  = \$834  | \$837 ;
-  assign \$839  = $signed(\floor$362 ) + $signed({ 1'h0, \$838  });
-  assign \$840  = \above$365  ? 16'h7fff : \$839 [15:0];
-  assign \t$367  = \below$366  ? 16'h8000 : \$840 ;
-  assign \$841  = ! l0_dw6_0_raw_s12[15:0];
-  assign \$842  = ~ \$841 ;
-  assign \$843  = l0_dw6_0_raw_s12[16] & \$842 ;
-  assign \$844  = ! l0_dw6_0_raw_s12[15:0];
-  assign \$845  = l0_dw6_0_raw_s12[16] & \$844 ;
-  assign \$846  = \$845  & \floor$368 [0];
-  assign \inc$370  = \$843  | \$846 ;
-  assign \$847  = $signed(\floor$368 ) > $signed(16'h7fff);
-  assign \$848  = \floor$368  == 15'h7fff;
-  assign \$849  = \$848  & \inc$370 ;
-  assign \above$371  = \$847  | \$849 ;
-  assign \$850  = $signed(\floor$368 ) < $signed(17'h17fff);
-  assign \$851  = \floor$368  == 32'd4294934527;
-  assign \$852  = ~ \inc$370 ;
-  assign \$853  = \$851  & \$852 ;
-  assign \below$372  = \$850  | \$853 ;
-  assign \$854  = ! l0_dw6_0_raw_s12[15:0];
-  assign \$855  = ~ \$854 ;
-  assign \$856  = l0_dw6_0_raw_s12[16] & \$855 ;
-  assign \$857  = ! l0_dw6_0_raw_s12[15:0];
-  assign \$858  = l0_dw6_0_raw_s12[16] & \$857 ;
-  assign \$859  = \$858  & \floor$368 [0];
-  assign \$860  = \$856  | \$859 ;
-  assign \$861  = $signed(\floor$368 ) + $signed({ 1'h0, \$860  });
-  assign \$862  = \above$371  ? 16'h7fff : \$861 [15:0];
-  assign \t$373  = \below$372  ? 16'h8000 : \$862 ;
-  assign \$863  = ! l0_dw6_1_raw_s12[15:0];
-  assign \$864  = ~ \$863 ;
-  assign \$865  = l0_dw6_1_raw_s12[16] & \$864 ;
-  assign \$866  = ! l0_dw6_1_raw_s12[15:0];
-  assign \$867  = l0_dw6_1_raw_s12[16] & \$866 ;
-  assign \$868  = \$867  & \floor$374 [0];
-  assign \inc$376  = \$865  | \$868 ;
-  assign \$869  = $signed(\floor$374 ) > $signed(16'h7fff);
-  assign \$870  = \floor$374  == 15'h7fff;
-  assign \$871  = \$870  & \inc$376 ;
-  assign \above$377  = \$869  | \$871 ;
-  assign \$872  = $signed(\floor$374 ) < $signed(17'h17fff);
-  assign \$873  = \floor$374  == 32'd4294934527;
-  assign \$874  = ~ \inc$376 ;
-  assign \$875  = \$873  & \$874 ;
-  assign \below$378  = \$872  | \$875 ;
-  assign \$876  = ! l0_dw6_1_raw_s12[15:0];
-  assign \$877  = ~ \$876 ;
-  assign \$878  = l0_dw6_1_raw_s12[16] & \$877 ;
-  assign \$879  = ! l0_dw6_1_raw_s12[15:0];
-  assign \$880  = l0_dw6_1_raw_s12[16] & \$879 ;
-  assign \$881  = \$880  & \floor$374 [0];
-  assign \$882  = \$878  | \$881 ;
-  assign \$883  = $signed(\floor$374 ) + $signed({ 1'h0, \$882  });
-  assign \$884  = \above$377  ? 16'h7fff : \$883 [15:0];
-  assign \t$379  = \below$378  ? 16'h8000 : \$884 ;
-  assign \$885  = ! l0_dw7_0_raw_s12[15:0];
-  assign \$886  = ~ \$885 ;
-  assign \$887  = l0_dw7_0_raw_s12[16] & \$886 ;
-  assign \$888  = ! l0_dw7_0_raw_s12[15:0];
-  assign \$889  = l0_dw7_0_raw_s12[16] & \$888 ;
-  assign \$890  = \$889  & \floor$380 [0];
-  assign \inc$382  = \$887  | \$890 ;
-  assign \$891  = $signed(\floor$380 ) > $signed(16'h7fff);
-  assign \$892  = \floor$380  == 15'h7fff;
-  assign \$893  = \$892  & \inc$382 ;
-  assign \above$383  = \$891  | \$893 ;
-  assign \$894  = $signed(\floor$380 ) < $signed(17'h17fff);
-  assign \$895  = \floor$380  == 32'd4294934527;
-  assign \$896  = ~ \inc$382 ;
-  assign \$897  = \$895  & \$896 ;
-  assign \below$384  = \$894  | \$897 ;
-  assign \$898  = ! l0_dw7_0_raw_s12[15:0];
-  assign \$899  = ~ \$898 ;
-  assign \$900  = l0_dw7_0_raw_s12[16] & \$899 ;
-  assign \$901  = ! l0_dw7_0_raw_s12[15:0];
-  assign \$902  = l0_dw7_0_raw_s12[16] & \$901 ;
-  assign \$903  = \$902  & \floor$380 [0];
-  assign \$904  = \$900  | \$903 ;
-  assign \$905  = $signed(\floor$380 ) + $signed({ 1'h0, \$904  });
-  assign \$906  = \above$383  ? 16'h7fff : \$905 [15:0];
-  assign \t$385  = \below$384  ? 16'h8000 : \$906 ;
-  assign \$907  = ! l0_dw7_1_raw_s12[15:0];
-  assign \$908  = ~ \$907 ;
-  assign \$909  = l0_dw7_1_raw_s12[16] & \$908 ;
-  assign \$910  = ! l0_dw7_1_raw_s12[15:0];
-  assign \$911  = l0_dw7_1_raw_s12[16] & \$910 ;
-  assign \$912  = \$911  & \floor$386 [0];
-  assign \inc$388  = \$909  | \$912 ;
-  assign \$913  = $signed(\floor$386 ) > $signed(16'h7fff);
-  assign \$914  = \floor$386  == 15'h7fff;
-  assign \$915  = \$914  & \inc$388 ;
-  assign \above$389  = \$913  | \$915 ;
-  assign \$916  = $signed(\floor$386 ) < $signed(17'h17fff);
-  assign \$917  = \floor$386  == 32'd4294934527;
-  assign \$918  = ~ \inc$388 ;
-  assign \$919  = \$917  & \$918 ;
-  assign \below$390  = \$916  | \$919 ;
-  assign \$920  = ! l0_dw7_1_raw_s12[15:0];
-  assign \$921  = ~ \$920 ;
-  assign \$922  = l0_dw7_1_raw_s12[16] & \$921 ;
-  assign \$923  = ! l0_dw7_1_raw_s12[15:0];
-  assign \$924  = l0_dw7_1_raw_s12[16] & \$923 ;
-  assign \$925  = \$924  & \floor$386 [0];
-  assign \$926  = \$922  | \$925 ;
-  assign \$927  = $signed(\floor$386 ) + $signed({ 1'h0, \$926  });
-  assign \$928  = \above$389  ? 16'h7fff : \$927 [15:0];
-  assign \t$391  = \below$390  ? 16'h8000 : \$928 ;
-  assign \$929  = ! l0_err0_s11[3:0];
-  assign \$930  = ~ \$929 ;
-  assign \$931  = l0_err0_s11[4] & \$930 ;
-  assign \$932  = ! l0_err0_s11[3:0];
-  assign \$933  = l0_err0_s11[4] & \$932 ;
-  assign \$934  = \$933  & \floor$392 [0];
-  assign \inc$394  = \$931  | \$934 ;
-  assign \$935  = $signed(\floor$392 ) > $signed(16'h7fff);
-  assign \$936  = \floor$392  == 15'h7fff;
-  assign \$937  = \$936  & \inc$394 ;
-  assign \above$395  = \$935  | \$937 ;
-  assign \$938  = $signed(\floor$392 ) < $signed(17'h17fff);
-  assign \$939  = $signed(\floor$392 ) == $signed(17'h17fff);
-  assign \$940  = ~ \inc$394 ;
-  assign \$941  = \$939  & \$940 ;
-  assign \below$396  = \$938  | \$941 ;
-  assign \$942  = ! l0_err0_s11[3:0];
-  assign \$943  = ~ \$942 ;
-  assign \$944  = l0_err0_s11[4] & \$943 ;
-  assign \$945  = ! l0_err0_s11[3:0];
-  assign \$946  = l0_err0_s11[4] & \$945 ;
-  assign \$947  = \$946  & \floor$392 [0];
-  assign \$948  = \$944  | \$947 ;
-  assign \$949  = $signed(\floor$392 ) + $signed({ 1'h0, \$948  });
-  assign \$950  = \above$395  ? 16'h7fff : \$949 [15:0];
-  assign \t$397  = \below$396  ? 16'h8000 : \$950 ;
-  assign \$951  = ! l0_err1_s11[3:0];
-  assign \$952  = ~ \$951 ;
-  assign \$953  = l0_err1_s11[4] & \$952 ;
-  assign \$954  = ! l0_err1_s11[3:0];
-  assign \$955  = l0_err1_s11[4] & \$954 ;
-  assign \$956  = \$955  & \floor$398 [0];
-  assign \inc$400  = \$953  | \$956 ;
-  assign \$957  = $signed(\floor$398 ) > $signed(16'h7fff);
-  assign \$958  = \floor$398  == 15'h7fff;
-  assign \$959  = \$958  & \inc$400 ;
-  assign \above$401  = \$957  | \$959 ;
-  assign \$960  = $signed(\floor$398 ) < $signed(17'h17fff);
-  assign \$961  = $signed(\floor$398 ) == $signed(17'h17fff);
-  assign \$962  = ~ \inc$400 ;
-  assign \$963  = \$961  & \$962 ;
-  assign \below$402  = \$960  | \$963 ;
-  assign \$964  = ! l0_err1_s11[3:0];
-  assign \$965  = ~ \$964 ;
-  assign \$966  = l0_err1_s11[4] & \$965 ;
-  assign \$967  = ! l0_err1_s11[3:0];
-  assign \$968  = l0_err1_s11[4] & \$967 ;
-  assign \$969  = \$968  & \floor$398 [0];
-  assign \$970  = \$966  | \$969 ;
-  assign \$971  = $signed(\floor$398 ) + $signed({ 1'h0, \$970  });
-  assign \$972  = \above$401  ? 16'h7fff : \$971 [15:0];
-  assign \t$403  = \below$402  ? 16'h8000 : \$972 ;
-  assign \$973  = ! l0_err2_s11[3:0];
-  assign \$974  = ~ \$973 ;
-  assign \$975  = l0_err2_s11[4] & \$974 ;
-  assign \$976  = ! l0_err2_s11[3:0];
-  assign \$977  = l0_err2_s11[4] & \$976 ;
-  assign \$978  = \$977  & \floor$404 [0];
-  assign \inc$406  = \$975  | \$978 ;
-  assign \$979  = $signed(\floor$404 ) > $signed(16'h7fff);
-  assign \$980  = \floor$404  == 15'h7fff;
-  assign \$981  = \$980  & \inc$406 ;
-  assign \above$407  = \$979  | \$981 ;
-  assign \$982  = $signed(\floor$404 ) < $signed(17'h17fff);
-  assign \$983  = $signed(\floor$404 ) == $signed(17'h17fff);
-  assign \$984  = ~ \inc$406 ;
-  assign \$985  = \$983  & \$984 ;
-  assign \below$408  = \$982  | \$985 ;
-  assign \$986  = ! l0_err2_s11[3:0];
-  assign \$987  = ~ \$986 ;
-  assign \$988  = l0_err2_s11[4] & \$987 ;
-  assign \$989  = ! l0_err2_s11[3:0];
-  assign \$990  = l0_err2_s11[4] & \$989 ;
-  assign \$991  = \$990  & \floor$404 [0];
-  assign \$992  = \$988  | \$991 ;
-  assign \$993  = $signed(\floor$404 ) + $signed({ 1'h0, \$992  });
-  assign \$994  = \above$407  ? 16'h7fff : \$993 [15:0];
-  assign \t$409  = \below$408  ? 16'h8000 : \$994 ;
-  assign \$995  = ! l0_err3_s11[3:0];
-  assign \$996  = ~ \$995 ;
-  assign \$997  = l0_err3_s11[4] & \$996 ;
-  assign \$998  = ! l0_err3_s11[3:0];
-  assign \$999  = l0_err3_s11[4] & \$998 ;
-  assign \$1000  = \$999  & \floor$410 [0];
-  assign \inc$412  = \$997  | \$1000 ;
-  assign \$1001  = $signed(\floor$410 ) > $signed(16'h7fff);
-  assign \$1002  = \floor$410  == 15'h7fff;
-  assign \$1003  = \$1002  & \inc$412 ;
-  assign \above$413  = \$1001  | \$1003 ;
-  assign \$1004  = $signed(\floor$410 ) < $signed(17'h17fff);
-  assign \$1005  = $signed(\floor$410 ) == $signed(17'h17fff);
-  assign \$1006  = ~ \inc$412 ;
-  assign \$1007  = \$1005  & \$1006 ;
-  assign \below$414  = \$1004  | \$1007 ;
-  assign \$1008  = ! l0_err3_s11[3:0];
-  assign \$1009  = ~ \$1008 ;
-  assign \$1010  = l0_err3_s11[4] & \$1009 ;
-  assign \$1011  = ! l0_err3_s11[3:0];
-  assign \$1012  = l0_err3_s11[4] & \$1011 ;
-  assign \$1013  = \$1012  & \floor$410 [0];
-  assign \$1014  = \$1010  | \$1013 ;
-  assign \$1015  = $signed(\floor$410 ) + $signed({ 1'h0, \$1014  });
-  assign \$1016  = \above$413  ? 16'h7fff : \$1015 [15:0];
-  assign \t$415  = \below$414  ? 16'h8000 : \$1016 ;
-  assign \$1017  = ! l0_err4_s11[3:0];
-  assign \$1018  = ~ \$1017 ;
-  assign \$1019  = l0_err4_s11[4] & \$1018 ;
-  assign \$1020  = ! l0_err4_s11[3:0];
-  assign \$1021  = l0_err4_s11[4] & \$1020 ;
-  assign \$1022  = \$1021  & \floor$416 [0];
-  assign \inc$418  = \$1019  | \$1022 ;
-  assign \$1023  = $signed(\floor$416 ) > $signed(16'h7fff);
-  assign \$1024  = \floor$416  == 15'h7fff;
-  assign \$1025  = \$1024  & \inc$418 ;
-  assign \above$419  = \$1023  | \$1025 ;
-  assign \$1026  = $signed(\floor$416 ) < $signed(17'h17fff);
-  assign \$1027  = $signed(\floor$416 ) == $signed(17'h17fff);
-  assign \$1028  = ~ \inc$418 ;
-  assign \$1029  = \$1027  & \$1028 ;
-  assign \below$420  = \$1026  | \$1029 ;
-  assign \$1030  = ! l0_err4_s11[3:0];
-  assign \$1031  = ~ \$1030 ;
-  assign \$1032  = l0_err4_s11[4] & \$1031 ;
-  assign \$1033  = ! l0_err4_s11[3:0];
-  assign \$1034  = l0_err4_s11[4] & \$1033 ;
-  assign \$1035  = \$1034  & \floor$416 [0];
-  assign \$1036  = \$1032  | \$1035 ;
-  assign \$1037  = $signed(\floor$416 ) + $signed({ 1'h0, \$1036  });
-  assign \$1038  = \above$419  ? 16'h7fff : \$1037 [15:0];
-  assign \t$421  = \below$420  ? 16'h8000 : \$1038 ;
-  assign \$1039  = ! l0_err5_s11[3:0];
-  assign \$1040  = ~ \$1039 ;
-  assign \$1041  = l0_err5_s11[4] & \$1040 ;
-  assign \$1042  = ! l0_err5_s11[3:0];
-  assign \$1043  = l0_err5_s11[4] & \$1042 ;
-  assign \$1044  = \$1043  & \floor$422 [0];
-  assign \inc$424  = \$1041  | \$1044 ;
-  assign \$1045  = $signed(\floor$422 ) > $signed(16'h7fff);
-  assign \$1046  = \floor$422  == 15'h7fff;
-  assign \$1047  = \$1046  & \inc$424 ;
-  assign \above$425  = \$1045  | \$1047 ;
-  assign \$1048  = $signed(\floor$422 ) < $signed(17'h17fff);
-  assign \$1049  = $signed(\floor$422 ) == $signed(17'h17fff);
-  assign \$1050  = ~ \inc$424 ;
-  assign \$1051  = \$1049  & \$1050 ;
-  assign \below$426  = \$1048  | \$1051 ;
-  assign \$1052  = ! l0_err5_s11[3:0];
-  assign \$1053  = ~ \$1052 ;
-  assign \$1054  = l0_err5_s11[4] & \$1053 ;
-  assign \$1055  = ! l0_err5_s11[3:0];
-  assign \$1056  = l0_err5_s11[4] & \$1055 ;
-  assign \$1057  = \$1056  & \floor$422 [0];
-  assign \$1058  = \$1054  | \$1057 ;
-  assign \$1059  = $signed(\floor$422 ) + $signed({ 1'h0, \$1058  });
-  assign \$1060  = \above$425  ? 16'h7fff : \$1059 [15:0];
-  assign \t$427  = \below$426  ? 16'h8000 : \$1060 ;
-  assign \$1061  = ! l0_err6_s11[3:0];
-  assign \$1062  = ~ \$1061 ;
-  assign \$1063  = l0_err6_s11[4] & \$1062 ;
-  assign \$1064  = ! l0_err6_s11[3:0];
-  assign \$1065  = l0_err6_s11[4] & \$1064 ;
-  assign \$1066  = \$1065  & \floor$428 [0];
-  assign \inc$430  = \$1063  | \$1066 ;
-  assign \$1067  = $signed(\floor$428 ) > $signed(16'h7fff);
-  assign \$1068  = \floor$428  == 15'h7fff;
-  assign \$1069  = \$1068  & \inc$430 ;
-  assign \above$431  = \$1067  | \$1069 ;
-  assign \$1070  = $signed(\floor$428 ) < $signed(17'h17fff);
-  assign \$1071  = $signed(\floor$428 ) == $signed(17'h17fff);
-  assign \$1072  = ~ \inc$430 ;
-  assign \$1073  = \$1071  & \$1072 ;
-  assign \below$432  = \$1070  | \$1073 ;
-  assign \$1074  = ! l0_err6_s11[3:0];
-  assign \$1075  = ~ \$1074 ;
-  assign \$1076  = l0_err6_s11[4] & \$1075 ;
-  assign \$1077  = ! l0_err6_s11[3:0];
-  assign \$1078  = l0_err6_s11[4] & \$1077 ;
-  assign \$1079  = \$1078  & \floor$428 [0];
-  assign \$1080  = \$1076  | \$1079 ;
-  assign \$1081  = $signed(\floor$428 ) + $signed({ 1'h0, \$1080  });
-  assign \$1082  = \above$431  ? 16'h7fff : \$1081 [15:0];
-  assign \t$433  = \below$432  ? 16'h8000 : \$1082 ;
-  assign \$1083  = ! l0_err7_s11[3:0];
-  assign \$1084  = ~ \$1083 ;
-  assign \$1085  = l0_err7_s11[4] & \$1084 ;
-  assign \$1086  = ! l0_err7_s11[3:0];
-  assign \$1087  = l0_err7_s11[4] & \$1086 ;
-  assign \$1088  = \$1087  & \floor$434 [0];
-  assign \inc$436  = \$1085  | \$1088 ;
-  assign \$1089  = $signed(\floor$434 ) > $signed(16'h7fff);
-  assign \$1090  = \floor$434  == 15'h7fff;
-  assign \$1091  = \$1090  & \inc$436 ;
-  assign \above$437  = \$1089  | \$1091 ;
-  assign \$1092  = $signed(\floor$434 ) < $signed(17'h17fff);
-  assign \$1093  = $signed(\floor$434 ) == $signed(17'h17fff);
-  assign \$1094  = ~ \inc$436 ;
-  assign \$1095  = \$1093  & \$1094 ;
-  assign \below$438  = \$1092  | \$1095 ;
-  assign \$1096  = ! l0_err7_s11[3:0];
-  assign \$1097  = ~ \$1096 ;
-  assign \$1098  = l0_err7_s11[4] & \$1097 ;
-  assign \$1099  = ! l0_err7_s11[3:0];
-  assign \$1100  = l0_err7_s11[4] & \$1099 ;
-  assign \$1101  = \$1100  & \floor$434 [0];
-  assign \$1102  = \$1098  | \$1101 ;
-  assign \$1103  = $signed(\floor$434 ) + $signed({ 1'h0, \$1102  });
-  assign \$1104  = \above$437  ? 16'h7fff : \$1103 [15:0];
-  assign \t$439  = \below$438  ? 16'h8000 : \$1104 ;
-  assign \$1105  = ~ m__ready;
-  assign \$1106  = valid_s8 & \$1105 ;
-  assign en = ~ \$1106 ;
+  assign \$328  = \$325 [34] & \$327 ;
+  assign \$329  = ~ \$325 [34];
+  assign \$330  = | \$325 [34:33];
+  assign \$331  = \$329  & \$330 ;
+  assign \$332  = \$331  ? 16'h7fff : \$325 [33:18];
+  assign \t$262  = \$328  ? 16'h8000 : \$332 ;
+  assign \$333  = $signed({ l0_dw7_1_raw_s12, l0_dw7_1_raw_s12[17] }) + $signed({ 17'h0ffff, l0_dw7_1_raw_s12[17] });
+  assign \$334  = & \$333 [34:33];
+  assign \$335  = ~ \$334 ;
+  assign \$336  = \$333 [34] & \$335 ;
+  assign \$337  = ~ \$333 [34];
+  assign \$338  = | \$333 [34:33];
+  assign \$339  = \$337  & \$338 ;
+  assign \$340  = \$339  ? 16'h7fff : \$333 [33:18];
+  assign \t$265  = \$336  ? 16'h8000 : \$340 ;
+  assign \$341  = $signed({ l0_err0_s11, l0_err0_s11[5] }) + $signed({ 5'h0f, l0_err0_s11[5] });
+  assign \$343  = ~ \$342 ;
+  assign \$345  = ~ \$341 [18];
+  assign \$349  = $signed({ l0_err1_s11, l0_err1_s11[5] }) + $signed({ 5'h0f, l0_err1_s11[5] });
+  assign \$351  = ~ \$350 ;
+  assign \$353  = ~ \$349 [18];
+  assign \$357  = $signed({ l0_err2_s11, l0_err2_s11[5] }) + $signed({ 5'h0f, l0_err2_s11[5] });
+  assign \$359  = ~ \$358 ;
+  assign \$361  = ~ \$357 [18];
+  assign \$365  = $signed({ l0_err3_s11, l0_err3_s11[5] }) + $signed({ 5'h0f, l0_err3_s11[5] });
+  assign \$367  = ~ \$366 ;
+  assign \$369  = ~ \$365 [18];
+  assign \$373  = $signed({ l0_err4_s11, l0_err4_s11[5] }) + $signed({ 5'h0f, l0_err4_s11[5] });
+  assign \$375  = ~ \$374 ;
+  assign \$377  = ~ \$373 [18];
+  assign \$381  = $signed({ l0_err5_s11, l0_err5_s11[5] }) + $signed({ 5'h0f, l0_err5_s11[5] });
+  assign \$383  = ~ \$382 ;
+  assign \$385  = ~ \$381 [18];
+  assign \$389  = $signed({ l0_err6_s11, l0_err6_s11[5] }) + $signed({ 5'h0f, l0_err6_s11[5] });
+  assign \$391  = ~ \$390 ;
+  assign \$393  = ~ \$389 [18];
+  assign \$397  = $signed({ l0_err7_s11, l0_err7_s11[5] }) + $signed({ 5'h0f, l0_err7_s11[5] });
+  assign \$399  = ~ \$398 ;
+  assign \$401  = ~ \$397 [18];
+  assign \$405  = ~ m__ready;
+  assign \$406  = valid_s8 & \$405 ;
+  assign en = ~ \$406 ;
   assign busy = | { valid_s13, valid_s12, valid_s11, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s13;
-  assign \$1107  = $signed(l0_w_0_0) - $signed(l0_dw0_0_s13);
-  assign \$1108  = $signed(l0_w_0_1) - $signed(l0_dw0_1_s13);
-  assign \$1109  = $signed(l0_w_1_0) - $signed(l0_dw1_0_s13);
-  assign \$1110  = $signed(l0_w_1_1) - $signed(l0_dw1_1_s13);
-  assign \$1111  = $signed(l0_w_2_0) - $signed(l0_dw2_0_s13);
-  assign \$1112  = $signed(l0_w_2_1) - $signed(l0_dw2_1_s13);
-  assign \$1113  = $signed(l0_w_3_0) - $signed(l0_dw3_0_s13);
-  assign \$1114  = $signed(l0_w_3_1) - $signed(l0_dw3_1_s13);
-  assign \$1115  = $signed(l0_w_4_0) - $signed(l0_dw4_0_s13);
-  assign \$1116  = $signed(l0_w_4_1) - $signed(l0_dw4_1_s13);
-  assign \$1117  = $signed(l0_w_5_0) - $signed(l0_dw5_0_s13);
-  assign \$1118  = $signed(l0_w_5_1) - $signed(l0_dw5_1_s13);
-  assign \$1119  = $signed(l0_w_6_0) - $signed(l0_dw6_0_s13);
-  assign \$1120  = $signed(l0_w_6_1) - $signed(l0_dw6_1_s13);
-  assign \$1121  = $signed(l0_w_7_0) - $signed(l0_dw7_0_s13);
-  assign \$1122  = $signed(l0_w_7_1) - $signed(l0_dw7_1_s13);
-  assign \$1123  = $signed(l0_b_0) - $signed(l0_db0_s13);
-  assign \$1124  = $signed(l0_b_1) - $signed(l0_db1_s13);
-  assign \$1125  = $signed(l0_b_2) - $signed(l0_db2_s13);
-  assign \$1126  = $signed(l0_b_3) - $signed(l0_db3_s13);
-  assign \$1127  = $signed(l0_b_4) - $signed(l0_db4_s13);
-  assign \$1128  = $signed(l0_b_5) - $signed(l0_db5_s13);
-  assign \$1129  = $signed(l0_b_6) - $signed(l0_db6_s13);
-  assign \$1130  = $signed(l0_b_7) - $signed(l0_db7_s13);
+  assign \$407  = $signed(l0_w_0_0) - $signed(l0_dw0_0_s13);
+  assign \$408  = $signed(l0_w_0_1) - $signed(l0_dw0_1_s13);
+  assign \$409  = $signed(l0_w_1_0) - $signed(l0_dw1_0_s13);
+  assign \$410  = $signed(l0_w_1_1) - $signed(l0_dw1_1_s13);
+  assign \$411  = $signed(l0_w_2_0) - $signed(l0_dw2_0_s13);
+  assign \$412  = $signed(l0_w_2_1) - $signed(l0_dw2_1_s13);
+  assign \$413  = $signed(l0_w_3_0) - $signed(l0_dw3_0_s13);
+  assign \$414  = $signed(l0_w_3_1) - $signed(l0_dw3_1_s13);
+  assign \$415  = $signed(l0_w_4_0) - $signed(l0_dw4_0_s13);
+  assign \$416  = $signed(l0_w_4_1) - $signed(l0_dw4_1_s13);
+  assign \$417  = $signed(l0_w_5_0) - $signed(l0_dw5_0_s13);
+  assign \$418  = $signed(l0_w_5_1) - $signed(l0_dw5_1_s13);
+  assign \$419  = $signed(l0_w_6_0) - $signed(l0_dw6_0_s13);
+  assign \$420  = $signed(l0_w_6_1) - $signed(l0_dw6_1_s13);
+  assign \$421  = $signed(l0_w_7_0) - $signed(l0_dw7_0_s13);
+  assign \$422  = $signed(l0_w_7_1) - $signed(l0_dw7_1_s13);
+  assign \$423  = $signed(l0_b_0) - $signed(l0_db0_s13);
+  assign \$424  = $signed(l0_b_1) - $signed(l0_db1_s13);
+  assign \$425  = $signed(l0_b_2) - $signed(l0_db2_s13);
+  assign \$426  = $signed(l0_b_3) - $signed(l0_db3_s13);
+  assign \$427  = $signed(l0_b_4) - $signed(l0_db4_s13);
+  assign \$428  = $signed(l0_b_5) - $signed(l0_db5_s13);
+  assign \$429  = $signed(l0_b_6) - $signed(l0_db6_s13);
+  assign \$430  = $signed(l0_b_7) - $signed(l0_db7_s13);
   assign commit_l1 = en & valid_s11;
-  assign \$1131  = $signed(l1_w_0_0) - $signed(l1_dw0_0_s11);
-  assign \$1132  = $signed(l1_w_0_1) - $signed(l1_dw0_1_s11);
-  assign \$1133  = $signed(l1_w_0_2) - $signed(l1_dw0_2_s11);
-  assign \$1134  = $signed(l1_w_0_3) - $signed(l1_dw0_3_s11);
-  assign \$1135  = $signed(l1_w_0_4) - $signed(l1_dw0_4_s11);
-  assign \$1136  = $signed(l1_w_0_5) - $signed(l1_dw0_5_s11);
-  assign \$1137  = $signed(l1_w_0_6) - $signed(l1_dw0_6_s11);
-  assign \$1138  = $signed(l1_w_0_7) - $signed(l1_dw0_7_s11);
-  assign \$1139  = $signed(l1_b_0) - $signed(l1_db0_s11);
-  assign \$1140  = ~ pc__valid;
-  assign \$1141  = en & \$1140 ;
-  assign \$1144  = | { valid_s12, valid_s11, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$1145  = ~ \$1144 ;
-  assign s__ready = \$1143  & \$1145 ;
+  assign \$431  = $signed(l1_w_0_0) - $signed(l1_dw0_0_s11);
+  assign \$432  = $signed(l1_w_0_1) - $signed(l1_dw0_1_s11);
+  assign \$433  = $signed(l1_w_0_2) - $signed(l1_dw0_2_s11);
+  assign \$434  = $signed(l1_w_0_3) - $signed(l1_dw0_3_s11);
+  assign \$435  = $signed(l1_w_0_4) - $signed(l1_dw0_4_s11);
+  assign \$436  = $signed(l1_w_0_5) - $signed(l1_dw0_5_s11);
+  assign \$437  = $signed(l1_w_0_6) - $signed(l1_dw0_6_s11);
+  assign \$438  = $signed(l1_w_0_7) - $signed(l1_dw0_7_s11);
+  assign \$439  = $signed(l1_b_0) - $signed(l1_db0_s11);
+  assign \$440  = ~ pc__valid;
+  assign \$441  = en & \$440 ;
+  assign \$444  = | { valid_s12, valid_s11, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$445  = ~ \$444 ;
+  assign s__ready = \$443  & \$445 ;
   assign accept = s__valid & s__ready;
-  assign \$1146  = ~ busy;
-  assign \$1147  = pc__valid & \$1146 ;
-  assign \$1150  = ~ read_wait;
-  assign \$1151  = \$1149  & \$1150 ;
-  assign \$1152  = ~ pr__valid;
-  assign \$1153  = \$1152  | pr__ready;
-  assign execute = \$1151  & \$1153 ;
-  assign \$1154  = port_addr - 1'h0;
-  assign \$1155  = port_addr >= 1'h0;
-  assign \$1156  = port_addr < 5'h18;
-  assign \$1157  = \$1155  & \$1156 ;
-  assign \$1158  = execute & pc__payload[22];
-  assign l0_port_wr = \$1157  & \$1159 ;
-  assign \$1160  = port_addr >= 1'h0;
-  assign \$1161  = port_addr < 5'h18;
-  assign \$1162  = \$1160  & \$1161 ;
-  assign \$1163  = \$1162  & execute;
-  assign \$1164  = ~ pc__payload[22];
-  assign l0_port_rd = \$1163  & \$1164 ;
-  assign \$1165  = port_addr - 5'h18;
-  assign \$1166  = port_addr >= 5'h18;
-  assign \$1167  = port_addr < 6'h21;
-  assign \$1168  = \$1166  & \$1167 ;
-  assign \$1169  = execute & pc__payload[22];
-  assign l1_port_wr = \$1168  & \$1170 ;
-  assign \$1171  = port_addr >= 5'h18;
-  assign \$1172  = port_addr < 6'h21;
-  assign \$1173  = \$1171  & \$1172 ;
-  assign \$1174  = \$1173  & execute;
-  assign \$1175  = ~ pc__payload[22];
-  assign l1_port_rd = \$1174  & \$1175 ;
-  assign \$1176  = & \t$458 [16:15];
-  assign \$1177  = ~ \$1176 ;
-  assign \$1178  = \t$458 [16] & \$1177 ;
-  assign \$1179  = ~ \t$458 [16];
-  assign \$1180  = | \t$458 [16:15];
-  assign \$1181  = \$1179  & \$1180 ;
-  assign \$1182  = \$1181  ? 16'h7fff : \t$458 [15:0];
-  assign \$1183  = \$1178  ? 16'h8000 : \$1182 ;
-  assign \$1184  = & \t$461 [16:15];
-  assign \$1185  = ~ \$1184 ;
-  assign \$1186  = \t$461 [16] & \$1185 ;
-  assign \$1187  = ~ \t$461 [16];
-  assign \$1188  = | \t$461 [16:15];
-  assign \$1189  = \$1187  & \$1188 ;
-  assign \$1190  = \$1189  ? 16'h7fff : \t$461 [15:0];
-  assign \$1191  = \$1186  ? 16'h8000 : \$1190 ;
-  assign \$1192  = & \t$464 [16:15];
-  assign \$1193  = ~ \$1192 ;
-  assign \$1194  = \t$464 [16] & \$1193 ;
-  assign \$1195  = ~ \t$464 [16];
-  assign \$1196  = | \t$464 [16:15];
-  assign \$1197  = \$1195  & \$1196 ;
-  assign \$1198  = \$1197  ? 16'h7fff : \t$464 [15:0];
-  assign \$1199  = \$1194  ? 16'h8000 : \$1198 ;
-  assign \$1200  = & \t$467 [16:15];
-  assign \$1201  = ~ \$1200 ;
-  assign \$1202  = \t$467 [16] & \$1201 ;
-  assign \$1203  = ~ \t$467 [16];
-  assign \$1204  = | \t$467 [16:15];
-  assign \$1205  = \$1203  & \$1204 ;
-  assign \$1206  = \$1205  ? 16'h7fff : \t$467 [15:0];
-  assign \$1207  = \$1202  ? 16'h8000 : \$1206 ;
-  assign \$1208  = & \t$470 [16:15];
-  assign \$1209  = ~ \$1208 ;
-  assign \$1210  = \t$470 [16] & \$1209 ;
-  assign \$1211  = ~ \t$470 [16];
-  assign \$1212  = | \t$470 [16:15];
-  assign \$1213  = \$1211  & \$1212 ;
-  assign \$1214  = \$1213  ? 16'h7fff : \t$470 [15:0];
-  assign \$1215  = \$1210  ? 16'h8000 : \$1214 ;
-  assign \$1216  = & \t$473 [16:15];
-  assign \$1217  = ~ \$1216 ;
-  assign \$1218  = \t$473 [16] & \$1217 ;
-  assign \$1219  = ~ \t$473 [16];
-  assign \$1220  = | \t$473 [16:15];
-  assign \$1221  = \$1219  & \$1220 ;
-  assign \$1222  = \$1221  ? 16'h7fff : \t$473 [15:0];
-  assign \$1223  = \$1218  ? 16'h8000 : \$1222 ;
-  assign \$1224  = & \t$476 [16:15];
-  assign \$1225  = ~ \$1224 ;
-  assign \$1226  = \t$476 [16] & \$1225 ;
-  assign \$1227  = ~ \t$476 [16];
-  assign \$1228  = | \t$476 [16:15];
-  assign \$1229  = \$1227  & \$1228 ;
-  assign \$1230  = \$1229  ? 16'h7fff : \t$476 [15:0];
-  assign \$1231  = \$1226  ? 16'h8000 : \$1230 ;
-  assign \$1232  = & \t$479 [16:15];
-  assign \$1233  = ~ \$1232 ;
-  assign \$1234  = \t$479 [16] & \$1233 ;
-  assign \$1235  = ~ \t$479 [16];
-  assign \$1236  = | \t$479 [16:15];
-  assign \$1237  = \$1235  & \$1236 ;
-  assign \$1238  = \$1237  ? 16'h7fff : \t$479 [15:0];
-  assign \$1239  = \$1234  ? 16'h8000 : \$1238 ;
-  assign \$1240  = & \t$482 [16:15];
-  assign \$1241  = ~ \$1240 ;
-  assign \$1242  = \t$482 [16] & \$1241 ;
-  assign \$1243  = ~ \t$482 [16];
-  assign \$1244  = | \t$482 [16:15];
-  assign \$1245  = \$1243  & \$1244 ;
-  assign \$1246  = \$1245  ? 16'h7fff : \t$482 [15:0];
-  assign \$1247  = \$1242  ? 16'h8000 : \$1246 ;
-  assign \$1248  = & \t$485 [16:15];
-  assign \$1249  = ~ \$1248 ;
-  assign \$1250  = \t$485 [16] & \$1249 ;
-  assign \$1251  = ~ \t$485 [16];
-  assign \$1252  = | \t$485 [16:15];
-  assign \$1253  = \$1251  & \$1252 ;
-  assign \$1254  = \$1253  ? 16'h7fff : \t$485 [15:0];
-  assign \$1255  = \$1250  ? 16'h8000 : \$1254 ;
-  assign \$1256  = & \t$488 [16:15];
-  assign \$1257  = ~ \$1256 ;
-  assign \$1258  = \t$488 [16] & \$1257 ;
-  assign \$1259  = ~ \t$488 [16];
-  assign \$1260  = | \t$488 [16:15];
-  assign \$1261  = \$1259  & \$1260 ;
-  assign \$1262  = \$1261  ? 16'h7fff : \t$488 [15:0];
-  assign \$1263  = \$1258  ? 16'h8000 : \$1262 ;
-  assign \$1264  = & \t$491 [16:15];
-  assign \$1265  = ~ \$1264 ;
-  assign \$1266  = \t$491 [16] & \$1265 ;
-  assign \$1267  = ~ \t$491 [16];
-  assign \$1268  = | \t$491 [16:15];
-  assign \$1269  = \$1267  & \$1268 ;
-  assign \$1270  = \$1269  ? 16'h7fff : \t$491 [15:0];
-  assign \$1271  = \$1266  ? 16'h8000 : \$1270 ;
-  assign \$1272  = & \t$494 [16:15];
-  assign \$1273  = ~ \$1272 ;
-  assign \$1274  = \t$494 [16] & \$1273 ;
-  assign \$1275  = ~ \t$494 [16];
-  assign \$1276  = | \t$494 [16:15];
-  assign \$1277  = \$1275  & \$1276 ;
-  assign \$1278  = \$1277  ? 16'h7fff : \t$494 [15:0];
-  assign \$1279  = \$1274  ? 16'h8000 : \$1278 ;
-  assign \$1280  = & \t$497 [16:15];
-  assign \$1281  = ~ \$1280 ;
-  assign \$1282  = \t$497 [16] & \$1281 ;
-  assign \$1283  = ~ \t$497 [16];
-  assign \$1284  = | \t$497 [16:15];
-  assign \$1285  = \$1283  & \$1284 ;
-  assign \$1286  = \$1285  ? 16'h7fff : \t$497 [15:0];
-  assign \$1287  = \$1282  ? 16'h8000 : \$1286 ;
-  assign \$1288  = & \t$500 [16:15];
-  assign \$1289  = ~ \$1288 ;
-  assign \$1290  = \t$500 [16] & \$1289 ;
-  assign \$1291  = ~ \t$500 [16];
-  assign \$1292  = | \t$500 [16:15];
-  assign \$1293  = \$1291  & \$1292 ;
-  assign \$1294  = \$1293  ? 16'h7fff : \t$500 [15:0];
-  assign \$1295  = \$1290  ? 16'h8000 : \$1294 ;
-  assign \$1296  = & \t$503 [16:15];
-  assign \$1297  = ~ \$1296 ;
-  assign \$1298  = \t$503 [16] & \$1297 ;
-  assign \$1299  = ~ \t$503 [16];
-  assign \$1300  = | \t$503 [16:15];
-  assign \$1301  = \$1299  & \$1300 ;
-  assign \$1302  = \$1301  ? 16'h7fff : \t$503 [15:0];
-  assign \$1303  = \$1298  ? 16'h8000 : \$1302 ;
-  assign \$1304  = & \t$506 [16:15];
-  assign \$1305  = ~ \$1304 ;
-  assign \$1306  = \t$506 [16] & \$1305 ;
-  assign \$1307  = ~ \t$506 [16];
-  assign \$1308  = | \t$506 [16:15];
-  assign \$1309  = \$1307  & \$1308 ;
-  assign \$1310  = \$1309  ? 16'h7fff : \t$506 [15:0];
-  assign \$1311  = \$1306  ? 16'h8000 : \$1310 ;
-  assign \$1312  = & \t$508 [16:15];
-  assign \$1313  = ~ \$1312 ;
-  assign \$1314  = \t$508 [16] & \$1313 ;
-  assign \$1315  = ~ \t$508 [16];
-  assign \$1316  = | \t$508 [16:15];
-  assign \$1317  = \$1315  & \$1316 ;
-  assign \$1318  = \$1317  ? 16'h7fff : \t$508 [15:0];
-  assign \$1319  = \$1314  ? 16'h8000 : \$1318 ;
-  assign \$1320  = & \t$510 [16:15];
-  assign \$1321  = ~ \$1320 ;
-  assign \$1322  = \t$510 [16] & \$1321 ;
-  assign \$1323  = ~ \t$510 [16];
-  assign \$1324  = | \t$510 [16:15];
-  assign \$1325  = \$1323  & \$1324 ;
-  assign \$1326  = \$1325  ? 16'h7fff : \t$510 [15:0];
-  assign \$1327  = \$1322  ? 16'h8000 : \$1326 ;
-  assign \$1328  = & \t$512 [16:15];
-  assign \$1329  = ~ \$1328 ;
-  assign \$1330  = \t$512 [16] & \$1329 ;
-  assign \$1331  = ~ \t$512 [16];
-  assign \$1332  = | \t$512 [16:15];
-  assign \$1333  = \$1331  & \$1332 ;
-  assign \$1334  = \$1333  ? 16'h7fff : \t$512 [15:0];
-  assign \$1335  = \$1330  ? 16'h8000 : \$1334 ;
-  assign \$1336  = & \t$514 [16:15];
-  assign \$1337  = ~ \$1336 ;
-  assign \$1338  = \t$514 [16] & \$1337 ;
-  assign \$1339  = ~ \t$514 [16];
-  assign \$1340  = | \t$514 [16:15];
-  assign \$1341  = \$1339  & \$1340 ;
-  assign \$1342  = \$1341  ? 16'h7fff : \t$514 [15:0];
-  assign \$1343  = \$1338  ? 16'h8000 : \$1342 ;
-  assign \$1344  = & \t$516 [16:15];
-  assign \$1345  = ~ \$1344 ;
-  assign \$1346  = \t$516 [16] & \$1345 ;
-  assign \$1347  = ~ \t$516 [16];
-  assign \$1348  = | \t$516 [16:15];
-  assign \$1349  = \$1347  & \$1348 ;
-  assign \$1350  = \$1349  ? 16'h7fff : \t$516 [15:0];
-  assign \$1351  = \$1346  ? 16'h8000 : \$1350 ;
-  assign \$1352  = & \t$518 [16:15];
-  assign \$1353  = ~ \$1352 ;
-  assign \$1354  = \t$518 [16] & \$1353 ;
-  assign \$1355  = ~ \t$518 [16];
-  assign \$1356  = | \t$518 [16:15];
-  assign \$1357  = \$1355  & \$1356 ;
-  assign \$1358  = \$1357  ? 16'h7fff : \t$518 [15:0];
-  assign \$1359  = \$1354  ? 16'h8000 : \$1358 ;
-  assign \$1360  = & \t$520 [16:15];
-  assign \$1361  = ~ \$1360 ;
-  assign \$1362  = \t$520 [16] & \$1361 ;
-  assign \$1363  = ~ \t$520 [16];
-  assign \$1364  = | \t$520 [16:15];
-  assign \$1365  = \$1363  & \$1364 ;
-  assign \$1366  = \$1365  ? 16'h7fff : \t$520 [15:0];
-  assign \$1367  = \$1362  ? 16'h8000 : \$1366 ;
-  assign \$1368  = & \t$523 [16:15];
-  assign \$1369  = ~ \$1368 ;
-  assign \$1370  = \t$523 [16] & \$1369 ;
-  assign \$1371  = ~ \t$523 [16];
-  assign \$1372  = | \t$523 [16:15];
-  assign \$1373  = \$1371  & \$1372 ;
-  assign \$1374  = \$1373  ? 16'h7fff : \t$523 [15:0];
-  assign \$1375  = \$1370  ? 16'h8000 : \$1374 ;
-  assign \$1376  = & \t$526 [16:15];
-  assign \$1377  = ~ \$1376 ;
-  assign \$1378  = \t$526 [16] & \$1377 ;
-  assign \$1379  = ~ \t$526 [16];
-  assign \$1380  = | \t$526 [16:15];
-  assign \$1381  = \$1379  & \$1380 ;
-  assign \$1382  = \$1381  ? 16'h7fff : \t$526 [15:0];
-  assign \$1383  = \$1378  ? 16'h8000 : \$1382 ;
-  assign \$1384  = & \t$529 [16:15];
-  assign \$1385  = ~ \$1384 ;
-  assign \$1386  = \t$529 [16] & \$1385 ;
-  assign \$1387  = ~ \t$529 [16];
-  assign \$1388  = | \t$529 [16:15];
-  assign \$1389  = \$1387  & \$1388 ;
-  assign \$1390  = \$1389  ? 16'h7fff : \t$529 [15:0];
-  assign \$1391  = \$1386  ? 16'h8000 : \$1390 ;
-  assign \$1392  = & \t$532 [16:15];
-  assign \$1393  = ~ \$1392 ;
-  assign \$1394  = \t$532 [16] & \$1393 ;
-  assign \$1395  = ~ \t$532 [16];
-  assign \$1396  = | \t$532 [16:15];
-  assign \$1397  = \$1395  & \$1396 ;
-  assign \$1398  = \$1397  ? 16'h7fff : \t$532 [15:0];
-  assign \$1399  = \$1394  ? 16'h8000 : \$1398 ;
-  assign \$1400  = & \t$535 [16:15];
-  assign \$1401  = ~ \$1400 ;
-  assign \$1402  = \t$535 [16] & \$1401 ;
-  assign \$1403  = ~ \t$535 [16];
-  assign \$1404  = | \t$535 [16:15];
-  assign \$1405  = \$1403  & \$1404 ;
-  assign \$1406  = \$1405  ? 16'h7fff : \t$535 [15:0];
-  assign \$1407  = \$1402  ? 16'h8000 : \$1406 ;
-  assign \$1408  = & \t$538 [16:15];
-  assign \$1409  = ~ \$1408 ;
-  assign \$1410  = \t$538 [16] & \$1409 ;
-  assign \$1411  = ~ \t$538 [16];
-  assign \$1412  = | \t$538 [16:15];
-  assign \$1413  = \$1411  & \$1412 ;
-  assign \$1414  = \$1413  ? 16'h7fff : \t$538 [15:0];
-  assign \$1415  = \$1410  ? 16'h8000 : \$1414 ;
-  assign \$1416  = & \t$541 [16:15];
-  assign \$1417  = ~ \$1416 ;
-  assign \$1418  = \t$541 [16] & \$1417 ;
-  assign \$1419  = ~ \t$541 [16];
-  assign \$1420  = | \t$541 [16:15];
-  assign \$1421  = \$1419  & \$1420 ;
-  assign \$1422  = \$1421  ? 16'h7fff : \t$541 [15:0];
-  assign \$1423  = \$1418  ? 16'h8000 : \$1422 ;
-  assign \$1424  = & \t$544 [16:15];
-  assign \$1425  = ~ \$1424 ;
-  assign \$1426  = \t$544 [16] & \$1425 ;
-  assign \$1427  = ~ \t$544 [16];
-  assign \$1428  = | \t$544 [16:15];
-  assign \$1429  = \$1427  & \$1428 ;
-  assign \$1430  = \$1429  ? 16'h7fff : \t$544 [15:0];
-  assign \$1431  = \$1426  ? 16'h8000 : \$1430 ;
-  assign \$1432  = & \t$547 [16:15];
-  assign \$1433  = ~ \$1432 ;
-  assign \$1434  = \t$547 [16] & \$1433 ;
-  assign \$1435  = ~ \t$547 [16];
-  assign \$1436  = | \t$547 [16:15];
-  assign \$1437  = \$1435  & \$1436 ;
-  assign \$1438  = \$1437  ? 16'h7fff : \t$547 [15:0];
-  assign \$1439  = \$1434  ? 16'h8000 : \$1438 ;
-  assign \$1440  = ~ pc__payload[22];
-  assign \$1441  = execute & \$1440 ;
-  assign \$1442  = execute & pc__payload[22];
-  assign \$1446  = $signed(l0_w_0_0) * $signed(x0_s1);
-  assign \$1447  = $signed(l0_w_0_1) * $signed(x1_s1);
-  assign \$1448  = $signed(l0_bias0_s2) + $signed(\t$3 );
-  assign \$1449  = $signed(\$1448 ) + $signed(\t$6 );
-  assign \$1450  = $signed(\t$15 ) > $signed(1'h0);
-  assign \$1451  = \$1450  ? \t$15  : 16'h0000;
-  assign \$1452  = $signed(l0_w_1_0) * $signed(x0_s1);
-  assign \$1453  = $signed(l0_w_1_1) * $signed(x1_s1);
-  assign \$1454  = $signed(l0_bias1_s2) + $signed(\t$19 );
-  assign \$1455  = $signed(\$1454 ) + $signed(\t$22 );
-  assign \$1456  = $signed(\t$31 ) > $signed(1'h0);
-  assign \$1457  = \$1456  ? \t$31  : 16'h0000;
-  assign \$1458  = $signed(l0_w_2_0) * $signed(x0_s1);
-  assign \$1459  = $signed(l0_w_2_1) * $signed(x1_s1);
-  assign \$1460  = $signed(l0_bias2_s2) + $signed(\t$35 );
-  assign \$1461  = $signed(\$1460 ) + $signed(\t$38 );
-  assign \$1462  = $signed(\t$47 ) > $signed(1'h0);
-  assign \$1463  = \$1462  ? \t$47  : 16'h0000;
-  assign \$1464  = $signed(l0_w_3_0) * $signed(x0_s1);
-  assign \$1465  = $signed(l0_w_3_1) * $signed(x1_s1);
-  assign \$1466  = $signed(l0_bias3_s2) + $signed(\t$51 );
-  assign \$1467  = $signed(\$1466 ) + $signed(\t$54 );
-  assign \$1468  = $signed(\t$63 ) > $signed(1'h0);
-  assign \$1469  = \$1468  ? \t$63  : 16'h0000;
-  assign \$1470  = $signed(l0_w_4_0) * $signed(x0_s1);
-  assign \$1471  = $signed(l0_w_4_1) * $signed(x1_s1);
-  assign \$1472  = $signed(l0_bias4_s2) + $signed(\t$67 );
-  assign \$1473  = $signed(\$1472 ) + $signed(\t$70 );
-  assign \$1474  = $signed(\t$79 ) > $signed(1'h0);
-  assign \$1475  = \$1474  ? \t$79  : 16'h0000;
-  assign \$1476  = $signed(l0_w_5_0) * $signed(x0_s1);
-  assign \$1477  = $signed(l0_w_5_1) * $signed(x1_s1);
-  assign \$1478  = $signed(l0_bias5_s2) + $signed(\t$83 );
-  assign \$1479  = $signed(\$1478 ) + $signed(\t$86 );
-  assign \$1480  = $signed(\t$95 ) > $signed(1'h0);
-  assign \$1481  = \$1480  ? \t$95  : 16'h0000;
-  assign \$1482  = $signed(l0_w_6_0) * $signed(x0_s1);
-  assign \$1483  = $signed(l0_w_6_1) * $signed(x1_s1);
-  assign \$1484  = $signed(l0_bias6_s2) + $signed(\t$99 );
-  assign \$1485  = $signed(\$1484 ) + $signed(\t$102 );
-  assign \$1486  = $signed(\t$111 ) > $signed(1'h0);
-  assign \$1487  = \$1486  ? \t$111  : 16'h0000;
-  assign \$1488  = $signed(l0_w_7_0) * $signed(x0_s1);
-  assign \$1489  = $signed(l0_w_7_1) * $signed(x1_s1);
-  assign \$1490  = $signed(l0_bias7_s2) + $signed(\t$115 );
-  assign \$1491  = $signed(\$1490 ) + $signed(\t$118 );
-  assign \$1492  = $signed(\t$127 ) > $signed(1'h0);
-  assign \$1493  = \$1492  ? \t$127  : 16'h0000;
-  assign \$1494  = $signed(l1_w_0_0) * $signed(l0_out0_s4);
-  assign \$1495  = $signed(l1_w_0_1) * $signed(l0_out1_s4);
-  assign \$1496  = $signed(l1_w_0_2) * $signed(l0_out2_s4);
-  assign \$1497  = $signed(l1_w_0_3) * $signed(l0_out3_s4);
-  assign \$1498  = $signed(l1_w_0_4) * $signed(l0_out4_s4);
-  assign \$1499  = $signed(l1_w_0_5) * $signed(l0_out5_s4);
-  assign \$1500  = $signed(l1_w_0_6) * $signed(l0_out6_s4);
-  assign \$1501  = $signed(l1_w_0_7) * $signed(l0_out7_s4);
-  assign \$1502  = $signed(l1_bias0_s5) + $signed(\t$131 );
-  assign \$1503  = $signed(\t$134 ) + $signed(\t$137 );
-  assign \$1504  = $signed(\$1502 ) + $signed(\$1503 );
-  assign \$1505  = $signed(\t$140 ) + $signed(\t$143 );
-  assign \$1506  = $signed(\t$146 ) + $signed(\t$149 );
-  assign \$1507  = $signed(\$1505 ) + $signed(\$1506 );
-  assign \$1508  = $signed(l1_sum0_t0_0_s6) + $signed(l1_sum0_t0_1_s6);
-  assign \$1509  = $signed(\$1508 ) + $signed(l1_sum0_t0_2_s6);
-  assign \$1510  = $signed(err0_s9) * $signed(l0_out0_s9);
-  assign \$1511  = $signed(err0_s9) * $signed(l0_out1_s9);
-  assign \$1512  = $signed(err0_s9) * $signed(l0_out2_s9);
-  assign \$1513  = $signed(err0_s9) * $signed(l0_out3_s9);
-  assign \$1514  = $signed(err0_s9) * $signed(l0_out4_s9);
-  assign \$1515  = $signed(err0_s9) * $signed(l0_out5_s9);
-  assign \$1516  = $signed(err0_s9) * $signed(l0_out6_s9);
-  assign \$1517  = $signed(err0_s9) * $signed(l0_out7_s9);
-  assign \$1518  = $signed(l1_w_0_0) * $signed(err0_s9);
-  assign \$1519  = $signed(l0_out0_s10) <= $signed(1'h0);
-  assign \$1520  = \$1519  ? 16'h0000 : \t$232 ;
-  assign \$1521  = $signed(l1_w_0_1) * $signed(err0_s9);
-  assign \$1522  = $signed(l0_out1_s10) <= $signed(1'h0);
-  assign \$1523  = \$1522  ? 16'h0000 : \t$241 ;
-  assign \$1524  = $signed(l1_w_0_2) * $signed(err0_s9);
-  assign \$1525  = $signed(l0_out2_s10) <= $signed(1'h0);
-  assign \$1526  = \$1525  ? 16'h0000 : \t$250 ;
-  assign \$1527  = $signed(l1_w_0_3) * $signed(err0_s9);
-  assign \$1528  = $signed(l0_out3_s10) <= $signed(1'h0);
-  assign \$1529  = \$1528  ? 16'h0000 : \t$259 ;
-  assign \$1530  = $signed(l1_w_0_4) * $signed(err0_s9);
-  assign \$1531  = $signed(l0_out4_s10) <= $signed(1'h0);
-  assign \$1532  = \$1531  ? 16'h0000 : \t$268 ;
-  assign \$1533  = $signed(l1_w_0_5) * $signed(err0_s9);
-  assign \$1534  = $signed(l0_out5_s10) <= $signed(1'h0);
-  assign \$1535  = \$1534  ? 16'h0000 : \t$277 ;
-  assign \$1536  = $signed(l1_w_0_6) * $signed(err0_s9);
-  assign \$1537  = $signed(l0_out6_s10) <= $signed(1'h0);
-  assign \$1538  = \$1537  ? 16'h0000 : \t$286 ;
-  assign \$1539  = $signed(l1_w_0_7) * $signed(err0_s9);
-  assign \$1540  = $signed(l0_out7_s10) <= $signed(1'h0);
-  assign \$1541  = \$1540  ? 16'h0000 : \t$295 ;
-  assign \$1542  = $signed(l0_err0_s11) * $signed(x0_s11);
-  assign \$1543  = $signed(l0_err0_s11) * $signed(x1_s11);
-  assign \$1544  = $signed(l0_err1_s11) * $signed(x0_s11);
-  assign \$1545  = $signed(l0_err1_s11) * $signed(x1_s11);
-  assign \$1546  = $signed(l0_err2_s11) * $signed(x0_s11);
-  assign \$1547  = $signed(l0_err2_s11) * $signed(x1_s11);
-  assign \$1548  = $signed(l0_err3_s11) * $signed(x0_s11);
-  assign \$1549  = $signed(l0_err3_s11) * $signed(x1_s11);
-  assign \$1550  = $signed(l0_err4_s11) * $signed(x0_s11);
-  assign \$1551  = $signed(l0_err4_s11) * $signed(x1_s11);
-  assign \$1552  = $signed(l0_err5_s11) * $signed(x0_s11);
-  assign \$1553  = $signed(l0_err5_s11) * $signed(x1_s11);
-  assign \$1554  = $signed(l0_err6_s11) * $signed(x0_s11);
-  assign \$1555  = $signed(l0_err6_s11) * $signed(x1_s11);
-  assign \$1556  = $signed(l0_err7_s11) * $signed(x0_s11);
-  assign \$1557  = $signed(l0_err7_s11) * $signed(x1_s11);
-  always @(posedge clk)
-    valid_s1 <= \$1558 ;
-  always @(posedge clk)
-    valid_s2 <= \$1559 ;
-  always @(posedge clk)
-    valid_s3 <= \$1560 ;
-  always @(posedge clk)
-    valid_s4 <= \$1561 ;
-  always @(posedge clk)
-    valid_s5 <= \$1562 ;
-  always @(posedge clk)
-    valid_s6 <= \$1563 ;
-  always @(posedge clk)
-    valid_s7 <= \$1564 ;
-  always @(posedge clk)
-    valid_s8 <= \$1565 ;
-  always @(posedge clk)
-    valid_s9 <= \$1566 ;
-  always @(posedge clk)
-    valid_s10 <= \$1567 ;
-  always @(posedge clk)
-    valid_s11 <= \$1568 ;
-  always @(posedge clk)
-    valid_s12 <= \$1569 ;
-  always @(posedge clk)
-    valid_s13 <= \$1570 ;
-  always @(posedge clk)
-    l0_w_0_0 <= \$1571 ;
-  always @(posedge clk)
-    l0_w_0_1 <= \$1572 ;
-  always @(posedge clk)
-    l0_w_1_0 <= \$1573 ;
-  always @(posedge clk)
-    l0_w_1_1 <= \$1574 ;
-  always @(posedge clk)
-    l0_w_2_0 <= \$1575 ;
-  always @(posedge clk)
-    l0_w_2_1 <= \$1576 ;
-  always @(posedge clk)
-    l0_w_3_0 <= \$1577 ;
-  always @(posedge clk)
-    l0_w_3_1 <= \$1578 ;
-  always @(posedge clk)
-    l0_w_4_0 <= \$1579 ;
-  always @(posedge clk)
-    l0_w_4_1 <= \$1580 ;
-  always @(posedge clk)
-    l0_w_5_0 <= \$1581 ;
-  always @(posedge clk)
-    l0_w_5_1 <= \$1582 ;
-  always @(posedge clk)
-    l0_w_6_0 <= \$1583 ;
-  always @(posedge clk)
-    l0_w_6_1 <= \$1584 ;
-  always @(posedge clk)
-    l0_w_7_0 <= \$1585 ;
-  always @(posedge clk)
-    l0_w_7_1 <= \$1586 ;
-  always @(posedge clk)
-    l0_b_0 <= \$1587 ;
-  always @(posedge clk)
-    l0_b_1 <= \$1588 ;
-  always @(posedge clk)
-    l0_b_2 <= \$1589 ;
-  always @(posedge clk)
-    l0_b_3 <= \$1590 ;
-  always @(posedge clk)
-    l0_b_4 <= \$1591 ;
-  always @(posedge clk)
-    l0_b_5 <= \$1592 ;
-  always @(posedge clk)
-    l0_b_6 <= \$1593 ;
-  always @(posedge clk)
-    l0_b_7 <= \$1594 ;
-  always @(posedge clk)
-    l1_w_0_0 <= \$1595 ;
-  always @(posedge clk)
-    l1_w_0_1 <= \$1596 ;
-  always @(posedge clk)
-    l1_w_0_2 <= \$1597 ;
-  always @(posedge clk)
-    l1_w_0_3 <= \$1598 ;
-  always @(posedge clk)
-    l1_w_0_4 <= \$1599 ;
-  always @(posedge clk)
-    l1_w_0_5 <= \$1600 ;
-  always @(posedge clk)
-    l1_w_0_6 <= \$1601 ;
-  always @(posedge clk)
-    l1_w_0_7 <= \$1602 ;
-  always @(posedge clk)
-    l1_b_0 <= \$1603 ;
-  always @(posedge clk)
-    l0_rd_sel <= \$1604 ;
-  always @(posedge clk)
-    read_layer <= \$1605 ;
-  always @(posedge clk)
-    l1_rd_sel <= \$1606 ;
-  always @(posedge clk)
-    read_wait <= \$1607 ;
-  always @(posedge clk)
-    pr__valid <= \$1608 ;
-  always @(posedge clk)
-    pr__payload <= \$1609 ;
-  always @(posedge clk)
-    x0_s1 <= \$1610 ;
-  always @(posedge clk)
-    x1_s1 <= \$1611 ;
-  always @(posedge clk)
-    y0_s1 <= \$1612 ;
-  always @(posedge clk)
-    kind_s1 <= \$1613 ;
-  always @(posedge clk)
-    l0_bias0_s2 <= \$1614 ;
-  always @(posedge clk)
-    l0_prod0_0_raw_s2 <= \$1615 ;
-  always @(posedge clk)
-    l0_prod0_1_raw_s2 <= \$1616 ;
-  always @(posedge clk)
-    l0_sum0_t0_0_s3 <= \$1617 ;
-  always @(posedge clk)
-    l0_out0_s4 <= \$1618 ;
-  always @(posedge clk)
-    l0_bias1_s2 <= \$1619 ;
-  always @(posedge clk)
-    l0_prod1_0_raw_s2 <= \$1620 ;
-  always @(posedge clk)
-    l0_prod1_1_raw_s2 <= \$1621 ;
-  always @(posedge clk)
-    l0_sum1_t0_0_s3 <= \$1622 ;
-  always @(posedge clk)
-    l0_out1_s4 <= \$1623 ;
-  always @(posedge clk)
-    l0_bias2_s2 <= \$1624 ;
-  always @(posedge clk)
-    l0_prod2_0_raw_s2 <= \$1625 ;
-  always @(posedge clk)
-    l0_prod2_1_raw_s2 <= \$1626 ;
-  always @(posedge clk)
-    l0_sum2_t0_0_s3 <= \$1627 ;
-  always @(posedge clk)
-    l0_out2_s4 <= \$1628 ;
-  always @(posedge clk)
-    l0_bias3_s2 <= \$1629 ;
-  always @(posedge clk)
-    l0_prod3_0_raw_s2 <= \$1630 ;
-  always @(posedge clk)
-    l0_prod3_1_raw_s2 <= \$1631 ;
-  always @(posedge clk)
-    l0_sum3_t0_0_s3 <= \$1632 ;
-  always @(posedge clk)
-    l0_out3_s4 <= \$1633 ;
-  always @(posedge clk)
-    l0_bias4_s2 <= \$1634 ;
-  always @(posedge clk)
-    l0_prod4_0_raw_s2 <= \$1635 ;
-  always @(posedge clk)
-    l0_prod4_1_raw_s2 <= \$1636 ;
-  always @(posedge clk)
-    l0_sum4_t0_0_s3 <= \$1637 ;
-  always @(posedge clk)
-    l0_out4_s4 <= \$1638 ;
-  always @(posedge clk)
-    l0_bias5_s2 <= \$1639 ;
-  always @(posedge clk)
-    l0_prod5_0_raw_s2 <= \$1640 ;
-  always @(posedge clk)
-    l0_prod5_1_raw_s2 <= \$1641 ;
-  always @(posedge clk)
-    l0_sum5_t0_0_s3 <= \$1642 ;
-  always @(posedge clk)
-    l0_out5_s4 <= \$1643 ;
-  always @(posedge clk)
-    l0_bias6_s2 <= \$1644 ;
-  always @(posedge clk)
-    l0_prod6_0_raw_s2 <= \$1645 ;
-  always @(posedge clk)
-    l0_prod6_1_raw_s2 <= \$1646 ;
-  always @(posedge clk)
-    l0_sum6_t0_0_s3 <= \$1647 ;
-  always @(posedge clk)
-    l0_out6_s4 <= \$1648 ;
-  always @(posedge clk)
-    l0_bias7_s2 <= \$1649 ;
-  always @(posedge clk)
-    l0_prod7_0_raw_s2 <= \$1650 ;
-  always @(posedge clk)
-    l0_prod7_1_raw_s2 <= \$1651 ;
-  always @(posedge clk)
-    l0_sum7_t0_0_s3 <= \$1652 ;
-  always @(posedge clk)
-    l0_out7_s4 <= \$1653 ;
-  always @(posedge clk)
-    l1_bias0_s5 <= \$1654 ;
-  always @(posedge clk)
-    l1_prod0_0_raw_s5 <= \$1655 ;
-  always @(posedge clk)
-    l1_prod0_1_raw_s5 <= \$1656 ;
-  always @(posedge clk)
-    l1_prod0_2_raw_s5 <= \$1657 ;
-  always @(posedge clk)
-    l1_prod0_3_raw_s5 <= \$1658 ;
-  always @(posedge clk)
-    l1_prod0_4_raw_s5 <= \$1659 ;
-  always @(posedge clk)
-    l1_prod0_5_raw_s5 <= \$1660 ;
-  always @(posedge clk)
-    l1_prod0_6_raw_s5 <= \$1661 ;
-  always @(posedge clk)
-    l1_prod0_7_raw_s5 <= \$1662 ;
+  assign \$446  = ~ busy;
+  assign \$447  = pc__valid & \$446 ;
+  assign \$450  = ~ read_wait;
+  assign \$451  = \$449  & \$450 ;
+  assign \$452  = ~ pr__valid;
+  assign \$453  = \$452  | pr__ready;
+  assign execute = \$451  & \$453 ;
+  assign \$454  = port_addr - 1'h0;
+  assign \$455  = port_addr >= 1'h0;
+  assign \$456  = port_addr < 5'h18;
+  assign \$457  = \$455  & \$456 ;
+  assign \$458  = execute & pc__payload[22];
+  assign l0_port_wr = \$457  & \$459 ;
+  assign \$460  = port_addr >= 1'h0;
+  assign \$461  = port_addr < 5'h18;
+  assign \$462  = \$460  & \$461 ;
+  assign \$463  = \$462  & execute;
+  assign \$464  = ~ pc__payload[22];
+  assign l0_port_rd = \$463  & \$464 ;
+  assign \$465  = port_addr - 5'h18;
+  assign \$466  = port_addr >= 5'h18;
+  assign \$467  = port_addr < 6'h21;
+  assign \$468  = \$466  & \$467 ;
+  assign \$469  = execute & pc__payload[22];
+  assign l1_port_wr = \$468  & \$470 ;
+  assign \$471  = port_addr >= 5'h18;
+  assign \$472  = port_addr < 6'h21;
+  assign \$473  = \$471  & \$472 ;
+  assign \$474  = \$473  & execute;
+  assign \$475  = ~ pc__payload[22];
+  assign l1_port_rd = \$474  & \$475 ;
+  assign \$476  = & \t$308 [16:15];
+  assign \$477  = ~ \$476 ;
+  assign \$478  = \t$308 [16] & \$477 ;
+  assign \$479  = ~ \t$308 [16];
+  assign \$480  = | \t$308 [16:15];
+  assign \$481  = \$479  & \$480 ;
+  assign \$482  = \$481  ? 16'h7fff : \t$308 [15:0];
+  assign \$483  = \$478  ? 16'h8000 : \$482 ;
+  assign \$484  = & \t$311 [16:15];
+  assign \$485  = ~ \$484 ;
+  assign \$486  = \t$311 [16] & \$485 ;
+  assign \$487  = ~ \t$311 [16];
+  assign \$488  = | \t$311 [16:15];
+  assign \$489  = \$487  & \$488 ;
+  assign \$490  = \$489  ? 16'h7fff : \t$311 [15:0];
+  assign \$491  = \$486  ? 16'h8000 : \$490 ;
+  assign \$492  = & \t$314 [16:15];
+  assign \$493  = ~ \$492 ;
+  assign \$494  = \t$314 [16] & \$493 ;
+  assign \$495  = ~ \t$314 [16];
+  assign \$496  = | \t$314 [16:15];
+  assign \$497  = \$495  & \$496 ;
+  assign \$498  = \$497  ? 16'h7fff : \t$314 [15:0];
+  assign \$499  = \$494  ? 16'h8000 : \$498 ;
+  assign \$500  = & \t$317 [16:15];
+  assign \$501  = ~ \$500 ;
+  assign \$502  = \t$317 [16] & \$501 ;
+  assign \$503  = ~ \t$317 [16];
+  assign \$504  = | \t$317 [16:15];
+  assign \$505  = \$503  & \$504 ;
+  assign \$506  = \$505  ? 16'h7fff : \t$317 [15:0];
+  assign \$507  = \$502  ? 16'h8000 : \$506 ;
+  assign \$508  = & \t$320 [16:15];
+  assign \$509  = ~ \$508 ;
+  assign \$510  = \t$320 [16] & \$509 ;
+  assign \$511  = ~ \t$320 [16];
+  assign \$512  = | \t$320 [16:15];
+  assign \$513  = \$511  & \$512 ;
+  assign \$514  = \$513  ? 16'h7fff : \t$320 [15:0];
+  assign \$515  = \$510  ? 16'h8000 : \$514 ;
+  assign \$516  = & \t$323 [16:15];
+  assign \$517  = ~ \$516 ;
+  assign \$518  = \t$323 [16] & \$517 ;
+  assign \$519  = ~ \t$323 [16];
+  assign \$520  = | \t$323 [16:15];
+  assign \$521  = \$519  & \$520 ;
+  assign \$522  = \$521  ? 16'h7fff : \t$323 [15:0];
+  assign \$523  = \$518  ? 16'h8000 : \$522 ;
+  assign \$524  = & \t$326 [16:15];
+  assign \$525  = ~ \$524 ;
+  assign \$526  = \t$326 [16] & \$525 ;
+  assign \$527  = ~ \t$326 [16];
+  assign \$528  = | \t$326 [16:15];
+  assign \$529  = \$527  & \$528 ;
+  assign \$530  = \$529  ? 16'h7fff : \t$326 [15:0];
+  assign \$531  = \$526  ? 16'h8000 : \$530 ;
+  assign \$532  = & \t$329 [16:15];
+  assign \$533  = ~ \$532 ;
+  assign \$534  = \t$329 [16] & \$533 ;
+  assign \$535  = ~ \t$329 [16];
+  assign \$536  = | \t$329 [16:15];
+  assign \$537  = \$535  & \$536 ;
+  assign \$538  = \$537  ? 16'h7fff : \t$329 [15:0];
+  assign \$539  = \$534  ? 16'h8000 : \$538 ;
+  assign \$540  = & \t$332 [16:15];
+  assign \$541  = ~ \$540 ;
+  assign \$542  = \t$332 [16] & \$541 ;
+  assign \$543  = ~ \t$332 [16];
+  assign \$544  = | \t$332 [16:15];
+  assign \$545  = \$543  & \$544 ;
+  assign \$546  = \$545  ? 16'h7fff : \t$332 [15:0];
+  assign \$547  = \$542  ? 16'h8000 : \$546 ;
+  assign \$548  = & \t$335 [16:15];
+  assign \$549  = ~ \$548 ;
+  assign \$550  = \t$335 [16] & \$549 ;
+  assign \$551  = ~ \t$335 [16];
+  assign \$552  = | \t$335 [16:15];
+  assign \$553  = \$551  & \$552 ;
+  assign \$554  = \$553  ? 16'h7fff : \t$335 [15:0];
+  assign \$555  = \$550  ? 16'h8000 : \$554 ;
+  assign \$556  = & \t$338 [16:15];
+  assign \$557  = ~ \$556 ;
+  assign \$558  = \t$338 [16] & \$557 ;
+  assign \$559  = ~ \t$338 [16];
+  assign \$560  = | \t$338 [16:15];
+  assign \$561  = \$559  & \$560 ;
+  assign \$562  = \$561  ? 16'h7fff : \t$338 [15:0];
+  assign \$563  = \$558  ? 16'h8000 : \$562 ;
+  assign \$564  = & \t$341 [16:15];
+  assign \$565  = ~ \$564 ;
+  assign \$566  = \t$341 [16] & \$565 ;
+  assign \$567  = ~ \t$341 [16];
+  assign \$568  = | \t$341 [16:15];
+  assign \$569  = \$567  & \$568 ;
+  assign \$570  = \$569  ? 16'h7fff : \t$341 [15:0];
+  assign \$571  = \$566  ? 16'h8000 : \$570 ;
+  assign \$572  = & \t$344 [16:15];
+  assign \$573  = ~ \$572 ;
+  assign \$574  = \t$344 [16] & \$573 ;
+  assign \$575  = ~ \t$344 [16];
+  assign \$576  = | \t$344 [16:15];
+  assign \$577  = \$575  & \$576 ;
+  assign \$578  = \$577  ? 16'h7fff : \t$344 [15:0];
+  assign \$579  = \$574  ? 16'h8000 : \$578 ;
+  assign \$580  = & \t$347 [16:15];
+  assign \$581  = ~ \$580 ;
+  assign \$582  = \t$347 [16] & \$581 ;
+  assign \$583  = ~ \t$347 [16];
+  assign \$584  = | \t$347 [16:15];
+  assign \$585  = \$583  & \$584 ;
+  assign \$586  = \$585  ? 16'h7fff : \t$347 [15:0];
+  assign \$587  = \$582  ? 16'h8000 : \$586 ;
+  assign \$588  = & \t$350 [16:15];
+  assign \$589  = ~ \$588 ;
+  assign \$590  = \t$350 [16] & \$589 ;
+  assign \$591  = ~ \t$350 [16];
+  assign \$592  = | \t$350 [16:15];
+  assign \$593  = \$591  & \$592 ;
+  assign \$594  = \$593  ? 16'h7fff : \t$350 [15:0];
+  assign \$595  = \$590  ? 16'h8000 : \$594 ;
+  assign \$596  = & \t$353 [16:15];
+  assign \$597  = ~ \$596 ;
+  assign \$598  = \t$353 [16] & \$597 ;
+  assign \$599  = ~ \t$353 [16];
+  assign \$600  = | \t$353 [16:15];
+  assign \$601  = \$599  & \$600 ;
+  assign \$602  = \$601  ? 16'h7fff : \t$353 [15:0];
+  assign \$603  = \$598  ? 16'h8000 : \$602 ;
+  assign \$604  = & \t$356 [16:15];
+  assign \$605  = ~ \$604 ;
+  assign \$606  = \t$356 [16] & \$605 ;
+  assign \$607  = ~ \t$356 [16];
+  assign \$608  = | \t$356 [16:15];
+  assign \$609  = \$607  & \$608 ;
+  assign \$610  = \$609  ? 16'h7fff : \t$356 [15:0];
+  assign \$611  = \$606  ? 16'h8000 : \$610 ;
+  assign \$612  = & \t$358 [16:15];
+  assign \$613  = ~ \$612 ;
+  assign \$614  = \t$358 [16] & \$613 ;
+  assign \$615  = ~ \t$358 [16];
+  assign \$616  = | \t$358 [16:15];
+  assign \$617  = \$615  & \$616 ;
+  assign \$618  = \$617  ? 16'h7fff : \t$358 [15:0];
+  assign \$619  = \$614  ? 16'h8000 : \$618 ;
+  assign \$620  = & \t$360 [16:15];
+  assign \$621  = ~ \$620 ;
+  assign \$622  = \t$360 [16] & \$621 ;
+  assign \$623  = ~ \t$360 [16];
+  assign \$624  = | \t$360 [16:15];
+  assign \$625  = \$623  & \$624 ;
+  assign \$626  = \$625  ? 16'h7fff : \t$360 [15:0];
+  assign \$627  = \$622  ? 16'h8000 : \$626 ;
+  assign \$628  = & \t$362 [16:15];
+  assign \$629  = ~ \$628 ;
+  assign \$630  = \t$362 [16] & \$629 ;
+  assign \$631  = ~ \t$362 [16];
+  assign \$632  = | \t$362 [16:15];
+  assign \$633  = \$631  & \$632 ;
+  assign \$634  = \$633  ? 16'h7fff : \t$362 [15:0];
+  assign \$635  = \$630  ? 16'h8000 : \$634 ;
+  assign \$636  = & \t$364 [16:15];
+  assign \$637  = ~ \$636 ;
+  assign \$638  = \t$364 [16] & \$637 ;
+  assign \$639  = ~ \t$364 [16];
+  assign \$640  = | \t$364 [16:15];
+  assign \$641  = \$639  & \$640 ;
+  assign \$642  = \$641  ? 16'h7fff : \t$364 [15:0];
+  assign \$643  = \$638  ? 16'h8000 : \$642 ;
+  assign \$644  = & \t$366 [16:15];
+  assign \$645  = ~ \$644 ;
+  assign \$646  = \t$366 [16] & \$645 ;
+  assign \$647  = ~ \t$366 [16];
+  assign \$648  = | \t$366 [16:15];
+  assign \$649  = \$647  & \$648 ;
+  assign \$650  = \$649  ? 16'h7fff : \t$366 [15:0];
+  assign \$651  = \$646  ? 16'h8000 : \$650 ;
+  assign \$652  = & \t$368 [16:15];
+  assign \$653  = ~ \$652 ;
+  assign \$654  = \t$368 [16] & \$653 ;
+  assign \$655  = ~ \t$368 [16];
+  assign \$656  = | \t$368 [16:15];
+  assign \$657  = \$655  & \$656 ;
+  assign \$658  = \$657  ? 16'h7fff : \t$368 [15:0];
+  assign \$659  = \$654  ? 16'h8000 : \$658 ;
+  assign \$660  = & \t$370 [16:15];
+  assign \$661  = ~ \$660 ;
+  assign \$662  = \t$370 [16] & \$661 ;
+  assign \$663  = ~ \t$370 [16];
+  assign \$664  = | \t$370 [16:15];
+  assign \$665  = \$663  & \$664 ;
+  assign \$666  = \$665  ? 16'h7fff : \t$370 [15:0];
+  assign \$667  = \$662  ? 16'h8000 : \$666 ;
+  assign \$668  = & \t$373 [16:15];
+  assign \$669  = ~ \$668 ;
+  assign \$670  = \t$373 [16] & \$669 ;
+  assign \$671  = ~ \t$373 [16];
+  assign \$672  = | \t$373 [16:15];
+  assign \$673  = \$671  & \$672 ;
+  assign \$674  = \$673  ? 16'h7fff : \t$373 [15:0];
+  assign \$675  = \$670  ? 16'h8000 : \$674 ;
+  assign \$676  = & \t$376 [16:15];
+  assign \$677  = ~ \$676 ;
+  assign \$678  = \t$376 [16] & \$677 ;
+  assign \$679  = ~ \t$376 [16];
+  assign \$680  = | \t$376 [16:15];
+  assign \$681  = \$679  & \$680 ;
+  assign \$682  = \$681  ? 16'h7fff : \t$376 [15:0];
+  assign \$683  = \$678  ? 16'h8000 : \$682 ;
+  assign \$684  = & \t$379 [16:15];
+  assign \$685  = ~ \$684 ;
+  assign \$686  = \t$379 [16] & \$685 ;
+  assign \$687  = ~ \t$379 [16];
+  assign \$688  = | \t$379 [16:15];
+  assign \$689  = \$687  & \$688 ;
+  assign \$690  = \$689  ? 16'h7fff : \t$379 [15:0];
+  assign \$691  = \$686  ? 16'h8000 : \$690 ;
+  assign \$692  = & \t$382 [16:15];
+  assign \$693  = ~ \$692 ;
+  assign \$694  = \t$382 [16] & \$693 ;
+  assign \$695  = ~ \t$382 [16];
+  assign \$696  = | \t$382 [16:15];
+  assign \$697  = \$695  & \$696 ;
+  assign \$698  = \$697  ? 16'h7fff : \t$382 [15:0];
+  assign \$699  = \$694  ? 16'h8000 : \$698 ;
+  assign \$700  = & \t$385 [16:15];
+  assign \$701  = ~ \$700 ;
+  assign \$702  = \t$385 [16] & \$701 ;
+  assign \$703  = ~ \t$385 [16];
+  assign \$704  = | \t$385 [16:15];
+  assign \$705  = \$703  & \$704 ;
+  assign \$706  = \$705  ? 16'h7fff : \t$385 [15:0];
+  assign \$707  = \$702  ? 16'h8000 : \$706 ;
+  assign \$708  = & \t$388 [16:15];
+  assign \$709  = ~ \$708 ;
+  assign \$710  = \t$388 [16] & \$709 ;
+  assign \$711  = ~ \t$388 [16];
+  assign \$712  = | \t$388 [16:15];
+  assign \$713  = \$711  & \$712 ;
+  assign \$714  = \$713  ? 16'h7fff : \t$388 [15:0];
+  assign \$715  = \$710  ? 16'h8000 : \$714 ;
+  assign \$716  = & \t$391 [16:15];
+  assign \$717  = ~ \$716 ;
+  assign \$718  = \t$391 [16] & \$717 ;
+  assign \$719  = ~ \t$391 [16];
+  assign \$720  = | \t$391 [16:15];
+  assign \$721  = \$719  & \$720 ;
+  assign \$722  = \$721  ? 16'h7fff : \t$391 [15:0];
+  assign \$723  = \$718  ? 16'h8000 : \$722 ;
+  assign \$724  = & \t$394 [16:15];
+  assign \$725  = ~ \$724 ;
+  assign \$726  = \t$394 [16] & \$725 ;
+  assign \$727  = ~ \t$394 [16];
+  assign \$728  = | \t$394 [16:15];
+  assign \$729  = \$727  & \$728 ;
+  assign \$730  = \$729  ? 16'h7fff : \t$394 [15:0];
+  assign \$731  = \$726  ? 16'h8000 : \$730 ;
+  assign \$732  = & \t$397 [16:15];
+  assign \$733  = ~ \$732 ;
+  assign \$734  = \t$397 [16] & \$733 ;
+  assign \$735  = ~ \t$397 [16];
+  assign \$736  = | \t$397 [16:15];
+  assign \$737  = \$735  & \$736 ;
+  assign \$738  = \$737  ? 16'h7fff : \t$397 [15:0];
+  assign \$739  = \$734  ? 16'h8000 : \$738 ;
+  assign \$740  = ~ pc__payload[22];
+  assign \$741  = execute & \$740 ;
+  assign \$742  = execute & pc__payload[22];
+  assign \$746  = $signed(l0_w_0_0) * $signed(x0_s1);
+  assign \$747  = $signed(l0_w_0_1) * $signed(x1_s1);
+  assign \$748  = $signed(l0_bias0_s2) + $signed(\t$3 );
+  assign \$749  = $signed(\$748 ) + $signed(\t$6 );
+  assign \$750  = \t$12 [15] ? 16'h0000 : \t$12 ;
+  assign \$751  = $signed(l0_w_1_0) * $signed(x0_s1);
+  assign \$752  = $signed(l0_w_1_1) * $signed(x1_s1);
+  assign \$753  = $signed(l0_bias1_s2) + $signed(\t$16 );
+  assign \$754  = $signed(\$753 ) + $signed(\t$19 );
+  assign \$755  = \t$25 [15] ? 16'h0000 : \t$25 ;
+  assign \$756  = $signed(l0_w_2_0) * $signed(x0_s1);
+  assign \$757  = $signed(l0_w_2_1) * $signed(x1_s1);
+  assign \$758  = $signed(l0_bias2_s2) + $signed(\t$29 );
+  assign \$759  = $signed(\$758 ) + $signed(\t$32 );
+  assign \$760  = \t$38 [15] ? 16'h0000 : \t$38 ;
+  assign \$761  = $signed(l0_w_3_0) * $signed(x0_s1);
+  assign \$762  = $signed(l0_w_3_1) * $signed(x1_s1);
+  assign \$763  = $signed(l0_bias3_s2) + $signed(\t$42 );
+  assign \$764  = $signed(\$763 ) + $signed(\t$45 );
+  assign \$765  = \t$51 [15] ? 16'h0000 : \t$51 ;
+  assign \$766  = $signed(l0_w_4_0) * $signed(x0_s1);
+  assign \$767  = $signed(l0_w_4_1) * $signed(x1_s1);
+  assign \$768  = $signed(l0_bias4_s2) + $signed(\t$55 );
+  assign \$769  = $signed(\$768 ) + $signed(\t$58 );
+  assign \$770  = \t$64 [15] ? 16'h0000 : \t$64 ;
+  assign \$771  = $signed(l0_w_5_0) * $signed(x0_s1);
+  assign \$772  = $signed(l0_w_5_1) * $signed(x1_s1);
+  assign \$773  = $signed(l0_bias5_s2) + $signed(\t$68 );
+  assign \$774  = $signed(\$773 ) + $signed(\t$71 );
+  assign \$775  = \t$77 [15] ? 16'h0000 : \t$77 ;
+  assign \$776  = $signed(l0_w_6_0) * $signed(x0_s1);
+  assign \$777  = $signed(l0_w_6_1) * $signed(x1_s1);
+  assign \$778  = $signed(l0_bias6_s2) + $signed(\t$81 );
+  assign \$779  = $signed(\$778 ) + $signed(\t$84 );
+  assign \$780  = \t$90 [15] ? 16'h0000 : \t$90 ;
+  assign \$781  = $signed(l0_w_7_0) * $signed(x0_s1);
+  assign \$782  = $signed(l0_w_7_1) * $signed(x1_s1);
+  assign \$783  = $signed(l0_bias7_s2) + $signed(\t$94 );
+  assign \$784  = $signed(\$783 ) + $signed(\t$97 );
+  assign \$785  = \t$103 [15] ? 16'h0000 : \t$103 ;
+  assign \$786  = $signed(l1_w_0_0) * $signed(l0_out0_s4);
+  assign \$787  = $signed(l1_w_0_1) * $signed(l0_out1_s4);
+  assign \$788  = $signed(l1_w_0_2) * $signed(l0_out2_s4);
+  assign \$789  = $signed(l1_w_0_3) * $signed(l0_out3_s4);
+  assign \$790  = $signed(l1_w_0_4) * $signed(l0_out4_s4);
+  assign \$791  = $signed(l1_w_0_5) * $signed(l0_out5_s4);
+  assign \$792  = $signed(l1_w_0_6) * $signed(l0_out6_s4);
+  assign \$793  = $signed(l1_w_0_7) * $signed(l0_out7_s4);
+  assign \$794  = $signed(l1_bias0_s5) + $signed(\t$107 );
+  assign \$795  = $signed(\t$110 ) + $signed(\t$113 );
+  assign \$796  = $signed(\$794 ) + $signed(\$795 );
+  assign \$797  = $signed(\t$116 ) + $signed(\t$119 );
+  assign \$798  = $signed(\t$122 ) + $signed(\t$125 );
+  assign \$799  = $signed(\$797 ) + $signed(\$798 );
+  assign \$800  = $signed(l1_sum0_t0_0_s6) + $signed(l1_sum0_t0_1_s6);
+  assign \$801  = $signed(\$800 ) + $signed(l1_sum0_t0_2_s6);
+  assign \$802  = $signed(err0_s9) * $signed(l0_out0_s9);
+  assign \$803  = $signed(err0_s9) * $signed(l0_out1_s9);
+  assign \$804  = $signed(err0_s9) * $signed(l0_out2_s9);
+  assign \$805  = $signed(err0_s9) * $signed(l0_out3_s9);
+  assign \$806  = $signed(err0_s9) * $signed(l0_out4_s9);
+  assign \$807  = $signed(err0_s9) * $signed(l0_out5_s9);
+  assign \$808  = $signed(err0_s9) * $signed(l0_out6_s9);
+  assign \$809  = $signed(err0_s9) * $signed(l0_out7_s9);
+  assign \$810  = $signed(l1_w_0_0) * $signed(err0_s9);
+  assign \$811  = $signed(l0_out0_s10) <= $signed(1'h0);
+  assign \$812  = \$811  ? 16'h0000 : \t$175 ;
+  assign \$813  = $signed(l1_w_0_1) * $signed(err0_s9);
+  assign \$814  = $signed(l0_out1_s10) <= $signed(1'h0);
+  assign \$815  = \$814  ? 16'h0000 : \t$181 ;
+  assign \$816  = $signed(l1_w_0_2) * $signed(err0_s9);
+  assign \$817  = $signed(l0_out2_s10) <= $signed(1'h0);
+  assign \$818  = \$817  ? 16'h0000 : \t$187 ;
+  assign \$819  = $signed(l1_w_0_3) * $signed(err0_s9);
+  assign \$820  = $signed(l0_out3_s10) <= $signed(1'h0);
+  assign \$821  = \$820  ? 16'h0000 : \t$193 ;
+  assign \$822  = $signed(l1_w_0_4) * $signed(err0_s9);
+  assign \$823  = $signed(l0_out4_s10) <= $signed(1'h0);
+  assign \$824  = \$823  ? 16'h0000 : \t$199 ;
+  assign \$825  = $signed(l1_w_0_5) * $signed(err0_s9);
+  assign \$826  = $signed(l0_out5_s10) <= $signed(1'h0);
+  assign \$827  = \$826  ? 16'h0000 : \t$205 ;
+  assign \$828  = $signed(l1_w_0_6) * $signed(err0_s9);
+  assign \$829  = $signed(l0_out6_s10) <= $signed(1'h0);
+  assign \$830  = \$829  ? 16'h0000 : \t$211 ;
+  assign \$831  = $signed(l1_w_0_7) * $signed(err0_s9);
+  assign \$832  = $signed(l0_out7_s10) <= $signed(1'h0);
+  assign \$833  = \$832  ? 16'h0000 : \t$217 ;
+  assign \$834  = $signed(l0_err0_s11) * $signed(x0_s11);
+  assign \$835  = $signed(l0_err0_s11) * $signed(x1_s11);
+  assign \$836  = $signed(l0_err1_s11) * $signed(x0_s11);
+  assign \$837  = $signed(l0_err1_s11) * $signed(x1_s11);
+  assign \$838  = $signed(l0_err2_s11) * $signed(x0_s11);
+  assign \$839  = $signed(l0_err2_s11) * $signed(x1_s11);
+  assign \$840  = $signed(l0_err3_s11) * $signed(x0_s11);
+  assign \$841  = $signed(l0_err3_s11) * $signed(x1_s11);
+  assign \$842  = $signed(l0_err4_s11) * $signed(x0_s11);
+  assign \$843  = $signed(l0_err4_s11) * $signed(x1_s11);
+  assign \$844  = $signed(l0_err5_s11) * $signed(x0_s11);
+  assign \$845  = $signed(l0_err5_s11) * $signed(x1_s11);
+  assign \$846  = $signed(l0_err6_s11) * $signed(x0_s11);
+  assign \$847  = $signed(l0_err6_s11) * $signed(x1_s11);
+  assign \$848  = $signed(l0_err7_s11) * $signed(x0_s11);
+  assign \$849  = $signed(l0_err7_s11) * $signed(x1_s11);
+  always @(posedge clk)
+    valid_s1 <= \$850 ;
+  always @(posedge clk)
+    valid_s2 <= \$851 ;
+  always @(posedge clk)
+    valid_s3 <= \$852 ;
+  always @(posedge clk)
+    valid_s4 <= \$853 ;
+  always @(posedge clk)
+    valid_s5 <= \$854 ;
+  always @(posedge clk)
+    valid_s6 <= \$855 ;
+  always @(posedge clk)
+    valid_s7 <= \$856 ;
+  always @(posedge clk)
+    valid_s8 <= \$857 ;
+  always @(posedge clk)
+    valid_s9 <= \$858 ;
+  always @(posedge clk)
+    valid_s10 <= \$859 ;
+  always @(posedge clk)
+    valid_s11 <= \$860 ;
+  always @(posedge clk)
+    valid_s12 <= \$861 ;
+  always @(posedge clk)
+    valid_s13 <= \$862 ;
+  always @(posedge clk)
+    l0_w_0_0 <= \$863 ;
+  always @(posedge clk)
+    l0_w_0_1 <= \$864 ;
+  always @(posedge clk)
+    l0_w_1_0 <= \$865 ;
+  always @(posedge clk)
+    l0_w_1_1 <= \$866 ;
+  always @(posedge clk)
+    l0_w_2_0 <= \$867 ;
+  always @(posedge clk)
+    l0_w_2_1 <= \$868 ;
+  always @(posedge clk)
+    l0_w_3_0 <= \$869 ;
+  always @(posedge clk)
+    l0_w_3_1 <= \$870 ;
+  always @(posedge clk)
+    l0_w_4_0 <= \$871 ;
+  always @(posedge clk)
+    l0_w_4_1 <= \$872 ;
+  always @(posedge clk)
+    l0_w_5_0 <= \$873 ;
+  always @(posedge clk)
+    l0_w_5_1 <= \$874 ;
+  always @(posedge clk)
+    l0_w_6_0 <= \$875 ;
+  always @(posedge clk)
+    l0_w_6_1 <= \$876 ;
+  always @(posedge clk)
+    l0_w_7_0 <= \$877 ;
+  always @(posedge clk)
+    l0_w_7_1 <= \$878 ;
+  always @(posedge clk)
+    l0_b_0 <= \$879 ;
+  always @(posedge clk)
+    l0_b_1 <= \$880 ;
+  always @(posedge clk)
+    l0_b_2 <= \$881 ;
+  always @(posedge clk)
+    l0_b_3 <= \$882 ;
+  always @(posedge clk)
+    l0_b_4 <= \$883 ;
+  always @(posedge clk)
+    l0_b_5 <= \$884 ;
+  always @(posedge clk)
+    l0_b_6 <= \$885 ;
+  always @(posedge clk)
+    l0_b_7 <= \$886 ;
+  always @(posedge clk)
+    l1_w_0_0 <= \$887 ;
+  always @(posedge clk)
+    l1_w_0_1 <= \$888 ;
+  always @(posedge clk)
+    l1_w_0_2 <= \$889 ;
+  always @(posedge clk)
+    l1_w_0_3 <= \$890 ;
+  always @(posedge clk)
+    l1_w_0_4 <= \$891 ;
+  always @(posedge clk)
+    l1_w_0_5 <= \$892 ;
+  always @(posedge clk)
+    l1_w_0_6 <= \$893 ;
+  always @(posedge clk)
+    l1_w_0_7 <= \$894 ;
+  always @(posedge clk)
+    l1_b_0 <= \$895 ;
+  always @(posedge clk)
+    l0_rd_sel <= \$896 ;
+  always @(posedge clk)
+    read_layer <= \$897 ;
+  always @(posedge clk)
+    l1_rd_sel <= \$898 ;
+  always @(posedge clk)
+    read_wait <= \$899 ;
+  always @(posedge clk)
+    pr__valid <= \$900 ;
+  always @(posedge clk)
+    pr__payload <= \$901 ;
+  always @(posedge clk)
+    x0_s1 <= \$902 ;
+  always @(posedge clk)
+    x1_s1 <= \$903 ;
+  always @(posedge clk)
+    y0_s1 <= \$904 ;
+  always @(posedge clk)
+    kind_s1 <= \$905 ;
+  always @(posedge clk)
+    l0_bias0_s2 <= \$906 ;
+  always @(posedge clk)
+    l0_prod0_0_raw_s2 <= \$907 ;
+  always @(posedge clk)
+    l0_prod0_1_raw_s2 <= \$908 ;
+  always @(posedge clk)
+    l0_sum0_t0_0_s3 <= \$909 ;
+  always @(posedge clk)
+    l0_out0_s4 <= \$910 ;
+  always @(posedge clk)
+    l0_bias1_s2 <= \$911 ;
+  always @(posedge clk)
+    l0_prod1_0_raw_s2 <= \$912 ;
+  always @(posedge clk)
+    l0_prod1_1_raw_s2 <= \$913 ;
+  always @(posedge clk)
+    l0_sum1_t0_0_s3 <= \$914 ;
+  always @(posedge clk)
+    l0_out1_s4 <= \$915 ;
+  always @(posedge clk)
+    l0_bias2_s2 <= \$916 ;
+  always @(posedge clk)
+    l0_prod2_0_raw_s2 <= \$917 ;
+  always @(posedge clk)
+    l0_prod2_1_raw_s2 <= \$918 ;
+  always @(posedge clk)
+    l0_sum2_t0_0_s3 <= \$919 ;
+  always @(posedge clk)
+    l0_out2_s4 <= \$920 ;
+  always @(posedge clk)
+    l0_bias3_s2 <= \$921 ;
+  always @(posedge clk)
+    l0_prod3_0_raw_s2 <= \$922 ;
+  always @(posedge clk)
+    l0_prod3_1_raw_s2 <= \$923 ;
+  always @(posedge clk)
+    l0_sum3_t0_0_s3 <= \$924 ;
+  always @(posedge clk)
+    l0_out3_s4 <= \$925 ;
+  always @(posedge clk)
+    l0_bias4_s2 <= \$926 ;
+  always @(posedge clk)
+    l0_prod4_0_raw_s2 <= \$927 ;
+  always @(posedge clk)
+    l0_prod4_1_raw_s2 <= \$928 ;
+  always @(posedge clk)
+    l0_sum4_t0_0_s3 <= \$929 ;
+  always @(posedge clk)
+    l0_out4_s4 <= \$930 ;
+  always @(posedge clk)
+    l0_bias5_s2 <= \$931 ;
+  always @(posedge clk)
+    l0_prod5_0_raw_s2 <= \$932 ;
+  always @(posedge clk)
+    l0_prod5_1_raw_s2 <= \$933 ;
+  always @(posedge clk)
+    l0_sum5_t0_0_s3 <= \$934 ;
+  always @(posedge clk)
+    l0_out5_s4 <= \$935 ;
+  always @(posedge clk)
+    l0_bias6_s2 <= \$936 ;
+  always @(posedge clk)
+    l0_prod6_0_raw_s2 <= \$937 ;
+  always @(posedge clk)
+    l0_prod6_1_raw_s2 <= \$938 ;
+  always @(posedge clk)
+    l0_sum6_t0_0_s3 <= \$939 ;
+  always @(posedge clk)
+    l0_out6_s4 <= \$940 ;
+  always @(posedge clk)
+    l0_bias7_s2 <= \$941 ;
+  always @(posedge clk)
+    l0_prod7_0_raw_s2 <= \$942 ;
+  always @(posedge clk)
+    l0_prod7_1_raw_s2 <= \$943 ;
+  always @(posedge clk)
+    l0_sum7_t0_0_s3 <= \$944 ;
+  always @(posedge clk)
+    l0_out7_s4 <= \$945 ;
+  always @(posedge clk)
+    l1_bias0_s5 <= \$946 ;
+  always @(posedge clk)
+    l1_prod0_0_raw_s5 <= \$947 ;
+  always @(posedge clk)
+    l1_prod0_1_raw_s5 <= \$948 ;
+  always @(posedge clk)
+    l1_prod0_2_raw_s5 <= \$949 ;
+  always @(posedge clk)
+    l1_prod0_3_raw_s5 <= \$950 ;
   always @(posedge clk)
-    l1_sum0_t0_0_s6 <= \$1663 ;
+    l1_prod0_4_raw_s5 <= \$951 ;
   always @(posedge clk)
-    l1_sum0_t0_1_s6 <= \$1664 ;
+    l1_prod0_5_raw_s5 <= \$952 ;
   always @(posedge clk)
-    l1_sum0_t0_2_s6 <= \$1665 ;
+    l1_prod0_6_raw_s5 <= \$953 ;
   always @(posedge clk)
-    l1_sum0_t1_0_s7 <= \$1666 ;
+    l1_prod0_7_raw_s5 <= \$954 ;
   always @(posedge clk)
-    l1_out0_s8 <= \$1667 ;
+    l1_sum0_t0_0_s6 <= \$955 ;
   always @(posedge clk)
-    y0_s2 <= \$1668 ;
+    l1_sum0_t0_1_s6 <= \$956 ;
   always @(posedge clk)
-    y0_s3 <= \$1669 ;
+    l1_sum0_t0_2_s6 <= \$957 ;
   always @(posedge clk)
-    y0_s4 <= \$1670 ;
+    l1_sum0_t1_0_s7 <= \$958 ;
   always @(posedge clk)
-    y0_s5 <= \$1671 ;
+    l1_out0_s8 <= \$959 ;
   always @(posedge clk)
-    y0_s6 <= \$1672 ;
+    y0_s2 <= \$960 ;
   always @(posedge clk)
-    y0_s7 <= \$1673 ;
+    y0_s3 <= \$961 ;
   always @(posedge clk)
-    y0_s8 <= \$1674 ;
+    y0_s4 <= \$962 ;
   always @(posedge clk)
-    kind_s2 <= \$1675 ;
+    y0_s5 <= \$963 ;
   always @(posedge clk)
-    kind_s3 <= \$1676 ;
+    y0_s6 <= \$964 ;
   always @(posedge clk)
-    kind_s4 <= \$1677 ;
+    y0_s7 <= \$965 ;
   always @(posedge clk)
-    kind_s5 <= \$1678 ;
+    y0_s8 <= \$966 ;
   always @(posedge clk)
-    kind_s6 <= \$1679 ;
+    kind_s2 <= \$967 ;
   always @(posedge clk)
-    kind_s7 <= \$1680 ;
+    kind_s3 <= \$968 ;
   always @(posedge clk)
-    kind_s8 <= \$1681 ;
+    kind_s4 <= \$969 ;
   always @(posedge clk)
-    err0_s9 <= \$1682 ;
+    kind_s5 <= \$970 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$1683 ;
+    kind_s6 <= \$971 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$1684 ;
+    kind_s7 <= \$972 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$1685 ;
+    kind_s8 <= \$973 ;
   always @(posedge clk)
-    l0_out0_s8 <= \$1686 ;
+    err0_s9 <= \$974 ;
   always @(posedge clk)
-    l0_out0_s9 <= \$1687 ;
+    l0_out0_s5 <= \$975 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$1688 ;
+    l0_out0_s6 <= \$976 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$1689 ;
+    l0_out0_s7 <= \$977 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$1690 ;
+    l0_out0_s8 <= \$978 ;
   always @(posedge clk)
-    l0_out1_s8 <= \$1691 ;
+    l0_out0_s9 <= \$979 ;
   always @(posedge clk)
-    l0_out1_s9 <= \$1692 ;
+    l0_out1_s5 <= \$980 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$1693 ;
+    l0_out1_s6 <= \$981 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$1694 ;
+    l0_out1_s7 <= \$982 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$1695 ;
+    l0_out1_s8 <= \$983 ;
   always @(posedge clk)
-    l0_out2_s8 <= \$1696 ;
+    l0_out1_s9 <= \$984 ;
   always @(posedge clk)
-    l0_out2_s9 <= \$1697 ;
+    l0_out2_s5 <= \$985 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$1698 ;
+    l0_out2_s6 <= \$986 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$1699 ;
+    l0_out2_s7 <= \$987 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$1700 ;
+    l0_out2_s8 <= \$988 ;
   always @(posedge clk)
-    l0_out3_s8 <= \$1701 ;
+    l0_out2_s9 <= \$989 ;
   always @(posedge clk)
-    l0_out3_s9 <= \$1702 ;
+    l0_out3_s5 <= \$990 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$1703 ;
+    l0_out3_s6 <= \$991 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$1704 ;
+    l0_out3_s7 <= \$992 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$1705 ;
+    l0_out3_s8 <= \$993 ;
   always @(posedge clk)
-    l0_out4_s8 <= \$1706 ;
+    l0_out3_s9 <= \$994 ;
   always @(posedge clk)
-    l0_out4_s9 <= \$1707 ;
+    l0_out4_s5 <= \$995 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$1708 ;
+    l0_out4_s6 <= \$996 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$1709 ;
+    l0_out4_s7 <= \$997 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$1710 ;
+    l0_out4_s8 <= \$998 ;
   always @(posedge clk)
-    l0_out5_s8 <= \$1711 ;
+    l0_out4_s9 <= \$999 ;
   always @(posedge clk)
-    l0_out5_s9 <= \$1712 ;
+    l0_out5_s5 <= \$1000 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$1713 ;
+    l0_out5_s6 <= \$1001 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$1714 ;
+    l0_out5_s7 <= \$1002 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$1715 ;
+    l0_out5_s8 <= \$1003 ;
   always @(posedge clk)
-    l0_out6_s8 <= \$1716 ;
+    l0_out5_s9 <= \$1004 ;
   always @(posedge clk)
-    l0_out6_s9 <= \$1717 ;
+    l0_out6_s5 <= \$1005 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$1718 ;
+    l0_out6_s6 <= \$1006 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$1719 ;
+    l0_out6_s7 <= \$1007 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$1720 ;
+    l0_out6_s8 <= \$1008 ;
   always @(posedge clk)
-    l0_out7_s8 <= \$1721 ;
+    l0_out6_s9 <= \$1009 ;
   always @(posedge clk)
-    l0_out7_s9 <= \$1722 ;
+    l0_out7_s5 <= \$1010 ;
   always @(posedge clk)
-    l1_dw0_0_raw_s10 <= \$1723 ;
+    l0_out7_s6 <= \$1011 ;
   always @(posedge clk)
-    l1_dw0_0_s11 <= \$1724 ;
+    l0_out7_s7 <= \$1012 ;
   always @(posedge clk)
-    l1_dw0_1_raw_s10 <= \$1725 ;
+    l0_out7_s8 <= \$1013 ;
   always @(posedge clk)
-    l1_dw0_1_s11 <= \$1726 ;
+    l0_out7_s9 <= \$1014 ;
   always @(posedge clk)
-    l1_dw0_2_raw_s10 <= \$1727 ;
+    l1_dw0_0_raw_s10 <= \$1015 ;
   always @(posedge clk)
-    l1_dw0_2_s11 <= \$1728 ;
+    l1_dw0_0_s11 <= \$1016 ;
   always @(posedge clk)
-    l1_dw0_3_raw_s10 <= \$1729 ;
+    l1_dw0_1_raw_s10 <= \$1017 ;
   always @(posedge clk)
-    l1_dw0_3_s11 <= \$1730 ;
+    l1_dw0_1_s11 <= \$1018 ;
   always @(posedge clk)
-    l1_dw0_4_raw_s10 <= \$1731 ;
+    l1_dw0_2_raw_s10 <= \$1019 ;
   always @(posedge clk)
-    l1_dw0_4_s11 <= \$1732 ;
+    l1_dw0_2_s11 <= \$1020 ;
   always @(posedge clk)
-    l1_dw0_5_raw_s10 <= \$1733 ;
+    l1_dw0_3_raw_s10 <= \$1021 ;
   always @(posedge clk)
-    l1_dw0_5_s11 <= \$1734 ;
+    l1_dw0_3_s11 <= \$1022 ;
   always @(posedge clk)
-    l1_dw0_6_raw_s10 <= \$1735 ;
+    l1_dw0_4_raw_s10 <= \$1023 ;
   always @(posedge clk)
-    l1_dw0_6_s11 <= \$1736 ;
+    l1_dw0_4_s11 <= \$1024 ;
   always @(posedge clk)
-    l1_dw0_7_raw_s10 <= \$1737 ;
+    l1_dw0_5_raw_s10 <= \$1025 ;
   always @(posedge clk)
-    l1_dw0_7_s11 <= \$1738 ;
+    l1_dw0_5_s11 <= \$1026 ;
   always @(posedge clk)
-    l1_db0_s10 <= \$1739 ;
+    l1_dw0_6_raw_s10 <= \$1027 ;
   always @(posedge clk)
-    l1_db0_s11 <= \$1740 ;
+    l1_dw0_6_s11 <= \$1028 ;
   always @(posedge clk)
-    l1_bprod0_0_raw_s10 <= \$1741 ;
+    l1_dw0_7_raw_s10 <= \$1029 ;
   always @(posedge clk)
-    l0_out0_s10 <= \$1742 ;
+    l1_dw0_7_s11 <= \$1030 ;
   always @(posedge clk)
-    l0_err0_s11 <= \$1743 ;
+    l1_db0_s10 <= \$1031 ;
   always @(posedge clk)
-    l1_bprod1_0_raw_s10 <= \$1744 ;
+    l1_db0_s11 <= \$1032 ;
   always @(posedge clk)
-    l0_out1_s10 <= \$1745 ;
+    l1_bprod0_0_raw_s10 <= \$1033 ;
   always @(posedge clk)
-    l0_err1_s11 <= \$1746 ;
+    l0_out0_s10 <= \$1034 ;
   always @(posedge clk)
-    l1_bprod2_0_raw_s10 <= \$1747 ;
+    l0_err0_s11 <= \$1035 ;
   always @(posedge clk)
-    l0_out2_s10 <= \$1748 ;
+    l1_bprod1_0_raw_s10 <= \$1036 ;
   always @(posedge clk)
-    l0_err2_s11 <= \$1749 ;
+    l0_out1_s10 <= \$1037 ;
   always @(posedge clk)
-    l1_bprod3_0_raw_s10 <= \$1750 ;
+    l0_err1_s11 <= \$1038 ;
   always @(posedge clk)
-    l0_out3_s10 <= \$1751 ;
+    l1_bprod2_0_raw_s10 <= \$1039 ;
   always @(posedge clk)
-    l0_err3_s11 <= \$1752 ;
+    l0_out2_s10 <= \$1040 ;
   always @(posedge clk)
-    l1_bprod4_0_raw_s10 <= \$1753 ;
+    l0_err2_s11 <= \$1041 ;
   always @(posedge clk)
-    l0_out4_s10 <= \$1754 ;
+    l1_bprod3_0_raw_s10 <= \$1042 ;
   always @(posedge clk)
-    l0_err4_s11 <= \$1755 ;
+    l0_out3_s10 <= \$1043 ;
   always @(posedge clk)
-    l1_bprod5_0_raw_s10 <= \$1756 ;
+    l0_err3_s11 <= \$1044 ;
   always @(posedge clk)
-    l0_out5_s10 <= \$1757 ;
+    l1_bprod4_0_raw_s10 <= \$1045 ;
   always @(posedge clk)
-    l0_err5_s11 <= \$1758 ;
+    l0_out4_s10 <= \$1046 ;
   always @(posedge clk)
-    l1_bprod6_0_raw_s10 <= \$1759 ;
+    l0_err4_s11 <= \$1047 ;
   always @(posedge clk)
-    l0_out6_s10 <= \$1760 ;
+    l1_bprod5_0_raw_s10 <= \$1048 ;
   always @(posedge clk)
-    l0_err6_s11 <= \$1761 ;
+    l0_out5_s10 <= \$1049 ;
   always @(posedge clk)
-    l1_bprod7_0_raw_s10 <= \$1762 ;
+    l0_err5_s11 <= \$1050 ;
   always @(posedge clk)
-    l0_out7_s10 <= \$1763 ;
+    l1_bprod6_0_raw_s10 <= \$1051 ;
   always @(posedge clk)
-    l0_err7_s11 <= \$1764 ;
+    l0_out6_s10 <= \$1052 ;
   always @(posedge clk)
-    x0_s2 <= \$1765 ;
+    l0_err6_s11 <= \$1053 ;
   always @(posedge clk)
-    x0_s3 <= \$1766 ;
+    l1_bprod7_0_raw_s10 <= \$1054 ;
   always @(posedge clk)
-    x0_s4 <= \$1767 ;
+    l0_out7_s10 <= \$1055 ;
   always @(posedge clk)
-    x0_s5 <= \$1768 ;
+    l0_err7_s11 <= \$1056 ;
   always @(posedge clk)
-    x0_s6 <= \$1769 ;
+    x0_s2 <= \$1057 ;
   always @(posedge clk)
-    x0_s7 <= \$1770 ;
+    x0_s3 <= \$1058 ;
   always @(posedge clk)
-    x0_s8 <= \$1771 ;
+    x0_s4 <= \$1059 ;
   always @(posedge clk)
-    x0_s9 <= \$1772 ;
+    x0_s5 <= \$1060 ;
   always @(posedge clk)
-    x0_s10 <= \$1773 ;
+    x0_s6 <= \$1061 ;
   always @(posedge clk)
-    x0_s11 <= \$1774 ;
+    x0_s7 <= \$1062 ;
   always @(posedge clk)
-    x1_s2 <= \$1775 ;
+    x0_s8 <= \$1063 ;
   always @(posedge clk)
-    x1_s3 <= \$1776 ;
+    x0_s9 <= \$1064 ;
   always @(posedge clk)
-    x1_s4 <= \$1777 ;
+    x0_s10 <= \$1065 ;
   always @(posedge clk)
-    x1_s5 <= \$1778 ;
+    x0_s11 <= \$1066 ;
   always @(posedge clk)
-    x1_s6 <= \$1779 ;
+    x1_s2 <= \$1067 ;
   always @(posedge clk)
-    x1_s7 <= \$1780 ;
+    x1_s3 <= \$1068 ;
   always @(posedge clk)
-    x1_s8 <= \$1781 ;
+    x1_s4 <= \$1069 ;
   always @(posedge clk)
-    x1_s9 <= \$1782 ;
+    x1_s5 <= \$1070 ;
   always @(posedge clk)
-    x1_s10 <= \$1783 ;
+    x1_s6 <= \$1071 ;
   always @(posedge clk)
-    x1_s11 <= \$1784 ;
+    x1_s7 <= \$1072 ;
   always @(posedge clk)
-    l0_dw0_0_raw_s12 <= \$1785 ;
+    x1_s8 <= \$1073 ;
   always @(posedge clk)
-    l0_dw0_0_s13 <= \$1786 ;
+    x1_s9 <= \$1074 ;
   always @(posedge clk)
-    l0_dw0_1_raw_s12 <= \$1787 ;
+    x1_s10 <= \$1075 ;
   always @(posedge clk)
-    l0_dw0_1_s13 <= \$1788 ;
+    x1_s11 <= \$1076 ;
   always @(posedge clk)
-    l0_dw1_0_raw_s12 <= \$1789 ;
+    l0_dw0_0_raw_s12 <= \$1077 ;
   always @(posedge clk)
-    l0_dw1_0_s13 <= \$1790 ;
+    l0_dw0_0_s13 <= \$1078 ;
   always @(posedge clk)
-    l0_dw1_1_raw_s12 <= \$1791 ;
+    l0_dw0_1_raw_s12 <= \$1079 ;
   always @(posedge clk)
-    l0_dw1_1_s13 <= \$1792 ;
+    l0_dw0_1_s13 <= \$1080 ;
   always @(posedge clk)
-    l0_dw2_0_raw_s12 <= \$1793 ;
+    l0_dw1_0_raw_s12 <= \$1081 ;
   always @(posedge clk)
-    l0_dw2_0_s13 <= \$1794 ;
+    l0_dw1_0_s13 <= \$1082 ;
   always @(posedge clk)
-    l0_dw2_1_raw_s12 <= \$1795 ;
+    l0_dw1_1_raw_s12 <= \$1083 ;
   always @(posedge clk)
-    l0_dw2_1_s13 <= \$1796 ;
+    l0_dw1_1_s13 <= \$1084 ;
   always @(posedge clk)
-    l0_dw3_0_raw_s12 <= \$1797 ;
+    l0_dw2_0_raw_s12 <= \$1085 ;
   always @(posedge clk)
-    l0_dw3_0_s13 <= \$1798 ;
+    l0_dw2_0_s13 <= \$1086 ;
   always @(posedge clk)
-    l0_dw3_1_raw_s12 <= \$1799 ;
+    l0_dw2_1_raw_s12 <= \$1087 ;
   always @(posedge clk)
-    l0_dw3_1_s13 <= \$1800 ;
+    l0_dw2_1_s13 <= \$1088 ;
   always @(posedge clk)
-    l0_dw4_0_raw_s12 <= \$1801 ;
+    l0_dw3_0_raw_s12 <= \$1089 ;
   always @(posedge clk)
-    l0_dw4_0_s13 <= \$1802 ;
+    l0_dw3_0_s13 <= \$1090 ;
   always @(posedge clk)
-    l0_dw4_1_raw_s12 <= \$1803 ;
+    l0_dw3_1_raw_s12 <= \$1091 ;
   always @(posedge clk)
-    l0_dw4_1_s13 <= \$1804 ;
+    l0_dw3_1_s13 <= \$1092 ;
   always @(posedge clk)
-    l0_dw5_0_raw_s12 <= \$1805 ;
+    l0_dw4_0_raw_s12 <= \$1093 ;
   always @(posedge clk)
-    l0_dw5_0_s13 <= \$1806 ;
+    l0_dw4_0_s13 <= \$1094 ;
   always @(posedge clk)
-    l0_dw5_1_raw_s12 <= \$1807 ;
+    l0_dw4_1_raw_s12 <= \$1095 ;
   always @(posedge clk)
-    l0_dw5_1_s13 <= \$1808 ;
+    l0_dw4_1_s13 <= \$1096 ;
   always @(posedge clk)
-    l0_dw6_0_raw_s12 <= \$1809 ;
+    l0_dw5_0_raw_s12 <= \$1097 ;
   always @(posedge clk)
-    l0_dw6_0_s13 <= \$1810 ;
+    l0_dw5_0_s13 <= \$1098 ;
   always @(posedge clk)
-    l0_dw6_1_raw_s12 <= \$1811 ;
+    l0_dw5_1_raw_s12 <= \$1099 ;
   always @(posedge clk)
-    l0_dw6_1_s13 <= \$1812 ;
+    l0_dw5_1_s13 <= \$1100 ;
   always @(posedge clk)
-    l0_dw7_0_raw_s12 <= \$1813 ;
+    l0_dw6_0_raw_s12 <= \$1101 ;
   always @(posedge clk)
-    l0_dw7_0_s13 <= \$1814 ;
+    l0_dw6_0_s13 <= \$1102 ;
   always @(posedge clk)
-    l0_dw7_1_raw_s12 <= \$1815 ;
+    l0_dw6_1_raw_s12 <= \$1103 ;
   always @(posedge clk)
-    l0_dw7_1_s13 <= \$1816 ;
+    l0_dw6_1_s13 <= \$1104 ;
   always @(posedge clk)
-    l0_db0_s12 <= \$1817 ;
+    l0_dw7_0_raw_s12 <= \$1105 ;
   always @(posedge clk)
-    l0_db0_s13 <= \$1818 ;
+    l0_dw7_0_s13 <= \$1106 ;
   always @(posedge clk)
-    l0_db1_s12 <= \$1819 ;
+    l0_dw7_1_raw_s12 <= \$1107 ;
   always @(posedge clk)
-    l0_db1_s13 <= \$1820 ;
+    l0_dw7_1_s13 <= \$1108 ;
   always @(posedge clk)
-    l0_db2_s12 <= \$1821 ;
+    l0_db0_s12 <= \$1109 ;
   always @(posedge clk)
-    l0_db2_s13 <= \$1822 ;
+    l0_db0_s13 <= \$1110 ;
   always @(posedge clk)
-    l0_db3_s12 <= \$1823 ;
+    l0_db1_s12 <= \$1111 ;
   always @(posedge clk)
-    l0_db3_s13 <= \$1824 ;
+    l0_db1_s13 <= \$1112 ;
   always @(posedge clk)
-    l0_db4_s12 <= \$1825 ;
+    l0_db2_s12 <= \$1113 ;
   always @(posedge clk)
-    l0_db4_s13 <= \$1826 ;
+    l0_db2_s13 <= \$1114 ;
   always @(posedge clk)
-    l0_db5_s12 <= \$1827 ;
+    l0_db3_s12 <= \$1115 ;
   always @(posedge clk)
-    l0_db5_s13 <= \$1828 ;
+    l0_db3_s13 <= \$1116 ;
   always @(posedge clk)
-    l0_db6_s12 <= \$1829 ;
+    l0_db4_s12 <= \$1117 ;
   always @(posedge clk)
-    l0_db6_s13 <= \$1830 ;
+    l0_db4_s13 <= \$1118 ;
   always @(posedge clk)
-    l0_db7_s12 <= \$1831 ;
+    l0_db5_s12 <= \$1119 ;
   always @(posedge clk)
-    l0_db7_s13 <= \$1832 ;
+    l0_db5_s13 <= \$1120 ;
+  always @(posedge clk)
+    l0_db6_s12 <= \$1121 ;
+  always @(posedge clk)
+    l0_db6_s13 <= \$1122 ;
+  always @(posedge clk)
+    l0_db7_s12 <= \$1123 ;
+  always @(posedge clk)
+    l0_db7_s13 <= \$1124 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1443  = 16'h0000;
+    \$743  = 16'h0000;
     casez (l0_rd_sel)
       5'h00:
-          \$1443  = l0_w_0_0;
+          \$743  = l0_w_0_0;
       5'h01:
-          \$1443  = l0_w_0_1;
+          \$743  = l0_w_0_1;
       5'h02:
-          \$1443  = l0_w_1_0;
+          \$743  = l0_w_1_0;
       5'h03:
-          \$1443  = l0_w_1_1;
+          \$743  = l0_w_1_1;
       5'h04:
-          \$1443  = l0_w_2_0;
+          \$743  = l0_w_2_0;
       5'h05:
-          \$1443  = l0_w_2_1;
+          \$743  = l0_w_2_1;
       5'h06:
-          \$1443  = l0_w_3_0;
+          \$743  = l0_w_3_0;
       5'h07:
-          \$1443  = l0_w_3_1;
+          \$743  = l0_w_3_1;
       5'h08:
-          \$1443  = l0_w_4_0;
+          \$743  = l0_w_4_0;
       5'h09:
-          \$1443  = l0_w_4_1;
+          \$743  = l0_w_4_1;
       5'h0a:
-          \$1443  = l0_w_5_0;
+          \$743  = l0_w_5_0;
       5'h0b:
-          \$1443  = l0_w_5_1;
+          \$743  = l0_w_5_1;
       5'h0c:
-          \$1443  = l0_w_6_0;
+          \$743  = l0_w_6_0;
       5'h0d:
-          \$1443  = l0_w_6_1;
+          \$743  = l0_w_6_1;
       5'h0e:
-          \$1443  = l0_w_7_0;
+          \$743  = l0_w_7_0;
       5'h0f:
-          \$1443  = l0_w_7_1;
+          \$743  = l0_w_7_1;
       5'h10:
-          \$1443  = l0_b_0;
+          \$743  = l0_b_0;
       5'h11:
-          \$1443  = l0_b_1;
+          \$743  = l0_b_1;
       5'h12:
-          \$1443  = l0_b_2;
+          \$743  = l0_b_2;
       5'h13:
-          \$1443  = l0_b_3;
+          \$743  = l0_b_3;
       5'h14:
-          \$1443  = l0_b_4;
+          \$743  = l0_b_4;
       5'h15:
-          \$1443  = l0_b_5;
+          \$743  = l0_b_5;
       5'h16:
-          \$1443  = l0_b_6;
+          \$743  = l0_b_6;
       5'h17:
-          \$1443  = l0_b_7;
+          \$743  = l0_b_7;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1444  = 16'h0000;
+    \$744  = 16'h0000;
     casez (l1_rd_sel)
       4'h0:
-          \$1444  = l1_w_0_0;
+          \$744  = l1_w_0_0;
       4'h1:
-          \$1444  = l1_w_0_1;
+          \$744  = l1_w_0_1;
       4'h2:
-          \$1444  = l1_w_0_2;
+          \$744  = l1_w_0_2;
       4'h3:
-          \$1444  = l1_w_0_3;
+          \$744  = l1_w_0_3;
       4'h4:
-          \$1444  = l1_w_0_4;
+          \$744  = l1_w_0_4;
       4'h5:
-          \$1444  = l1_w_0_5;
+          \$744  = l1_w_0_5;
       4'h6:
-          \$1444  = l1_w_0_6;
+          \$744  = l1_w_0_6;
       4'h7:
-          \$1444  = l1_w_0_7;
+          \$744  = l1_w_0_7;
       4'h8:
-          \$1444  = l1_b_0;
+          \$744  = l1_b_0;
     endcase
   end
   always @* begin
@@ -5123,9 +3353,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (read_layer)
       1'h0:
-          \$1445  = \$1443 ;
+          \$745  = \$743 ;
       1'h1:
-          \$1445  = \$1444 ;
+          \$745  = \$744 ;
     endcase
   end
   always @* begin
@@ -5133,7 +3363,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (kind_s8)
       2'h0:
-          e = \t$167 ;
+          e = \t$140 ;
       2'h2:
           e = y0_s8;
       default:
@@ -5142,427 +3372,427 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$458  = 17'h00000;
+    \t$308  = 17'h00000;
     if (commit_l0) begin
-      \t$458  = \$1107 ;
+      \t$308  = \$407 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$461  = 17'h00000;
+    \t$311  = 17'h00000;
     if (commit_l0) begin
-      \t$461  = \$1108 ;
+      \t$311  = \$408 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$464  = 17'h00000;
+    \t$314  = 17'h00000;
     if (commit_l0) begin
-      \t$464  = \$1109 ;
+      \t$314  = \$409 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$467  = 17'h00000;
+    \t$317  = 17'h00000;
     if (commit_l0) begin
-      \t$467  = \$1110 ;
+      \t$317  = \$410 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$470  = 17'h00000;
+    \t$320  = 17'h00000;
     if (commit_l0) begin
-      \t$470  = \$1111 ;
+      \t$320  = \$411 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$473  = 17'h00000;
+    \t$323  = 17'h00000;
     if (commit_l0) begin
-      \t$473  = \$1112 ;
+      \t$323  = \$412 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$476  = 17'h00000;
+    \t$326  = 17'h00000;
     if (commit_l0) begin
-      \t$476  = \$1113 ;
+      \t$326  = \$413 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$479  = 17'h00000;
+    \t$329  = 17'h00000;
     if (commit_l0) begin
-      \t$479  = \$1114 ;
+      \t$329  = \$414 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$482  = 17'h00000;
+    \t$332  = 17'h00000;
     if (commit_l0) begin
-      \t$482  = \$1115 ;
+      \t$332  = \$415 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$485  = 17'h00000;
+    \t$335  = 17'h00000;
     if (commit_l0) begin
-      \t$485  = \$1116 ;
+      \t$335  = \$416 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$488  = 17'h00000;
+    \t$338  = 17'h00000;
     if (commit_l0) begin
-      \t$488  = \$1117 ;
+      \t$338  = \$417 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$491  = 17'h00000;
+    \t$341  = 17'h00000;
     if (commit_l0) begin
-      \t$491  = \$1118 ;
+      \t$341  = \$418 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$494  = 17'h00000;
+    \t$344  = 17'h00000;
     if (commit_l0) begin
-      \t$494  = \$1119 ;
+      \t$344  = \$419 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$497  = 17'h00000;
+    \t$347  = 17'h00000;
     if (commit_l0) begin
-      \t$497  = \$1120 ;
+      \t$347  = \$420 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$500  = 17'h00000;
+    \t$350  = 17'h00000;
     if (commit_l0) begin
-      \t$500  = \$1121 ;
+      \t$350  = \$421 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$503  = 17'h00000;
+    \t$353  = 17'h00000;
     if (commit_l0) begin
-      \t$503  = \$1122 ;
+      \t$353  = \$422 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$506  = 17'h00000;
+    \t$356  = 17'h00000;
     if (commit_l0) begin
-      \t$506  = \$1123 ;
+      \t$356  = \$423 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$508  = 17'h00000;
+    \t$358  = 17'h00000;
     if (commit_l0) begin
-      \t$508  = \$1124 ;
+      \t$358  = \$424 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$510  = 17'h00000;
+    \t$360  = 17'h00000;
     if (commit_l0) begin
-      \t$510  = \$1125 ;
+      \t$360  = \$425 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$512  = 17'h00000;
+    \t$362  = 17'h00000;
     if (commit_l0) begin
-      \t$512  = \$1126 ;
+      \t$362  = \$426 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$514  = 17'h00000;
+    \t$364  = 17'h00000;
     if (commit_l0) begin
-      \t$514  = \$1127 ;
+      \t$364  = \$427 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$516  = 17'h00000;
+    \t$366  = 17'h00000;
     if (commit_l0) begin
-      \t$516  = \$1128 ;
+      \t$366  = \$428 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$518  = 17'h00000;
+    \t$368  = 17'h00000;
     if (commit_l0) begin
-      \t$518  = \$1129 ;
+      \t$368  = \$429 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$520  = 17'h00000;
+    \t$370  = 17'h00000;
     if (commit_l0) begin
-      \t$520  = \$1130 ;
+      \t$370  = \$430 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$523  = 17'h00000;
+    \t$373  = 17'h00000;
     if (commit_l1) begin
-      \t$523  = \$1131 ;
+      \t$373  = \$431 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$526  = 17'h00000;
+    \t$376  = 17'h00000;
     if (commit_l1) begin
-      \t$526  = \$1132 ;
+      \t$376  = \$432 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$529  = 17'h00000;
+    \t$379  = 17'h00000;
     if (commit_l1) begin
-      \t$529  = \$1133 ;
+      \t$379  = \$433 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$532  = 17'h00000;
+    \t$382  = 17'h00000;
     if (commit_l1) begin
-      \t$532  = \$1134 ;
+      \t$382  = \$434 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$535  = 17'h00000;
+    \t$385  = 17'h00000;
     if (commit_l1) begin
-      \t$535  = \$1135 ;
+      \t$385  = \$435 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$538  = 17'h00000;
+    \t$388  = 17'h00000;
     if (commit_l1) begin
-      \t$538  = \$1136 ;
+      \t$388  = \$436 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$541  = 17'h00000;
+    \t$391  = 17'h00000;
     if (commit_l1) begin
-      \t$541  = \$1137 ;
+      \t$391  = \$437 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$544  = 17'h00000;
+    \t$394  = 17'h00000;
     if (commit_l1) begin
-      \t$544  = \$1138 ;
+      \t$394  = \$438 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \t$547  = 17'h00000;
+    \t$397  = 17'h00000;
     if (commit_l1) begin
-      \t$547  = \$1139 ;
+      \t$397  = \$439 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1558  = valid_s1;
+    \$850  = valid_s1;
     if (en) begin
-      \$1558  = accept;
+      \$850  = accept;
     end
     if (rst) begin
-      \$1558  = 1'h0;
+      \$850  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1559  = valid_s2;
+    \$851  = valid_s2;
     if (en) begin
-      \$1559  = valid_s1;
+      \$851  = valid_s1;
     end
     if (rst) begin
-      \$1559  = 1'h0;
+      \$851  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1560  = valid_s3;
+    \$852  = valid_s3;
     if (en) begin
-      \$1560  = valid_s2;
+      \$852  = valid_s2;
     end
     if (rst) begin
-      \$1560  = 1'h0;
+      \$852  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1561  = valid_s4;
+    \$853  = valid_s4;
     if (en) begin
-      \$1561  = valid_s3;
+      \$853  = valid_s3;
     end
     if (rst) begin
-      \$1561  = 1'h0;
+      \$853  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1562  = valid_s5;
+    \$854  = valid_s5;
     if (en) begin
-      \$1562  = valid_s4;
+      \$854  = valid_s4;
     end
     if (rst) begin
-      \$1562  = 1'h0;
+      \$854  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1563  = valid_s6;
+    \$855  = valid_s6;
     if (en) begin
-      \$1563  = valid_s5;
+      \$855  = valid_s5;
     end
     if (rst) begin
-      \$1563  = 1'h0;
+      \$855  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1564  = valid_s7;
+    \$856  = valid_s7;
     if (en) begin
-      \$1564  = valid_s6;
+      \$856  = valid_s6;
     end
     if (rst) begin
-      \$1564  = 1'h0;
+      \$856  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1565  = valid_s8;
+    \$857  = valid_s8;
     if (en) begin
-      \$1565  = valid_s7;
+      \$857  = valid_s7;
     end
     if (rst) begin
-      \$1565  = 1'h0;
+      \$857  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1566  = valid_s9;
+    \$858  = valid_s9;
     if (en) begin
-      \$1566  = valid_s8;
+      \$858  = valid_s8;
     end
     if (rst) begin
-      \$1566  = 1'h0;
+      \$858  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1567  = valid_s10;
+    \$859  = valid_s10;
     if (en) begin
-      \$1567  = valid_s9;
+      \$859  = valid_s9;
     end
     if (rst) begin
-      \$1567  = 1'h0;
+      \$859  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1568  = valid_s11;
+    \$860  = valid_s11;
     if (en) begin
-      \$1568  = valid_s10;
+      \$860  = valid_s10;
     end
     if (rst) begin
-      \$1568  = 1'h0;
+      \$860  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1569  = valid_s12;
+    \$861  = valid_s12;
     if (en) begin
-      \$1569  = valid_s11;
+      \$861  = valid_s11;
     end
     if (rst) begin
-      \$1569  = 1'h0;
+      \$861  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1570  = valid_s13;
+    \$862  = valid_s13;
     if (en) begin
-      \$1570  = valid_s12;
+      \$862  = valid_s12;
     end
     if (rst) begin
-      \$1570  = 1'h0;
+      \$862  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1571  = l0_w_0_0;
+    \$863  = l0_w_0_0;
     if (commit_l0) begin
-      \$1571  = \$1183 ;
+      \$863  = \$483 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
-            \$1571  = l0_port_data;
+            \$863  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1571  = 16'h055e;
+      \$863  = 16'h055e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1572  = l0_w_0_1;
+    \$864  = l0_w_0_1;
     if (commit_l0) begin
-      \$1572  = \$1191 ;
+      \$864  = \$491 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
-            \$1572  = l0_port_data;
+            \$864  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1572  = 16'hf6fa;
+      \$864  = 16'hf6fa;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1573  = l0_w_1_0;
+    \$865  = l0_w_1_0;
     if (commit_l0) begin
-      \$1573  = \$1199 ;
+      \$865  = \$499 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
             /* empty */;
         5'h02:
-            \$1573  = l0_port_data;
+            \$865  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1573  = 16'hee03;
+      \$865  = 16'hee03;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1574  = l0_w_1_1;
+    \$866  = l0_w_1_1;
     if (commit_l0) begin
-      \$1574  = \$1207 ;
+      \$866  = \$507 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5570,21 +3800,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h02:
             /* empty */;
         5'h03:
-            \$1574  = l0_port_data;
+            \$866  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1574  = 16'hed0d;
+      \$866  = 16'hed0d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1575  = l0_w_2_0;
+    \$867  = l0_w_2_0;
     if (commit_l0) begin
-      \$1575  = \$1215 ;
+      \$867  = \$515 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5594,21 +3824,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h03:
             /* empty */;
         5'h04:
-            \$1575  = l0_port_data;
+            \$867  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1575  = 16'h0c47;
+      \$867  = 16'h0c47;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1576  = l0_w_2_1;
+    \$868  = l0_w_2_1;
     if (commit_l0) begin
-      \$1576  = \$1223 ;
+      \$868  = \$523 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5620,21 +3850,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h04:
             /* empty */;
         5'h05:
-            \$1576  = l0_port_data;
+            \$868  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1576  = 16'h102d;
+      \$868  = 16'h102d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1577  = l0_w_3_0;
+    \$869  = l0_w_3_0;
     if (commit_l0) begin
-      \$1577  = \$1231 ;
+      \$869  = \$531 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5648,21 +3878,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h05:
             /* empty */;
         5'h06:
-            \$1577  = l0_port_data;
+            \$869  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1577  = 16'h042e;
+      \$869  = 16'h042e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1578  = l0_w_3_1;
+    \$870  = l0_w_3_1;
     if (commit_l0) begin
-      \$1578  = \$1239 ;
+      \$870  = \$539 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5678,21 +3908,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h06:
             /* empty */;
         5'h07:
-            \$1578  = l0_port_data;
+            \$870  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1578  = 16'h08ff;
+      \$870  = 16'h08ff;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1579  = l0_w_4_0;
+    \$871  = l0_w_4_0;
     if (commit_l0) begin
-      \$1579  = \$1247 ;
+      \$871  = \$547 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5710,21 +3940,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h07:
             /* empty */;
         5'h08:
-            \$1579  = l0_port_data;
+            \$871  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1579  = 16'h01b6;
+      \$871  = 16'h01b6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1580  = l0_w_4_1;
+    \$872  = l0_w_4_1;
     if (commit_l0) begin
-      \$1580  = \$1255 ;
+      \$872  = \$555 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5744,21 +3974,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h08:
             /* empty */;
         5'h09:
-            \$1580  = l0_port_data;
+            \$872  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1580  = 16'h110d;
+      \$872  = 16'h110d;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1581  = l0_w_5_0;
+    \$873  = l0_w_5_0;
     if (commit_l0) begin
-      \$1581  = \$1263 ;
+      \$873  = \$563 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5780,21 +4010,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h09:
             /* empty */;
         5'h0a:
-            \$1581  = l0_port_data;
+            \$873  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1581  = 16'h0c61;
+      \$873  = 16'h0c61;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1582  = l0_w_5_1;
+    \$874  = l0_w_5_1;
     if (commit_l0) begin
-      \$1582  = \$1271 ;
+      \$874  = \$571 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5818,21 +4048,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0a:
             /* empty */;
         5'h0b:
-            \$1582  = l0_port_data;
+            \$874  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1582  = 16'hec83;
+      \$874  = 16'hec83;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1583  = l0_w_6_0;
+    \$875  = l0_w_6_0;
     if (commit_l0) begin
-      \$1583  = \$1279 ;
+      \$875  = \$579 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5858,21 +4088,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0b:
             /* empty */;
         5'h0c:
-            \$1583  = l0_port_data;
+            \$875  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1583  = 16'h0e02;
+      \$875  = 16'h0e02;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1584  = l0_w_6_1;
+    \$876  = l0_w_6_1;
     if (commit_l0) begin
-      \$1584  = \$1287 ;
+      \$876  = \$587 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5900,21 +4130,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0c:
             /* empty */;
         5'h0d:
-            \$1584  = l0_port_data;
+            \$876  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1584  = 16'hedb8;
+      \$876  = 16'hedb8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1585  = l0_w_7_0;
+    \$877  = l0_w_7_0;
     if (commit_l0) begin
-      \$1585  = \$1295 ;
+      \$877  = \$595 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5944,21 +4174,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0d:
             /* empty */;
         5'h0e:
-            \$1585  = l0_port_data;
+            \$877  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1585  = 16'h0900;
+      \$877  = 16'h0900;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1586  = l0_w_7_1;
+    \$878  = l0_w_7_1;
     if (commit_l0) begin
-      \$1586  = \$1303 ;
+      \$878  = \$603 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -5990,21 +4220,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0e:
             /* empty */;
         5'h0f:
-            \$1586  = l0_port_data;
+            \$878  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1586  = 16'hf34a;
+      \$878  = 16'hf34a;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1587  = l0_b_0;
+    \$879  = l0_b_0;
     if (commit_l0) begin
-      \$1587  = \$1311 ;
+      \$879  = \$611 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6038,21 +4268,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h0f:
             /* empty */;
         5'h10:
-            \$1587  = l0_port_data;
+            \$879  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1587  = 16'h0000;
+      \$879  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1588  = l0_b_1;
+    \$880  = l0_b_1;
     if (commit_l0) begin
-      \$1588  = \$1319 ;
+      \$880  = \$619 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6088,21 +4318,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h10:
             /* empty */;
         5'h11:
-            \$1588  = l0_port_data;
+            \$880  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1588  = 16'h0000;
+      \$880  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1589  = l0_b_2;
+    \$881  = l0_b_2;
     if (commit_l0) begin
-      \$1589  = \$1327 ;
+      \$881  = \$627 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6140,21 +4370,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h11:
             /* empty */;
         5'h12:
-            \$1589  = l0_port_data;
+            \$881  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1589  = 16'h0000;
+      \$881  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1590  = l0_b_3;
+    \$882  = l0_b_3;
     if (commit_l0) begin
-      \$1590  = \$1335 ;
+      \$882  = \$635 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6194,21 +4424,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h12:
             /* empty */;
         5'h13:
-            \$1590  = l0_port_data;
+            \$882  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1590  = 16'h0000;
+      \$882  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1591  = l0_b_4;
+    \$883  = l0_b_4;
     if (commit_l0) begin
-      \$1591  = \$1343 ;
+      \$883  = \$643 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6250,21 +4480,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h13:
             /* empty */;
         5'h14:
-            \$1591  = l0_port_data;
+            \$883  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1591  = 16'h0000;
+      \$883  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1592  = l0_b_5;
+    \$884  = l0_b_5;
     if (commit_l0) begin
-      \$1592  = \$1351 ;
+      \$884  = \$651 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6308,21 +4538,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h14:
             /* empty */;
         5'h15:
-            \$1592  = l0_port_data;
+            \$884  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1592  = 16'h0000;
+      \$884  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1593  = l0_b_6;
+    \$885  = l0_b_6;
     if (commit_l0) begin
-      \$1593  = \$1359 ;
+      \$885  = \$659 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6368,21 +4598,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h15:
             /* empty */;
         5'h16:
-            \$1593  = l0_port_data;
+            \$885  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1593  = 16'h0000;
+      \$885  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1594  = l0_b_7;
+    \$886  = l0_b_7;
     if (commit_l0) begin
-      \$1594  = \$1367 ;
+      \$886  = \$667 ;
     end
     if (l0_port_wr) begin
-      casez (\$1154 [4:0])
+      casez (\$454 [4:0])
         5'h00:
             /* empty */;
         5'h01:
@@ -6430,75 +4660,75 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         5'h16:
             /* empty */;
         5'h17:
-            \$1594  = l0_port_data;
+            \$886  = l0_port_data;
       endcase
     end
     if (rst) begin
-      \$1594  = 16'h0000;
+      \$886  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1595  = l1_w_0_0;
+    \$887  = l1_w_0_0;
     if (commit_l1) begin
-      \$1595  = \$1375 ;
+      \$887  = \$675 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
-            \$1595  = l1_port_data;
+            \$887  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1595  = 16'h071e;
+      \$887  = 16'h071e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1596  = l1_w_0_1;
+    \$888  = l1_w_0_1;
     if (commit_l1) begin
-      \$1596  = \$1383 ;
+      \$888  = \$683 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
-            \$1596  = l1_port_data;
+            \$888  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1596  = 16'h00d0;
+      \$888  = 16'h00d0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1597  = l1_w_0_2;
+    \$889  = l1_w_0_2;
     if (commit_l1) begin
-      \$1597  = \$1391 ;
+      \$889  = \$691 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
             /* empty */;
         4'h2:
-            \$1597  = l1_port_data;
+            \$889  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1597  = 16'hfc13;
+      \$889  = 16'hfc13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1598  = l1_w_0_3;
+    \$890  = l1_w_0_3;
     if (commit_l1) begin
-      \$1598  = \$1399 ;
+      \$890  = \$699 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -6506,21 +4736,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h2:
             /* empty */;
         4'h3:
-            \$1598  = l1_port_data;
+            \$890  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1598  = 16'hfe7c;
+      \$890  = 16'hfe7c;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1599  = l1_w_0_4;
+    \$891  = l1_w_0_4;
     if (commit_l1) begin
-      \$1599  = \$1407 ;
+      \$891  = \$707 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -6530,21 +4760,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h3:
             /* empty */;
         4'h4:
-            \$1599  = l1_port_data;
+            \$891  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1599  = 16'hf6c2;
+      \$891  = 16'hf6c2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1600  = l1_w_0_5;
+    \$892  = l1_w_0_5;
     if (commit_l1) begin
-      \$1600  = \$1415 ;
+      \$892  = \$715 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -6556,21 +4786,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h4:
             /* empty */;
         4'h5:
-            \$1600  = l1_port_data;
+            \$892  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1600  = 16'hf8a3;
+      \$892  = 16'hf8a3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1601  = l1_w_0_6;
+    \$893  = l1_w_0_6;
     if (commit_l1) begin
-      \$1601  = \$1423 ;
+      \$893  = \$723 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -6584,21 +4814,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h5:
             /* empty */;
         4'h6:
-            \$1601  = l1_port_data;
+            \$893  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1601  = 16'h0358;
+      \$893  = 16'h0358;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1602  = l1_w_0_7;
+    \$894  = l1_w_0_7;
     if (commit_l1) begin
-      \$1602  = \$1431 ;
+      \$894  = \$731 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -6614,21 +4844,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h6:
             /* empty */;
         4'h7:
-            \$1602  = l1_port_data;
+            \$894  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1602  = 16'h02e2;
+      \$894  = 16'h02e2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1603  = l1_b_0;
+    \$895  = l1_b_0;
     if (commit_l1) begin
-      \$1603  = \$1439 ;
+      \$895  = \$739 ;
     end
     if (l1_port_wr) begin
-      casez (\$1165 [3:0])
+      casez (\$465 [3:0])
         4'h0:
             /* empty */;
         4'h1:
@@ -6646,1702 +4876,1752 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         4'h7:
             /* empty */;
         4'h8:
-            \$1603  = l1_port_data;
+            \$895  = l1_port_data;
       endcase
     end
     if (rst) begin
-      \$1603  = 16'h0000;
+      \$895  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1604  = l0_rd_sel;
+    \$896  = l0_rd_sel;
     if (l0_port_rd) begin
-      \$1604  = \$1154 [4:0];
+      \$896  = \$454 [4:0];
     end
     if (rst) begin
-      \$1604  = 5'h00;
+      \$896  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1605  = read_layer;
+    \$897  = read_layer;
     if (l0_port_rd) begin
-      \$1605  = 1'h0;
+      \$897  = 1'h0;
     end
     if (l1_port_rd) begin
-      \$1605  = 1'h1;
+      \$897  = 1'h1;
     end
     if (rst) begin
-      \$1605  = 1'h0;
+      \$897  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1606  = l1_rd_sel;
+    \$898  = l1_rd_sel;
     if (l1_port_rd) begin
-      \$1606  = \$1165 [3:0];
+      \$898  = \$465 [3:0];
     end
     if (rst) begin
-      \$1606  = 4'h0;
+      \$898  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1607  = \$1441 ;
+    \$899  = \$741 ;
     if (rst) begin
-      \$1607  = 1'h0;
+      \$899  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1608  = pr__valid;
-    if (\$1442 ) begin
-      \$1608  = 1'h1;
+    \$900  = pr__valid;
+    if (\$742 ) begin
+      \$900  = 1'h1;
     end else if (read_wait) begin
-      \$1608  = 1'h1;
+      \$900  = 1'h1;
     end else if (pr__ready) begin
-      \$1608  = 1'h0;
+      \$900  = 1'h0;
     end
     if (rst) begin
-      \$1608  = 1'h0;
+      \$900  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1609  = pr__payload;
-    if (\$1442 ) begin
-      \$1609  = pc__payload[15:0];
+    \$901  = pr__payload;
+    if (\$742 ) begin
+      \$901  = pc__payload[15:0];
     end else if (read_wait) begin
-      \$1609  = \$1445 ;
+      \$901  = \$745 ;
     end
     if (rst) begin
-      \$1609  = 16'h0000;
+      \$901  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1610  = x0_s1;
+    \$902  = x0_s1;
     if (en) begin
-      \$1610  = s__payload[15:0];
+      \$902  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1611  = x1_s1;
+    \$903  = x1_s1;
     if (en) begin
-      \$1611  = s__payload[31:16];
+      \$903  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1612  = y0_s1;
+    \$904  = y0_s1;
     if (en) begin
-      \$1612  = s__payload[47:32];
+      \$904  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1613  = kind_s1;
+    \$905  = kind_s1;
     if (en) begin
-      \$1613  = s__payload[49:48];
+      \$905  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1614  = l0_bias0_s2;
+    \$906  = l0_bias0_s2;
     if (en) begin
-      \$1614  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
+      \$906  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1615  = l0_prod0_0_raw_s2;
+    \$907  = l0_prod0_0_raw_s2;
     if (en) begin
-      \$1615  = \$1446 ;
+      \$907  = \$746 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1616  = l0_prod0_1_raw_s2;
+    \$908  = l0_prod0_1_raw_s2;
     if (en) begin
-      \$1616  = \$1447 ;
+      \$908  = \$747 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1617  = l0_sum0_t0_0_s3;
+    \$909  = l0_sum0_t0_0_s3;
     if (en) begin
-      \$1617  = \$1449 ;
+      \$909  = \$749 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1618  = l0_out0_s4;
+    \$910  = l0_out0_s4;
     if (en) begin
-      \$1618  = \$1451 ;
+      \$910  = \$750 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1619  = l0_bias1_s2;
+    \$911  = l0_bias1_s2;
     if (en) begin
-      \$1619  = { \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16  };
+      \$911  = { \t$13 [30], \t$13 [30], \t$13 [30], \t$13 [30], \t$13 [30], \t$13 [30], \t$13 [30], \t$13 [30], \t$13 [30], \t$13  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1620  = l0_prod1_0_raw_s2;
+    \$912  = l0_prod1_0_raw_s2;
     if (en) begin
-      \$1620  = \$1452 ;
+      \$912  = \$751 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1621  = l0_prod1_1_raw_s2;
+    \$913  = l0_prod1_1_raw_s2;
     if (en) begin
-      \$1621  = \$1453 ;
+      \$913  = \$752 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1622  = l0_sum1_t0_0_s3;
+    \$914  = l0_sum1_t0_0_s3;
     if (en) begin
-      \$1622  = \$1455 ;
+      \$914  = \$754 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1623  = l0_out1_s4;
+    \$915  = l0_out1_s4;
     if (en) begin
-      \$1623  = \$1457 ;
+      \$915  = \$755 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1624  = l0_bias2_s2;
+    \$916  = l0_bias2_s2;
     if (en) begin
-      \$1624  = { \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32  };
+      \$916  = { \t$26 [30], \t$26 [30], \t$26 [30], \t$26 [30], \t$26 [30], \t$26 [30], \t$26 [30], \t$26 [30], \t$26 [30], \t$26  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1625  = l0_prod2_0_raw_s2;
+    \$917  = l0_prod2_0_raw_s2;
     if (en) begin
-      \$1625  = \$1458 ;
+      \$917  = \$756 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1626  = l0_prod2_1_raw_s2;
+    \$918  = l0_prod2_1_raw_s2;
     if (en) begin
-      \$1626  = \$1459 ;
+      \$918  = \$757 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1627  = l0_sum2_t0_0_s3;
+    \$919  = l0_sum2_t0_0_s3;
     if (en) begin
-      \$1627  = \$1461 ;
+      \$919  = \$759 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1628  = l0_out2_s4;
+    \$920  = l0_out2_s4;
     if (en) begin
-      \$1628  = \$1463 ;
+      \$920  = \$760 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1629  = l0_bias3_s2;
+    \$921  = l0_bias3_s2;
     if (en) begin
-      \$1629  = { \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48  };
+      \$921  = { \t$39 [30], \t$39 [30], \t$39 [30], \t$39 [30], \t$39 [30], \t$39 [30], \t$39 [30], \t$39 [30], \t$39 [30], \t$39  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1630  = l0_prod3_0_raw_s2;
+    \$922  = l0_prod3_0_raw_s2;
     if (en) begin
-      \$1630  = \$1464 ;
+      \$922  = \$761 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1631  = l0_prod3_1_raw_s2;
+    \$923  = l0_prod3_1_raw_s2;
     if (en) begin
-      \$1631  = \$1465 ;
+      \$923  = \$762 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1632  = l0_sum3_t0_0_s3;
+    \$924  = l0_sum3_t0_0_s3;
     if (en) begin
-      \$1632  = \$1467 ;
+      \$924  = \$764 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1633  = l0_out3_s4;
+    \$925  = l0_out3_s4;
     if (en) begin
-      \$1633  = \$1469 ;
+      \$925  = \$765 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1634  = l0_bias4_s2;
+    \$926  = l0_bias4_s2;
     if (en) begin
-      \$1634  = { \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64  };
+      \$926  = { \t$52 [30], \t$52 [30], \t$52 [30], \t$52 [30], \t$52 [30], \t$52 [30], \t$52 [30], \t$52 [30], \t$52 [30], \t$52  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1635  = l0_prod4_0_raw_s2;
+    \$927  = l0_prod4_0_raw_s2;
     if (en) begin
-      \$1635  = \$1470 ;
+      \$927  = \$766 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1636  = l0_prod4_1_raw_s2;
+    \$928  = l0_prod4_1_raw_s2;
     if (en) begin
-      \$1636  = \$1471 ;
+      \$928  = \$767 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1637  = l0_sum4_t0_0_s3;
+    \$929  = l0_sum4_t0_0_s3;
     if (en) begin
-      \$1637  = \$1473 ;
+      \$929  = \$769 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1638  = l0_out4_s4;
+    \$930  = l0_out4_s4;
     if (en) begin
-      \$1638  = \$1475 ;
+      \$930  = \$770 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1639  = l0_bias5_s2;
+    \$931  = l0_bias5_s2;
     if (en) begin
-      \$1639  = { \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80  };
+      \$931  = { \t$65 [30], \t$65 [30], \t$65 [30], \t$65 [30], \t$65 [30], \t$65 [30], \t$65 [30], \t$65 [30], \t$65 [30], \t$65  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1640  = l0_prod5_0_raw_s2;
+    \$932  = l0_prod5_0_raw_s2;
     if (en) begin
-      \$1640  = \$1476 ;
+      \$932  = \$771 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1641  = l0_prod5_1_raw_s2;
+    \$933  = l0_prod5_1_raw_s2;
     if (en) begin
-      \$1641  = \$1477 ;
+      \$933  = \$772 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1642  = l0_sum5_t0_0_s3;
+    \$934  = l0_sum5_t0_0_s3;
     if (en) begin
-      \$1642  = \$1479 ;
+      \$934  = \$774 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1643  = l0_out5_s4;
+    \$935  = l0_out5_s4;
     if (en) begin
-      \$1643  = \$1481 ;
+      \$935  = \$775 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1644  = l0_bias6_s2;
+    \$936  = l0_bias6_s2;
     if (en) begin
-      \$1644  = { \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96  };
+      \$936  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1645  = l0_prod6_0_raw_s2;
+    \$937  = l0_prod6_0_raw_s2;
     if (en) begin
-      \$1645  = \$1482 ;
+      \$937  = \$776 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1646  = l0_prod6_1_raw_s2;
+    \$938  = l0_prod6_1_raw_s2;
     if (en) begin
-      \$1646  = \$1483 ;
+      \$938  = \$777 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1647  = l0_sum6_t0_0_s3;
+    \$939  = l0_sum6_t0_0_s3;
     if (en) begin
-      \$1647  = \$1485 ;
+      \$939  = \$779 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1648  = l0_out6_s4;
+    \$940  = l0_out6_s4;
     if (en) begin
-      \$1648  = \$1487 ;
+      \$940  = \$780 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1649  = l0_bias7_s2;
+    \$941  = l0_bias7_s2;
     if (en) begin
-      \$1649  = { \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112  };
+      \$941  = { \t$91 [30], \t$91 [30], \t$91 [30], \t$91 [30], \t$91 [30], \t$91 [30], \t$91 [30], \t$91 [30], \t$91 [30], \t$91  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1650  = l0_prod7_0_raw_s2;
+    \$942  = l0_prod7_0_raw_s2;
     if (en) begin
-      \$1650  = \$1488 ;
+      \$942  = \$781 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1651  = l0_prod7_1_raw_s2;
+    \$943  = l0_prod7_1_raw_s2;
     if (en) begin
-      \$1651  = \$1489 ;
+      \$943  = \$782 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1652  = l0_sum7_t0_0_s3;
+    \$944  = l0_sum7_t0_0_s3;
     if (en) begin
-      \$1652  = \$1491 ;
+      \$944  = \$784 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1653  = l0_out7_s4;
+    \$945  = l0_out7_s4;
     if (en) begin
-      \$1653  = \$1493 ;
+      \$945  = \$785 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1654  = l1_bias0_s5;
+    \$946  = l1_bias0_s5;
     if (en) begin
-      \$1654  = { \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128  };
+      \$946  = { \t$104 [30], \t$104 [30], \t$104 [30], \t$104 [30], \t$104 [30], \t$104 [30], \t$104 [30], \t$104 [30], \t$104 [30], \t$104  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1655  = l1_prod0_0_raw_s5;
+    \$947  = l1_prod0_0_raw_s5;
     if (en) begin
-      \$1655  = \$1494 ;
+      \$947  = \$786 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1656  = l1_prod0_1_raw_s5;
+    \$948  = l1_prod0_1_raw_s5;
     if (en) begin
-      \$1656  = \$1495 ;
+      \$948  = \$787 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1657  = l1_prod0_2_raw_s5;
+    \$949  = l1_prod0_2_raw_s5;
     if (en) begin
-      \$1657  = \$1496 ;
+      \$949  = \$788 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1658  = l1_prod0_3_raw_s5;
+    \$950  = l1_prod0_3_raw_s5;
     if (en) begin
-      \$1658  = \$1497 ;
+      \$950  = \$789 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1659  = l1_prod0_4_raw_s5;
+    \$951  = l1_prod0_4_raw_s5;
     if (en) begin
-      \$1659  = \$1498 ;
+      \$951  = \$790 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1660  = l1_prod0_5_raw_s5;
+    \$952  = l1_prod0_5_raw_s5;
     if (en) begin
-      \$1660  = \$1499 ;
+      \$952  = \$791 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1661  = l1_prod0_6_raw_s5;
+    \$953  = l1_prod0_6_raw_s5;
     if (en) begin
-      \$1661  = \$1500 ;
+      \$953  = \$792 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1662  = l1_prod0_7_raw_s5;
+    \$954  = l1_prod0_7_raw_s5;
     if (en) begin
-      \$1662  = \$1501 ;
+      \$954  = \$793 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1663  = l1_sum0_t0_0_s6;
+    \$955  = l1_sum0_t0_0_s6;
     if (en) begin
-      \$1663  = \$1504 ;
+      \$955  = \$796 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1664  = l1_sum0_t0_1_s6;
+    \$956  = l1_sum0_t0_1_s6;
     if (en) begin
-      \$1664  = \$1507 ;
+      \$956  = \$799 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1665  = l1_sum0_t0_2_s6;
+    \$957  = l1_sum0_t0_2_s6;
     if (en) begin
-      \$1665  = { \t$152 [34], \t$152 [34], \t$152 [34], \t$152 [34], \t$152 [34], \t$152  };
+      \$957  = { \t$128 [34], \t$128 [34], \t$128 [34], \t$128 [34], \t$128 [34], \t$128  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1666  = l1_sum0_t1_0_s7;
+    \$958  = l1_sum0_t1_0_s7;
     if (en) begin
-      \$1666  = \$1509 ;
+      \$958  = \$801 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1667  = l1_out0_s8;
+    \$959  = l1_out0_s8;
     if (en) begin
-      \$1667  = \t$161 ;
+      \$959  = \t$134 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1668  = y0_s2;
+    \$960  = y0_s2;
     if (en) begin
-      \$1668  = y0_s1;
+      \$960  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1669  = y0_s3;
+    \$961  = y0_s3;
     if (en) begin
-      \$1669  = y0_s2;
+      \$961  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1670  = y0_s4;
+    \$962  = y0_s4;
     if (en) begin
-      \$1670  = y0_s3;
+      \$962  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1671  = y0_s5;
+    \$963  = y0_s5;
     if (en) begin
-      \$1671  = y0_s4;
+      \$963  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1672  = y0_s6;
+    \$964  = y0_s6;
     if (en) begin
-      \$1672  = y0_s5;
+      \$964  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1673  = y0_s7;
+    \$965  = y0_s7;
     if (en) begin
-      \$1673  = y0_s6;
+      \$965  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1674  = y0_s8;
+    \$966  = y0_s8;
     if (en) begin
-      \$1674  = y0_s7;
+      \$966  = y0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1675  = kind_s2;
+    \$967  = kind_s2;
     if (en) begin
-      \$1675  = kind_s1;
+      \$967  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1676  = kind_s3;
+    \$968  = kind_s3;
     if (en) begin
-      \$1676  = kind_s2;
+      \$968  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1677  = kind_s4;
+    \$969  = kind_s4;
     if (en) begin
-      \$1677  = kind_s3;
+      \$969  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1678  = kind_s5;
+    \$970  = kind_s5;
     if (en) begin
-      \$1678  = kind_s4;
+      \$970  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1679  = kind_s6;
+    \$971  = kind_s6;
     if (en) begin
-      \$1679  = kind_s5;
+      \$971  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1680  = kind_s7;
+    \$972  = kind_s7;
     if (en) begin
-      \$1680  = kind_s6;
+      \$972  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1681  = kind_s8;
+    \$973  = kind_s8;
     if (en) begin
-      \$1681  = kind_s7;
+      \$973  = kind_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1682  = err0_s9;
+    \$974  = err0_s9;
     if (en) begin
-      \$1682  = e;
+      \$974  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1683  = l0_out0_s5;
+    \$975  = l0_out0_s5;
     if (en) begin
-      \$1683  = l0_out0_s4;
+      \$975  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1684  = l0_out0_s6;
+    \$976  = l0_out0_s6;
     if (en) begin
-      \$1684  = l0_out0_s5;
+      \$976  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1685  = l0_out0_s7;
+    \$977  = l0_out0_s7;
     if (en) begin
-      \$1685  = l0_out0_s6;
+      \$977  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1686  = l0_out0_s8;
+    \$978  = l0_out0_s8;
     if (en) begin
-      \$1686  = l0_out0_s7;
+      \$978  = l0_out0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1687  = l0_out0_s9;
+    \$979  = l0_out0_s9;
     if (en) begin
-      \$1687  = l0_out0_s8;
+      \$979  = l0_out0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1688  = l0_out1_s5;
+    \$980  = l0_out1_s5;
     if (en) begin
-      \$1688  = l0_out1_s4;
+      \$980  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1689  = l0_out1_s6;
+    \$981  = l0_out1_s6;
     if (en) begin
-      \$1689  = l0_out1_s5;
+      \$981  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1690  = l0_out1_s7;
+    \$982  = l0_out1_s7;
     if (en) begin
-      \$1690  = l0_out1_s6;
+      \$982  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1691  = l0_out1_s8;
+    \$983  = l0_out1_s8;
     if (en) begin
-      \$1691  = l0_out1_s7;
+      \$983  = l0_out1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1692  = l0_out1_s9;
+    \$984  = l0_out1_s9;
     if (en) begin
-      \$1692  = l0_out1_s8;
+      \$984  = l0_out1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1693  = l0_out2_s5;
+    \$985  = l0_out2_s5;
     if (en) begin
-      \$1693  = l0_out2_s4;
+      \$985  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1694  = l0_out2_s6;
+    \$986  = l0_out2_s6;
     if (en) begin
-      \$1694  = l0_out2_s5;
+      \$986  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1695  = l0_out2_s7;
+    \$987  = l0_out2_s7;
     if (en) begin
-      \$1695  = l0_out2_s6;
+      \$987  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1696  = l0_out2_s8;
+    \$988  = l0_out2_s8;
     if (en) begin
-      \$1696  = l0_out2_s7;
+      \$988  = l0_out2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1697  = l0_out2_s9;
+    \$989  = l0_out2_s9;
     if (en) begin
-      \$1697  = l0_out2_s8;
+      \$989  = l0_out2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1698  = l0_out3_s5;
+    \$990  = l0_out3_s5;
     if (en) begin
-      \$1698  = l0_out3_s4;
+      \$990  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1699  = l0_out3_s6;
+    \$991  = l0_out3_s6;
     if (en) begin
-      \$1699  = l0_out3_s5;
+      \$991  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1700  = l0_out3_s7;
+    \$992  = l0_out3_s7;
     if (en) begin
-      \$1700  = l0_out3_s6;
+      \$992  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1701  = l0_out3_s8;
+    \$993  = l0_out3_s8;
     if (en) begin
-      \$1701  = l0_out3_s7;
+      \$993  = l0_out3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1702  = l0_out3_s9;
+    \$994  = l0_out3_s9;
     if (en) begin
-      \$1702  = l0_out3_s8;
+      \$994  = l0_out3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1703  = l0_out4_s5;
+    \$995  = l0_out4_s5;
     if (en) begin
-      \$1703  = l0_out4_s4;
+      \$995  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1704  = l0_out4_s6;
+    \$996  = l0_out4_s6;
     if (en) begin
-      \$1704  = l0_out4_s5;
+      \$996  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1705  = l0_out4_s7;
+    \$997  = l0_out4_s7;
     if (en) begin
-      \$1705  = l0_out4_s6;
+      \$997  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1706  = l0_out4_s8;
+    \$998  = l0_out4_s8;
     if (en) begin
-      \$1706  = l0_out4_s7;
+      \$998  = l0_out4_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1707  = l0_out4_s9;
+    \$999  = l0_out4_s9;
     if (en) begin
-      \$1707  = l0_out4_s8;
+      \$999  = l0_out4_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1708  = l0_out5_s5;
+    \$1000  = l0_out5_s5;
     if (en) begin
-      \$1708  = l0_out5_s4;
+      \$1000  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1709  = l0_out5_s6;
+    \$1001  = l0_out5_s6;
     if (en) begin
-      \$1709  = l0_out5_s5;
+      \$1001  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1710  = l0_out5_s7;
+    \$1002  = l0_out5_s7;
     if (en) begin
-      \$1710  = l0_out5_s6;
+      \$1002  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1711  = l0_out5_s8;
+    \$1003  = l0_out5_s8;
     if (en) begin
-      \$1711  = l0_out5_s7;
+      \$1003  = l0_out5_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1712  = l0_out5_s9;
+    \$1004  = l0_out5_s9;
     if (en) begin
-      \$1712  = l0_out5_s8;
+      \$1004  = l0_out5_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1713  = l0_out6_s5;
+    \$1005  = l0_out6_s5;
     if (en) begin
-      \$1713  = l0_out6_s4;
+      \$1005  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1714  = l0_out6_s6;
+    \$1006  = l0_out6_s6;
     if (en) begin
-      \$1714  = l0_out6_s5;
+      \$1006  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1715  = l0_out6_s7;
+    \$1007  = l0_out6_s7;
     if (en) begin
-      \$1715  = l0_out6_s6;
+      \$1007  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1716  = l0_out6_s8;
+    \$1008  = l0_out6_s8;
     if (en) begin
-      \$1716  = l0_out6_s7;
+      \$1008  = l0_out6_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1717  = l0_out6_s9;
+    \$1009  = l0_out6_s9;
     if (en) begin
-      \$1717  = l0_out6_s8;
+      \$1009  = l0_out6_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1718  = l0_out7_s5;
+    \$1010  = l0_out7_s5;
     if (en) begin
-      \$1718  = l0_out7_s4;
+      \$1010  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1719  = l0_out7_s6;
+    \$1011  = l0_out7_s6;
     if (en) begin
-      \$1719  = l0_out7_s5;
+      \$1011  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1720  = l0_out7_s7;
+    \$1012  = l0_out7_s7;
     if (en) begin
-      \$1720  = l0_out7_s6;
+      \$1012  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1721  = l0_out7_s8;
+    \$1013  = l0_out7_s8;
     if (en) begin
-      \$1721  = l0_out7_s7;
+      \$1013  = l0_out7_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1722  = l0_out7_s9;
+    \$1014  = l0_out7_s9;
     if (en) begin
-      \$1722  = l0_out7_s8;
+      \$1014  = l0_out7_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1723  = l1_dw0_0_raw_s10;
+    \$1015  = l1_dw0_0_raw_s10;
     if (en) begin
-      \$1723  = \$1510 ;
+      \$1015  = \$802 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1724  = l1_dw0_0_s11;
+    \$1016  = l1_dw0_0_s11;
     if (en) begin
-      \$1724  = \t$175 ;
+      \$1016  = \t$145 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1725  = l1_dw0_1_raw_s10;
+    \$1017  = l1_dw0_1_raw_s10;
     if (en) begin
-      \$1725  = \$1511 ;
+      \$1017  = \$803 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1726  = l1_dw0_1_s11;
+    \$1018  = l1_dw0_1_s11;
     if (en) begin
-      \$1726  = \t$181 ;
+      \$1018  = \t$148 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1727  = l1_dw0_2_raw_s10;
+    \$1019  = l1_dw0_2_raw_s10;
     if (en) begin
-      \$1727  = \$1512 ;
+      \$1019  = \$804 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1728  = l1_dw0_2_s11;
+    \$1020  = l1_dw0_2_s11;
     if (en) begin
-      \$1728  = \t$187 ;
+      \$1020  = \t$151 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1729  = l1_dw0_3_raw_s10;
+    \$1021  = l1_dw0_3_raw_s10;
     if (en) begin
-      \$1729  = \$1513 ;
+      \$1021  = \$805 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1730  = l1_dw0_3_s11;
+    \$1022  = l1_dw0_3_s11;
     if (en) begin
-      \$1730  = \t$193 ;
+      \$1022  = \t$154 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1731  = l1_dw0_4_raw_s10;
+    \$1023  = l1_dw0_4_raw_s10;
     if (en) begin
-      \$1731  = \$1514 ;
+      \$1023  = \$806 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1732  = l1_dw0_4_s11;
+    \$1024  = l1_dw0_4_s11;
     if (en) begin
-      \$1732  = \t$199 ;
+      \$1024  = \t$157 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1733  = l1_dw0_5_raw_s10;
+    \$1025  = l1_dw0_5_raw_s10;
     if (en) begin
-      \$1733  = \$1515 ;
+      \$1025  = \$807 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1734  = l1_dw0_5_s11;
+    \$1026  = l1_dw0_5_s11;
     if (en) begin
-      \$1734  = \t$205 ;
+      \$1026  = \t$160 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1735  = l1_dw0_6_raw_s10;
+    \$1027  = l1_dw0_6_raw_s10;
     if (en) begin
-      \$1735  = \$1516 ;
+      \$1027  = \$808 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1736  = l1_dw0_6_s11;
+    \$1028  = l1_dw0_6_s11;
     if (en) begin
-      \$1736  = \t$211 ;
+      \$1028  = \t$163 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1737  = l1_dw0_7_raw_s10;
+    \$1029  = l1_dw0_7_raw_s10;
     if (en) begin
-      \$1737  = \$1517 ;
+      \$1029  = \$809 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1738  = l1_dw0_7_s11;
+    \$1030  = l1_dw0_7_s11;
     if (en) begin
-      \$1738  = \t$217 ;
+      \$1030  = \t$166 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1739  = l1_db0_s10;
+    \$1031  = l1_db0_s10;
     if (en) begin
-      \$1739  = \t$223 ;
+      \$1031  = \t$169 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1740  = l1_db0_s11;
+    \$1032  = l1_db0_s11;
     if (en) begin
-      \$1740  = l1_db0_s10;
+      \$1032  = l1_db0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1741  = l1_bprod0_0_raw_s10;
+    \$1033  = l1_bprod0_0_raw_s10;
     if (en) begin
-      \$1741  = \$1518 ;
+      \$1033  = \$810 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1742  = l0_out0_s10;
+    \$1034  = l0_out0_s10;
     if (en) begin
-      \$1742  = l0_out0_s9;
+      \$1034  = l0_out0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1743  = l0_err0_s11;
+    \$1035  = l0_err0_s11;
     if (en) begin
-      \$1743  = \$1520 ;
+      \$1035  = \$812 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1744  = l1_bprod1_0_raw_s10;
+    \$1036  = l1_bprod1_0_raw_s10;
     if (en) begin
-      \$1744  = \$1521 ;
+      \$1036  = \$813 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1745  = l0_out1_s10;
+    \$1037  = l0_out1_s10;
     if (en) begin
-      \$1745  = l0_out1_s9;
+      \$1037  = l0_out1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1746  = l0_err1_s11;
+    \$1038  = l0_err1_s11;
     if (en) begin
-      \$1746  = \$1523 ;
+      \$1038  = \$815 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1747  = l1_bprod2_0_raw_s10;
+    \$1039  = l1_bprod2_0_raw_s10;
     if (en) begin
-      \$1747  = \$1524 ;
+      \$1039  = \$816 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1748  = l0_out2_s10;
+    \$1040  = l0_out2_s10;
     if (en) begin
-      \$1748  = l0_out2_s9;
+      \$1040  = l0_out2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1749  = l0_err2_s11;
+    \$1041  = l0_err2_s11;
     if (en) begin
-      \$1749  = \$1526 ;
+      \$1041  = \$818 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1750  = l1_bprod3_0_raw_s10;
+    \$1042  = l1_bprod3_0_raw_s10;
     if (en) begin
-      \$1750  = \$1527 ;
+      \$1042  = \$819 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1751  = l0_out3_s10;
+    \$1043  = l0_out3_s10;
     if (en) begin
-      \$1751  = l0_out3_s9;
+      \$1043  = l0_out3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1752  = l0_err3_s11;
+    \$1044  = l0_err3_s11;
     if (en) begin
-      \$1752  = \$1529 ;
+      \$1044  = \$821 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1753  = l1_bprod4_0_raw_s10;
+    \$1045  = l1_bprod4_0_raw_s10;
     if (en) begin
-      \$1753  = \$1530 ;
+      \$1045  = \$822 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1754  = l0_out4_s10;
+    \$1046  = l0_out4_s10;
     if (en) begin
-      \$1754  = l0_out4_s9;
+      \$1046  = l0_out4_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1755  = l0_err4_s11;
+    \$1047  = l0_err4_s11;
     if (en) begin
-      \$1755  = \$1532 ;
+      \$1047  = \$824 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1756  = l1_bprod5_0_raw_s10;
+    \$1048  = l1_bprod5_0_raw_s10;
     if (en) begin
-      \$1756  = \$1533 ;
+      \$1048  = \$825 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1757  = l0_out5_s10;
+    \$1049  = l0_out5_s10;
     if (en) begin
-      \$1757  = l0_out5_s9;
+      \$1049  = l0_out5_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1758  = l0_err5_s11;
+    \$1050  = l0_err5_s11;
     if (en) begin
-      \$1758  = \$1535 ;
+      \$1050  = \$827 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1759  = l1_bprod6_0_raw_s10;
+    \$1051  = l1_bprod6_0_raw_s10;
     if (en) begin
-      \$1759  = \$1536 ;
+      \$1051  = \$828 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1760  = l0_out6_s10;
+    \$1052  = l0_out6_s10;
     if (en) begin
-      \$1760  = l0_out6_s9;
+      \$1052  = l0_out6_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1761  = l0_err6_s11;
+    \$1053  = l0_err6_s11;
     if (en) begin
-      \$1761  = \$1538 ;
+      \$1053  = \$830 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1762  = l1_bprod7_0_raw_s10;
+    \$1054  = l1_bprod7_0_raw_s10;
     if (en) begin
-      \$1762  = \$1539 ;
+      \$1054  = \$831 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1763  = l0_out7_s10;
+    \$1055  = l0_out7_s10;
     if (en) begin
-      \$1763  = l0_out7_s9;
+      \$1055  = l0_out7_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1764  = l0_err7_s11;
+    \$1056  = l0_err7_s11;
     if (en) begin
-      \$1764  = \$1541 ;
+      \$1056  = \$833 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1765  = x0_s2;
+    \$1057  = x0_s2;
     if (en) begin
-      \$1765  = x0_s1;
+      \$1057  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1766  = x0_s3;
+    \$1058  = x0_s3;
     if (en) begin
-      \$1766  = x0_s2;
+      \$1058  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1767  = x0_s4;
+    \$1059  = x0_s4;
     if (en) begin
-      \$1767  = x0_s3;
+      \$1059  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1768  = x0_s5;
+    \$1060  = x0_s5;
     if (en) begin
-      \$1768  = x0_s4;
+      \$1060  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1769  = x0_s6;
+    \$1061  = x0_s6;
     if (en) begin
-      \$1769  = x0_s5;
+      \$1061  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1770  = x0_s7;
+    \$1062  = x0_s7;
     if (en) begin
-      \$1770  = x0_s6;
+      \$1062  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1771  = x0_s8;
+    \$1063  = x0_s8;
     if (en) begin
-      \$1771  = x0_s7;
+      \$1063  = x0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1772  = x0_s9;
+    \$1064  = x0_s9;
     if (en) begin
-      \$1772  = x0_s8;
+      \$1064  = x0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1773  = x0_s10;
+    \$1065  = x0_s10;
     if (en) begin
-      \$1773  = x0_s9;
+      \$1065  = x0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1774  = x0_s11;
+    \$1066  = x0_s11;
     if (en) begin
-      \$1774  = x0_s10;
+      \$1066  = x0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1775  = x1_s2;
+    \$1067  = x1_s2;
     if (en) begin
-      \$1775  = x1_s1;
+      \$1067  = x1_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1776  = x1_s3;
+    \$1068  = x1_s3;
     if (en) begin
-      \$1776  = x1_s2;
+      \$1068  = x1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1777  = x1_s4;
+    \$1069  = x1_s4;
     if (en) begin
-      \$1777  = x1_s3;
+      \$1069  = x1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1778  = x1_s5;
+    \$1070  = x1_s5;
     if (en) begin
-      \$1778  = x1_s4;
+      \$1070  = x1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1779  = x1_s6;
+    \$1071  = x1_s6;
     if (en) begin
-      \$1779  = x1_s5;
+      \$1071  = x1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1780  = x1_s7;
+    \$1072  = x1_s7;
     if (en) begin
-      \$1780  = x1_s6;
+      \$1072  = x1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1781  = x1_s8;
+    \$1073  = x1_s8;
     if (en) begin
-      \$1781  = x1_s7;
+      \$1073  = x1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1782  = x1_s9;
+    \$1074  = x1_s9;
     if (en) begin
-      \$1782  = x1_s8;
+      \$1074  = x1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1783  = x1_s10;
+    \$1075  = x1_s10;
     if (en) begin
-      \$1783  = x1_s9;
+      \$1075  = x1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1784  = x1_s11;
+    \$1076  = x1_s11;
     if (en) begin
-      \$1784  = x1_s10;
+      \$1076  = x1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1785  = l0_dw0_0_raw_s12;
+    \$1077  = l0_dw0_0_raw_s12;
     if (en) begin
-      \$1785  = \$1542 ;
+      \$1077  = \$834 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1786  = l0_dw0_0_s13;
+    \$1078  = l0_dw0_0_s13;
     if (en) begin
-      \$1786  = \t$301 ;
+      \$1078  = \t$220 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1787  = l0_dw0_1_raw_s12;
+    \$1079  = l0_dw0_1_raw_s12;
     if (en) begin
-      \$1787  = \$1543 ;
+      \$1079  = \$835 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1788  = l0_dw0_1_s13;
+    \$1080  = l0_dw0_1_s13;
     if (en) begin
-      \$1788  = \t$307 ;
+      \$1080  = \t$223 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1789  = l0_dw1_0_raw_s12;
+    \$1081  = l0_dw1_0_raw_s12;
     if (en) begin
-      \$1789  = \$1544 ;
+      \$1081  = \$836 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1790  = l0_dw1_0_s13;
+    \$1082  = l0_dw1_0_s13;
     if (en) begin
-      \$1790  = \t$313 ;
+      \$1082  = \t$226 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1791  = l0_dw1_1_raw_s12;
+    \$1083  = l0_dw1_1_raw_s12;
     if (en) begin
-      \$1791  = \$1545 ;
+      \$1083  = \$837 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1792  = l0_dw1_1_s13;
+    \$1084  = l0_dw1_1_s13;
     if (en) begin
-      \$1792  = \t$319 ;
+      \$1084  = \t$229 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1793  = l0_dw2_0_raw_s12;
+    \$1085  = l0_dw2_0_raw_s12;
     if (en) begin
-      \$1793  = \$1546 ;
+      \$1085  = \$838 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1794  = l0_dw2_0_s13;
+    \$1086  = l0_dw2_0_s13;
     if (en) begin
-      \$1794  = \t$325 ;
+      \$1086  = \t$232 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1795  = l0_dw2_1_raw_s12;
+    \$1087  = l0_dw2_1_raw_s12;
     if (en) begin
-      \$1795  = \$1547 ;
+      \$1087  = \$839 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1796  = l0_dw2_1_s13;
+    \$1088  = l0_dw2_1_s13;
     if (en) begin
-      \$1796  = \t$331 ;
+      \$1088  = \t$235 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1797  = l0_dw3_0_raw_s12;
+    \$1089  = l0_dw3_0_raw_s12;
     if (en) begin
-      \$1797  = \$1548 ;
+      \$1089  = \$840 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1798  = l0_dw3_0_s13;
+    \$1090  = l0_dw3_0_s13;
     if (en) begin
-      \$1798  = \t$337 ;
+      \$1090  = \t$238 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1799  = l0_dw3_1_raw_s12;
+    \$1091  = l0_dw3_1_raw_s12;
     if (en) begin
-      \$1799  = \$1549 ;
+      \$1091  = \$841 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1800  = l0_dw3_1_s13;
+    \$1092  = l0_dw3_1_s13;
     if (en) begin
-      \$1800  = \t$343 ;
+      \$1092  = \t$241 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1801  = l0_dw4_0_raw_s12;
+    \$1093  = l0_dw4_0_raw_s12;
     if (en) begin
-      \$1801  = \$1550 ;
+      \$1093  = \$842 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1802  = l0_dw4_0_s13;
+    \$1094  = l0_dw4_0_s13;
     if (en) begin
-      \$1802  = \t$349 ;
+      \$1094  = \t$244 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1803  = l0_dw4_1_raw_s12;
+    \$1095  = l0_dw4_1_raw_s12;
     if (en) begin
-      \$1803  = \$1551 ;
+      \$1095  = \$843 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1804  = l0_dw4_1_s13;
+    \$1096  = l0_dw4_1_s13;
     if (en) begin
-      \$1804  = \t$355 ;
+      \$1096  = \t$247 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1805  = l0_dw5_0_raw_s12;
+    \$1097  = l0_dw5_0_raw_s12;
     if (en) begin
-      \$1805  = \$1552 ;
+      \$1097  = \$844 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1806  = l0_dw5_0_s13;
+    \$1098  = l0_dw5_0_s13;
     if (en) begin
-      \$1806  = \t$361 ;
+      \$1098  = \t$250 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1807  = l0_dw5_1_raw_s12;
+    \$1099  = l0_dw5_1_raw_s12;
     if (en) begin
-      \$1807  = \$1553 ;
+      \$1099  = \$845 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1808  = l0_dw5_1_s13;
+    \$1100  = l0_dw5_1_s13;
     if (en) begin
-      \$1808  = \t$367 ;
+      \$1100  = \t$253 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1809  = l0_dw6_0_raw_s12;
+    \$1101  = l0_dw6_0_raw_s12;
     if (en) begin
-      \$1809  = \$1554 ;
+      \$1101  = \$846 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1810  = l0_dw6_0_s13;
+    \$1102  = l0_dw6_0_s13;
     if (en) begin
-      \$1810  = \t$373 ;
+      \$1102  = \t$256 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1811  = l0_dw6_1_raw_s12;
+    \$1103  = l0_dw6_1_raw_s12;
     if (en) begin
-      \$1811  = \$1555 ;
+      \$1103  = \$847 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1812  = l0_dw6_1_s13;
+    \$1104  = l0_dw6_1_s13;
     if (en) begin
-      \$1812  = \t$379 ;
+      \$1104  = \t$259 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1813  = l0_dw7_0_raw_s12;
+    \$1105  = l0_dw7_0_raw_s12;
     if (en) begin
-      \$1813  = \$1556 ;
+      \$1105  = \$848 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1814  = l0_dw7_0_s13;
+    \$1106  = l0_dw7_0_s13;
     if (en) begin
-      \$1814  = \t$385 ;
+      \$1106  = \t$262 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1815  = l0_dw7_1_raw_s12;
+    \$1107  = l0_dw7_1_raw_s12;
     if (en) begin
-      \$1815  = \$1557 ;
+      \$1107  = \$849 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1816  = l0_dw7_1_s13;
+    \$1108  = l0_dw7_1_s13;
     if (en) begin
-      \$1816  = \t$391 ;
+      \$1108  = \t$265 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1817  = l0_db0_s12;
+    \$1109  = l0_db0_s12;
     if (en) begin
-      \$1817  = \t$397 ;
+      \$1109  = \t$268 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1818  = l0_db0_s13;
+    \$1110  = l0_db0_s13;
     if (en) begin
-      \$1818  = l0_db0_s12;
+      \$1110  = l0_db0_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1819  = l0_db1_s12;
+    \$1111  = l0_db1_s12;
     if (en) begin
-      \$1819  = \t$403 ;
+      \$1111  = \t$271 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1820  = l0_db1_s13;
+    \$1112  = l0_db1_s13;
     if (en) begin
-      \$1820  = l0_db1_s12;
+      \$1112  = l0_db1_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1821  = l0_db2_s12;
+    \$1113  = l0_db2_s12;
     if (en) begin
-      \$1821  = \t$409 ;
+      \$1113  = \t$274 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1822  = l0_db2_s13;
+    \$1114  = l0_db2_s13;
     if (en) begin
-      \$1822  = l0_db2_s12;
+      \$1114  = l0_db2_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1823  = l0_db3_s12;
+    \$1115  = l0_db3_s12;
     if (en) begin
-      \$1823  = \t$415 ;
+      \$1115  = \t$277 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1824  = l0_db3_s13;
+    \$1116  = l0_db3_s13;
     if (en) begin
-      \$1824  = l0_db3_s12;
+      \$1116  = l0_db3_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1825  = l0_db4_s12;
+    \$1117  = l0_db4_s12;
     if (en) begin
-      \$1825  = \t$421 ;
+      \$1117  = \t$280 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1826  = l0_db4_s13;
+    \$1118  = l0_db4_s13;
     if (en) begin
-      \$1826  = l0_db4_s12;
+      \$1118  = l0_db4_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1827  = l0_db5_s12;
+    \$1119  = l0_db5_s12;
     if (en) begin
-      \$1827  = \t$427 ;
+      \$1119  = \t$283 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1828  = l0_db5_s13;
+    \$1120  = l0_db5_s13;
     if (en) begin
-      \$1828  = l0_db5_s12;
+      \$1120  = l0_db5_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1829  = l0_db6_s12;
+    \$1121  = l0_db6_s12;
     if (en) begin
-      \$1829  = \t$433 ;
+      \$1121  = \t$286 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1830  = l0_db6_s13;
+    \$1122  = l0_db6_s13;
     if (en) begin
-      \$1830  = l0_db6_s12;
+      \$1122  = l0_db6_s12;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1831  = l0_db7_s12;
+    \$1123  = l0_db7_s12;
     if (en) begin
-      \$1831  = \t$439 ;
+      \$1123  = \t$289 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1832  = l0_db7_s13;
+    \$1124  = l0_db7_s13;
     if (en) begin
-      \$1832  = l0_db7_s12;
+      \$1124  = l0_db7_s12;
     end
   end
   assign \t$2  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };
   assign \t$5  = { \t$3 [34], \t$3 [34], \t$3 [34], \t$3 [34], \t$3 [34], \t$3  };
   assign \t$8  = { \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6 [34], \t$6  };
   assign \t$9  = l0_sum0_t0_0_s3[39:0];
-  assign \t$18  = { \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16 [30], \t$16  };
+  assign rounded = \$1 [42:15];
+  assign \t$15  = { \t$13 [30], \t$13 [30], \t$13 [30], \t$13 [30], \t$13 [30], \t$13 [30], \t$13 [30], \t$13 [30], \t$13 [30], \t$13  };
+  assign \t$18  = { \t$16 [34], \t$16 [34], \t$16 [34], \t$16 [34], \t$16 [34], \t$16  };
   assign \t$21  = { \t$19 [34], \t$19 [34], \t$19 [34], \t$19 [34], \t$19 [34], \t$19  };
-  assign \t$24  = { \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22  };
-  assign \t$25  = l0_sum1_t0_0_s3[39:0];
-  assign \t$34  = { \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32 [30], \t$32  };
-  assign \t$37  = { \t$35 [34], \t$35 [34], \t$35 [34], \t$35 [34], \t$35 [34], \t$35  };
-  assign \t$40  = { \t$38 [34], \t$38 [34], \t$38 [34], \t$38 [34], \t$38 [34], \t$38  };
-  assign \t$41  = l0_sum2_t0_0_s3[39:0];
-  assign \t$50  = { \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48 [30], \t$48  };
-  assign \t$53  = { \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51 [34], \t$51  };
-  assign \t$56  = { \t$54 [34], \t$54 [34], \t$54 [34], \t$54 [34], \t$54 [34], \t$54  };
-  assign \t$57  = l0_sum3_t0_0_s3[39:0];
-  assign \t$66  = { \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64 [30], \t$64  };
-  assign \t$69  = { \t$67 [34], \t$67 [34], \t$67 [34], \t$67 [34], \t$67 [34], \t$67  };
-  assign \t$72  = { \t$70 [34], \t$70 [34], \t$70 [34], \t$70 [34], \t$70 [34], \t$70  };
-  assign \t$73  = l0_sum4_t0_0_s3[39:0];
-  assign \t$82  = { \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80 [30], \t$80  };
-  assign \t$85  = { \t$83 [34], \t$83 [34], \t$83 [34], \t$83 [34], \t$83 [34], \t$83  };
-  assign \t$88  = { \t$86 [34], \t$86 [34], \t$86 [34], \t$86 [34], \t$86 [34], \t$86  };
-  assign \t$89  = l0_sum5_t0_0_s3[39:0];
-  assign \t$98  = { \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96 [30], \t$96  };
-  assign \t$101  = { \t$99 [34], \t$99 [34], \t$99 [34], \t$99 [34], \t$99 [34], \t$99  };
-  assign \t$104  = { \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102 [34], \t$102  };
-  assign \t$105  = l0_sum6_t0_0_s3[39:0];
-  assign \t$114  = { \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112 [30], \t$112  };
-  assign \t$117  = { \t$115 [34], \t$115 [34], \t$115 [34], \t$115 [34], \t$115 [34], \t$115  };
-  assign \t$120  = { \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118 [34], \t$118  };
-  assign \t$121  = l0_sum7_t0_0_s3[39:0];
-  assign \t$130  = { \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128 [30], \t$128  };
-  assign \t$133  = { \t$131 [34], \t$131 [34], \t$131 [34], \t$131 [34], \t$131 [34], \t$131  };
-  assign \t$136  = { \t$134 [34], \t$134 [34], \t$134 [34], \t$134 [34], \t$134 [34], \t$134  };
-  assign \t$139  = { \t$137 [34], \t$137 [34], \t$137 [34], \t$137 [34], \t$137 [34], \t$137  };
-  assign \t$142  = { \t$140 [34], \t$140 [34], \t$140 [34], \t$140 [34], \t$140 [34], \t$140  };
-  assign \t$145  = { \t$143 [34], \t$143 [34], \t$143 [34], \t$143 [34], \t$143 [34], \t$143  };
-  assign \t$148  = { \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146 [34], \t$146  };
-  assign \t$151  = { \t$149 [34], \t$149 [34], \t$149 [34], \t$149 [34], \t$149 [34], \t$149  };
-  assign \t$154  = { \t$152 [34], \t$152 [34], \t$152 [34], \t$152 [34], \t$152 [34], \t$152  };
-  assign \t$155  = l1_sum0_t1_0_s7[39:0];
-  assign \t$226  = { \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224  };
-  assign \t$227  = { \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224  };
-  assign \t$235  = { \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233  };
-  assign \t$236  = { \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233  };
-  assign \t$244  = { \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242  };
-  assign \t$245  = { \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242  };
-  assign \t$253  = { \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251  };
-  assign \t$254  = { \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251  };
-  assign \t$262  = { \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260  };
-  assign \t$263  = { \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260  };
-  assign \t$271  = { \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269  };
-  assign \t$272  = { \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269  };
-  assign \t$280  = { \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278  };
-  assign \t$281  = { \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278  };
-  assign \t$289  = { \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287  };
-  assign \t$290  = { \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287  };
+  assign \t$22  = l0_sum1_t0_0_s3[39:0];
+  assign \rounded$24  = \$9 [42:15];
+  assign \t$28  = { \t$26 [30], \t$26 [30], \t$26 [30], \t$26 [30], \t$26 [30], \t$26 [30], \t$26 [30], \t$26 [30], \t$26 [30], \t$26  };
+  assign \t$31  = { \t$29 [34], \t$29 [34], \t$29 [34], \t$29 [34], \t$29 [34], \t$29  };
+  assign \t$34  = { \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32  };
+  assign \t$35  = l0_sum2_t0_0_s3[39:0];
+  assign \rounded$37  = \$17 [42:15];
+  assign \t$41  = { \t$39 [30], \t$39 [30], \t$39 [30], \t$39 [30], \t$39 [30], \t$39 [30], \t$39 [30], \t$39 [30], \t$39 [30], \t$39  };
+  assign \t$44  = { \t$42 [34], \t$42 [34], \t$42 [34], \t$42 [34], \t$42 [34], \t$42  };
+  assign \t$47  = { \t$45 [34], \t$45 [34], \t$45 [34], \t$45 [34], \t$45 [34], \t$45  };
+  assign \t$48  = l0_sum3_t0_0_s3[39:0];
+  assign \rounded$50  = \$25 [42:15];
+  assign \t$54  = { \t$52 [30], \t$52 [30], \t$52 [30], \t$52 [30], \t$52 [30], \t$52 [30], \t$52 [30], \t$52 [30], \t$52 [30], \t$52  };
+  assign \t$57  = { \t$55 [34], \t$55 [34], \t$55 [34], \t$55 [34], \t$55 [34], \t$55  };
+  assign \t$60  = { \t$58 [34], \t$58 [34], \t$58 [34], \t$58 [34], \t$58 [34], \t$58  };
+  assign \t$61  = l0_sum4_t0_0_s3[39:0];
+  assign \rounded$63  = \$33 [42:15];
+  assign \t$67  = { \t$65 [30], \t$65 [30], \t$65 [30], \t$65 [30], \t$65 [30], \t$65 [30], \t$65 [30], \t$65 [30], \t$65 [30], \t$65  };
+  assign \t$70  = { \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68 [34], \t$68  };
+  assign \t$73  = { \t$71 [34], \t$71 [34], \t$71 [34], \t$71 [34], \t$71 [34], \t$71  };
+  assign \t$74  = l0_sum5_t0_0_s3[39:0];
+  assign \rounded$76  = \$41 [42:15];
+  assign \t$80  = { \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78 [30], \t$78  };
+  assign \t$83  = { \t$81 [34], \t$81 [34], \t$81 [34], \t$81 [34], \t$81 [34], \t$81  };
+  assign \t$86  = { \t$84 [34], \t$84 [34], \t$84 [34], \t$84 [34], \t$84 [34], \t$84  };
+  assign \t$87  = l0_sum6_t0_0_s3[39:0];
+  assign \rounded$89  = \$49 [42:15];
+  assign \t$93  = { \t$91 [30], \t$91 [30], \t$91 [30], \t$91 [30], \t$91 [30], \t$91 [30], \t$91 [30], \t$91 [30], \t$91 [30], \t$91  };
+  assign \t$96  = { \t$94 [34], \t$94 [34], \t$94 [34], \t$94 [34], \t$94 [34], \t$94  };
+  assign \t$99  = { \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97 [34], \t$97  };
+  assign \t$100  = l0_sum7_t0_0_s3[39:0];
+  assign \rounded$102  = \$57 [42:15];
+  assign \t$106  = { \t$104 [30], \t$104 [30], \t$104 [30], \t$104 [30], \t$104 [30], \t$104 [30], \t$104 [30], \t$104 [30], \t$104 [30], \t$104  };
+  assign \t$109  = { \t$107 [34], \t$107 [34], \t$107 [34], \t$107 [34], \t$107 [34], \t$107  };
+  assign \t$112  = { \t$110 [34], \t$110 [34], \t$110 [34], \t$110 [34], \t$110 [34], \t$110  };
+  assign \t$115  = { \t$113 [34], \t$113 [34], \t$113 [34], \t$113 [34], \t$113 [34], \t$113  };
+  assign \t$118  = { \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116 [34], \t$116  };
+  assign \t$121  = { \t$119 [34], \t$119 [34], \t$119 [34], \t$119 [34], \t$119 [34], \t$119  };
+  assign \t$124  = { \t$122 [34], \t$122 [34], \t$122 [34], \t$122 [34], \t$122 [34], \t$122  };
+  assign \t$127  = { \t$125 [34], \t$125 [34], \t$125 [34], \t$125 [34], \t$125 [34], \t$125  };
+  assign \t$130  = { \t$128 [34], \t$128 [34], \t$128 [34], \t$128 [34], \t$128 [34], \t$128  };
+  assign \t$131  = l1_sum0_t1_0_s7[39:0];
+  assign \rounded$133  = \$65 [42:15];
+  assign \rounded$143  = \$77 [34:18];
+  assign \rounded$146  = \$85 [34:18];
+  assign \rounded$149  = \$93 [34:18];
+  assign \rounded$152  = \$101 [34:18];
+  assign \rounded$155  = \$109 [34:18];
+  assign \rounded$158  = \$117 [34:18];
+  assign \rounded$161  = \$125 [34:18];
+  assign \rounded$164  = \$133 [34:18];
+  assign \rounded$167  = \$141 [18:6];
+  assign \t$172  = { \t$170 [34], \t$170 [34], \t$170 [34], \t$170 [34], \t$170 [34], \t$170  };
+  assign \t$173  = { \t$170 [34], \t$170 [34], \t$170 [34], \t$170 [34], \t$170 [34], \t$170  };
+  assign \rounded$174  = \$149 [42:15];
+  assign \t$178  = { \t$176 [34], \t$176 [34], \t$176 [34], \t$176 [34], \t$176 [34], \t$176  };
+  assign \t$179  = { \t$176 [34], \t$176 [34], \t$176 [34], \t$176 [34], \t$176 [34], \t$176  };
+  assign \rounded$180  = \$157 [42:15];
+  assign \t$184  = { \t$182 [34], \t$182 [34], \t$182 [34], \t$182 [34], \t$182 [34], \t$182  };
+  assign \t$185  = { \t$182 [34], \t$182 [34], \t$182 [34], \t$182 [34], \t$182 [34], \t$182  };
+  assign \rounded$186  = \$165 [42:15];
+  assign \t$190  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
+  assign \t$191  = { \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188 [34], \t$188  };
+  assign \rounded$192  = \$173 [42:15];
+  assign \t$196  = { \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194  };
+  assign \t$197  = { \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194 [34], \t$194  };
+  assign \rounded$198  = \$181 [42:15];
+  assign \t$202  = { \t$200 [34], \t$200 [34], \t$200 [34], \t$200 [34], \t$200 [34], \t$200  };
+  assign \t$203  = { \t$200 [34], \t$200 [34], \t$200 [34], \t$200 [34], \t$200 [34], \t$200  };
+  assign \rounded$204  = \$189 [42:15];
+  assign \t$208  = { \t$206 [34], \t$206 [34], \t$206 [34], \t$206 [34], \t$206 [34], \t$206  };
+  assign \t$209  = { \t$206 [34], \t$206 [34], \t$206 [34], \t$206 [34], \t$206 [34], \t$206  };
+  assign \rounded$210  = \$197 [42:15];
+  assign \t$214  = { \t$212 [34], \t$212 [34], \t$212 [34], \t$212 [34], \t$212 [34], \t$212  };
+  assign \t$215  = { \t$212 [34], \t$212 [34], \t$212 [34], \t$212 [34], \t$212 [34], \t$212  };
+  assign \rounded$216  = \$205 [42:15];
+  assign \rounded$218  = \$213 [34:18];
+  assign \rounded$221  = \$221 [34:18];
+  assign \rounded$224  = \$229 [34:18];
+  assign \rounded$227  = \$237 [34:18];
+  assign \rounded$230  = \$245 [34:18];
+  assign \rounded$233  = \$253 [34:18];
+  assign \rounded$236  = \$261 [34:18];
+  assign \rounded$239  = \$269 [34:18];
+  assign \rounded$242  = \$277 [34:18];
+  assign \rounded$245  = \$285 [34:18];
+  assign \rounded$248  = \$293 [34:18];
+  assign \rounded$251  = \$301 [34:18];
+  assign \rounded$254  = \$309 [34:18];
+  assign \rounded$257  = \$317 [34:18];
+  assign \rounded$260  = \$325 [34:18];
+  assign \rounded$263  = \$333 [34:18];
+  assign \rounded$266  = \$341 [18:6];
+  assign \rounded$269  = \$349 [18:6];
+  assign \rounded$272  = \$357 [18:6];
+  assign \rounded$275  = \$365 [18:6];
+  assign \rounded$278  = \$373 [18:6];
+  assign \rounded$281  = \$381 [18:6];
+  assign \rounded$284  = \$389 [18:6];
+  assign \rounded$287  = \$397 [18:6];
   assign m__valid = valid_s8;
   assign pc__ready = execute;
-  assign l0_port_local = \$1154 [4:0];
-  assign l1_port_local = \$1165 [3:0];
+  assign l0_port_local = \$454 [4:0];
+  assign l1_port_local = \$465 [3:0];
   assign resp = pr__payload;
   assign \m__payload.pred  = m__payload[15:0];
   assign \m__payload.pred[0]  = m__payload[15:0];
@@ -8356,107 +6636,111 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \s__payload.y  = s__payload[47:32];
   assign \s__payload.y[0]  = s__payload[47:32];
   assign \s__payload.kind  = s__payload[49:48];
-  assign m__payload[16] = \$199 ;
+  assign m__payload[16] = \$73 ;
   assign m__payload[15:0] = l1_out0_s8;
   assign t = { l0_b_0[15], l0_b_0, 14'h0000 };
   assign \t$3  = { l0_prod0_0_raw_s2[31], l0_prod0_0_raw_s2, 2'h0 };
   assign \t$6  = { l0_prod0_1_raw_s2[31], l0_prod0_1_raw_s2, 2'h0 };
-  assign floor = { l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39], l0_sum0_t0_0_s3[39:14] };
-  assign \t$16  = { l0_b_1[15], l0_b_1, 14'h0000 };
-  assign \t$19  = { l0_prod1_0_raw_s2[31], l0_prod1_0_raw_s2, 2'h0 };
-  assign \t$22  = { l0_prod1_1_raw_s2[31], l0_prod1_1_raw_s2, 2'h0 };
-  assign \floor$27  = { l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39], l0_sum1_t0_0_s3[39:14] };
-  assign \t$32  = { l0_b_2[15], l0_b_2, 14'h0000 };
-  assign \t$35  = { l0_prod2_0_raw_s2[31], l0_prod2_0_raw_s2, 2'h0 };
-  assign \t$38  = { l0_prod2_1_raw_s2[31], l0_prod2_1_raw_s2, 2'h0 };
-  assign \floor$43  = { l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39], l0_sum2_t0_0_s3[39:14] };
-  assign \t$48  = { l0_b_3[15], l0_b_3, 14'h0000 };
-  assign \t$51  = { l0_prod3_0_raw_s2[31], l0_prod3_0_raw_s2, 2'h0 };
-  assign \t$54  = { l0_prod3_1_raw_s2[31], l0_prod3_1_raw_s2, 2'h0 };
-  assign \floor$59  = { l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39], l0_sum3_t0_0_s3[39:14] };
-  assign \t$64  = { l0_b_4[15], l0_b_4, 14'h0000 };
-  assign \t$67  = { l0_prod4_0_raw_s2[31], l0_prod4_0_raw_s2, 2'h0 };
-  assign \t$70  = { l0_prod4_1_raw_s2[31], l0_prod4_1_raw_s2, 2'h0 };
-  assign \floor$75  = { l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39], l0_sum4_t0_0_s3[39:14] };
-  assign \t$80  = { l0_b_5[15], l0_b_5, 14'h0000 };
-  assign \t$83  = { l0_prod5_0_raw_s2[31], l0_prod5_0_raw_s2, 2'h0 };
-  assign \t$86  = { l0_prod5_1_raw_s2[31], l0_prod5_1_raw_s2, 2'h0 };
-  assign \floor$91  = { l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39], l0_sum5_t0_0_s3[39:14] };
-  assign \t$96  = { l0_b_6[15], l0_b_6, 14'h0000 };
-  assign \t$99  = { l0_prod6_0_raw_s2[31], l0_prod6_0_raw_s2, 2'h0 };
-  assign \t$102  = { l0_prod6_1_raw_s2[31], l0_prod6_1_raw_s2, 2'h0 };
-  assign \floor$107  = { l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39], l0_sum6_t0_0_s3[39:14] };
-  assign \t$112  = { l0_b_7[15], l0_b_7, 14'h0000 };
-  assign \t$115  = { l0_prod7_0_raw_s2[31], l0_prod7_0_raw_s2, 2'h0 };
-  assign \t$118  = { l0_prod7_1_raw_s2[31], l0_prod7_1_raw_s2, 2'h0 };
-  assign \floor$123  = { l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39], l0_sum7_t0_0_s3[39:14] };
-  assign \t$128  = { l1_b_0[15], l1_b_0, 14'h0000 };
-  assign \t$131  = { l1_prod0_0_raw_s5[31], l1_prod0_0_raw_s5, 2'h0 };
-  assign \t$134  = { l1_prod0_1_raw_s5[31], l1_prod0_1_raw_s5, 2'h0 };
-  assign \t$137  = { l1_prod0_2_raw_s5[31], l1_prod0_2_raw_s5, 2'h0 };
-  assign \t$140  = { l1_prod0_3_raw_s5[31], l1_prod0_3_raw_s5, 2'h0 };
-  assign \t$143  = { l1_prod0_4_raw_s5[31], l1_prod0_4_raw_s5, 2'h0 };
-  assign \t$146  = { l1_prod0_5_raw_s5[31], l1_prod0_5_raw_s5, 2'h0 };
-  assign \t$149  = { l1_prod0_6_raw_s5[31], l1_prod0_6_raw_s5, 2'h0 };
-  assign \t$152  = { l1_prod0_7_raw_s5[31], l1_prod0_7_raw_s5, 2'h0 };
-  assign \floor$157  = { l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39], l1_sum0_t1_0_s7[39:14] };
-  assign \t$166  = { \t$164 [16], \t$164  };
-  assign \floor$170  = { l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31], l1_dw0_0_raw_s10[31:17] };
-  assign \floor$176  = { l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31], l1_dw0_1_raw_s10[31:17] };
-  assign \floor$182  = { l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31], l1_dw0_2_raw_s10[31:17] };
-  assign \floor$188  = { l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31], l1_dw0_3_raw_s10[31:17] };
-  assign \floor$194  = { l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31], l1_dw0_4_raw_s10[31:17] };
-  assign \floor$200  = { l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31], l1_dw0_5_raw_s10[31:17] };
-  assign \floor$206  = { l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31], l1_dw0_6_raw_s10[31:17] };
-  assign \floor$212  = { l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31], l1_dw0_7_raw_s10[31:17] };
-  assign \floor$218  = { err0_s9[15], err0_s9[15], err0_s9[15], err0_s9[15], err0_s9[15], err0_s9[15:5] };
-  assign \t$224  = { l1_bprod0_0_raw_s10[31], l1_bprod0_0_raw_s10, 2'h0 };
-  assign \floor$228  = { \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34], \t$224 [34:14] };
-  assign \t$233  = { l1_bprod1_0_raw_s10[31], l1_bprod1_0_raw_s10, 2'h0 };
-  assign \floor$237  = { \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34], \t$233 [34:14] };
-  assign \t$242  = { l1_bprod2_0_raw_s10[31], l1_bprod2_0_raw_s10, 2'h0 };
-  assign \floor$246  = { \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34], \t$242 [34:14] };
-  assign \t$251  = { l1_bprod3_0_raw_s10[31], l1_bprod3_0_raw_s10, 2'h0 };
-  assign \floor$255  = { \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34], \t$251 [34:14] };
-  assign \t$260  = { l1_bprod4_0_raw_s10[31], l1_bprod4_0_raw_s10, 2'h0 };
-  assign \floor$264  = { \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34], \t$260 [34:14] };
-  assign \t$269  = { l1_bprod5_0_raw_s10[31], l1_bprod5_0_raw_s10, 2'h0 };
-  assign \floor$273  = { \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34], \t$269 [34:14] };
-  assign \t$278  = { l1_bprod6_0_raw_s10[31], l1_bprod6_0_raw_s10, 2'h0 };
-  assign \floor$282  = { \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34], \t$278 [34:14] };
-  assign \t$287  = { l1_bprod7_0_raw_s10[31], l1_bprod7_0_raw_s10, 2'h0 };
-  assign \floor$291  = { \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34], \t$287 [34:14] };
-  assign \floor$296  = { l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31], l0_dw0_0_raw_s12[31:17] };
-  assign \floor$302  = { l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31], l0_dw0_1_raw_s12[31:17] };
-  assign \floor$308  = { l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31], l0_dw1_0_raw_s12[31:17] };
-  assign \floor$314  = { l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31], l0_dw1_1_raw_s12[31:17] };
-  assign \floor$320  = { l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31], l0_dw2_0_raw_s12[31:17] };
-  assign \floor$326  = { l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31], l0_dw2_1_raw_s12[31:17] };
-  assign \floor$332  = { l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31], l0_dw3_0_raw_s12[31:17] };
-  assign \floor$338  = { l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31], l0_dw3_1_raw_s12[31:17] };
-  assign \floor$344  = { l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31], l0_dw4_0_raw_s12[31:17] };
-  assign \floor$350  = { l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31], l0_dw4_1_raw_s12[31:17] };
-  assign \floor$356  = { l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31], l0_dw5_0_raw_s12[31:17] };
-  assign \floor$362  = { l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31], l0_dw5_1_raw_s12[31:17] };
-  assign \floor$368  = { l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31], l0_dw6_0_raw_s12[31:17] };
-  assign \floor$374  = { l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31], l0_dw6_1_raw_s12[31:17] };
-  assign \floor$380  = { l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31], l0_dw7_0_raw_s12[31:17] };
-  assign \floor$386  = { l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31], l0_dw7_1_raw_s12[31:17] };
-  assign \floor$392  = { l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15], l0_err0_s11[15:5] };
-  assign \floor$398  = { l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15], l0_err1_s11[15:5] };
-  assign \floor$404  = { l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15], l0_err2_s11[15:5] };
-  assign \floor$410  = { l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15], l0_err3_s11[15:5] };
-  assign \floor$416  = { l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15], l0_err4_s11[15:5] };
-  assign \floor$422  = { l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15], l0_err5_s11[15:5] };
-  assign \floor$428  = { l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15], l0_err6_s11[15:5] };
-  assign \floor$434  = { l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15], l0_err7_s11[15:5] };
-  assign \$1142  = 1'h1;
-  assign \$1143  = \$1141 ;
-  assign \$1148  = 1'h1;
-  assign \$1149  = \$1147 ;
+  assign \t$13  = { l0_b_1[15], l0_b_1, 14'h0000 };
+  assign \t$16  = { l0_prod1_0_raw_s2[31], l0_prod1_0_raw_s2, 2'h0 };
+  assign \t$19  = { l0_prod1_1_raw_s2[31], l0_prod1_1_raw_s2, 2'h0 };
+  assign \t$26  = { l0_b_2[15], l0_b_2, 14'h0000 };
+  assign \t$29  = { l0_prod2_0_raw_s2[31], l0_prod2_0_raw_s2, 2'h0 };
+  assign \t$32  = { l0_prod2_1_raw_s2[31], l0_prod2_1_raw_s2, 2'h0 };
+  assign \t$39  = { l0_b_3[15], l0_b_3, 14'h0000 };
+  assign \t$42  = { l0_prod3_0_raw_s2[31], l0_prod3_0_raw_s2, 2'h0 };
+  assign \t$45  = { l0_prod3_1_raw_s2[31], l0_prod3_1_raw_s2, 2'h0 };
+  assign \t$52  = { l0_b_4[15], l0_b_4, 14'h0000 };
+  assign \t$55  = { l0_prod4_0_raw_s2[31], l0_prod4_0_raw_s2, 2'h0 };
+  assign \t$58  = { l0_prod4_1_raw_s2[31], l0_prod4_1_raw_s2, 2'h0 };
+  assign \t$65  = { l0_b_5[15], l0_b_5, 14'h0000 };
+  assign \t$68  = { l0_prod5_0_raw_s2[31], l0_prod5_0_raw_s2, 2'h0 };
+  assign \t$71  = { l0_prod5_1_raw_s2[31], l0_prod5_1_raw_s2, 2'h0 };
+  assign \t$78  = { l0_b_6[15], l0_b_6, 14'h0000 };
+  assign \t$81  = { l0_prod6_0_raw_s2[31], l0_prod6_0_raw_s2, 2'h0 };
+  assign \t$84  = { l0_prod6_1_raw_s2[31], l0_prod6_1_raw_s2, 2'h0 };
+  assign \t$91  = { l0_b_7[15], l0_b_7, 14'h0000 };
+  assign \t$94  = { l0_prod7_0_raw_s2[31], l0_prod7_0_raw_s2, 2'h0 };
+  assign \t$97  = { l0_prod7_1_raw_s2[31], l0_prod7_1_raw_s2, 2'h0 };
+  assign \t$104  = { l1_b_0[15], l1_b_0, 14'h0000 };
+  assign \t$107  = { l1_prod0_0_raw_s5[31], l1_prod0_0_raw_s5, 2'h0 };
+  assign \t$110  = { l1_prod0_1_raw_s5[31], l1_prod0_1_raw_s5, 2'h0 };
+  assign \t$113  = { l1_prod0_2_raw_s5[31], l1_prod0_2_raw_s5, 2'h0 };
+  assign \t$116  = { l1_prod0_3_raw_s5[31], l1_prod0_3_raw_s5, 2'h0 };
+  assign \t$119  = { l1_prod0_4_raw_s5[31], l1_prod0_4_raw_s5, 2'h0 };
+  assign \t$122  = { l1_prod0_5_raw_s5[31], l1_prod0_5_raw_s5, 2'h0 };
+  assign \t$125  = { l1_prod0_6_raw_s5[31], l1_prod0_6_raw_s5, 2'h0 };
+  assign \t$128  = { l1_prod0_7_raw_s5[31], l1_prod0_7_raw_s5, 2'h0 };
+  assign \t$139  = { \t$137 [16], \t$137  };
+  assign \$142  = \$141 [18];
+  assign \$146  = \$141 [18];
+  assign \$147  = 1'h0;
+  assign \$148  = { \$141 [18], \$141 [18], \$141 [18], \$141 [18:6] };
+  assign \t$170  = { l1_bprod0_0_raw_s10[31], l1_bprod0_0_raw_s10, 2'h0 };
+  assign \t$176  = { l1_bprod1_0_raw_s10[31], l1_bprod1_0_raw_s10, 2'h0 };
+  assign \t$182  = { l1_bprod2_0_raw_s10[31], l1_bprod2_0_raw_s10, 2'h0 };
+  assign \t$188  = { l1_bprod3_0_raw_s10[31], l1_bprod3_0_raw_s10, 2'h0 };
+  assign \t$194  = { l1_bprod4_0_raw_s10[31], l1_bprod4_0_raw_s10, 2'h0 };
+  assign \t$200  = { l1_bprod5_0_raw_s10[31], l1_bprod5_0_raw_s10, 2'h0 };
+  assign \t$206  = { l1_bprod6_0_raw_s10[31], l1_bprod6_0_raw_s10, 2'h0 };
+  assign \t$212  = { l1_bprod7_0_raw_s10[31], l1_bprod7_0_raw_s10, 2'h0 };
+  assign \$342  = \$341 [18];
+  assign \$346  = \$341 [18];
+  assign \$347  = 1'h0;
+  assign \$348  = { \$341 [18], \$341 [18], \$341 [18], \$341 [18:6] };
+  assign \$350  = \$349 [18];
+  assign \$354  = \$349 [18];
+  assign \$355  = 1'h0;
+  assign \$356  = { \$349 [18], \$349 [18], \$349 [18], \$349 [18:6] };
+  assign \$358  = \$357 [18];
+  assign \$362  = \$357 [18];
+  assign \$363  = 1'h0;
+  assign \$364  = { \$357 [18], \$357 [18], \$357 [18], \$357 [18:6] };
+  assign \$366  = \$365 [18];
+  assign \$370  = \$365 [18];
+  assign \$371  = 1'h0;
+  assign \$372  = { \$365 [18], \$365 [18], \$365 [18], \$365 [18:6] };
+  assign \$374  = \$373 [18];
+  assign \$378  = \$373 [18];
+  assign \$379  = 1'h0;
+  assign \$380  = { \$373 [18], \$373 [18], \$373 [18], \$373 [18:6] };
+  assign \$382  = \$381 [18];
+  assign \$386  = \$381 [18];
+  assign \$387  = 1'h0;
+  assign \$388  = { \$381 [18], \$381 [18], \$381 [18], \$381 [18:6] };
+  assign \$390  = \$389 [18];
+  assign \$394  = \$389 [18];
+  assign \$395  = 1'h0;
+  assign \$396  = { \$389 [18], \$389 [18], \$389 [18], \$389 [18:6] };
+  assign \$398  = \$397 [18];
+  assign \$402  = \$397 [18];
+  assign \$403  = 1'h0;
+  assign \$404  = { \$397 [18], \$397 [18], \$397 [18], \$397 [18:6] };
+  assign \$442  = 1'h1;
+  assign \$443  = \$441 ;
+  assign \$448  = 1'h1;
+  assign \$449  = \$447 ;
   assign port_addr = pc__payload[21:16];
   assign l0_port_data = pc__payload[15:0];
-  assign \$1159  = \$1158 ;
+  assign \$459  = \$458 ;
   assign l1_port_data = pc__payload[15:0];
-  assign \$1170  = \$1169 ;
+  assign \$470  = \$469 ;
+  assign \$144  = 1'h0;
+  assign \t$169  = \$148 ;
+  assign \$344  = 1'h0;
+  assign \t$268  = \$348 ;
+  assign \$352  = 1'h0;
+  assign \t$271  = \$356 ;
+  assign \$360  = 1'h0;
+  assign \t$274  = \$364 ;
+  assign \$368  = 1'h0;
+  assign \t$277  = \$372 ;
+  assign \$376  = 1'h0;
+  assign \t$280  = \$380 ;
+  assign \$384  = 1'h0;
+  assign \t$283  = \$388 ;
+  assign \$392  = 1'h0;
+  assign \t$286  = \$396 ;
+  assign \$400  = 1'h0;
+  assign \t$289  = \$404 ;
 endmodule

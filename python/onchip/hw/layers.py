@@ -26,7 +26,7 @@ from ..spec import LearnerSpec
 from .bspline import BSplineUnit
 from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, split_cell
 from .dsp import check_dsp, registered_product
-from .fixedpoint import fmt_shape, node, overflow, requant, requant_parallel
+from .fixedpoint import fmt_shape, node, overflow, requant, requant_by_carry
 from .pipeline import Pipe, Staged
 from .plan import PORT_STAGES, stage_plan
 from .ram import div_const, port_step
@@ -137,8 +137,8 @@ class _Layer:
         # timing = "fast": products registered raw, their conversion after the register; KAN updates
         # carry bank addresses and bank-ordered deltas
         self.raw_products = self.bank_ordered = spec.stage_timing == "fast"
-        #: the rounding conversion: fast decides its saturation in parallel with the rounding increment
-        self.rq = requant_parallel if spec.stage_timing == "fast" else requant
+        #: the rounding conversion: fast rounds with one carry chain, saturates by bits (requant_by_carry)
+        self.rq = requant_by_carry if spec.stage_timing == "fast" else requant
         #: the registered raw products: generic, or a device's DSP primitive (:mod:`onchip.hw.dsp`); the
         #: pipelined schedule (no live backprop) keeps them generic: kan-readout pipelined at fast placed at
         #: 89.5 MHz with every product in the DSP and 85.9 with the update products in the fabric (seed 1),
@@ -499,8 +499,9 @@ class MlpLayer(_Layer):
                                           f"l{l}_prod{j}_{i}"))
             s = staged_tree(pipe, terms, st["out"] - 1, f"l{l}_sum{j}")
             z = self.rq(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.act)
-            if not self.last:  # ReLU on hidden layers
-                z = Mux(z > 0, z, 0)
+            if not self.last:  # ReLU on hidden layers; fast tests the sign bit (the same values: z = 0 gives 0
+                # either way) instead of a comparator after the saturation (measured: mlp-readout's path)
+                z = Mux(z[-1], 0, z) if self.spec.stage_timing == "fast" else Mux(z > 0, z, 0)
             outs.append(pipe.reg(z, s.stage, f"l{l}_out{j}_s{st['out']}"))
         return outs
 
