@@ -42,10 +42,13 @@ def test_every_fast_product_register_becomes_a_dsp_output_register():
         assert '.REG_OUTPUT_CLK("CLK0")' in params and "REG_INPUT" not in params
 
 
-def test_the_pipelined_schedule_keeps_its_products_generic():
-    """Measured slower with the product registers in the DSP (sweeps/timing/README.md)."""
-    spec = _spec("kan-readout", "pipelined", "fast")
-    assert generate(spec, axis=False, dsp="ecp5").verilog == generate(spec, axis=False).verilog
+@pytest.mark.parametrize("preset", ["kan-readout", "mlp-readout"])
+def test_the_pipelined_schedule_puts_its_products_in_the_dsp_too(preset):
+    spec = _spec(preset, "pipelined", "fast")
+    generic = generate(spec, axis=False).verilog
+    raw = set(re.findall(r"reg\s+(?:signed\s+)?(?:\[[^\]]*\]\s*)?(\w+_raw_s\d+)\b", generic))
+    inst = _instances(generate(spec, axis=False, dsp="ecp5").verilog)
+    assert raw and {name.removesuffix("_mult") for name in inst} == raw
 
 
 def test_compact_verilog_is_unchanged_by_dsp():
@@ -95,6 +98,8 @@ def _run(spec, model_text: str, cache_dir, n: int):
 
 @pytest.mark.parametrize("preset, schedule", [
     ("kan-readout", "sequential"),
+    ("mlp-readout", "pipelined"),
+    pytest.param("kan-readout", "pipelined", marks=pytest.mark.slow),
     pytest.param("mlp-readout", "sequential", marks=pytest.mark.slow),
     pytest.param("kan-paper", "sequential", marks=pytest.mark.slow),
 ])
@@ -106,13 +111,14 @@ def test_ecp5_products_equal_golden(preset, schedule, cache_dir):
 
 
 @pytest.mark.slow
-def test_ecp5_products_hold_under_stalls():
+@pytest.mark.parametrize("schedule", ["sequential", "pipelined"])
+def test_ecp5_products_hold_under_stalls(schedule):
     """Random stalls drop the advance enable (the blocks' CE0): the cocotb bench."""
     from hw_support import assert_same
     from onchip.hw import sim
     from support import golden_final, stimulus
 
-    spec = _spec("kan-readout", "sequential", "fast")
+    spec = _spec("kan-readout", schedule, "fast")
     design = generate(spec, axis=False, dsp="ecp5")
     assert "MULT18X18D #(" in design.verilog
     design = dataclasses.replace(design, verilog=design.verilog + mult18x18d_model())

@@ -16,8 +16,10 @@ loaded from the factor registers' inputs): that moves the logic before a factor
 register (the output error's subtraction, the coefficient bank multiplexer) onto the
 route into the DSP column. Yosys ships only a black box of ``MULT18X18D``;
 :func:`mult18x18d_model` is a simulation model of the subset instantiated here,
-appended to the Verilog for Verilator. The layers use it on the sequential schedule only
-(:class:`onchip.hw.layers._Layer`): pipelined, kan-readout placed slower with it.
+appended to the Verilog for Verilator. The layers use it on both schedules
+(:class:`onchip.hw.layers._Layer`). Pipelined, it once placed slower (kan-readout 89.5 against
+99.7-104.0 MHz generic), while the pending-update queue's multiplexers were the path; with the
+queue in LUT RAM, mlp-readout pipelined placed at 98.8 MHz with it against 79.9 generic (seed 1).
 
 Source: Lattice FPGA-TN-02205 "ECP5 and ECP5-5G sysDSP Usage Guide", MULT18X18D
 (input, pipeline and output registers, ``SIGNEDA``/``SIGNEDB``).

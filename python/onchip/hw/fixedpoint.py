@@ -156,7 +156,7 @@ def requant_by_carry(m, x, frac_from: int, fmt: Fmt, name: str | None = None) ->
     carry-in enters as the LSB of both operands, so the sum stays one carry chain. It replaces the
     OR over the discarded bits and the increment after it (a reduction, then a second chain):
     measured with nextpnr-ecp5, kan-paper sequential placed at 117.1 / 124.4 / 118.4 MHz (seeds
-    1-3) with those, 131.7 / 132.1 / 130.7 with this sum.
+    1-3) with those, 127.2 / 127.8 / 130.4 with this sum.
 
     Returns:
         An expression of shape :func:`fmt_shape` (a named signal when ``name`` is given).
