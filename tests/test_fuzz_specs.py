@@ -4,7 +4,7 @@ Hypothesis draws specs across everything :class:`~onchip.spec.LearnerSpec` accep
 widths with several layers and outputs, KAN grid size, order, grid range and basis table
 bits, every format field narrow and wide with every quantization and overflow mode, unsigned
 formats, learning-rate shifts up to the largest a float64 power of two allows, init scale,
-schedule and staleness, the serial MLP and KAN datapaths and the KAN's lanes) and a short raw stream (inputs on, at and
+schedule and staleness, the stage plan (``timing``), the serial MLP and KAN datapaths and the KAN's lanes) and a short raw stream (inputs on, at and
 beyond the grid edges and the format limits, targets at full scale). A drawn spec goes
 through the spec's own validation; one it refuses is rejected with ``assume`` and counted
 (:data:`COUNTS`, printed at the end of the module and shown by
@@ -47,6 +47,7 @@ _SETTINGS = dict(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
     database=None,
+    print_blob=True,  # a failure prints the @reproduce_failure line that replays it (no database is kept)
 )
 
 
@@ -129,6 +130,8 @@ def spec_fields(draw, *, max_width: int = 4, rtl: bool = False) -> dict:
         if name not in formats:
             formats[name] = draw(formats_field(name=name))
     fields["formats"] = formats
+    # the stage plan: both plans on the parallel datapaths, the serial ones have only compact
+    fields["timing"] = draw(st.sampled_from(["auto", "compact", "fast"])) if fields["datapath"] == "parallel" else "auto"
     if rtl and fields["schedule"] == "pipelined":
         fields["staleness"] = None  # the RTL's smallest, set once the spec is valid
     return fields
