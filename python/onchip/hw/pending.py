@@ -56,7 +56,10 @@ class PendingUpdates(wiring.Component):
             with an asynchronous read port at the next head (LUT RAM on an FPGA) instead of
             ``depth`` registers and a ``depth``-to-1 multiplexer per bit (measured, Yosys
             synth_ecp5 of the pipelined mlp-readout at fast: 14492 -> 7757 LUT, 12290 -> 6305 FF);
-            the advance enable ``en`` is the enable of ``r_data``, not a select of its multiplexer.
+            the advance enable ``en`` is the enable of ``r_data``, not a select of its multiplexer;
+            the memory is read at the word after the head, a register, and "empty after the edge"
+            comes from two flag registers (no word, one word), so ``r_en`` and the level only
+            select at the end (measured, mlp-readout pipelined seed 1: 98.8 -> 106.1 MHz).
 
     Raises:
         TypeError: ``width`` or ``depth`` is not an integer.
@@ -121,28 +124,40 @@ class PendingUpdates(wiring.Component):
         d = self.depth
         en = self.en
         head = Signal(range(d), name="head")
+        # the word after the head, and where a push goes: registers, not head + 1 and head + level
+        head_p1 = Signal(range(d), name="head_p1", init=min(1, d - 1))
         tail = Signal(range(d), name="tail")
         # head, fill and head word after the coming edge if it advances (w_en / r_en take effect)
         head_adv = Signal.like(head, name="head_adv")
         level_adv = Signal.like(self.level, name="level_adv")
-        # the words in a memory (LUT RAM), read at the next head without a clock: a read port in
-        # place of a depth-to-1 multiplexer per bit over registers
+        # the words in a memory (LUT RAM), read without a clock at the word after the head, the head
+        # after a pop: a read port in place of a depth-to-1 multiplexer per bit over registers, its
+        # address a register (not chosen by r_en: it reaches every LUT RAM cell of the words)
         m.submodules.words = words = Memory(shape=unsigned(self.width), depth=d, init=[])
         wr, rd = words.write_port(), words.read_port(domain="comb")
         push = self.w_en & en
         m.d.comb += [
-            head_adv.eq(Mux(self.r_en, Mux(head == d - 1, 0, head + 1), head)),
+            head_adv.eq(Mux(self.r_en, head_p1, head)),
             level_adv.eq(self.level + self.w_en - self.r_en),
-            wr.addr.eq(tail), wr.data.eq(self.w_data), wr.en.eq(push), rd.addr.eq(head_adv),
+            wr.addr.eq(tail), wr.data.eq(self.w_data), wr.en.eq(push), rd.addr.eq(head_p1),
         ]
-        # the word pushed now is the next head when everything before it is popped
-        data_adv = Mux(self.w_en & (tail == head_adv), self.w_data, rd.data)
         r_data = Signal(self.width, name="r_data_q", reset_less=True)
+        # whether the queue holds no word, or one, in registers beside the level: "empty after the
+        # edge" is then one LUT of w_en, r_en and these two, not the level's adder and a compare
+        # before the select that fans out to every bit of r_data
+        empty, single = Signal(name="empty", init=1), Signal(name="single")
+        empty_adv = ~self.w_en & (empty | (single & self.r_en))
+        # the head after the edge: after a pop the next word (or the word pushed now, when it is the
+        # only one left); else the head held in r_data (w_data while empty: the fall-through)
+        popped = Mux(self.w_en & (tail == head_p1), self.w_data, rd.data)
+        data_adv = Mux(self.r_en, popped, Mux(empty, self.w_data, r_data))
         # en low: no push, no pop, w_data held: r_data holds too (en is the register's enable, not
         # a select of its multiplexer: measured, that select's fan-out limited the pipelined MLP)
         with m.If(en):
-            m.d.sync += [r_data.eq(Mux(level_adv == 0, self.w_next, data_adv)), head.eq(head_adv),
-                         self.level.eq(level_adv)]
+            m.d.sync += [r_data.eq(Mux(empty_adv, self.w_next, data_adv)), head.eq(head_adv),
+                         self.level.eq(level_adv), empty.eq(level_adv == 0), single.eq(level_adv == 1)]
+            with m.If(self.r_en):
+                m.d.sync += head_p1.eq(Mux(head_p1 == d - 1, 0, head_p1 + 1))
         with m.If(push):
             m.d.sync += tail.eq(Mux(tail == d - 1, 0, tail + 1))
         next_data = Mux(en, data_adv, r_data)
