@@ -470,3 +470,23 @@ def test_a_design_too_large_for_the_device_is_refused_before_placement(tmp_path,
     assert "does not fit the iCE40UP5K" in err
     assert "DSP (ICESTORM_DSP): 56 needed, 8 available" in err and "LUT (ICESTORM_LC): " in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_failing_yosys_names_its_error_from_its_log(tmp_path, monkeypatch):
+    """Yosys runs quiet in the board build: its ERROR line is in top.rpt, and the ToolError carries it
+    (a Yosys assertion once ended a placement with an empty message)."""
+    import subprocess
+
+    from onchip.flow.tools import ToolError
+    from onchip.hw import generate
+    from onchip.spec import PRESETS
+
+    def failing_build(cmd, cwd, **kw):
+        Path(cwd, "top.rpt").write_text("3.46.30.7. Executing ABC_OPS_REINTEGRATE pass.\n"
+                                        "ERROR: Assert `GetSize(conn.first) == GetSize(conn.second)' failed.\n")
+        return subprocess.CompletedProcess(cmd, 1, stdout="")
+
+    monkeypatch.setattr(nextpnr.subprocess, "run", failing_build)
+    design = generate(PRESETS["kan-paper"], axis=False)
+    with pytest.raises(ToolError, match=r"Yosys \(top.rpt\): ERROR: Assert `GetSize"):
+        nextpnr.place_and_route(design, "ulx3s-85f", tmp_path / "pnr")

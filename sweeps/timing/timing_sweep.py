@@ -196,9 +196,14 @@ def run(only: list[str] | None, seeds: list[int], jobs: int, xcup: bool) -> None
         todo += [f"{name}/cycles"] + ([f"{name}/xcup"] if xcup else []) + [f"{name}/pnr/{s}" for s in seeds]
     todo = [k for k in todo if k not in fresh]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_job, k) for k in todo]
+        futures = {pool.submit(_job, k): k for k in todo}
         for fut in tqdm(as_completed(futures), total=len(futures), desc="timing sweep"):
-            key, value = fut.result()
+            key = futures[fut]
+            try:
+                key, value = fut.result()
+            except Exception as exc:  # one failed tool run: reported, not recorded; the others go on
+                tqdm.write(f"{key}: failed, not recorded ({type(exc).__name__}: {str(exc).strip()[:300]})")
+                continue
             save_run(key, value)
             if "/pnr/" in key and ("does_not_fit" in value or "note" in value):
                 tqdm.write(f"{key}: {value.get('fmax_mhz', '')} {value.get('does_not_fit', value.get('note'))}")

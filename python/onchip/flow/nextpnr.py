@@ -248,6 +248,11 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         raise fit.DesignTooLarge(fit.verdict_message(json.loads((out / fit.VERDICT).read_text())))
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.strip().splitlines()[-25:])
+        rpt = out / "top.rpt"  # Yosys runs quiet (-q): its error is in its log, not on stdout
+        errors = [ln for ln in rpt.read_text(errors="replace").splitlines() if ln.startswith("ERROR")] \
+            if rpt.exists() else []
+        if errors:
+            tail += "\nYosys (top.rpt): " + errors[-1]
         tim = out / "top.tim"
         if tim.exists():
             tail += "\n" + "\n".join(tim.read_text().strip().splitlines()[-15:])
