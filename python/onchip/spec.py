@@ -38,7 +38,7 @@ def default_timing(datapath: str, schedule: str) -> str:
     ``sweeps/timing`` (sequential, placer seed 1).
 
     - the parallel datapath, sequential: ``"fast"`` (fewer ns on each of the 11 family members
-      placed at both plans, KAN and MLP, e.g. kan-paper 80.4 against 129.3 ns, mlp-readout 137.6
+      placed at both plans, KAN and MLP, e.g. kan-paper 76.7 against 129.3 ns, mlp-readout 118.7
       against 179.3 ns: with the products' registers in the ECP5 DSPs, fmax more than pays for
       the doubled cycles);
     - the pipelined schedule: ``"compact"``, because the fast plan needs a larger staleness,
