@@ -474,19 +474,28 @@ def test_a_design_too_large_for_the_device_is_refused_before_placement(tmp_path,
 
 def test_a_failing_yosys_names_its_error_from_its_log(tmp_path, monkeypatch):
     """Yosys runs quiet in the board build: its ERROR line is in top.rpt, and the ToolError carries it
-    (a Yosys assertion once ended a placement with an empty message)."""
+    (a Yosys assertion once ended a placement with an empty message). The abc9 assertion of Yosys 0.70
+    gets one more build with ``-dff``; any other Yosys error ends the build at once."""
     import subprocess
 
     from onchip.flow.tools import ToolError
     from onchip.hw import generate
     from onchip.spec import PRESETS
 
+    scripts = []
+
     def failing_build(cmd, cwd, **kw):
-        Path(cwd, "top.rpt").write_text("3.46.30.7. Executing ABC_OPS_REINTEGRATE pass.\n"
-                                        "ERROR: Assert `GetSize(conn.first) == GetSize(conn.second)' failed.\n")
+        scripts.append(Path(cwd, "top.ys").read_text())
+        step = "3.46.30.7. Executing ABC_OPS_REINTEGRATE pass." if "abc9" in cwd.name else "2.1. Executing PROC pass."
+        Path(cwd, "top.rpt").write_text(f"{step}\nERROR: Assert `GetSize(conn.first) == GetSize(conn.second)' failed.\n")
         return subprocess.CompletedProcess(cmd, 1, stdout="")
 
     monkeypatch.setattr(nextpnr.subprocess, "run", failing_build)
     design = generate(PRESETS["kan-paper"], axis=False)
     with pytest.raises(ToolError, match=r"Yosys \(top.rpt\): ERROR: Assert `GetSize"):
-        nextpnr.place_and_route(design, "ulx3s-85f", tmp_path / "pnr")
+        nextpnr.place_and_route(design, "ulx3s-85f", tmp_path / "abc9")
+    assert len(scripts) == 2 and "-dff" not in scripts[0] and "synth_ecp5 -dff" in scripts[1]
+    scripts.clear()
+    with pytest.raises(ToolError, match=r"Yosys \(top.rpt\): ERROR: Assert `GetSize"):
+        nextpnr.place_and_route(design, "ulx3s-85f", tmp_path / "other")
+    assert len(scripts) == 1  # not the abc9 pass: no second build

@@ -130,8 +130,9 @@ def spec_fields(draw, *, max_width: int = 4, rtl: bool = False) -> dict:
         if name not in formats:
             formats[name] = draw(formats_field(name=name))
     fields["formats"] = formats
-    # the stage plan: both plans on the parallel datapaths, the serial ones have only compact
-    fields["timing"] = draw(st.sampled_from(["auto", "compact", "fast"])) if fields["datapath"] == "parallel" else "auto"
+    # the stage plan: both plans on the parallel datapaths and the serial MLP, the serial KAN has only compact
+    both = fields["datapath"] == "parallel" or fields["kind"] == "mlp"
+    fields["timing"] = draw(st.sampled_from(["auto", "compact", "fast"])) if both else "auto"
     if rtl and fields["schedule"] == "pipelined":
         fields["staleness"] = None  # the RTL's smallest, set once the spec is valid
     return fields

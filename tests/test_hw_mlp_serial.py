@@ -11,6 +11,7 @@ reports, and those the closed forms of :mod:`onchip.hw.mlp_serial`.
 """
 
 import gc
+import math
 import re
 
 import numpy as np
@@ -48,10 +49,14 @@ def check_timing(spec, design, seg):
     info = design.info
     n_in = list(spec.widths[:-1])
     n_layers = len(n_in)
-    # closed forms: forward N_l + 2 per layer plus the accepting cycle; backward N_l + 1 per
-    # layer plus the output-error cycle; the next sample the cycle after layer 0 commits
-    assert info["latency_cycles_prediction"] == 1 + sum(n + 2 for n in n_in)
-    assert info["initiation_interval"] == 2 * sum(n_in) + 3 * n_layers + 2
+    # closed forms: forward N_l + 2 + x per layer plus the accepting cycle; backward N_l + 1 + x + T_l
+    # per layer plus the output-error cycle; the next sample the cycle after layer 0 commits. Fast
+    # (x = 1): a raw product's register; T_l: registered stages of layer l's back-propagation sum over
+    # its n outputs, ceil(ceil(log2 n) / 2), none for layer 0
+    x = int(spec.stage_timing == "fast")
+    t = [0] + [x * -(-math.ceil(math.log2(n)) // 2) for n in spec.widths[2:]]
+    assert info["latency_cycles_prediction"] == 1 + sum(n + 2 + x for n in n_in)
+    assert info["initiation_interval"] == 2 * sum(n_in) + (3 + 2 * x) * n_layers + 2 + sum(t)
     assert info["latency_cycles_update"] == info["initiation_interval"] - 1
     acc, pred = np.asarray(seg["accept_cycles"]), np.asarray(seg["pred_cycles"])
     assert len(acc) == len(pred) > 1
@@ -90,12 +95,47 @@ def test_narrow_three_layer_timing():
     check_timing(NARROW, design, seg)
 
 
-def test_reset_mid_stream_reloads_initial_parameters():
-    check_reset_mid_stream(READOUT, cached_design(READOUT))
+def test_fast_readout_bit_exact_with_reported_timing():
+    spec = READOUT.replace(timing="fast")
+    design, seg, _ = run_stream(spec, 3000, seed=12, measure=True)
+    check_timing(spec, design, seg)
+    assert design.info["initiation_interval"] == 32  # 2 * 10 + 5 * 2 + 2: one more cycle per pass than compact's 28
 
 
-def test_checkpoint_and_restore_mid_stream():
-    spec = NARROW
+def test_fast_narrow_three_layer_bit_exact_under_stalls_and_timing():
+    # 3 layers: the back-propagation sums over 5 and 3 outputs take 2 and 1 registered stages
+    spec = NARROW.replace(timing="fast")
+    design, seg, _ = run_stream(spec, 300, seed=23, measure=True)
+    check_timing(spec, design, seg)
+    run_stream(spec, 600, 24, bench_seed=5, p_valid=0.6, p_ready=0.45, p_param_ready=0.5)
+
+
+def test_fast_products_are_dsp_instances_with_their_registers():
+    """Fast, each lane's products (forward, weight delta and, past layer 0, the back-propagated
+    error) are registered raw; for ECP5 each is a MULT18X18D holding that register."""
+    from onchip.hw import generate
+
+    spec = READOUT.replace(timing="fast")
+    v = generate(spec, axis=False, dsp="ecp5").verilog
+    lanes = spec.widths[1:]
+    want = sum(n * (2 + (l > 0)) for l, n in enumerate(lanes))
+    assert len(re.findall(r"^\s*MULT18X18D #\(", v, re.M)) == want == 19
+    assert 'REG_OUTPUT_CLK("CLK0")' in v
+    assert "MULT18X18D" not in generate(spec, axis=False).verilog
+
+
+# fast: the reload and the commands' writes pass one more register (the reset takes a cycle more)
+@pytest.mark.parametrize("timing", ["compact", "fast"])
+def test_reset_mid_stream_reloads_initial_parameters(timing):
+    spec = READOUT.replace(timing=timing)
+    design = cached_design(spec)
+    assert design.info["reset_cycles"] == spec.parameter_count() + 1 + (timing == "fast")
+    check_reset_mid_stream(spec, design)
+
+
+@pytest.mark.parametrize("timing", ["compact", "fast"])
+def test_checkpoint_and_restore_mid_stream(timing):
+    spec = NARROW.replace(timing=timing)
     design = cached_design(spec)
     xs = [stimulus(spec, n, seed=40 + k) for k, n in enumerate((500, 200, 400))]
     rng = np.random.default_rng(9)

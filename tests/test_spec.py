@@ -143,8 +143,9 @@ def test_timing_is_validated_and_written_only_when_chosen():
             chosen = spec.replace(timing=plan)
             assert f'timing = "{plan}"' in chosen.to_toml() and chosen.stage_timing == plan
             assert LearnerSpec.from_toml(chosen.to_toml()) == chosen
-    with pytest.raises(ValueError, match="timing='fast' is built for the parallel datapath"):
-        PRESETS["mlp-readout"].replace(datapath="serial", timing="fast")
+    with pytest.raises(ValueError, match="timing='fast' is built for the parallel datapaths and the serial MLP"):
+        PRESETS["kan-readout"].replace(datapath="serial", timing="fast")
+    assert PRESETS["mlp-readout"].replace(datapath="serial", timing="fast").stage_timing == "fast"
 
 
 def test_auto_timing_follows_datapath_and_schedule():

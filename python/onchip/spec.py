@@ -203,7 +203,9 @@ class LearnerSpec:
             stage holds more than one multiplier, one carry chain or two adder-tree levels: more
             cycles of latency, a larger sequential II and pipelined minimum staleness, a higher
             fmax). The
-            golden model's semantics do not depend on it; the serial datapaths are compact only.
+            golden model's semantics do not depend on it. The serial KAN is compact only; on the
+            serial MLP fast registers each lane's raw products and its step strobes
+            (:func:`onchip.hw.mlp_serial.serial_plan`).
 
     Raises:
         SpecError: (a ``ValueError``) any field that cannot be built, naming the field, the value
@@ -292,9 +294,9 @@ class LearnerSpec:
         )
         need(self.timing in TIMING_CHOICES, f"timing must be one of {', '.join(TIMING_CHOICES)}; got {self.timing!r}")
         need(
-            self.timing != "fast" or self.datapath == "parallel",
-            f"timing='fast' is built for the parallel datapath; the serial datapaths (lanes stepping "
-            f"over a layer's inputs) have one stage plan, timing='compact'",
+            self.timing != "fast" or self.datapath == "parallel" or self.kind == "mlp",
+            f"timing='fast' is built for the parallel datapaths and the serial MLP; the serial KAN "
+            f"datapath has one stage plan, timing='compact'",
         )
         lr = self.learning_rate
         need(

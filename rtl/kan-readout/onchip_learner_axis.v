@@ -408,9 +408,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [31:0] \$301 ;
   wire [40:0] \$302 ;
   wire [40:0] \$303 ;
-  wire [41:0] \$304 ;
+  wire [40:0] \$304 ;
   wire [40:0] \$305 ;
-  wire [40:0] \$306 ;
+  wire [41:0] \$306 ;
   wire [41:0] \$307 ;
   wire [42:0] \$308 ;
   wire [31:0] \$309 ;
@@ -538,11 +538,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$419 ;
   wire \$42 ;
   reg [31:0] \$420 ;
-  reg [41:0] \$421 ;
-  reg [41:0] \$422 ;
-  reg [42:0] \$423 ;
-  reg [15:0] \$424 ;
-  reg [15:0] \$425 ;
+  reg [40:0] \$421 ;
+  reg [40:0] \$422 ;
+  reg [40:0] \$423 ;
+  reg [40:0] \$424 ;
+  reg [42:0] \$425 ;
   reg [15:0] \$426 ;
   reg [15:0] \$427 ;
   reg [15:0] \$428 ;
@@ -550,17 +550,17 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$43 ;
   reg [15:0] \$430 ;
   reg [15:0] \$431 ;
-  reg [1:0] \$432 ;
-  reg [1:0] \$433 ;
+  reg [15:0] \$432 ;
+  reg [15:0] \$433 ;
   reg [1:0] \$434 ;
   reg [1:0] \$435 ;
   reg [1:0] \$436 ;
   reg [1:0] \$437 ;
   reg [1:0] \$438 ;
-  reg [15:0] \$439 ;
+  reg [1:0] \$439 ;
   wire [15:0] \$44 ;
-  reg [3:0] \$440 ;
-  reg [3:0] \$441 ;
+  reg [1:0] \$440 ;
+  reg [15:0] \$441 ;
   reg [3:0] \$442 ;
   reg [3:0] \$443 ;
   reg [3:0] \$444 ;
@@ -620,69 +620,71 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [3:0] \$493 ;
   reg [3:0] \$494 ;
   reg [3:0] \$495 ;
-  reg [15:0] \$496 ;
-  reg [15:0] \$497 ;
+  reg [3:0] \$496 ;
+  reg [3:0] \$497 ;
   reg [15:0] \$498 ;
   reg [15:0] \$499 ;
   wire [2:0] \$5 ;
   wire \$50 ;
   reg [15:0] \$500 ;
-  reg [31:0] \$501 ;
+  reg [15:0] \$501 ;
   reg [15:0] \$502 ;
-  reg [15:0] \$503 ;
+  reg [31:0] \$503 ;
   reg [15:0] \$504 ;
   reg [15:0] \$505 ;
   reg [15:0] \$506 ;
   reg [15:0] \$507 ;
-  reg [31:0] \$508 ;
+  reg [15:0] \$508 ;
   reg [15:0] \$509 ;
   wire \$51 ;
-  reg [15:0] \$510 ;
+  reg [31:0] \$510 ;
   reg [15:0] \$511 ;
   reg [15:0] \$512 ;
   reg [15:0] \$513 ;
   reg [15:0] \$514 ;
-  reg [31:0] \$515 ;
+  reg [15:0] \$515 ;
   reg [15:0] \$516 ;
-  reg [15:0] \$517 ;
+  reg [31:0] \$517 ;
   reg [15:0] \$518 ;
   reg [15:0] \$519 ;
   wire [15:0] \$52 ;
   reg [15:0] \$520 ;
   reg [15:0] \$521 ;
-  reg [31:0] \$522 ;
+  reg [15:0] \$522 ;
   reg [15:0] \$523 ;
-  reg [15:0] \$524 ;
+  reg [31:0] \$524 ;
   reg [15:0] \$525 ;
   reg [15:0] \$526 ;
   reg [15:0] \$527 ;
   reg [15:0] \$528 ;
-  reg [31:0] \$529 ;
+  reg [15:0] \$529 ;
   wire [34:0] \$53 ;
   reg [15:0] \$530 ;
-  reg [15:0] \$531 ;
+  reg [31:0] \$531 ;
   reg [15:0] \$532 ;
   reg [15:0] \$533 ;
   reg [15:0] \$534 ;
   reg [15:0] \$535 ;
-  reg [31:0] \$536 ;
+  reg [15:0] \$536 ;
   reg [15:0] \$537 ;
-  reg [15:0] \$538 ;
+  reg [31:0] \$538 ;
   reg [15:0] \$539 ;
   wire \$54 ;
   reg [15:0] \$540 ;
   reg [15:0] \$541 ;
   reg [15:0] \$542 ;
-  reg [31:0] \$543 ;
+  reg [15:0] \$543 ;
   reg [15:0] \$544 ;
-  reg [15:0] \$545 ;
+  reg [31:0] \$545 ;
   reg [15:0] \$546 ;
   reg [15:0] \$547 ;
   reg [15:0] \$548 ;
   reg [15:0] \$549 ;
   wire \$55 ;
-  reg [31:0] \$550 ;
+  reg [15:0] \$550 ;
   reg [15:0] \$551 ;
+  reg [31:0] \$552 ;
+  reg [15:0] \$553 ;
   wire \$56 ;
   wire \$57 ;
   wire \$58 ;
@@ -965,8 +967,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_read0_1_1;
   reg [15:0] l0_read0_1_2;
   reg [15:0] l0_read0_1_3;
-  reg [41:0] l0_sum0_t0_0_s6 = 42'h00000000000;
-  reg [41:0] l0_sum0_t0_1_s6 = 42'h00000000000;
+  reg [40:0] l0_sum0_t0_0_s6 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_1_s6 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_2_s6 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_3_s6 = 41'h00000000000;
   reg [42:0] l0_sum0_t1_0_s7 = 43'h00000000000;
   reg [3:0] l0_waddr0_0_s10 = 4'h0;
   reg [3:0] l0_waddr0_0_s11 = 4'h0;
@@ -1406,6 +1410,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   assign rom_rd__data = _16_;
   always @(posedge clk)
+    valid_s7 <= \$323 ;
+  always @(posedge clk)
     valid_s8 <= \$324 ;
   always @(posedge clk)
     valid_s9 <= \$325 ;
@@ -1604,263 +1610,267 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @(posedge clk)
     l0_sum0_t0_1_s6 <= \$422 ;
   always @(posedge clk)
-    l0_sum0_t1_0_s7 <= \$423 ;
+    l0_sum0_t0_2_s6 <= \$423 ;
   always @(posedge clk)
-    l0_out0_s8 <= \$424 ;
+    l0_sum0_t0_3_s6 <= \$424 ;
   always @(posedge clk)
-    y0_s2 <= \$425 ;
+    l0_sum0_t1_0_s7 <= \$425 ;
   always @(posedge clk)
-    y0_s3 <= \$426 ;
+    l0_out0_s8 <= \$426 ;
   always @(posedge clk)
-    y0_s4 <= \$427 ;
+    y0_s2 <= \$427 ;
   always @(posedge clk)
-    y0_s5 <= \$428 ;
+    y0_s3 <= \$428 ;
   always @(posedge clk)
-    y0_s6 <= \$429 ;
+    y0_s4 <= \$429 ;
   always @(posedge clk)
-    y0_s7 <= \$430 ;
+    y0_s5 <= \$430 ;
   always @(posedge clk)
-    y0_s8 <= \$431 ;
+    y0_s6 <= \$431 ;
   always @(posedge clk)
-    kind_s2 <= \$432 ;
+    y0_s7 <= \$432 ;
   always @(posedge clk)
-    kind_s3 <= \$433 ;
+    y0_s8 <= \$433 ;
   always @(posedge clk)
-    kind_s4 <= \$434 ;
+    kind_s2 <= \$434 ;
   always @(posedge clk)
-    kind_s5 <= \$435 ;
+    kind_s3 <= \$435 ;
   always @(posedge clk)
-    kind_s6 <= \$436 ;
+    kind_s4 <= \$436 ;
   always @(posedge clk)
-    kind_s7 <= \$437 ;
+    kind_s5 <= \$437 ;
   always @(posedge clk)
-    kind_s8 <= \$438 ;
+    kind_s6 <= \$438 ;
   always @(posedge clk)
-    err0_s9 <= \$439 ;
+    kind_s7 <= \$439 ;
   always @(posedge clk)
-    l0_waddr0_0_s5 <= \$440 ;
+    kind_s8 <= \$440 ;
   always @(posedge clk)
-    l0_waddr0_0_s6 <= \$441 ;
+    err0_s9 <= \$441 ;
   always @(posedge clk)
-    l0_waddr0_0_s7 <= \$442 ;
+    l0_waddr0_0_s5 <= \$442 ;
   always @(posedge clk)
-    l0_waddr0_0_s8 <= \$443 ;
+    l0_waddr0_0_s6 <= \$443 ;
   always @(posedge clk)
-    l0_waddr0_0_s9 <= \$444 ;
+    l0_waddr0_0_s7 <= \$444 ;
   always @(posedge clk)
-    l0_waddr0_0_s10 <= \$445 ;
+    l0_waddr0_0_s8 <= \$445 ;
   always @(posedge clk)
-    l0_waddr0_0_s11 <= \$446 ;
+    l0_waddr0_0_s9 <= \$446 ;
   always @(posedge clk)
-    l0_waddr0_1_s5 <= \$447 ;
+    l0_waddr0_0_s10 <= \$447 ;
   always @(posedge clk)
-    l0_waddr0_1_s6 <= \$448 ;
+    l0_waddr0_0_s11 <= \$448 ;
   always @(posedge clk)
-    l0_waddr0_1_s7 <= \$449 ;
+    l0_waddr0_1_s5 <= \$449 ;
   always @(posedge clk)
-    l0_waddr0_1_s8 <= \$450 ;
+    l0_waddr0_1_s6 <= \$450 ;
   always @(posedge clk)
-    l0_waddr0_1_s9 <= \$451 ;
+    l0_waddr0_1_s7 <= \$451 ;
   always @(posedge clk)
-    l0_waddr0_1_s10 <= \$452 ;
+    l0_waddr0_1_s8 <= \$452 ;
   always @(posedge clk)
-    l0_waddr0_1_s11 <= \$453 ;
+    l0_waddr0_1_s9 <= \$453 ;
   always @(posedge clk)
-    l0_waddr0_2_s5 <= \$454 ;
+    l0_waddr0_1_s10 <= \$454 ;
   always @(posedge clk)
-    l0_waddr0_2_s6 <= \$455 ;
+    l0_waddr0_1_s11 <= \$455 ;
   always @(posedge clk)
-    l0_waddr0_2_s7 <= \$456 ;
+    l0_waddr0_2_s5 <= \$456 ;
   always @(posedge clk)
-    l0_waddr0_2_s8 <= \$457 ;
+    l0_waddr0_2_s6 <= \$457 ;
   always @(posedge clk)
-    l0_waddr0_2_s9 <= \$458 ;
+    l0_waddr0_2_s7 <= \$458 ;
   always @(posedge clk)
-    l0_waddr0_2_s10 <= \$459 ;
+    l0_waddr0_2_s8 <= \$459 ;
   always @(posedge clk)
-    l0_waddr0_2_s11 <= \$460 ;
+    l0_waddr0_2_s9 <= \$460 ;
   always @(posedge clk)
-    l0_waddr0_3_s5 <= \$461 ;
+    l0_waddr0_2_s10 <= \$461 ;
   always @(posedge clk)
-    l0_waddr0_3_s6 <= \$462 ;
+    l0_waddr0_2_s11 <= \$462 ;
   always @(posedge clk)
-    l0_waddr0_3_s7 <= \$463 ;
+    l0_waddr0_3_s5 <= \$463 ;
   always @(posedge clk)
-    l0_waddr0_3_s8 <= \$464 ;
+    l0_waddr0_3_s6 <= \$464 ;
   always @(posedge clk)
-    l0_waddr0_3_s9 <= \$465 ;
+    l0_waddr0_3_s7 <= \$465 ;
   always @(posedge clk)
-    l0_waddr0_3_s10 <= \$466 ;
+    l0_waddr0_3_s8 <= \$466 ;
   always @(posedge clk)
-    l0_waddr0_3_s11 <= \$467 ;
+    l0_waddr0_3_s9 <= \$467 ;
   always @(posedge clk)
-    l0_waddr1_0_s5 <= \$468 ;
+    l0_waddr0_3_s10 <= \$468 ;
   always @(posedge clk)
-    l0_waddr1_0_s6 <= \$469 ;
+    l0_waddr0_3_s11 <= \$469 ;
   always @(posedge clk)
-    l0_waddr1_0_s7 <= \$470 ;
+    l0_waddr1_0_s5 <= \$470 ;
   always @(posedge clk)
-    l0_waddr1_0_s8 <= \$471 ;
+    l0_waddr1_0_s6 <= \$471 ;
   always @(posedge clk)
-    l0_waddr1_0_s9 <= \$472 ;
+    l0_waddr1_0_s7 <= \$472 ;
   always @(posedge clk)
-    l0_waddr1_0_s10 <= \$473 ;
+    l0_waddr1_0_s8 <= \$473 ;
   always @(posedge clk)
-    l0_waddr1_0_s11 <= \$474 ;
+    l0_waddr1_0_s9 <= \$474 ;
   always @(posedge clk)
-    l0_waddr1_1_s5 <= \$475 ;
+    l0_waddr1_0_s10 <= \$475 ;
   always @(posedge clk)
-    l0_waddr1_1_s6 <= \$476 ;
+    l0_waddr1_0_s11 <= \$476 ;
   always @(posedge clk)
-    l0_waddr1_1_s7 <= \$477 ;
+    l0_waddr1_1_s5 <= \$477 ;
   always @(posedge clk)
-    l0_waddr1_1_s8 <= \$478 ;
+    l0_waddr1_1_s6 <= \$478 ;
   always @(posedge clk)
-    l0_waddr1_1_s9 <= \$479 ;
+    l0_waddr1_1_s7 <= \$479 ;
   always @(posedge clk)
-    l0_waddr1_1_s10 <= \$480 ;
+    l0_waddr1_1_s8 <= \$480 ;
   always @(posedge clk)
-    l0_waddr1_1_s11 <= \$481 ;
+    l0_waddr1_1_s9 <= \$481 ;
   always @(posedge clk)
-    l0_waddr1_2_s5 <= \$482 ;
+    l0_waddr1_1_s10 <= \$482 ;
   always @(posedge clk)
-    l0_waddr1_2_s6 <= \$483 ;
+    l0_waddr1_1_s11 <= \$483 ;
   always @(posedge clk)
-    l0_waddr1_2_s7 <= \$484 ;
+    l0_waddr1_2_s5 <= \$484 ;
   always @(posedge clk)
-    l0_waddr1_2_s8 <= \$485 ;
+    l0_waddr1_2_s6 <= \$485 ;
   always @(posedge clk)
-    l0_waddr1_2_s9 <= \$486 ;
+    l0_waddr1_2_s7 <= \$486 ;
   always @(posedge clk)
-    l0_waddr1_2_s10 <= \$487 ;
+    l0_waddr1_2_s8 <= \$487 ;
   always @(posedge clk)
-    l0_waddr1_2_s11 <= \$488 ;
+    l0_waddr1_2_s9 <= \$488 ;
   always @(posedge clk)
-    l0_waddr1_3_s5 <= \$489 ;
+    l0_waddr1_2_s10 <= \$489 ;
   always @(posedge clk)
-    l0_waddr1_3_s6 <= \$490 ;
+    l0_waddr1_2_s11 <= \$490 ;
   always @(posedge clk)
-    l0_waddr1_3_s7 <= \$491 ;
+    l0_waddr1_3_s5 <= \$491 ;
   always @(posedge clk)
-    l0_waddr1_3_s8 <= \$492 ;
+    l0_waddr1_3_s6 <= \$492 ;
   always @(posedge clk)
-    l0_waddr1_3_s9 <= \$493 ;
+    l0_waddr1_3_s7 <= \$493 ;
   always @(posedge clk)
-    l0_waddr1_3_s10 <= \$494 ;
+    l0_waddr1_3_s8 <= \$494 ;
   always @(posedge clk)
-    l0_waddr1_3_s11 <= \$495 ;
+    l0_waddr1_3_s9 <= \$495 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$496 ;
+    l0_waddr1_3_s10 <= \$496 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$497 ;
+    l0_waddr1_3_s11 <= \$497 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s7 <= \$498 ;
+    l0_bval_bank0_0_s5 <= \$498 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s8 <= \$499 ;
+    l0_bval_bank0_0_s6 <= \$499 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s9 <= \$500 ;
+    l0_bval_bank0_0_s7 <= \$500 ;
   always @(posedge clk)
-    l0_delta0_0_0_raw_s10 <= \$501 ;
+    l0_bval_bank0_0_s8 <= \$501 ;
   always @(posedge clk)
-    l0_delta0_0_0_s11 <= \$502 ;
+    l0_bval_bank0_0_s9 <= \$502 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$503 ;
+    l0_delta0_0_0_raw_s10 <= \$503 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$504 ;
+    l0_delta0_0_0_s11 <= \$504 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s7 <= \$505 ;
+    l0_bval_bank0_1_s5 <= \$505 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s8 <= \$506 ;
+    l0_bval_bank0_1_s6 <= \$506 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s9 <= \$507 ;
+    l0_bval_bank0_1_s7 <= \$507 ;
   always @(posedge clk)
-    l0_delta0_0_1_raw_s10 <= \$508 ;
+    l0_bval_bank0_1_s8 <= \$508 ;
   always @(posedge clk)
-    l0_delta0_0_1_s11 <= \$509 ;
+    l0_bval_bank0_1_s9 <= \$509 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$510 ;
+    l0_delta0_0_1_raw_s10 <= \$510 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$511 ;
+    l0_delta0_0_1_s11 <= \$511 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s7 <= \$512 ;
+    l0_bval_bank0_2_s5 <= \$512 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s8 <= \$513 ;
+    l0_bval_bank0_2_s6 <= \$513 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s9 <= \$514 ;
+    l0_bval_bank0_2_s7 <= \$514 ;
   always @(posedge clk)
-    l0_delta0_0_2_raw_s10 <= \$515 ;
+    l0_bval_bank0_2_s8 <= \$515 ;
   always @(posedge clk)
-    l0_delta0_0_2_s11 <= \$516 ;
+    l0_bval_bank0_2_s9 <= \$516 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$517 ;
+    l0_delta0_0_2_raw_s10 <= \$517 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$518 ;
+    l0_delta0_0_2_s11 <= \$518 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s7 <= \$519 ;
+    l0_bval_bank0_3_s5 <= \$519 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s8 <= \$520 ;
+    l0_bval_bank0_3_s6 <= \$520 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s9 <= \$521 ;
+    l0_bval_bank0_3_s7 <= \$521 ;
   always @(posedge clk)
-    l0_delta0_0_3_raw_s10 <= \$522 ;
+    l0_bval_bank0_3_s8 <= \$522 ;
   always @(posedge clk)
-    l0_delta0_0_3_s11 <= \$523 ;
+    l0_bval_bank0_3_s9 <= \$523 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s5 <= \$524 ;
+    l0_delta0_0_3_raw_s10 <= \$524 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s6 <= \$525 ;
+    l0_delta0_0_3_s11 <= \$525 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s7 <= \$526 ;
+    l0_bval_bank1_0_s5 <= \$526 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s8 <= \$527 ;
+    l0_bval_bank1_0_s6 <= \$527 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s9 <= \$528 ;
+    l0_bval_bank1_0_s7 <= \$528 ;
   always @(posedge clk)
-    l0_delta0_1_0_raw_s10 <= \$529 ;
+    l0_bval_bank1_0_s8 <= \$529 ;
   always @(posedge clk)
-    l0_delta0_1_0_s11 <= \$530 ;
+    l0_bval_bank1_0_s9 <= \$530 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s5 <= \$531 ;
+    l0_delta0_1_0_raw_s10 <= \$531 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s6 <= \$532 ;
+    l0_delta0_1_0_s11 <= \$532 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s7 <= \$533 ;
+    l0_bval_bank1_1_s5 <= \$533 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s8 <= \$534 ;
+    l0_bval_bank1_1_s6 <= \$534 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s9 <= \$535 ;
+    l0_bval_bank1_1_s7 <= \$535 ;
   always @(posedge clk)
-    l0_delta0_1_1_raw_s10 <= \$536 ;
+    l0_bval_bank1_1_s8 <= \$536 ;
   always @(posedge clk)
-    l0_delta0_1_1_s11 <= \$537 ;
+    l0_bval_bank1_1_s9 <= \$537 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s5 <= \$538 ;
+    l0_delta0_1_1_raw_s10 <= \$538 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s6 <= \$539 ;
+    l0_delta0_1_1_s11 <= \$539 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s7 <= \$540 ;
+    l0_bval_bank1_2_s5 <= \$540 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s8 <= \$541 ;
+    l0_bval_bank1_2_s6 <= \$541 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s9 <= \$542 ;
+    l0_bval_bank1_2_s7 <= \$542 ;
   always @(posedge clk)
-    l0_delta0_1_2_raw_s10 <= \$543 ;
+    l0_bval_bank1_2_s8 <= \$543 ;
   always @(posedge clk)
-    l0_delta0_1_2_s11 <= \$544 ;
+    l0_bval_bank1_2_s9 <= \$544 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s5 <= \$545 ;
+    l0_delta0_1_2_raw_s10 <= \$545 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s6 <= \$546 ;
+    l0_delta0_1_2_s11 <= \$546 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s7 <= \$547 ;
+    l0_bval_bank1_3_s5 <= \$547 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s8 <= \$548 ;
+    l0_bval_bank1_3_s6 <= \$548 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s9 <= \$549 ;
+    l0_bval_bank1_3_s7 <= \$549 ;
   always @(posedge clk)
-    l0_delta0_1_3_raw_s10 <= \$550 ;
+    l0_bval_bank1_3_s8 <= \$550 ;
   always @(posedge clk)
-    l0_delta0_1_3_s11 <= \$551 ;
+    l0_bval_bank1_3_s9 <= \$551 ;
+  always @(posedge clk)
+    l0_delta0_1_3_raw_s10 <= \$552 ;
+  always @(posedge clk)
+    l0_delta0_1_3_s11 <= \$553 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$3 ;
@@ -2144,11 +2154,11 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$301  = $signed(l0_coef0_1_3_s4) * $signed(l0_bval1_3_s4);
   assign \$302  = $signed(t) + $signed(\t$30 );
   assign \$303  = $signed(\t$34 ) + $signed(\t$38 );
-  assign \$304  = $signed(\$302 ) + $signed(\$303 );
-  assign \$305  = $signed(\t$56 ) + $signed(\t$60 );
-  assign \$306  = $signed(\t$64 ) + $signed(\t$68 );
-  assign \$307  = $signed(\$305 ) + $signed(\$306 );
-  assign \$308  = $signed(l0_sum0_t0_0_s6) + $signed(l0_sum0_t0_1_s6);
+  assign \$304  = $signed(\t$56 ) + $signed(\t$60 );
+  assign \$305  = $signed(\t$64 ) + $signed(\t$68 );
+  assign \$306  = $signed(l0_sum0_t0_0_s6) + $signed(l0_sum0_t0_1_s6);
+  assign \$307  = $signed(l0_sum0_t0_2_s6) + $signed(l0_sum0_t0_3_s6);
+  assign \$308  = $signed(\$306 ) + $signed(\$307 );
   assign \$309  = $signed(err0_s9) * $signed(l0_bval_bank0_0_s9);
   assign \$310  = $signed(err0_s9) * $signed(l0_bval_bank0_1_s9);
   assign \$311  = $signed(err0_s9) * $signed(l0_bval_bank0_2_s9);
@@ -2169,8 +2179,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     valid_s5 <= \$321 ;
   always @(posedge clk)
     valid_s6 <= \$322 ;
-  always @(posedge clk)
-    valid_s7 <= \$323 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -2185,6 +2193,16 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     .u(\u$4 ),
     .vc(\pos$281 )
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$324  = valid_s8;
+    if (en) begin
+      \$324  = valid_s7;
+    end
+    if (rst) begin
+      \$324  = 1'h0;
+    end
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$325  = valid_s9;
@@ -2894,917 +2912,931 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$421  = l0_sum0_t0_0_s6;
     if (en) begin
-      \$421  = \$304 ;
+      \$421  = \$302 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$422  = l0_sum0_t0_1_s6;
     if (en) begin
-      \$422  = \$307 ;
+      \$422  = \$303 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$423  = l0_sum0_t1_0_s7;
+    \$423  = l0_sum0_t0_2_s6;
     if (en) begin
-      \$423  = \$308 ;
+      \$423  = \$304 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$424  = l0_out0_s8;
+    \$424  = l0_sum0_t0_3_s6;
     if (en) begin
-      \$424  = \t$74 ;
+      \$424  = \$305 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$425  = y0_s2;
+    \$425  = l0_sum0_t1_0_s7;
     if (en) begin
-      \$425  = y0_s1;
+      \$425  = \$308 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$426  = y0_s3;
+    \$426  = l0_out0_s8;
     if (en) begin
-      \$426  = y0_s2;
+      \$426  = \t$74 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$427  = y0_s4;
+    \$427  = y0_s2;
     if (en) begin
-      \$427  = y0_s3;
+      \$427  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$428  = y0_s5;
+    \$428  = y0_s3;
     if (en) begin
-      \$428  = y0_s4;
+      \$428  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$429  = y0_s6;
+    \$429  = y0_s4;
     if (en) begin
-      \$429  = y0_s5;
+      \$429  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$430  = y0_s7;
+    \$430  = y0_s5;
     if (en) begin
-      \$430  = y0_s6;
+      \$430  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$431  = y0_s8;
+    \$431  = y0_s6;
     if (en) begin
-      \$431  = y0_s7;
+      \$431  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$432  = kind_s2;
+    \$432  = y0_s7;
     if (en) begin
-      \$432  = kind_s1;
+      \$432  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$433  = kind_s3;
+    \$433  = y0_s8;
     if (en) begin
-      \$433  = kind_s2;
+      \$433  = y0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$434  = kind_s4;
+    \$434  = kind_s2;
     if (en) begin
-      \$434  = kind_s3;
+      \$434  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$435  = kind_s5;
+    \$435  = kind_s3;
     if (en) begin
-      \$435  = kind_s4;
+      \$435  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$436  = kind_s6;
+    \$436  = kind_s4;
     if (en) begin
-      \$436  = kind_s5;
+      \$436  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$437  = kind_s7;
+    \$437  = kind_s5;
     if (en) begin
-      \$437  = kind_s6;
+      \$437  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$438  = kind_s8;
+    \$438  = kind_s6;
     if (en) begin
-      \$438  = kind_s7;
+      \$438  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$439  = err0_s9;
+    \$439  = kind_s7;
     if (en) begin
-      \$439  = e;
+      \$439  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$440  = l0_waddr0_0_s5;
+    \$440  = kind_s8;
     if (en) begin
-      \$440  = l0_waddr0_0_s4;
+      \$440  = kind_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$441  = l0_waddr0_0_s6;
+    \$441  = err0_s9;
     if (en) begin
-      \$441  = l0_waddr0_0_s5;
+      \$441  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$442  = l0_waddr0_0_s7;
+    \$442  = l0_waddr0_0_s5;
     if (en) begin
-      \$442  = l0_waddr0_0_s6;
+      \$442  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$443  = l0_waddr0_0_s8;
+    \$443  = l0_waddr0_0_s6;
     if (en) begin
-      \$443  = l0_waddr0_0_s7;
+      \$443  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$444  = l0_waddr0_0_s9;
+    \$444  = l0_waddr0_0_s7;
     if (en) begin
-      \$444  = l0_waddr0_0_s8;
+      \$444  = l0_waddr0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$445  = l0_waddr0_0_s10;
+    \$445  = l0_waddr0_0_s8;
     if (en) begin
-      \$445  = l0_waddr0_0_s9;
+      \$445  = l0_waddr0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$446  = l0_waddr0_0_s11;
+    \$446  = l0_waddr0_0_s9;
     if (en) begin
-      \$446  = l0_waddr0_0_s10;
+      \$446  = l0_waddr0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$447  = l0_waddr0_1_s5;
+    \$447  = l0_waddr0_0_s10;
     if (en) begin
-      \$447  = l0_waddr0_1_s4;
+      \$447  = l0_waddr0_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$448  = l0_waddr0_1_s6;
+    \$448  = l0_waddr0_0_s11;
     if (en) begin
-      \$448  = l0_waddr0_1_s5;
+      \$448  = l0_waddr0_0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$449  = l0_waddr0_1_s7;
+    \$449  = l0_waddr0_1_s5;
     if (en) begin
-      \$449  = l0_waddr0_1_s6;
+      \$449  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$450  = l0_waddr0_1_s8;
+    \$450  = l0_waddr0_1_s6;
     if (en) begin
-      \$450  = l0_waddr0_1_s7;
+      \$450  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$451  = l0_waddr0_1_s9;
+    \$451  = l0_waddr0_1_s7;
     if (en) begin
-      \$451  = l0_waddr0_1_s8;
+      \$451  = l0_waddr0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$452  = l0_waddr0_1_s10;
+    \$452  = l0_waddr0_1_s8;
     if (en) begin
-      \$452  = l0_waddr0_1_s9;
+      \$452  = l0_waddr0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$453  = l0_waddr0_1_s11;
+    \$453  = l0_waddr0_1_s9;
     if (en) begin
-      \$453  = l0_waddr0_1_s10;
+      \$453  = l0_waddr0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$454  = l0_waddr0_2_s5;
+    \$454  = l0_waddr0_1_s10;
     if (en) begin
-      \$454  = l0_waddr0_2_s4;
+      \$454  = l0_waddr0_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$455  = l0_waddr0_2_s6;
+    \$455  = l0_waddr0_1_s11;
     if (en) begin
-      \$455  = l0_waddr0_2_s5;
+      \$455  = l0_waddr0_1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$456  = l0_waddr0_2_s7;
+    \$456  = l0_waddr0_2_s5;
     if (en) begin
-      \$456  = l0_waddr0_2_s6;
+      \$456  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$457  = l0_waddr0_2_s8;
+    \$457  = l0_waddr0_2_s6;
     if (en) begin
-      \$457  = l0_waddr0_2_s7;
+      \$457  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$458  = l0_waddr0_2_s9;
+    \$458  = l0_waddr0_2_s7;
     if (en) begin
-      \$458  = l0_waddr0_2_s8;
+      \$458  = l0_waddr0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$459  = l0_waddr0_2_s10;
+    \$459  = l0_waddr0_2_s8;
     if (en) begin
-      \$459  = l0_waddr0_2_s9;
+      \$459  = l0_waddr0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$460  = l0_waddr0_2_s11;
+    \$460  = l0_waddr0_2_s9;
     if (en) begin
-      \$460  = l0_waddr0_2_s10;
+      \$460  = l0_waddr0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$461  = l0_waddr0_3_s5;
+    \$461  = l0_waddr0_2_s10;
     if (en) begin
-      \$461  = l0_waddr0_3_s4;
+      \$461  = l0_waddr0_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$462  = l0_waddr0_3_s6;
+    \$462  = l0_waddr0_2_s11;
     if (en) begin
-      \$462  = l0_waddr0_3_s5;
+      \$462  = l0_waddr0_2_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$463  = l0_waddr0_3_s7;
+    \$463  = l0_waddr0_3_s5;
     if (en) begin
-      \$463  = l0_waddr0_3_s6;
+      \$463  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$464  = l0_waddr0_3_s8;
+    \$464  = l0_waddr0_3_s6;
     if (en) begin
-      \$464  = l0_waddr0_3_s7;
+      \$464  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$465  = l0_waddr0_3_s9;
+    \$465  = l0_waddr0_3_s7;
     if (en) begin
-      \$465  = l0_waddr0_3_s8;
+      \$465  = l0_waddr0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$466  = l0_waddr0_3_s10;
+    \$466  = l0_waddr0_3_s8;
     if (en) begin
-      \$466  = l0_waddr0_3_s9;
+      \$466  = l0_waddr0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$467  = l0_waddr0_3_s11;
+    \$467  = l0_waddr0_3_s9;
     if (en) begin
-      \$467  = l0_waddr0_3_s10;
+      \$467  = l0_waddr0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$468  = l0_waddr1_0_s5;
+    \$468  = l0_waddr0_3_s10;
     if (en) begin
-      \$468  = l0_waddr1_0_s4;
+      \$468  = l0_waddr0_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$469  = l0_waddr1_0_s6;
+    \$469  = l0_waddr0_3_s11;
     if (en) begin
-      \$469  = l0_waddr1_0_s5;
+      \$469  = l0_waddr0_3_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$470  = l0_waddr1_0_s7;
+    \$470  = l0_waddr1_0_s5;
     if (en) begin
-      \$470  = l0_waddr1_0_s6;
+      \$470  = l0_waddr1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$471  = l0_waddr1_0_s8;
+    \$471  = l0_waddr1_0_s6;
     if (en) begin
-      \$471  = l0_waddr1_0_s7;
+      \$471  = l0_waddr1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$472  = l0_waddr1_0_s9;
+    \$472  = l0_waddr1_0_s7;
     if (en) begin
-      \$472  = l0_waddr1_0_s8;
+      \$472  = l0_waddr1_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$473  = l0_waddr1_0_s10;
+    \$473  = l0_waddr1_0_s8;
     if (en) begin
-      \$473  = l0_waddr1_0_s9;
+      \$473  = l0_waddr1_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$474  = l0_waddr1_0_s11;
+    \$474  = l0_waddr1_0_s9;
     if (en) begin
-      \$474  = l0_waddr1_0_s10;
+      \$474  = l0_waddr1_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$475  = l0_waddr1_1_s5;
+    \$475  = l0_waddr1_0_s10;
     if (en) begin
-      \$475  = l0_waddr1_1_s4;
+      \$475  = l0_waddr1_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$476  = l0_waddr1_1_s6;
+    \$476  = l0_waddr1_0_s11;
     if (en) begin
-      \$476  = l0_waddr1_1_s5;
+      \$476  = l0_waddr1_0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$477  = l0_waddr1_1_s7;
+    \$477  = l0_waddr1_1_s5;
     if (en) begin
-      \$477  = l0_waddr1_1_s6;
+      \$477  = l0_waddr1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$478  = l0_waddr1_1_s8;
+    \$478  = l0_waddr1_1_s6;
     if (en) begin
-      \$478  = l0_waddr1_1_s7;
+      \$478  = l0_waddr1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$479  = l0_waddr1_1_s9;
+    \$479  = l0_waddr1_1_s7;
     if (en) begin
-      \$479  = l0_waddr1_1_s8;
+      \$479  = l0_waddr1_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$480  = l0_waddr1_1_s10;
+    \$480  = l0_waddr1_1_s8;
     if (en) begin
-      \$480  = l0_waddr1_1_s9;
+      \$480  = l0_waddr1_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$481  = l0_waddr1_1_s11;
+    \$481  = l0_waddr1_1_s9;
     if (en) begin
-      \$481  = l0_waddr1_1_s10;
+      \$481  = l0_waddr1_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$482  = l0_waddr1_2_s5;
+    \$482  = l0_waddr1_1_s10;
     if (en) begin
-      \$482  = l0_waddr1_2_s4;
+      \$482  = l0_waddr1_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$483  = l0_waddr1_2_s6;
+    \$483  = l0_waddr1_1_s11;
     if (en) begin
-      \$483  = l0_waddr1_2_s5;
+      \$483  = l0_waddr1_1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$484  = l0_waddr1_2_s7;
+    \$484  = l0_waddr1_2_s5;
     if (en) begin
-      \$484  = l0_waddr1_2_s6;
+      \$484  = l0_waddr1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$485  = l0_waddr1_2_s8;
+    \$485  = l0_waddr1_2_s6;
     if (en) begin
-      \$485  = l0_waddr1_2_s7;
+      \$485  = l0_waddr1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$486  = l0_waddr1_2_s9;
+    \$486  = l0_waddr1_2_s7;
     if (en) begin
-      \$486  = l0_waddr1_2_s8;
+      \$486  = l0_waddr1_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$487  = l0_waddr1_2_s10;
+    \$487  = l0_waddr1_2_s8;
     if (en) begin
-      \$487  = l0_waddr1_2_s9;
+      \$487  = l0_waddr1_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$488  = l0_waddr1_2_s11;
+    \$488  = l0_waddr1_2_s9;
     if (en) begin
-      \$488  = l0_waddr1_2_s10;
+      \$488  = l0_waddr1_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$489  = l0_waddr1_3_s5;
+    \$489  = l0_waddr1_2_s10;
     if (en) begin
-      \$489  = l0_waddr1_3_s4;
+      \$489  = l0_waddr1_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$490  = l0_waddr1_3_s6;
+    \$490  = l0_waddr1_2_s11;
     if (en) begin
-      \$490  = l0_waddr1_3_s5;
+      \$490  = l0_waddr1_2_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$491  = l0_waddr1_3_s7;
+    \$491  = l0_waddr1_3_s5;
     if (en) begin
-      \$491  = l0_waddr1_3_s6;
+      \$491  = l0_waddr1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$492  = l0_waddr1_3_s8;
+    \$492  = l0_waddr1_3_s6;
     if (en) begin
-      \$492  = l0_waddr1_3_s7;
+      \$492  = l0_waddr1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$493  = l0_waddr1_3_s9;
+    \$493  = l0_waddr1_3_s7;
     if (en) begin
-      \$493  = l0_waddr1_3_s8;
+      \$493  = l0_waddr1_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$494  = l0_waddr1_3_s10;
+    \$494  = l0_waddr1_3_s8;
     if (en) begin
-      \$494  = l0_waddr1_3_s9;
+      \$494  = l0_waddr1_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$495  = l0_waddr1_3_s11;
+    \$495  = l0_waddr1_3_s9;
     if (en) begin
-      \$495  = l0_waddr1_3_s10;
+      \$495  = l0_waddr1_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$496  = l0_bval_bank0_0_s5;
+    \$496  = l0_waddr1_3_s10;
     if (en) begin
-      \$496  = l0_bval_bank0_0_s4;
+      \$496  = l0_waddr1_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$497  = l0_bval_bank0_0_s6;
+    \$497  = l0_waddr1_3_s11;
     if (en) begin
-      \$497  = l0_bval_bank0_0_s5;
+      \$497  = l0_waddr1_3_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$498  = l0_bval_bank0_0_s7;
+    \$498  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$498  = l0_bval_bank0_0_s6;
+      \$498  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$499  = l0_bval_bank0_0_s8;
+    \$499  = l0_bval_bank0_0_s6;
     if (en) begin
-      \$499  = l0_bval_bank0_0_s7;
+      \$499  = l0_bval_bank0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$500  = l0_bval_bank0_0_s9;
+    \$500  = l0_bval_bank0_0_s7;
     if (en) begin
-      \$500  = l0_bval_bank0_0_s8;
+      \$500  = l0_bval_bank0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$501  = l0_delta0_0_0_raw_s10;
+    \$501  = l0_bval_bank0_0_s8;
     if (en) begin
-      \$501  = \$309 ;
+      \$501  = l0_bval_bank0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$502  = l0_delta0_0_0_s11;
+    \$502  = l0_bval_bank0_0_s9;
     if (en) begin
-      \$502  = \t$85 ;
+      \$502  = l0_bval_bank0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$503  = l0_bval_bank0_1_s5;
+    \$503  = l0_delta0_0_0_raw_s10;
     if (en) begin
-      \$503  = l0_bval_bank0_1_s4;
+      \$503  = \$309 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$504  = l0_bval_bank0_1_s6;
+    \$504  = l0_delta0_0_0_s11;
     if (en) begin
-      \$504  = l0_bval_bank0_1_s5;
+      \$504  = \t$85 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$505  = l0_bval_bank0_1_s7;
+    \$505  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$505  = l0_bval_bank0_1_s6;
+      \$505  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$506  = l0_bval_bank0_1_s8;
+    \$506  = l0_bval_bank0_1_s6;
     if (en) begin
-      \$506  = l0_bval_bank0_1_s7;
+      \$506  = l0_bval_bank0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$507  = l0_bval_bank0_1_s9;
+    \$507  = l0_bval_bank0_1_s7;
     if (en) begin
-      \$507  = l0_bval_bank0_1_s8;
+      \$507  = l0_bval_bank0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$508  = l0_delta0_0_1_raw_s10;
+    \$508  = l0_bval_bank0_1_s8;
     if (en) begin
-      \$508  = \$310 ;
+      \$508  = l0_bval_bank0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$509  = l0_delta0_0_1_s11;
+    \$509  = l0_bval_bank0_1_s9;
     if (en) begin
-      \$509  = \t$88 ;
+      \$509  = l0_bval_bank0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$510  = l0_bval_bank0_2_s5;
+    \$510  = l0_delta0_0_1_raw_s10;
     if (en) begin
-      \$510  = l0_bval_bank0_2_s4;
+      \$510  = \$310 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$511  = l0_bval_bank0_2_s6;
+    \$511  = l0_delta0_0_1_s11;
     if (en) begin
-      \$511  = l0_bval_bank0_2_s5;
+      \$511  = \t$88 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$512  = l0_bval_bank0_2_s7;
+    \$512  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$512  = l0_bval_bank0_2_s6;
+      \$512  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$513  = l0_bval_bank0_2_s8;
+    \$513  = l0_bval_bank0_2_s6;
     if (en) begin
-      \$513  = l0_bval_bank0_2_s7;
+      \$513  = l0_bval_bank0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$514  = l0_bval_bank0_2_s9;
+    \$514  = l0_bval_bank0_2_s7;
     if (en) begin
-      \$514  = l0_bval_bank0_2_s8;
+      \$514  = l0_bval_bank0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$515  = l0_delta0_0_2_raw_s10;
+    \$515  = l0_bval_bank0_2_s8;
     if (en) begin
-      \$515  = \$311 ;
+      \$515  = l0_bval_bank0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$516  = l0_delta0_0_2_s11;
+    \$516  = l0_bval_bank0_2_s9;
     if (en) begin
-      \$516  = \t$91 ;
+      \$516  = l0_bval_bank0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$517  = l0_bval_bank0_3_s5;
+    \$517  = l0_delta0_0_2_raw_s10;
     if (en) begin
-      \$517  = l0_bval_bank0_3_s4;
+      \$517  = \$311 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$518  = l0_bval_bank0_3_s6;
+    \$518  = l0_delta0_0_2_s11;
     if (en) begin
-      \$518  = l0_bval_bank0_3_s5;
+      \$518  = \t$91 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$519  = l0_bval_bank0_3_s7;
+    \$519  = l0_bval_bank0_3_s5;
     if (en) begin
-      \$519  = l0_bval_bank0_3_s6;
+      \$519  = l0_bval_bank0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$520  = l0_bval_bank0_3_s8;
+    \$520  = l0_bval_bank0_3_s6;
     if (en) begin
-      \$520  = l0_bval_bank0_3_s7;
+      \$520  = l0_bval_bank0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$521  = l0_bval_bank0_3_s9;
+    \$521  = l0_bval_bank0_3_s7;
     if (en) begin
-      \$521  = l0_bval_bank0_3_s8;
+      \$521  = l0_bval_bank0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$522  = l0_delta0_0_3_raw_s10;
+    \$522  = l0_bval_bank0_3_s8;
     if (en) begin
-      \$522  = \$312 ;
+      \$522  = l0_bval_bank0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$523  = l0_delta0_0_3_s11;
+    \$523  = l0_bval_bank0_3_s9;
     if (en) begin
-      \$523  = \t$94 ;
+      \$523  = l0_bval_bank0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$524  = l0_bval_bank1_0_s5;
+    \$524  = l0_delta0_0_3_raw_s10;
     if (en) begin
-      \$524  = l0_bval_bank1_0_s4;
+      \$524  = \$312 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$525  = l0_bval_bank1_0_s6;
+    \$525  = l0_delta0_0_3_s11;
     if (en) begin
-      \$525  = l0_bval_bank1_0_s5;
+      \$525  = \t$94 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$526  = l0_bval_bank1_0_s7;
+    \$526  = l0_bval_bank1_0_s5;
     if (en) begin
-      \$526  = l0_bval_bank1_0_s6;
+      \$526  = l0_bval_bank1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$527  = l0_bval_bank1_0_s8;
+    \$527  = l0_bval_bank1_0_s6;
     if (en) begin
-      \$527  = l0_bval_bank1_0_s7;
+      \$527  = l0_bval_bank1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$528  = l0_bval_bank1_0_s9;
+    \$528  = l0_bval_bank1_0_s7;
     if (en) begin
-      \$528  = l0_bval_bank1_0_s8;
+      \$528  = l0_bval_bank1_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$529  = l0_delta0_1_0_raw_s10;
+    \$529  = l0_bval_bank1_0_s8;
     if (en) begin
-      \$529  = \$313 ;
+      \$529  = l0_bval_bank1_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$530  = l0_delta0_1_0_s11;
+    \$530  = l0_bval_bank1_0_s9;
     if (en) begin
-      \$530  = \t$97 ;
+      \$530  = l0_bval_bank1_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$531  = l0_bval_bank1_1_s5;
+    \$531  = l0_delta0_1_0_raw_s10;
     if (en) begin
-      \$531  = l0_bval_bank1_1_s4;
+      \$531  = \$313 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$532  = l0_bval_bank1_1_s6;
+    \$532  = l0_delta0_1_0_s11;
     if (en) begin
-      \$532  = l0_bval_bank1_1_s5;
+      \$532  = \t$97 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$533  = l0_bval_bank1_1_s7;
+    \$533  = l0_bval_bank1_1_s5;
     if (en) begin
-      \$533  = l0_bval_bank1_1_s6;
+      \$533  = l0_bval_bank1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$534  = l0_bval_bank1_1_s8;
+    \$534  = l0_bval_bank1_1_s6;
     if (en) begin
-      \$534  = l0_bval_bank1_1_s7;
+      \$534  = l0_bval_bank1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$535  = l0_bval_bank1_1_s9;
+    \$535  = l0_bval_bank1_1_s7;
     if (en) begin
-      \$535  = l0_bval_bank1_1_s8;
+      \$535  = l0_bval_bank1_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$536  = l0_delta0_1_1_raw_s10;
+    \$536  = l0_bval_bank1_1_s8;
     if (en) begin
-      \$536  = \$314 ;
+      \$536  = l0_bval_bank1_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$537  = l0_delta0_1_1_s11;
+    \$537  = l0_bval_bank1_1_s9;
     if (en) begin
-      \$537  = \t$100 ;
+      \$537  = l0_bval_bank1_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$538  = l0_bval_bank1_2_s5;
+    \$538  = l0_delta0_1_1_raw_s10;
     if (en) begin
-      \$538  = l0_bval_bank1_2_s4;
+      \$538  = \$314 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$539  = l0_bval_bank1_2_s6;
+    \$539  = l0_delta0_1_1_s11;
     if (en) begin
-      \$539  = l0_bval_bank1_2_s5;
+      \$539  = \t$100 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$540  = l0_bval_bank1_2_s7;
+    \$540  = l0_bval_bank1_2_s5;
     if (en) begin
-      \$540  = l0_bval_bank1_2_s6;
+      \$540  = l0_bval_bank1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$541  = l0_bval_bank1_2_s8;
+    \$541  = l0_bval_bank1_2_s6;
     if (en) begin
-      \$541  = l0_bval_bank1_2_s7;
+      \$541  = l0_bval_bank1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$542  = l0_bval_bank1_2_s9;
+    \$542  = l0_bval_bank1_2_s7;
     if (en) begin
-      \$542  = l0_bval_bank1_2_s8;
+      \$542  = l0_bval_bank1_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$543  = l0_delta0_1_2_raw_s10;
+    \$543  = l0_bval_bank1_2_s8;
     if (en) begin
-      \$543  = \$315 ;
+      \$543  = l0_bval_bank1_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$544  = l0_delta0_1_2_s11;
+    \$544  = l0_bval_bank1_2_s9;
     if (en) begin
-      \$544  = \t$103 ;
+      \$544  = l0_bval_bank1_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$545  = l0_bval_bank1_3_s5;
+    \$545  = l0_delta0_1_2_raw_s10;
     if (en) begin
-      \$545  = l0_bval_bank1_3_s4;
+      \$545  = \$315 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$546  = l0_bval_bank1_3_s6;
+    \$546  = l0_delta0_1_2_s11;
     if (en) begin
-      \$546  = l0_bval_bank1_3_s5;
+      \$546  = \t$103 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$547  = l0_bval_bank1_3_s7;
+    \$547  = l0_bval_bank1_3_s5;
     if (en) begin
-      \$547  = l0_bval_bank1_3_s6;
+      \$547  = l0_bval_bank1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$548  = l0_bval_bank1_3_s8;
+    \$548  = l0_bval_bank1_3_s6;
     if (en) begin
-      \$548  = l0_bval_bank1_3_s7;
+      \$548  = l0_bval_bank1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$549  = l0_bval_bank1_3_s9;
+    \$549  = l0_bval_bank1_3_s7;
     if (en) begin
-      \$549  = l0_bval_bank1_3_s8;
+      \$549  = l0_bval_bank1_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$550  = l0_delta0_1_3_raw_s10;
+    \$550  = l0_bval_bank1_3_s8;
     if (en) begin
-      \$550  = \$316 ;
+      \$550  = l0_bval_bank1_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$551  = l0_delta0_1_3_s11;
+    \$551  = l0_bval_bank1_3_s9;
     if (en) begin
-      \$551  = \t$106 ;
+      \$551  = l0_bval_bank1_3_s8;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$552  = l0_delta0_1_3_raw_s10;
+    if (en) begin
+      \$552  = \$316 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$553  = l0_delta0_1_3_s11;
+    if (en) begin
+      \$553  = \t$106 ;
     end
   end
   always @* begin
@@ -4167,16 +4199,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     end
     if (rst) begin
       \$323  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = valid_s8;
-    if (en) begin
-      \$324  = valid_s7;
-    end
-    if (rst) begin
-      \$324  = 1'h0;
     end
   end
   assign x0_s1 = u;

@@ -309,18 +309,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire [42:0] \$121 ;
   wire [40:0] \$1210 ;
   wire [40:0] \$1211 ;
-  wire [41:0] \$1212 ;
+  wire [40:0] \$1212 ;
   wire [40:0] \$1213 ;
   wire [40:0] \$1214 ;
-  wire [41:0] \$1215 ;
+  wire [40:0] \$1215 ;
   wire [40:0] \$1216 ;
   wire [40:0] \$1217 ;
   wire [41:0] \$1218 ;
-  wire [40:0] \$1219 ;
+  wire [41:0] \$1219 ;
   wire \$122 ;
-  wire [40:0] \$1220 ;
+  wire [42:0] \$1220 ;
   wire [41:0] \$1221 ;
-  wire [42:0] \$1222 ;
+  wire [41:0] \$1222 ;
   wire [42:0] \$1223 ;
   wire [43:0] \$1224 ;
   wire [44:0] \$1225 ;
@@ -582,39 +582,39 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [31:0] \$1456 ;
   reg [31:0] \$1457 ;
   reg [31:0] \$1458 ;
-  reg [41:0] \$1459 ;
+  reg [40:0] \$1459 ;
   wire \$146 ;
-  reg [41:0] \$1460 ;
-  reg [41:0] \$1461 ;
-  reg [41:0] \$1462 ;
-  reg [39:0] \$1463 ;
-  reg [43:0] \$1464 ;
-  reg [39:0] \$1465 ;
-  reg [44:0] \$1466 ;
-  reg [15:0] \$1467 ;
-  reg [15:0] \$1468 ;
-  reg [15:0] \$1469 ;
+  reg [40:0] \$1460 ;
+  reg [40:0] \$1461 ;
+  reg [40:0] \$1462 ;
+  reg [40:0] \$1463 ;
+  reg [40:0] \$1464 ;
+  reg [40:0] \$1465 ;
+  reg [40:0] \$1466 ;
+  reg [39:0] \$1467 ;
+  reg [42:0] \$1468 ;
+  reg [42:0] \$1469 ;
   wire \$147 ;
-  reg [15:0] \$1470 ;
-  reg [15:0] \$1471 ;
+  reg [39:0] \$1470 ;
+  reg [44:0] \$1471 ;
   reg [15:0] \$1472 ;
   reg [15:0] \$1473 ;
   reg [15:0] \$1474 ;
   reg [15:0] \$1475 ;
-  reg [1:0] \$1476 ;
-  reg [1:0] \$1477 ;
-  reg [1:0] \$1478 ;
-  reg [1:0] \$1479 ;
+  reg [15:0] \$1476 ;
+  reg [15:0] \$1477 ;
+  reg [15:0] \$1478 ;
+  reg [15:0] \$1479 ;
   wire [15:0] \$148 ;
-  reg [1:0] \$1480 ;
+  reg [15:0] \$1480 ;
   reg [1:0] \$1481 ;
   reg [1:0] \$1482 ;
   reg [1:0] \$1483 ;
-  reg [15:0] \$1484 ;
-  reg [15:0] \$1485 ;
-  reg [15:0] \$1486 ;
-  reg [15:0] \$1487 ;
-  reg [15:0] \$1488 ;
+  reg [1:0] \$1484 ;
+  reg [1:0] \$1485 ;
+  reg [1:0] \$1486 ;
+  reg [1:0] \$1487 ;
+  reg [1:0] \$1488 ;
   reg [15:0] \$1489 ;
   wire [34:0] \$149 ;
   reg [15:0] \$1490 ;
@@ -718,100 +718,100 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$1579 ;
   wire \$158 ;
   reg [15:0] \$1580 ;
-  reg [31:0] \$1581 ;
+  reg [15:0] \$1581 ;
   reg [15:0] \$1582 ;
-  reg [31:0] \$1583 ;
+  reg [15:0] \$1583 ;
   reg [15:0] \$1584 ;
-  reg [31:0] \$1585 ;
-  reg [15:0] \$1586 ;
-  reg [31:0] \$1587 ;
-  reg [15:0] \$1588 ;
-  reg [31:0] \$1589 ;
+  reg [15:0] \$1585 ;
+  reg [31:0] \$1586 ;
+  reg [15:0] \$1587 ;
+  reg [31:0] \$1588 ;
+  reg [15:0] \$1589 ;
   wire \$159 ;
-  reg [15:0] \$1590 ;
-  reg [31:0] \$1591 ;
-  reg [15:0] \$1592 ;
-  reg [31:0] \$1593 ;
-  reg [15:0] \$1594 ;
-  reg [31:0] \$1595 ;
-  reg [15:0] \$1596 ;
-  reg [31:0] \$1597 ;
-  reg [15:0] \$1598 ;
-  reg [31:0] \$1599 ;
+  reg [31:0] \$1590 ;
+  reg [15:0] \$1591 ;
+  reg [31:0] \$1592 ;
+  reg [15:0] \$1593 ;
+  reg [31:0] \$1594 ;
+  reg [15:0] \$1595 ;
+  reg [31:0] \$1596 ;
+  reg [15:0] \$1597 ;
+  reg [31:0] \$1598 ;
+  reg [15:0] \$1599 ;
   wire [15:0] \$16 ;
   wire \$160 ;
-  reg [15:0] \$1600 ;
-  reg [31:0] \$1601 ;
-  reg [15:0] \$1602 ;
-  reg [31:0] \$1603 ;
-  reg [15:0] \$1604 ;
-  reg [31:0] \$1605 ;
-  reg [15:0] \$1606 ;
-  reg [31:0] \$1607 ;
-  reg [15:0] \$1608 ;
-  reg [31:0] \$1609 ;
+  reg [31:0] \$1600 ;
+  reg [15:0] \$1601 ;
+  reg [31:0] \$1602 ;
+  reg [15:0] \$1603 ;
+  reg [31:0] \$1604 ;
+  reg [15:0] \$1605 ;
+  reg [31:0] \$1606 ;
+  reg [15:0] \$1607 ;
+  reg [31:0] \$1608 ;
+  reg [15:0] \$1609 ;
   wire \$161 ;
-  reg [15:0] \$1610 ;
-  reg [31:0] \$1611 ;
-  reg [15:0] \$1612 ;
+  reg [31:0] \$1610 ;
+  reg [15:0] \$1611 ;
+  reg [31:0] \$1612 ;
   reg [15:0] \$1613 ;
-  reg [15:0] \$1614 ;
-  reg [31:0] \$1615 ;
-  reg [15:0] \$1616 ;
+  reg [31:0] \$1614 ;
+  reg [15:0] \$1615 ;
+  reg [31:0] \$1616 ;
   reg [15:0] \$1617 ;
-  reg [31:0] \$1618 ;
+  reg [15:0] \$1618 ;
   reg [15:0] \$1619 ;
   wire \$162 ;
-  reg [15:0] \$1620 ;
-  reg [31:0] \$1621 ;
+  reg [31:0] \$1620 ;
+  reg [15:0] \$1621 ;
   reg [15:0] \$1622 ;
-  reg [15:0] \$1623 ;
-  reg [31:0] \$1624 ;
+  reg [31:0] \$1623 ;
+  reg [15:0] \$1624 ;
   reg [15:0] \$1625 ;
-  reg [15:0] \$1626 ;
-  reg [31:0] \$1627 ;
+  reg [31:0] \$1626 ;
+  reg [15:0] \$1627 ;
   reg [15:0] \$1628 ;
-  reg [15:0] \$1629 ;
+  reg [31:0] \$1629 ;
   wire \$163 ;
-  reg [31:0] \$1630 ;
+  reg [15:0] \$1630 ;
   reg [15:0] \$1631 ;
-  reg [15:0] \$1632 ;
-  reg [31:0] \$1633 ;
+  reg [31:0] \$1632 ;
+  reg [15:0] \$1633 ;
   reg [15:0] \$1634 ;
-  reg [15:0] \$1635 ;
-  reg [31:0] \$1636 ;
+  reg [31:0] \$1635 ;
+  reg [15:0] \$1636 ;
   reg [15:0] \$1637 ;
-  reg [15:0] \$1638 ;
-  reg [31:0] \$1639 ;
+  reg [31:0] \$1638 ;
+  reg [15:0] \$1639 ;
   wire [15:0] \$164 ;
   reg [15:0] \$1640 ;
-  reg [15:0] \$1641 ;
-  reg [31:0] \$1642 ;
+  reg [31:0] \$1641 ;
+  reg [15:0] \$1642 ;
   reg [15:0] \$1643 ;
-  reg [15:0] \$1644 ;
-  reg [31:0] \$1645 ;
+  reg [31:0] \$1644 ;
+  reg [15:0] \$1645 ;
   reg [15:0] \$1646 ;
-  reg [15:0] \$1647 ;
-  reg [31:0] \$1648 ;
+  reg [31:0] \$1647 ;
+  reg [15:0] \$1648 ;
   reg [15:0] \$1649 ;
   wire [34:0] \$165 ;
-  reg [15:0] \$1650 ;
-  reg [31:0] \$1651 ;
+  reg [31:0] \$1650 ;
+  reg [15:0] \$1651 ;
   reg [15:0] \$1652 ;
-  reg [15:0] \$1653 ;
-  reg [31:0] \$1654 ;
+  reg [31:0] \$1653 ;
+  reg [15:0] \$1654 ;
   reg [15:0] \$1655 ;
-  reg [15:0] \$1656 ;
-  reg [31:0] \$1657 ;
+  reg [31:0] \$1656 ;
+  reg [15:0] \$1657 ;
   reg [15:0] \$1658 ;
-  reg [15:0] \$1659 ;
+  reg [31:0] \$1659 ;
   wire \$166 ;
-  reg [31:0] \$1660 ;
+  reg [15:0] \$1660 ;
   reg [15:0] \$1661 ;
-  reg [15:0] \$1662 ;
+  reg [31:0] \$1662 ;
   reg [15:0] \$1663 ;
   reg [15:0] \$1664 ;
-  reg [15:0] \$1665 ;
+  reg [31:0] \$1665 ;
   reg [15:0] \$1666 ;
   reg [15:0] \$1667 ;
   reg [15:0] \$1668 ;
@@ -821,46 +821,46 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$1671 ;
   reg [15:0] \$1672 ;
   reg [15:0] \$1673 ;
-  reg [31:0] \$1674 ;
+  reg [15:0] \$1674 ;
   reg [15:0] \$1675 ;
-  reg [31:0] \$1676 ;
+  reg [15:0] \$1676 ;
   reg [15:0] \$1677 ;
-  reg [31:0] \$1678 ;
-  reg [15:0] \$1679 ;
+  reg [15:0] \$1678 ;
+  reg [31:0] \$1679 ;
   wire \$168 ;
-  reg [31:0] \$1680 ;
-  reg [15:0] \$1681 ;
-  reg [31:0] \$1682 ;
-  reg [15:0] \$1683 ;
-  reg [31:0] \$1684 ;
-  reg [15:0] \$1685 ;
-  reg [31:0] \$1686 ;
-  reg [15:0] \$1687 ;
-  reg [31:0] \$1688 ;
-  reg [15:0] \$1689 ;
+  reg [15:0] \$1680 ;
+  reg [31:0] \$1681 ;
+  reg [15:0] \$1682 ;
+  reg [31:0] \$1683 ;
+  reg [15:0] \$1684 ;
+  reg [31:0] \$1685 ;
+  reg [15:0] \$1686 ;
+  reg [31:0] \$1687 ;
+  reg [15:0] \$1688 ;
+  reg [31:0] \$1689 ;
   wire \$169 ;
-  reg [31:0] \$1690 ;
-  reg [15:0] \$1691 ;
-  reg [31:0] \$1692 ;
-  reg [15:0] \$1693 ;
-  reg [31:0] \$1694 ;
-  reg [15:0] \$1695 ;
-  reg [31:0] \$1696 ;
-  reg [15:0] \$1697 ;
-  reg [31:0] \$1698 ;
-  reg [15:0] \$1699 ;
+  reg [15:0] \$1690 ;
+  reg [31:0] \$1691 ;
+  reg [15:0] \$1692 ;
+  reg [31:0] \$1693 ;
+  reg [15:0] \$1694 ;
+  reg [31:0] \$1695 ;
+  reg [15:0] \$1696 ;
+  reg [31:0] \$1697 ;
+  reg [15:0] \$1698 ;
+  reg [31:0] \$1699 ;
   wire [42:0] \$17 ;
   wire \$170 ;
-  reg [31:0] \$1700 ;
-  reg [15:0] \$1701 ;
-  reg [31:0] \$1702 ;
-  reg [15:0] \$1703 ;
-  reg [31:0] \$1704 ;
-  reg [15:0] \$1705 ;
+  reg [15:0] \$1700 ;
+  reg [31:0] \$1701 ;
+  reg [15:0] \$1702 ;
+  reg [31:0] \$1703 ;
+  reg [15:0] \$1704 ;
+  reg [31:0] \$1705 ;
   reg [15:0] \$1706 ;
-  reg [15:0] \$1707 ;
+  reg [31:0] \$1707 ;
   reg [15:0] \$1708 ;
-  reg [15:0] \$1709 ;
+  reg [31:0] \$1709 ;
   wire \$171 ;
   reg [15:0] \$1710 ;
   reg [15:0] \$1711 ;
@@ -892,7 +892,12 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$1735 ;
   reg [15:0] \$1736 ;
   reg [15:0] \$1737 ;
+  reg [15:0] \$1738 ;
+  reg [15:0] \$1739 ;
   wire \$174 ;
+  reg [15:0] \$1740 ;
+  reg [15:0] \$1741 ;
+  reg [15:0] \$1742 ;
   wire \$175 ;
   wire \$176 ;
   wire \$177 ;
@@ -2194,13 +2199,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [31:0] l1_prod0_8_raw_s5 = 32'd0;
   reg [31:0] l1_prod0_9_raw_s5 = 32'd0;
   reg [4:0] l1_rd_sel = 5'h00;
-  reg [41:0] l1_sum0_t0_0_s6 = 42'h00000000000;
-  reg [41:0] l1_sum0_t0_1_s6 = 42'h00000000000;
-  reg [41:0] l1_sum0_t0_2_s6 = 42'h00000000000;
-  reg [41:0] l1_sum0_t0_3_s6 = 42'h00000000000;
-  reg [39:0] l1_sum0_t0_4_s6 = 40'h0000000000;
-  reg [43:0] l1_sum0_t1_0_s7 = 44'h00000000000;
-  reg [39:0] l1_sum0_t1_1_s7 = 40'h0000000000;
+  reg [40:0] l1_sum0_t0_0_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_1_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_2_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_3_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_4_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_5_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_6_s6 = 41'h00000000000;
+  reg [40:0] l1_sum0_t0_7_s6 = 41'h00000000000;
+  reg [39:0] l1_sum0_t0_8_s6 = 40'h0000000000;
+  reg [42:0] l1_sum0_t1_0_s7 = 43'h00000000000;
+  reg [42:0] l1_sum0_t1_1_s7 = 43'h00000000000;
+  reg [39:0] l1_sum0_t1_2_s7 = 40'h0000000000;
   reg [44:0] l1_sum0_t2_0_s8 = 45'h000000000000;
   reg [15:0] l1_w_0_0 = 16'h0508;
   reg [15:0] l1_w_0_1 = 16'h0093;
@@ -3871,20 +3881,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$1209  = $signed(l1_w_0_15) * $signed(l0_out15_s4);
   assign \$1210  = $signed(l1_bias0_s5) + $signed(\t$177 );
   assign \$1211  = $signed(\t$180 ) + $signed(\t$183 );
-  assign \$1212  = $signed(\$1210 ) + $signed(\$1211 );
-  assign \$1213  = $signed(\t$186 ) + $signed(\t$189 );
-  assign \$1214  = $signed(\t$192 ) + $signed(\t$195 );
-  assign \$1215  = $signed(\$1213 ) + $signed(\$1214 );
-  assign \$1216  = $signed(\t$198 ) + $signed(\t$201 );
-  assign \$1217  = $signed(\t$204 ) + $signed(\t$207 );
-  assign \$1218  = $signed(\$1216 ) + $signed(\$1217 );
-  assign \$1219  = $signed(\t$210 ) + $signed(\t$213 );
-  assign \$1220  = $signed(\t$216 ) + $signed(\t$219 );
-  assign \$1221  = $signed(\$1219 ) + $signed(\$1220 );
-  assign \$1222  = $signed(l1_sum0_t0_0_s6) + $signed(l1_sum0_t0_1_s6);
-  assign \$1223  = $signed(l1_sum0_t0_2_s6) + $signed(l1_sum0_t0_3_s6);
-  assign \$1224  = $signed(\$1222 ) + $signed(\$1223 );
-  assign \$1225  = $signed(l1_sum0_t1_0_s7) + $signed(l1_sum0_t1_1_s7);
+  assign \$1212  = $signed(\t$186 ) + $signed(\t$189 );
+  assign \$1213  = $signed(\t$192 ) + $signed(\t$195 );
+  assign \$1214  = $signed(\t$198 ) + $signed(\t$201 );
+  assign \$1215  = $signed(\t$204 ) + $signed(\t$207 );
+  assign \$1216  = $signed(\t$210 ) + $signed(\t$213 );
+  assign \$1217  = $signed(\t$216 ) + $signed(\t$219 );
+  assign \$1218  = $signed(l1_sum0_t0_0_s6) + $signed(l1_sum0_t0_1_s6);
+  assign \$1219  = $signed(l1_sum0_t0_2_s6) + $signed(l1_sum0_t0_3_s6);
+  assign \$1220  = $signed(\$1218 ) + $signed(\$1219 );
+  assign \$1221  = $signed(l1_sum0_t0_4_s6) + $signed(l1_sum0_t0_5_s6);
+  assign \$1222  = $signed(l1_sum0_t0_6_s6) + $signed(l1_sum0_t0_7_s6);
+  assign \$1223  = $signed(\$1221 ) + $signed(\$1222 );
+  assign \$1224  = $signed(l1_sum0_t1_0_s7) + $signed(l1_sum0_t1_1_s7);
+  assign \$1225  = $signed(\$1224 ) + $signed(l1_sum0_t1_2_s7);
   assign \$1226  = $signed(err0_s10) * $signed(l0_out0_s10);
   assign \$1227  = $signed(err0_s10) * $signed(l0_out1_s10);
   assign \$1228  = $signed(err0_s10) * $signed(l0_out2_s10);
@@ -4282,553 +4292,563 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   always @(posedge clk)
     l1_sum0_t0_4_s6 <= \$1463 ;
   always @(posedge clk)
-    l1_sum0_t1_0_s7 <= \$1464 ;
+    l1_sum0_t0_5_s6 <= \$1464 ;
   always @(posedge clk)
-    l1_sum0_t1_1_s7 <= \$1465 ;
+    l1_sum0_t0_6_s6 <= \$1465 ;
   always @(posedge clk)
-    l1_sum0_t2_0_s8 <= \$1466 ;
+    l1_sum0_t0_7_s6 <= \$1466 ;
   always @(posedge clk)
-    l1_out0_s9 <= \$1467 ;
+    l1_sum0_t0_8_s6 <= \$1467 ;
   always @(posedge clk)
-    y0_s2 <= \$1468 ;
+    l1_sum0_t1_0_s7 <= \$1468 ;
   always @(posedge clk)
-    y0_s3 <= \$1469 ;
+    l1_sum0_t1_1_s7 <= \$1469 ;
   always @(posedge clk)
-    y0_s4 <= \$1470 ;
+    l1_sum0_t1_2_s7 <= \$1470 ;
   always @(posedge clk)
-    y0_s5 <= \$1471 ;
+    l1_sum0_t2_0_s8 <= \$1471 ;
   always @(posedge clk)
-    y0_s6 <= \$1472 ;
+    l1_out0_s9 <= \$1472 ;
   always @(posedge clk)
-    y0_s7 <= \$1473 ;
+    y0_s2 <= \$1473 ;
   always @(posedge clk)
-    y0_s8 <= \$1474 ;
+    y0_s3 <= \$1474 ;
   always @(posedge clk)
-    y0_s9 <= \$1475 ;
+    y0_s4 <= \$1475 ;
   always @(posedge clk)
-    kind_s2 <= \$1476 ;
+    y0_s5 <= \$1476 ;
   always @(posedge clk)
-    kind_s3 <= \$1477 ;
+    y0_s6 <= \$1477 ;
   always @(posedge clk)
-    kind_s4 <= \$1478 ;
+    y0_s7 <= \$1478 ;
   always @(posedge clk)
-    kind_s5 <= \$1479 ;
+    y0_s8 <= \$1479 ;
   always @(posedge clk)
-    kind_s6 <= \$1480 ;
+    y0_s9 <= \$1480 ;
   always @(posedge clk)
-    kind_s7 <= \$1481 ;
+    kind_s2 <= \$1481 ;
   always @(posedge clk)
-    kind_s8 <= \$1482 ;
+    kind_s3 <= \$1482 ;
   always @(posedge clk)
-    kind_s9 <= \$1483 ;
+    kind_s4 <= \$1483 ;
   always @(posedge clk)
-    err0_s10 <= \$1484 ;
+    kind_s5 <= \$1484 ;
   always @(posedge clk)
-    l0_out0_s5 <= \$1485 ;
+    kind_s6 <= \$1485 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$1486 ;
+    kind_s7 <= \$1486 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$1487 ;
+    kind_s8 <= \$1487 ;
   always @(posedge clk)
-    l0_out0_s8 <= \$1488 ;
+    kind_s9 <= \$1488 ;
   always @(posedge clk)
-    l0_out0_s9 <= \$1489 ;
+    err0_s10 <= \$1489 ;
   always @(posedge clk)
-    l0_out0_s10 <= \$1490 ;
+    l0_out0_s5 <= \$1490 ;
   always @(posedge clk)
-    l0_out1_s5 <= \$1491 ;
+    l0_out0_s6 <= \$1491 ;
   always @(posedge clk)
-    l0_out1_s6 <= \$1492 ;
+    l0_out0_s7 <= \$1492 ;
   always @(posedge clk)
-    l0_out1_s7 <= \$1493 ;
+    l0_out0_s8 <= \$1493 ;
   always @(posedge clk)
-    l0_out1_s8 <= \$1494 ;
+    l0_out0_s9 <= \$1494 ;
   always @(posedge clk)
-    l0_out1_s9 <= \$1495 ;
+    l0_out0_s10 <= \$1495 ;
   always @(posedge clk)
-    l0_out1_s10 <= \$1496 ;
+    l0_out1_s5 <= \$1496 ;
   always @(posedge clk)
-    l0_out2_s5 <= \$1497 ;
+    l0_out1_s6 <= \$1497 ;
   always @(posedge clk)
-    l0_out2_s6 <= \$1498 ;
+    l0_out1_s7 <= \$1498 ;
   always @(posedge clk)
-    l0_out2_s7 <= \$1499 ;
+    l0_out1_s8 <= \$1499 ;
   always @(posedge clk)
-    l0_out2_s8 <= \$1500 ;
+    l0_out1_s9 <= \$1500 ;
   always @(posedge clk)
-    l0_out2_s9 <= \$1501 ;
+    l0_out1_s10 <= \$1501 ;
   always @(posedge clk)
-    l0_out2_s10 <= \$1502 ;
+    l0_out2_s5 <= \$1502 ;
   always @(posedge clk)
-    l0_out3_s5 <= \$1503 ;
+    l0_out2_s6 <= \$1503 ;
   always @(posedge clk)
-    l0_out3_s6 <= \$1504 ;
+    l0_out2_s7 <= \$1504 ;
   always @(posedge clk)
-    l0_out3_s7 <= \$1505 ;
+    l0_out2_s8 <= \$1505 ;
   always @(posedge clk)
-    l0_out3_s8 <= \$1506 ;
+    l0_out2_s9 <= \$1506 ;
   always @(posedge clk)
-    l0_out3_s9 <= \$1507 ;
+    l0_out2_s10 <= \$1507 ;
   always @(posedge clk)
-    l0_out3_s10 <= \$1508 ;
+    l0_out3_s5 <= \$1508 ;
   always @(posedge clk)
-    l0_out4_s5 <= \$1509 ;
+    l0_out3_s6 <= \$1509 ;
   always @(posedge clk)
-    l0_out4_s6 <= \$1510 ;
+    l0_out3_s7 <= \$1510 ;
   always @(posedge clk)
-    l0_out4_s7 <= \$1511 ;
+    l0_out3_s8 <= \$1511 ;
   always @(posedge clk)
-    l0_out4_s8 <= \$1512 ;
+    l0_out3_s9 <= \$1512 ;
   always @(posedge clk)
-    l0_out4_s9 <= \$1513 ;
+    l0_out3_s10 <= \$1513 ;
   always @(posedge clk)
-    l0_out4_s10 <= \$1514 ;
+    l0_out4_s5 <= \$1514 ;
   always @(posedge clk)
-    l0_out5_s5 <= \$1515 ;
+    l0_out4_s6 <= \$1515 ;
   always @(posedge clk)
-    l0_out5_s6 <= \$1516 ;
+    l0_out4_s7 <= \$1516 ;
   always @(posedge clk)
-    l0_out5_s7 <= \$1517 ;
+    l0_out4_s8 <= \$1517 ;
   always @(posedge clk)
-    l0_out5_s8 <= \$1518 ;
+    l0_out4_s9 <= \$1518 ;
   always @(posedge clk)
-    l0_out5_s9 <= \$1519 ;
+    l0_out4_s10 <= \$1519 ;
   always @(posedge clk)
-    l0_out5_s10 <= \$1520 ;
+    l0_out5_s5 <= \$1520 ;
   always @(posedge clk)
-    l0_out6_s5 <= \$1521 ;
+    l0_out5_s6 <= \$1521 ;
   always @(posedge clk)
-    l0_out6_s6 <= \$1522 ;
+    l0_out5_s7 <= \$1522 ;
   always @(posedge clk)
-    l0_out6_s7 <= \$1523 ;
+    l0_out5_s8 <= \$1523 ;
   always @(posedge clk)
-    l0_out6_s8 <= \$1524 ;
+    l0_out5_s9 <= \$1524 ;
   always @(posedge clk)
-    l0_out6_s9 <= \$1525 ;
+    l0_out5_s10 <= \$1525 ;
   always @(posedge clk)
-    l0_out6_s10 <= \$1526 ;
+    l0_out6_s5 <= \$1526 ;
   always @(posedge clk)
-    l0_out7_s5 <= \$1527 ;
+    l0_out6_s6 <= \$1527 ;
   always @(posedge clk)
-    l0_out7_s6 <= \$1528 ;
+    l0_out6_s7 <= \$1528 ;
   always @(posedge clk)
-    l0_out7_s7 <= \$1529 ;
+    l0_out6_s8 <= \$1529 ;
   always @(posedge clk)
-    l0_out7_s8 <= \$1530 ;
+    l0_out6_s9 <= \$1530 ;
   always @(posedge clk)
-    l0_out7_s9 <= \$1531 ;
+    l0_out6_s10 <= \$1531 ;
   always @(posedge clk)
-    l0_out7_s10 <= \$1532 ;
+    l0_out7_s5 <= \$1532 ;
   always @(posedge clk)
-    l0_out8_s5 <= \$1533 ;
+    l0_out7_s6 <= \$1533 ;
   always @(posedge clk)
-    l0_out8_s6 <= \$1534 ;
+    l0_out7_s7 <= \$1534 ;
   always @(posedge clk)
-    l0_out8_s7 <= \$1535 ;
+    l0_out7_s8 <= \$1535 ;
   always @(posedge clk)
-    l0_out8_s8 <= \$1536 ;
+    l0_out7_s9 <= \$1536 ;
   always @(posedge clk)
-    l0_out8_s9 <= \$1537 ;
+    l0_out7_s10 <= \$1537 ;
   always @(posedge clk)
-    l0_out8_s10 <= \$1538 ;
+    l0_out8_s5 <= \$1538 ;
   always @(posedge clk)
-    l0_out9_s5 <= \$1539 ;
+    l0_out8_s6 <= \$1539 ;
   always @(posedge clk)
-    l0_out9_s6 <= \$1540 ;
+    l0_out8_s7 <= \$1540 ;
   always @(posedge clk)
-    l0_out9_s7 <= \$1541 ;
+    l0_out8_s8 <= \$1541 ;
   always @(posedge clk)
-    l0_out9_s8 <= \$1542 ;
+    l0_out8_s9 <= \$1542 ;
   always @(posedge clk)
-    l0_out9_s9 <= \$1543 ;
+    l0_out8_s10 <= \$1543 ;
   always @(posedge clk)
-    l0_out9_s10 <= \$1544 ;
+    l0_out9_s5 <= \$1544 ;
   always @(posedge clk)
-    l0_out10_s5 <= \$1545 ;
+    l0_out9_s6 <= \$1545 ;
   always @(posedge clk)
-    l0_out10_s6 <= \$1546 ;
+    l0_out9_s7 <= \$1546 ;
   always @(posedge clk)
-    l0_out10_s7 <= \$1547 ;
+    l0_out9_s8 <= \$1547 ;
   always @(posedge clk)
-    l0_out10_s8 <= \$1548 ;
+    l0_out9_s9 <= \$1548 ;
   always @(posedge clk)
-    l0_out10_s9 <= \$1549 ;
+    l0_out9_s10 <= \$1549 ;
   always @(posedge clk)
-    l0_out10_s10 <= \$1550 ;
+    l0_out10_s5 <= \$1550 ;
   always @(posedge clk)
-    l0_out11_s5 <= \$1551 ;
+    l0_out10_s6 <= \$1551 ;
   always @(posedge clk)
-    l0_out11_s6 <= \$1552 ;
+    l0_out10_s7 <= \$1552 ;
   always @(posedge clk)
-    l0_out11_s7 <= \$1553 ;
+    l0_out10_s8 <= \$1553 ;
   always @(posedge clk)
-    l0_out11_s8 <= \$1554 ;
+    l0_out10_s9 <= \$1554 ;
   always @(posedge clk)
-    l0_out11_s9 <= \$1555 ;
+    l0_out10_s10 <= \$1555 ;
   always @(posedge clk)
-    l0_out11_s10 <= \$1556 ;
+    l0_out11_s5 <= \$1556 ;
   always @(posedge clk)
-    l0_out12_s5 <= \$1557 ;
+    l0_out11_s6 <= \$1557 ;
   always @(posedge clk)
-    l0_out12_s6 <= \$1558 ;
+    l0_out11_s7 <= \$1558 ;
   always @(posedge clk)
-    l0_out12_s7 <= \$1559 ;
+    l0_out11_s8 <= \$1559 ;
   always @(posedge clk)
-    l0_out12_s8 <= \$1560 ;
+    l0_out11_s9 <= \$1560 ;
   always @(posedge clk)
-    l0_out12_s9 <= \$1561 ;
+    l0_out11_s10 <= \$1561 ;
   always @(posedge clk)
-    l0_out12_s10 <= \$1562 ;
+    l0_out12_s5 <= \$1562 ;
   always @(posedge clk)
-    l0_out13_s5 <= \$1563 ;
+    l0_out12_s6 <= \$1563 ;
   always @(posedge clk)
-    l0_out13_s6 <= \$1564 ;
+    l0_out12_s7 <= \$1564 ;
   always @(posedge clk)
-    l0_out13_s7 <= \$1565 ;
+    l0_out12_s8 <= \$1565 ;
   always @(posedge clk)
-    l0_out13_s8 <= \$1566 ;
+    l0_out12_s9 <= \$1566 ;
   always @(posedge clk)
-    l0_out13_s9 <= \$1567 ;
+    l0_out12_s10 <= \$1567 ;
   always @(posedge clk)
-    l0_out13_s10 <= \$1568 ;
+    l0_out13_s5 <= \$1568 ;
   always @(posedge clk)
-    l0_out14_s5 <= \$1569 ;
+    l0_out13_s6 <= \$1569 ;
   always @(posedge clk)
-    l0_out14_s6 <= \$1570 ;
+    l0_out13_s7 <= \$1570 ;
   always @(posedge clk)
-    l0_out14_s7 <= \$1571 ;
+    l0_out13_s8 <= \$1571 ;
   always @(posedge clk)
-    l0_out14_s8 <= \$1572 ;
+    l0_out13_s9 <= \$1572 ;
   always @(posedge clk)
-    l0_out14_s9 <= \$1573 ;
+    l0_out13_s10 <= \$1573 ;
   always @(posedge clk)
-    l0_out14_s10 <= \$1574 ;
+    l0_out14_s5 <= \$1574 ;
   always @(posedge clk)
-    l0_out15_s5 <= \$1575 ;
+    l0_out14_s6 <= \$1575 ;
   always @(posedge clk)
-    l0_out15_s6 <= \$1576 ;
+    l0_out14_s7 <= \$1576 ;
   always @(posedge clk)
-    l0_out15_s7 <= \$1577 ;
+    l0_out14_s8 <= \$1577 ;
   always @(posedge clk)
-    l0_out15_s8 <= \$1578 ;
+    l0_out14_s9 <= \$1578 ;
   always @(posedge clk)
-    l0_out15_s9 <= \$1579 ;
+    l0_out14_s10 <= \$1579 ;
   always @(posedge clk)
-    l0_out15_s10 <= \$1580 ;
+    l0_out15_s5 <= \$1580 ;
   always @(posedge clk)
-    l1_dw0_0_raw_s11 <= \$1581 ;
+    l0_out15_s6 <= \$1581 ;
   always @(posedge clk)
-    l1_dw0_0_s12 <= \$1582 ;
+    l0_out15_s7 <= \$1582 ;
   always @(posedge clk)
-    l1_dw0_1_raw_s11 <= \$1583 ;
+    l0_out15_s8 <= \$1583 ;
   always @(posedge clk)
-    l1_dw0_1_s12 <= \$1584 ;
+    l0_out15_s9 <= \$1584 ;
   always @(posedge clk)
-    l1_dw0_2_raw_s11 <= \$1585 ;
+    l0_out15_s10 <= \$1585 ;
   always @(posedge clk)
-    l1_dw0_2_s12 <= \$1586 ;
+    l1_dw0_0_raw_s11 <= \$1586 ;
   always @(posedge clk)
-    l1_dw0_3_raw_s11 <= \$1587 ;
+    l1_dw0_0_s12 <= \$1587 ;
   always @(posedge clk)
-    l1_dw0_3_s12 <= \$1588 ;
+    l1_dw0_1_raw_s11 <= \$1588 ;
   always @(posedge clk)
-    l1_dw0_4_raw_s11 <= \$1589 ;
+    l1_dw0_1_s12 <= \$1589 ;
   always @(posedge clk)
-    l1_dw0_4_s12 <= \$1590 ;
+    l1_dw0_2_raw_s11 <= \$1590 ;
   always @(posedge clk)
-    l1_dw0_5_raw_s11 <= \$1591 ;
+    l1_dw0_2_s12 <= \$1591 ;
   always @(posedge clk)
-    l1_dw0_5_s12 <= \$1592 ;
+    l1_dw0_3_raw_s11 <= \$1592 ;
   always @(posedge clk)
-    l1_dw0_6_raw_s11 <= \$1593 ;
+    l1_dw0_3_s12 <= \$1593 ;
   always @(posedge clk)
-    l1_dw0_6_s12 <= \$1594 ;
+    l1_dw0_4_raw_s11 <= \$1594 ;
   always @(posedge clk)
-    l1_dw0_7_raw_s11 <= \$1595 ;
+    l1_dw0_4_s12 <= \$1595 ;
   always @(posedge clk)
-    l1_dw0_7_s12 <= \$1596 ;
+    l1_dw0_5_raw_s11 <= \$1596 ;
   always @(posedge clk)
-    l1_dw0_8_raw_s11 <= \$1597 ;
+    l1_dw0_5_s12 <= \$1597 ;
   always @(posedge clk)
-    l1_dw0_8_s12 <= \$1598 ;
+    l1_dw0_6_raw_s11 <= \$1598 ;
   always @(posedge clk)
-    l1_dw0_9_raw_s11 <= \$1599 ;
+    l1_dw0_6_s12 <= \$1599 ;
   always @(posedge clk)
-    l1_dw0_9_s12 <= \$1600 ;
+    l1_dw0_7_raw_s11 <= \$1600 ;
   always @(posedge clk)
-    l1_dw0_10_raw_s11 <= \$1601 ;
+    l1_dw0_7_s12 <= \$1601 ;
   always @(posedge clk)
-    l1_dw0_10_s12 <= \$1602 ;
+    l1_dw0_8_raw_s11 <= \$1602 ;
   always @(posedge clk)
-    l1_dw0_11_raw_s11 <= \$1603 ;
+    l1_dw0_8_s12 <= \$1603 ;
   always @(posedge clk)
-    l1_dw0_11_s12 <= \$1604 ;
+    l1_dw0_9_raw_s11 <= \$1604 ;
   always @(posedge clk)
-    l1_dw0_12_raw_s11 <= \$1605 ;
+    l1_dw0_9_s12 <= \$1605 ;
   always @(posedge clk)
-    l1_dw0_12_s12 <= \$1606 ;
+    l1_dw0_10_raw_s11 <= \$1606 ;
   always @(posedge clk)
-    l1_dw0_13_raw_s11 <= \$1607 ;
+    l1_dw0_10_s12 <= \$1607 ;
   always @(posedge clk)
-    l1_dw0_13_s12 <= \$1608 ;
+    l1_dw0_11_raw_s11 <= \$1608 ;
   always @(posedge clk)
-    l1_dw0_14_raw_s11 <= \$1609 ;
+    l1_dw0_11_s12 <= \$1609 ;
   always @(posedge clk)
-    l1_dw0_14_s12 <= \$1610 ;
+    l1_dw0_12_raw_s11 <= \$1610 ;
   always @(posedge clk)
-    l1_dw0_15_raw_s11 <= \$1611 ;
+    l1_dw0_12_s12 <= \$1611 ;
   always @(posedge clk)
-    l1_dw0_15_s12 <= \$1612 ;
+    l1_dw0_13_raw_s11 <= \$1612 ;
   always @(posedge clk)
-    l1_db0_s11 <= \$1613 ;
+    l1_dw0_13_s12 <= \$1613 ;
   always @(posedge clk)
-    l1_db0_s12 <= \$1614 ;
+    l1_dw0_14_raw_s11 <= \$1614 ;
   always @(posedge clk)
-    l1_bprod0_0_raw_s11 <= \$1615 ;
+    l1_dw0_14_s12 <= \$1615 ;
   always @(posedge clk)
-    l0_out0_s11 <= \$1616 ;
+    l1_dw0_15_raw_s11 <= \$1616 ;
   always @(posedge clk)
-    l0_err0_s12 <= \$1617 ;
+    l1_dw0_15_s12 <= \$1617 ;
   always @(posedge clk)
-    l1_bprod1_0_raw_s11 <= \$1618 ;
+    l1_db0_s11 <= \$1618 ;
   always @(posedge clk)
-    l0_out1_s11 <= \$1619 ;
+    l1_db0_s12 <= \$1619 ;
   always @(posedge clk)
-    l0_err1_s12 <= \$1620 ;
+    l1_bprod0_0_raw_s11 <= \$1620 ;
   always @(posedge clk)
-    l1_bprod2_0_raw_s11 <= \$1621 ;
+    l0_out0_s11 <= \$1621 ;
   always @(posedge clk)
-    l0_out2_s11 <= \$1622 ;
+    l0_err0_s12 <= \$1622 ;
   always @(posedge clk)
-    l0_err2_s12 <= \$1623 ;
+    l1_bprod1_0_raw_s11 <= \$1623 ;
   always @(posedge clk)
-    l1_bprod3_0_raw_s11 <= \$1624 ;
+    l0_out1_s11 <= \$1624 ;
   always @(posedge clk)
-    l0_out3_s11 <= \$1625 ;
+    l0_err1_s12 <= \$1625 ;
   always @(posedge clk)
-    l0_err3_s12 <= \$1626 ;
+    l1_bprod2_0_raw_s11 <= \$1626 ;
   always @(posedge clk)
-    l1_bprod4_0_raw_s11 <= \$1627 ;
+    l0_out2_s11 <= \$1627 ;
   always @(posedge clk)
-    l0_out4_s11 <= \$1628 ;
+    l0_err2_s12 <= \$1628 ;
   always @(posedge clk)
-    l0_err4_s12 <= \$1629 ;
+    l1_bprod3_0_raw_s11 <= \$1629 ;
   always @(posedge clk)
-    l1_bprod5_0_raw_s11 <= \$1630 ;
+    l0_out3_s11 <= \$1630 ;
   always @(posedge clk)
-    l0_out5_s11 <= \$1631 ;
+    l0_err3_s12 <= \$1631 ;
   always @(posedge clk)
-    l0_err5_s12 <= \$1632 ;
+    l1_bprod4_0_raw_s11 <= \$1632 ;
   always @(posedge clk)
-    l1_bprod6_0_raw_s11 <= \$1633 ;
+    l0_out4_s11 <= \$1633 ;
   always @(posedge clk)
-    l0_out6_s11 <= \$1634 ;
+    l0_err4_s12 <= \$1634 ;
   always @(posedge clk)
-    l0_err6_s12 <= \$1635 ;
+    l1_bprod5_0_raw_s11 <= \$1635 ;
   always @(posedge clk)
-    l1_bprod7_0_raw_s11 <= \$1636 ;
+    l0_out5_s11 <= \$1636 ;
   always @(posedge clk)
-    l0_out7_s11 <= \$1637 ;
+    l0_err5_s12 <= \$1637 ;
   always @(posedge clk)
-    l0_err7_s12 <= \$1638 ;
+    l1_bprod6_0_raw_s11 <= \$1638 ;
   always @(posedge clk)
-    l1_bprod8_0_raw_s11 <= \$1639 ;
+    l0_out6_s11 <= \$1639 ;
   always @(posedge clk)
-    l0_out8_s11 <= \$1640 ;
+    l0_err6_s12 <= \$1640 ;
   always @(posedge clk)
-    l0_err8_s12 <= \$1641 ;
+    l1_bprod7_0_raw_s11 <= \$1641 ;
   always @(posedge clk)
-    l1_bprod9_0_raw_s11 <= \$1642 ;
+    l0_out7_s11 <= \$1642 ;
   always @(posedge clk)
-    l0_out9_s11 <= \$1643 ;
+    l0_err7_s12 <= \$1643 ;
   always @(posedge clk)
-    l0_err9_s12 <= \$1644 ;
+    l1_bprod8_0_raw_s11 <= \$1644 ;
   always @(posedge clk)
-    l1_bprod10_0_raw_s11 <= \$1645 ;
+    l0_out8_s11 <= \$1645 ;
   always @(posedge clk)
-    l0_out10_s11 <= \$1646 ;
+    l0_err8_s12 <= \$1646 ;
   always @(posedge clk)
-    l0_err10_s12 <= \$1647 ;
+    l1_bprod9_0_raw_s11 <= \$1647 ;
   always @(posedge clk)
-    l1_bprod11_0_raw_s11 <= \$1648 ;
+    l0_out9_s11 <= \$1648 ;
   always @(posedge clk)
-    l0_out11_s11 <= \$1649 ;
+    l0_err9_s12 <= \$1649 ;
   always @(posedge clk)
-    l0_err11_s12 <= \$1650 ;
+    l1_bprod10_0_raw_s11 <= \$1650 ;
   always @(posedge clk)
-    l1_bprod12_0_raw_s11 <= \$1651 ;
+    l0_out10_s11 <= \$1651 ;
   always @(posedge clk)
-    l0_out12_s11 <= \$1652 ;
+    l0_err10_s12 <= \$1652 ;
   always @(posedge clk)
-    l0_err12_s12 <= \$1653 ;
+    l1_bprod11_0_raw_s11 <= \$1653 ;
   always @(posedge clk)
-    l1_bprod13_0_raw_s11 <= \$1654 ;
+    l0_out11_s11 <= \$1654 ;
   always @(posedge clk)
-    l0_out13_s11 <= \$1655 ;
+    l0_err11_s12 <= \$1655 ;
   always @(posedge clk)
-    l0_err13_s12 <= \$1656 ;
+    l1_bprod12_0_raw_s11 <= \$1656 ;
   always @(posedge clk)
-    l1_bprod14_0_raw_s11 <= \$1657 ;
+    l0_out12_s11 <= \$1657 ;
   always @(posedge clk)
-    l0_out14_s11 <= \$1658 ;
+    l0_err12_s12 <= \$1658 ;
   always @(posedge clk)
-    l0_err14_s12 <= \$1659 ;
+    l1_bprod13_0_raw_s11 <= \$1659 ;
   always @(posedge clk)
-    l1_bprod15_0_raw_s11 <= \$1660 ;
+    l0_out13_s11 <= \$1660 ;
   always @(posedge clk)
-    l0_out15_s11 <= \$1661 ;
+    l0_err13_s12 <= \$1661 ;
   always @(posedge clk)
-    l0_err15_s12 <= \$1662 ;
+    l1_bprod14_0_raw_s11 <= \$1662 ;
   always @(posedge clk)
-    x0_s2 <= \$1663 ;
+    l0_out14_s11 <= \$1663 ;
   always @(posedge clk)
-    x0_s3 <= \$1664 ;
+    l0_err14_s12 <= \$1664 ;
   always @(posedge clk)
-    x0_s4 <= \$1665 ;
+    l1_bprod15_0_raw_s11 <= \$1665 ;
   always @(posedge clk)
-    x0_s5 <= \$1666 ;
+    l0_out15_s11 <= \$1666 ;
   always @(posedge clk)
-    x0_s6 <= \$1667 ;
+    l0_err15_s12 <= \$1667 ;
   always @(posedge clk)
-    x0_s7 <= \$1668 ;
+    x0_s2 <= \$1668 ;
   always @(posedge clk)
-    x0_s8 <= \$1669 ;
+    x0_s3 <= \$1669 ;
   always @(posedge clk)
-    x0_s9 <= \$1670 ;
+    x0_s4 <= \$1670 ;
   always @(posedge clk)
-    x0_s10 <= \$1671 ;
+    x0_s5 <= \$1671 ;
   always @(posedge clk)
-    x0_s11 <= \$1672 ;
+    x0_s6 <= \$1672 ;
   always @(posedge clk)
-    x0_s12 <= \$1673 ;
+    x0_s7 <= \$1673 ;
   always @(posedge clk)
-    l0_dw0_0_raw_s13 <= \$1674 ;
+    x0_s8 <= \$1674 ;
   always @(posedge clk)
-    l0_dw0_0_s14 <= \$1675 ;
+    x0_s9 <= \$1675 ;
   always @(posedge clk)
-    l0_dw1_0_raw_s13 <= \$1676 ;
+    x0_s10 <= \$1676 ;
   always @(posedge clk)
-    l0_dw1_0_s14 <= \$1677 ;
+    x0_s11 <= \$1677 ;
   always @(posedge clk)
-    l0_dw2_0_raw_s13 <= \$1678 ;
+    x0_s12 <= \$1678 ;
   always @(posedge clk)
-    l0_dw2_0_s14 <= \$1679 ;
+    l0_dw0_0_raw_s13 <= \$1679 ;
   always @(posedge clk)
-    l0_dw3_0_raw_s13 <= \$1680 ;
+    l0_dw0_0_s14 <= \$1680 ;
   always @(posedge clk)
-    l0_dw3_0_s14 <= \$1681 ;
+    l0_dw1_0_raw_s13 <= \$1681 ;
   always @(posedge clk)
-    l0_dw4_0_raw_s13 <= \$1682 ;
+    l0_dw1_0_s14 <= \$1682 ;
   always @(posedge clk)
-    l0_dw4_0_s14 <= \$1683 ;
+    l0_dw2_0_raw_s13 <= \$1683 ;
   always @(posedge clk)
-    l0_dw5_0_raw_s13 <= \$1684 ;
+    l0_dw2_0_s14 <= \$1684 ;
   always @(posedge clk)
-    l0_dw5_0_s14 <= \$1685 ;
+    l0_dw3_0_raw_s13 <= \$1685 ;
   always @(posedge clk)
-    l0_dw6_0_raw_s13 <= \$1686 ;
+    l0_dw3_0_s14 <= \$1686 ;
   always @(posedge clk)
-    l0_dw6_0_s14 <= \$1687 ;
+    l0_dw4_0_raw_s13 <= \$1687 ;
   always @(posedge clk)
-    l0_dw7_0_raw_s13 <= \$1688 ;
+    l0_dw4_0_s14 <= \$1688 ;
   always @(posedge clk)
-    l0_dw7_0_s14 <= \$1689 ;
+    l0_dw5_0_raw_s13 <= \$1689 ;
   always @(posedge clk)
-    l0_dw8_0_raw_s13 <= \$1690 ;
+    l0_dw5_0_s14 <= \$1690 ;
   always @(posedge clk)
-    l0_dw8_0_s14 <= \$1691 ;
+    l0_dw6_0_raw_s13 <= \$1691 ;
   always @(posedge clk)
-    l0_dw9_0_raw_s13 <= \$1692 ;
+    l0_dw6_0_s14 <= \$1692 ;
   always @(posedge clk)
-    l0_dw9_0_s14 <= \$1693 ;
+    l0_dw7_0_raw_s13 <= \$1693 ;
   always @(posedge clk)
-    l0_dw10_0_raw_s13 <= \$1694 ;
+    l0_dw7_0_s14 <= \$1694 ;
   always @(posedge clk)
-    l0_dw10_0_s14 <= \$1695 ;
+    l0_dw8_0_raw_s13 <= \$1695 ;
   always @(posedge clk)
-    l0_dw11_0_raw_s13 <= \$1696 ;
+    l0_dw8_0_s14 <= \$1696 ;
   always @(posedge clk)
-    l0_dw11_0_s14 <= \$1697 ;
+    l0_dw9_0_raw_s13 <= \$1697 ;
   always @(posedge clk)
-    l0_dw12_0_raw_s13 <= \$1698 ;
+    l0_dw9_0_s14 <= \$1698 ;
   always @(posedge clk)
-    l0_dw12_0_s14 <= \$1699 ;
+    l0_dw10_0_raw_s13 <= \$1699 ;
   always @(posedge clk)
-    l0_dw13_0_raw_s13 <= \$1700 ;
+    l0_dw10_0_s14 <= \$1700 ;
   always @(posedge clk)
-    l0_dw13_0_s14 <= \$1701 ;
+    l0_dw11_0_raw_s13 <= \$1701 ;
   always @(posedge clk)
-    l0_dw14_0_raw_s13 <= \$1702 ;
+    l0_dw11_0_s14 <= \$1702 ;
   always @(posedge clk)
-    l0_dw14_0_s14 <= \$1703 ;
+    l0_dw12_0_raw_s13 <= \$1703 ;
   always @(posedge clk)
-    l0_dw15_0_raw_s13 <= \$1704 ;
+    l0_dw12_0_s14 <= \$1704 ;
   always @(posedge clk)
-    l0_dw15_0_s14 <= \$1705 ;
+    l0_dw13_0_raw_s13 <= \$1705 ;
   always @(posedge clk)
-    l0_db0_s13 <= \$1706 ;
+    l0_dw13_0_s14 <= \$1706 ;
   always @(posedge clk)
-    l0_db0_s14 <= \$1707 ;
+    l0_dw14_0_raw_s13 <= \$1707 ;
   always @(posedge clk)
-    l0_db1_s13 <= \$1708 ;
+    l0_dw14_0_s14 <= \$1708 ;
   always @(posedge clk)
-    l0_db1_s14 <= \$1709 ;
+    l0_dw15_0_raw_s13 <= \$1709 ;
   always @(posedge clk)
-    l0_db2_s13 <= \$1710 ;
+    l0_dw15_0_s14 <= \$1710 ;
   always @(posedge clk)
-    l0_db2_s14 <= \$1711 ;
+    l0_db0_s13 <= \$1711 ;
   always @(posedge clk)
-    l0_db3_s13 <= \$1712 ;
+    l0_db0_s14 <= \$1712 ;
   always @(posedge clk)
-    l0_db3_s14 <= \$1713 ;
+    l0_db1_s13 <= \$1713 ;
   always @(posedge clk)
-    l0_db4_s13 <= \$1714 ;
+    l0_db1_s14 <= \$1714 ;
   always @(posedge clk)
-    l0_db4_s14 <= \$1715 ;
+    l0_db2_s13 <= \$1715 ;
   always @(posedge clk)
-    l0_db5_s13 <= \$1716 ;
+    l0_db2_s14 <= \$1716 ;
   always @(posedge clk)
-    l0_db5_s14 <= \$1717 ;
+    l0_db3_s13 <= \$1717 ;
   always @(posedge clk)
-    l0_db6_s13 <= \$1718 ;
+    l0_db3_s14 <= \$1718 ;
   always @(posedge clk)
-    l0_db6_s14 <= \$1719 ;
+    l0_db4_s13 <= \$1719 ;
   always @(posedge clk)
-    l0_db7_s13 <= \$1720 ;
+    l0_db4_s14 <= \$1720 ;
   always @(posedge clk)
-    l0_db7_s14 <= \$1721 ;
+    l0_db5_s13 <= \$1721 ;
   always @(posedge clk)
-    l0_db8_s13 <= \$1722 ;
+    l0_db5_s14 <= \$1722 ;
   always @(posedge clk)
-    l0_db8_s14 <= \$1723 ;
+    l0_db6_s13 <= \$1723 ;
   always @(posedge clk)
-    l0_db9_s13 <= \$1724 ;
+    l0_db6_s14 <= \$1724 ;
   always @(posedge clk)
-    l0_db9_s14 <= \$1725 ;
+    l0_db7_s13 <= \$1725 ;
   always @(posedge clk)
-    l0_db10_s13 <= \$1726 ;
+    l0_db7_s14 <= \$1726 ;
   always @(posedge clk)
-    l0_db10_s14 <= \$1727 ;
+    l0_db8_s13 <= \$1727 ;
   always @(posedge clk)
-    l0_db11_s13 <= \$1728 ;
+    l0_db8_s14 <= \$1728 ;
   always @(posedge clk)
-    l0_db11_s14 <= \$1729 ;
+    l0_db9_s13 <= \$1729 ;
   always @(posedge clk)
-    l0_db12_s13 <= \$1730 ;
+    l0_db9_s14 <= \$1730 ;
   always @(posedge clk)
-    l0_db12_s14 <= \$1731 ;
+    l0_db10_s13 <= \$1731 ;
   always @(posedge clk)
-    l0_db13_s13 <= \$1732 ;
+    l0_db10_s14 <= \$1732 ;
   always @(posedge clk)
-    l0_db13_s14 <= \$1733 ;
+    l0_db11_s13 <= \$1733 ;
   always @(posedge clk)
-    l0_db14_s13 <= \$1734 ;
+    l0_db11_s14 <= \$1734 ;
   always @(posedge clk)
-    l0_db14_s14 <= \$1735 ;
+    l0_db12_s13 <= \$1735 ;
   always @(posedge clk)
-    l0_db15_s13 <= \$1736 ;
+    l0_db12_s14 <= \$1736 ;
   always @(posedge clk)
-    l0_db15_s14 <= \$1737 ;
+    l0_db13_s13 <= \$1737 ;
+  always @(posedge clk)
+    l0_db13_s14 <= \$1738 ;
+  always @(posedge clk)
+    l0_db14_s13 <= \$1739 ;
+  always @(posedge clk)
+    l0_db14_s14 <= \$1740 ;
+  always @(posedge clk)
+    l0_db15_s13 <= \$1741 ;
+  always @(posedge clk)
+    l0_db15_s14 <= \$1742 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
@@ -8151,1953 +8171,1988 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$1459  = l1_sum0_t0_0_s6;
     if (en) begin
-      \$1459  = \$1212 ;
+      \$1459  = \$1210 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$1460  = l1_sum0_t0_1_s6;
     if (en) begin
-      \$1460  = \$1215 ;
+      \$1460  = \$1211 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$1461  = l1_sum0_t0_2_s6;
     if (en) begin
-      \$1461  = \$1218 ;
+      \$1461  = \$1212 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$1462  = l1_sum0_t0_3_s6;
     if (en) begin
-      \$1462  = \$1221 ;
+      \$1462  = \$1213 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$1463  = l1_sum0_t0_4_s6;
     if (en) begin
-      \$1463  = { \t$222 [34], \t$222 [34], \t$222 [34], \t$222 [34], \t$222 [34], \t$222  };
+      \$1463  = \$1214 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1464  = l1_sum0_t1_0_s7;
+    \$1464  = l1_sum0_t0_5_s6;
     if (en) begin
-      \$1464  = \$1224 ;
+      \$1464  = \$1215 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1465  = l1_sum0_t1_1_s7;
+    \$1465  = l1_sum0_t0_6_s6;
     if (en) begin
-      \$1465  = l1_sum0_t0_4_s6;
+      \$1465  = \$1216 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1466  = l1_sum0_t2_0_s8;
+    \$1466  = l1_sum0_t0_7_s6;
     if (en) begin
-      \$1466  = \$1225 ;
+      \$1466  = \$1217 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1467  = l1_out0_s9;
+    \$1467  = l1_sum0_t0_8_s6;
     if (en) begin
-      \$1467  = \t$228 ;
+      \$1467  = { \t$222 [34], \t$222 [34], \t$222 [34], \t$222 [34], \t$222 [34], \t$222  };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1468  = y0_s2;
+    \$1468  = l1_sum0_t1_0_s7;
     if (en) begin
-      \$1468  = y0_s1;
+      \$1468  = \$1220 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1469  = y0_s3;
+    \$1469  = l1_sum0_t1_1_s7;
     if (en) begin
-      \$1469  = y0_s2;
+      \$1469  = \$1223 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1470  = y0_s4;
+    \$1470  = l1_sum0_t1_2_s7;
     if (en) begin
-      \$1470  = y0_s3;
+      \$1470  = l1_sum0_t0_8_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1471  = y0_s5;
+    \$1471  = l1_sum0_t2_0_s8;
     if (en) begin
-      \$1471  = y0_s4;
+      \$1471  = \$1225 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1472  = y0_s6;
+    \$1472  = l1_out0_s9;
     if (en) begin
-      \$1472  = y0_s5;
+      \$1472  = \t$228 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1473  = y0_s7;
+    \$1473  = y0_s2;
     if (en) begin
-      \$1473  = y0_s6;
+      \$1473  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1474  = y0_s8;
+    \$1474  = y0_s3;
     if (en) begin
-      \$1474  = y0_s7;
+      \$1474  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1475  = y0_s9;
+    \$1475  = y0_s4;
     if (en) begin
-      \$1475  = y0_s8;
+      \$1475  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1476  = kind_s2;
+    \$1476  = y0_s5;
     if (en) begin
-      \$1476  = kind_s1;
+      \$1476  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1477  = kind_s3;
+    \$1477  = y0_s6;
     if (en) begin
-      \$1477  = kind_s2;
+      \$1477  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1478  = kind_s4;
+    \$1478  = y0_s7;
     if (en) begin
-      \$1478  = kind_s3;
+      \$1478  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1479  = kind_s5;
+    \$1479  = y0_s8;
     if (en) begin
-      \$1479  = kind_s4;
+      \$1479  = y0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1480  = kind_s6;
+    \$1480  = y0_s9;
     if (en) begin
-      \$1480  = kind_s5;
+      \$1480  = y0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1481  = kind_s7;
+    \$1481  = kind_s2;
     if (en) begin
-      \$1481  = kind_s6;
+      \$1481  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1482  = kind_s8;
+    \$1482  = kind_s3;
     if (en) begin
-      \$1482  = kind_s7;
+      \$1482  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1483  = kind_s9;
+    \$1483  = kind_s4;
     if (en) begin
-      \$1483  = kind_s8;
+      \$1483  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1484  = err0_s10;
+    \$1484  = kind_s5;
     if (en) begin
-      \$1484  = e;
+      \$1484  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1485  = l0_out0_s5;
+    \$1485  = kind_s6;
     if (en) begin
-      \$1485  = l0_out0_s4;
+      \$1485  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1486  = l0_out0_s6;
+    \$1486  = kind_s7;
     if (en) begin
-      \$1486  = l0_out0_s5;
+      \$1486  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1487  = l0_out0_s7;
+    \$1487  = kind_s8;
     if (en) begin
-      \$1487  = l0_out0_s6;
+      \$1487  = kind_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1488  = l0_out0_s8;
+    \$1488  = kind_s9;
     if (en) begin
-      \$1488  = l0_out0_s7;
+      \$1488  = kind_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1489  = l0_out0_s9;
+    \$1489  = err0_s10;
     if (en) begin
-      \$1489  = l0_out0_s8;
+      \$1489  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1490  = l0_out0_s10;
+    \$1490  = l0_out0_s5;
     if (en) begin
-      \$1490  = l0_out0_s9;
+      \$1490  = l0_out0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1491  = l0_out1_s5;
+    \$1491  = l0_out0_s6;
     if (en) begin
-      \$1491  = l0_out1_s4;
+      \$1491  = l0_out0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1492  = l0_out1_s6;
+    \$1492  = l0_out0_s7;
     if (en) begin
-      \$1492  = l0_out1_s5;
+      \$1492  = l0_out0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1493  = l0_out1_s7;
+    \$1493  = l0_out0_s8;
     if (en) begin
-      \$1493  = l0_out1_s6;
+      \$1493  = l0_out0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1494  = l0_out1_s8;
+    \$1494  = l0_out0_s9;
     if (en) begin
-      \$1494  = l0_out1_s7;
+      \$1494  = l0_out0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1495  = l0_out1_s9;
+    \$1495  = l0_out0_s10;
     if (en) begin
-      \$1495  = l0_out1_s8;
+      \$1495  = l0_out0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1496  = l0_out1_s10;
+    \$1496  = l0_out1_s5;
     if (en) begin
-      \$1496  = l0_out1_s9;
+      \$1496  = l0_out1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1497  = l0_out2_s5;
+    \$1497  = l0_out1_s6;
     if (en) begin
-      \$1497  = l0_out2_s4;
+      \$1497  = l0_out1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1498  = l0_out2_s6;
+    \$1498  = l0_out1_s7;
     if (en) begin
-      \$1498  = l0_out2_s5;
+      \$1498  = l0_out1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1499  = l0_out2_s7;
+    \$1499  = l0_out1_s8;
     if (en) begin
-      \$1499  = l0_out2_s6;
+      \$1499  = l0_out1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1500  = l0_out2_s8;
+    \$1500  = l0_out1_s9;
     if (en) begin
-      \$1500  = l0_out2_s7;
+      \$1500  = l0_out1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1501  = l0_out2_s9;
+    \$1501  = l0_out1_s10;
     if (en) begin
-      \$1501  = l0_out2_s8;
+      \$1501  = l0_out1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1502  = l0_out2_s10;
+    \$1502  = l0_out2_s5;
     if (en) begin
-      \$1502  = l0_out2_s9;
+      \$1502  = l0_out2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1503  = l0_out3_s5;
+    \$1503  = l0_out2_s6;
     if (en) begin
-      \$1503  = l0_out3_s4;
+      \$1503  = l0_out2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1504  = l0_out3_s6;
+    \$1504  = l0_out2_s7;
     if (en) begin
-      \$1504  = l0_out3_s5;
+      \$1504  = l0_out2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1505  = l0_out3_s7;
+    \$1505  = l0_out2_s8;
     if (en) begin
-      \$1505  = l0_out3_s6;
+      \$1505  = l0_out2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1506  = l0_out3_s8;
+    \$1506  = l0_out2_s9;
     if (en) begin
-      \$1506  = l0_out3_s7;
+      \$1506  = l0_out2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1507  = l0_out3_s9;
+    \$1507  = l0_out2_s10;
     if (en) begin
-      \$1507  = l0_out3_s8;
+      \$1507  = l0_out2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1508  = l0_out3_s10;
+    \$1508  = l0_out3_s5;
     if (en) begin
-      \$1508  = l0_out3_s9;
+      \$1508  = l0_out3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1509  = l0_out4_s5;
+    \$1509  = l0_out3_s6;
     if (en) begin
-      \$1509  = l0_out4_s4;
+      \$1509  = l0_out3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1510  = l0_out4_s6;
+    \$1510  = l0_out3_s7;
     if (en) begin
-      \$1510  = l0_out4_s5;
+      \$1510  = l0_out3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1511  = l0_out4_s7;
+    \$1511  = l0_out3_s8;
     if (en) begin
-      \$1511  = l0_out4_s6;
+      \$1511  = l0_out3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1512  = l0_out4_s8;
+    \$1512  = l0_out3_s9;
     if (en) begin
-      \$1512  = l0_out4_s7;
+      \$1512  = l0_out3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1513  = l0_out4_s9;
+    \$1513  = l0_out3_s10;
     if (en) begin
-      \$1513  = l0_out4_s8;
+      \$1513  = l0_out3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1514  = l0_out4_s10;
+    \$1514  = l0_out4_s5;
     if (en) begin
-      \$1514  = l0_out4_s9;
+      \$1514  = l0_out4_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1515  = l0_out5_s5;
+    \$1515  = l0_out4_s6;
     if (en) begin
-      \$1515  = l0_out5_s4;
+      \$1515  = l0_out4_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1516  = l0_out5_s6;
+    \$1516  = l0_out4_s7;
     if (en) begin
-      \$1516  = l0_out5_s5;
+      \$1516  = l0_out4_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1517  = l0_out5_s7;
+    \$1517  = l0_out4_s8;
     if (en) begin
-      \$1517  = l0_out5_s6;
+      \$1517  = l0_out4_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1518  = l0_out5_s8;
+    \$1518  = l0_out4_s9;
     if (en) begin
-      \$1518  = l0_out5_s7;
+      \$1518  = l0_out4_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1519  = l0_out5_s9;
+    \$1519  = l0_out4_s10;
     if (en) begin
-      \$1519  = l0_out5_s8;
+      \$1519  = l0_out4_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1520  = l0_out5_s10;
+    \$1520  = l0_out5_s5;
     if (en) begin
-      \$1520  = l0_out5_s9;
+      \$1520  = l0_out5_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1521  = l0_out6_s5;
+    \$1521  = l0_out5_s6;
     if (en) begin
-      \$1521  = l0_out6_s4;
+      \$1521  = l0_out5_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1522  = l0_out6_s6;
+    \$1522  = l0_out5_s7;
     if (en) begin
-      \$1522  = l0_out6_s5;
+      \$1522  = l0_out5_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1523  = l0_out6_s7;
+    \$1523  = l0_out5_s8;
     if (en) begin
-      \$1523  = l0_out6_s6;
+      \$1523  = l0_out5_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1524  = l0_out6_s8;
+    \$1524  = l0_out5_s9;
     if (en) begin
-      \$1524  = l0_out6_s7;
+      \$1524  = l0_out5_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1525  = l0_out6_s9;
+    \$1525  = l0_out5_s10;
     if (en) begin
-      \$1525  = l0_out6_s8;
+      \$1525  = l0_out5_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1526  = l0_out6_s10;
+    \$1526  = l0_out6_s5;
     if (en) begin
-      \$1526  = l0_out6_s9;
+      \$1526  = l0_out6_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1527  = l0_out7_s5;
+    \$1527  = l0_out6_s6;
     if (en) begin
-      \$1527  = l0_out7_s4;
+      \$1527  = l0_out6_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1528  = l0_out7_s6;
+    \$1528  = l0_out6_s7;
     if (en) begin
-      \$1528  = l0_out7_s5;
+      \$1528  = l0_out6_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1529  = l0_out7_s7;
+    \$1529  = l0_out6_s8;
     if (en) begin
-      \$1529  = l0_out7_s6;
+      \$1529  = l0_out6_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1530  = l0_out7_s8;
+    \$1530  = l0_out6_s9;
     if (en) begin
-      \$1530  = l0_out7_s7;
+      \$1530  = l0_out6_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1531  = l0_out7_s9;
+    \$1531  = l0_out6_s10;
     if (en) begin
-      \$1531  = l0_out7_s8;
+      \$1531  = l0_out6_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1532  = l0_out7_s10;
+    \$1532  = l0_out7_s5;
     if (en) begin
-      \$1532  = l0_out7_s9;
+      \$1532  = l0_out7_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1533  = l0_out8_s5;
+    \$1533  = l0_out7_s6;
     if (en) begin
-      \$1533  = l0_out8_s4;
+      \$1533  = l0_out7_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1534  = l0_out8_s6;
+    \$1534  = l0_out7_s7;
     if (en) begin
-      \$1534  = l0_out8_s5;
+      \$1534  = l0_out7_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1535  = l0_out8_s7;
+    \$1535  = l0_out7_s8;
     if (en) begin
-      \$1535  = l0_out8_s6;
+      \$1535  = l0_out7_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1536  = l0_out8_s8;
+    \$1536  = l0_out7_s9;
     if (en) begin
-      \$1536  = l0_out8_s7;
+      \$1536  = l0_out7_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1537  = l0_out8_s9;
+    \$1537  = l0_out7_s10;
     if (en) begin
-      \$1537  = l0_out8_s8;
+      \$1537  = l0_out7_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1538  = l0_out8_s10;
+    \$1538  = l0_out8_s5;
     if (en) begin
-      \$1538  = l0_out8_s9;
+      \$1538  = l0_out8_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1539  = l0_out9_s5;
+    \$1539  = l0_out8_s6;
     if (en) begin
-      \$1539  = l0_out9_s4;
+      \$1539  = l0_out8_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1540  = l0_out9_s6;
+    \$1540  = l0_out8_s7;
     if (en) begin
-      \$1540  = l0_out9_s5;
+      \$1540  = l0_out8_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1541  = l0_out9_s7;
+    \$1541  = l0_out8_s8;
     if (en) begin
-      \$1541  = l0_out9_s6;
+      \$1541  = l0_out8_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1542  = l0_out9_s8;
+    \$1542  = l0_out8_s9;
     if (en) begin
-      \$1542  = l0_out9_s7;
+      \$1542  = l0_out8_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1543  = l0_out9_s9;
+    \$1543  = l0_out8_s10;
     if (en) begin
-      \$1543  = l0_out9_s8;
+      \$1543  = l0_out8_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1544  = l0_out9_s10;
+    \$1544  = l0_out9_s5;
     if (en) begin
-      \$1544  = l0_out9_s9;
+      \$1544  = l0_out9_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1545  = l0_out10_s5;
+    \$1545  = l0_out9_s6;
     if (en) begin
-      \$1545  = l0_out10_s4;
+      \$1545  = l0_out9_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1546  = l0_out10_s6;
+    \$1546  = l0_out9_s7;
     if (en) begin
-      \$1546  = l0_out10_s5;
+      \$1546  = l0_out9_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1547  = l0_out10_s7;
+    \$1547  = l0_out9_s8;
     if (en) begin
-      \$1547  = l0_out10_s6;
+      \$1547  = l0_out9_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1548  = l0_out10_s8;
+    \$1548  = l0_out9_s9;
     if (en) begin
-      \$1548  = l0_out10_s7;
+      \$1548  = l0_out9_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1549  = l0_out10_s9;
+    \$1549  = l0_out9_s10;
     if (en) begin
-      \$1549  = l0_out10_s8;
+      \$1549  = l0_out9_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1550  = l0_out10_s10;
+    \$1550  = l0_out10_s5;
     if (en) begin
-      \$1550  = l0_out10_s9;
+      \$1550  = l0_out10_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1551  = l0_out11_s5;
+    \$1551  = l0_out10_s6;
     if (en) begin
-      \$1551  = l0_out11_s4;
+      \$1551  = l0_out10_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1552  = l0_out11_s6;
+    \$1552  = l0_out10_s7;
     if (en) begin
-      \$1552  = l0_out11_s5;
+      \$1552  = l0_out10_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1553  = l0_out11_s7;
+    \$1553  = l0_out10_s8;
     if (en) begin
-      \$1553  = l0_out11_s6;
+      \$1553  = l0_out10_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1554  = l0_out11_s8;
+    \$1554  = l0_out10_s9;
     if (en) begin
-      \$1554  = l0_out11_s7;
+      \$1554  = l0_out10_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1555  = l0_out11_s9;
+    \$1555  = l0_out10_s10;
     if (en) begin
-      \$1555  = l0_out11_s8;
+      \$1555  = l0_out10_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1556  = l0_out11_s10;
+    \$1556  = l0_out11_s5;
     if (en) begin
-      \$1556  = l0_out11_s9;
+      \$1556  = l0_out11_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1557  = l0_out12_s5;
+    \$1557  = l0_out11_s6;
     if (en) begin
-      \$1557  = l0_out12_s4;
+      \$1557  = l0_out11_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1558  = l0_out12_s6;
+    \$1558  = l0_out11_s7;
     if (en) begin
-      \$1558  = l0_out12_s5;
+      \$1558  = l0_out11_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1559  = l0_out12_s7;
+    \$1559  = l0_out11_s8;
     if (en) begin
-      \$1559  = l0_out12_s6;
+      \$1559  = l0_out11_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1560  = l0_out12_s8;
+    \$1560  = l0_out11_s9;
     if (en) begin
-      \$1560  = l0_out12_s7;
+      \$1560  = l0_out11_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1561  = l0_out12_s9;
+    \$1561  = l0_out11_s10;
     if (en) begin
-      \$1561  = l0_out12_s8;
+      \$1561  = l0_out11_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1562  = l0_out12_s10;
+    \$1562  = l0_out12_s5;
     if (en) begin
-      \$1562  = l0_out12_s9;
+      \$1562  = l0_out12_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1563  = l0_out13_s5;
+    \$1563  = l0_out12_s6;
     if (en) begin
-      \$1563  = l0_out13_s4;
+      \$1563  = l0_out12_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1564  = l0_out13_s6;
+    \$1564  = l0_out12_s7;
     if (en) begin
-      \$1564  = l0_out13_s5;
+      \$1564  = l0_out12_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1565  = l0_out13_s7;
+    \$1565  = l0_out12_s8;
     if (en) begin
-      \$1565  = l0_out13_s6;
+      \$1565  = l0_out12_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1566  = l0_out13_s8;
+    \$1566  = l0_out12_s9;
     if (en) begin
-      \$1566  = l0_out13_s7;
+      \$1566  = l0_out12_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1567  = l0_out13_s9;
+    \$1567  = l0_out12_s10;
     if (en) begin
-      \$1567  = l0_out13_s8;
+      \$1567  = l0_out12_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1568  = l0_out13_s10;
+    \$1568  = l0_out13_s5;
     if (en) begin
-      \$1568  = l0_out13_s9;
+      \$1568  = l0_out13_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1569  = l0_out14_s5;
+    \$1569  = l0_out13_s6;
     if (en) begin
-      \$1569  = l0_out14_s4;
+      \$1569  = l0_out13_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1570  = l0_out14_s6;
+    \$1570  = l0_out13_s7;
     if (en) begin
-      \$1570  = l0_out14_s5;
+      \$1570  = l0_out13_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1571  = l0_out14_s7;
+    \$1571  = l0_out13_s8;
     if (en) begin
-      \$1571  = l0_out14_s6;
+      \$1571  = l0_out13_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1572  = l0_out14_s8;
+    \$1572  = l0_out13_s9;
     if (en) begin
-      \$1572  = l0_out14_s7;
+      \$1572  = l0_out13_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1573  = l0_out14_s9;
+    \$1573  = l0_out13_s10;
     if (en) begin
-      \$1573  = l0_out14_s8;
+      \$1573  = l0_out13_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1574  = l0_out14_s10;
+    \$1574  = l0_out14_s5;
     if (en) begin
-      \$1574  = l0_out14_s9;
+      \$1574  = l0_out14_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1575  = l0_out15_s5;
+    \$1575  = l0_out14_s6;
     if (en) begin
-      \$1575  = l0_out15_s4;
+      \$1575  = l0_out14_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1576  = l0_out15_s6;
+    \$1576  = l0_out14_s7;
     if (en) begin
-      \$1576  = l0_out15_s5;
+      \$1576  = l0_out14_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1577  = l0_out15_s7;
+    \$1577  = l0_out14_s8;
     if (en) begin
-      \$1577  = l0_out15_s6;
+      \$1577  = l0_out14_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1578  = l0_out15_s8;
+    \$1578  = l0_out14_s9;
     if (en) begin
-      \$1578  = l0_out15_s7;
+      \$1578  = l0_out14_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1579  = l0_out15_s9;
+    \$1579  = l0_out14_s10;
     if (en) begin
-      \$1579  = l0_out15_s8;
+      \$1579  = l0_out14_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1580  = l0_out15_s10;
+    \$1580  = l0_out15_s5;
     if (en) begin
-      \$1580  = l0_out15_s9;
+      \$1580  = l0_out15_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1581  = l1_dw0_0_raw_s11;
+    \$1581  = l0_out15_s6;
     if (en) begin
-      \$1581  = \$1226 ;
+      \$1581  = l0_out15_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1582  = l1_dw0_0_s12;
+    \$1582  = l0_out15_s7;
     if (en) begin
-      \$1582  = \t$238 ;
+      \$1582  = l0_out15_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1583  = l1_dw0_1_raw_s11;
+    \$1583  = l0_out15_s8;
     if (en) begin
-      \$1583  = \$1227 ;
+      \$1583  = l0_out15_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1584  = l1_dw0_1_s12;
+    \$1584  = l0_out15_s9;
     if (en) begin
-      \$1584  = \t$241 ;
+      \$1584  = l0_out15_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1585  = l1_dw0_2_raw_s11;
+    \$1585  = l0_out15_s10;
     if (en) begin
-      \$1585  = \$1228 ;
+      \$1585  = l0_out15_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1586  = l1_dw0_2_s12;
+    \$1586  = l1_dw0_0_raw_s11;
     if (en) begin
-      \$1586  = \t$244 ;
+      \$1586  = \$1226 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1587  = l1_dw0_3_raw_s11;
+    \$1587  = l1_dw0_0_s12;
     if (en) begin
-      \$1587  = \$1229 ;
+      \$1587  = \t$238 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1588  = l1_dw0_3_s12;
+    \$1588  = l1_dw0_1_raw_s11;
     if (en) begin
-      \$1588  = \t$247 ;
+      \$1588  = \$1227 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1589  = l1_dw0_4_raw_s11;
+    \$1589  = l1_dw0_1_s12;
     if (en) begin
-      \$1589  = \$1230 ;
+      \$1589  = \t$241 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1590  = l1_dw0_4_s12;
+    \$1590  = l1_dw0_2_raw_s11;
     if (en) begin
-      \$1590  = \t$250 ;
+      \$1590  = \$1228 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1591  = l1_dw0_5_raw_s11;
+    \$1591  = l1_dw0_2_s12;
     if (en) begin
-      \$1591  = \$1231 ;
+      \$1591  = \t$244 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1592  = l1_dw0_5_s12;
+    \$1592  = l1_dw0_3_raw_s11;
     if (en) begin
-      \$1592  = \t$253 ;
+      \$1592  = \$1229 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1593  = l1_dw0_6_raw_s11;
+    \$1593  = l1_dw0_3_s12;
     if (en) begin
-      \$1593  = \$1232 ;
+      \$1593  = \t$247 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1594  = l1_dw0_6_s12;
+    \$1594  = l1_dw0_4_raw_s11;
     if (en) begin
-      \$1594  = \t$256 ;
+      \$1594  = \$1230 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1595  = l1_dw0_7_raw_s11;
+    \$1595  = l1_dw0_4_s12;
     if (en) begin
-      \$1595  = \$1233 ;
+      \$1595  = \t$250 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1596  = l1_dw0_7_s12;
+    \$1596  = l1_dw0_5_raw_s11;
     if (en) begin
-      \$1596  = \t$259 ;
+      \$1596  = \$1231 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1597  = l1_dw0_8_raw_s11;
+    \$1597  = l1_dw0_5_s12;
     if (en) begin
-      \$1597  = \$1234 ;
+      \$1597  = \t$253 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1598  = l1_dw0_8_s12;
+    \$1598  = l1_dw0_6_raw_s11;
     if (en) begin
-      \$1598  = \t$262 ;
+      \$1598  = \$1232 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1599  = l1_dw0_9_raw_s11;
+    \$1599  = l1_dw0_6_s12;
     if (en) begin
-      \$1599  = \$1235 ;
+      \$1599  = \t$256 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1600  = l1_dw0_9_s12;
+    \$1600  = l1_dw0_7_raw_s11;
     if (en) begin
-      \$1600  = \t$265 ;
+      \$1600  = \$1233 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1601  = l1_dw0_10_raw_s11;
+    \$1601  = l1_dw0_7_s12;
     if (en) begin
-      \$1601  = \$1236 ;
+      \$1601  = \t$259 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1602  = l1_dw0_10_s12;
+    \$1602  = l1_dw0_8_raw_s11;
     if (en) begin
-      \$1602  = \t$268 ;
+      \$1602  = \$1234 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1603  = l1_dw0_11_raw_s11;
+    \$1603  = l1_dw0_8_s12;
     if (en) begin
-      \$1603  = \$1237 ;
+      \$1603  = \t$262 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1604  = l1_dw0_11_s12;
+    \$1604  = l1_dw0_9_raw_s11;
     if (en) begin
-      \$1604  = \t$271 ;
+      \$1604  = \$1235 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1605  = l1_dw0_12_raw_s11;
+    \$1605  = l1_dw0_9_s12;
     if (en) begin
-      \$1605  = \$1238 ;
+      \$1605  = \t$265 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1606  = l1_dw0_12_s12;
+    \$1606  = l1_dw0_10_raw_s11;
     if (en) begin
-      \$1606  = \t$274 ;
+      \$1606  = \$1236 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1607  = l1_dw0_13_raw_s11;
+    \$1607  = l1_dw0_10_s12;
     if (en) begin
-      \$1607  = \$1239 ;
+      \$1607  = \t$268 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1608  = l1_dw0_13_s12;
+    \$1608  = l1_dw0_11_raw_s11;
     if (en) begin
-      \$1608  = \t$277 ;
+      \$1608  = \$1237 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1609  = l1_dw0_14_raw_s11;
+    \$1609  = l1_dw0_11_s12;
     if (en) begin
-      \$1609  = \$1240 ;
+      \$1609  = \t$271 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1610  = l1_dw0_14_s12;
+    \$1610  = l1_dw0_12_raw_s11;
     if (en) begin
-      \$1610  = \t$280 ;
+      \$1610  = \$1238 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1611  = l1_dw0_15_raw_s11;
+    \$1611  = l1_dw0_12_s12;
     if (en) begin
-      \$1611  = \$1241 ;
+      \$1611  = \t$274 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1612  = l1_dw0_15_s12;
+    \$1612  = l1_dw0_13_raw_s11;
     if (en) begin
-      \$1612  = \t$283 ;
+      \$1612  = \$1239 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1613  = l1_db0_s11;
+    \$1613  = l1_dw0_13_s12;
     if (en) begin
-      \$1613  = \t$286 ;
+      \$1613  = \t$277 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1614  = l1_db0_s12;
+    \$1614  = l1_dw0_14_raw_s11;
     if (en) begin
-      \$1614  = l1_db0_s11;
+      \$1614  = \$1240 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1615  = l1_bprod0_0_raw_s11;
+    \$1615  = l1_dw0_14_s12;
     if (en) begin
-      \$1615  = \$1242 ;
+      \$1615  = \t$280 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1616  = l0_out0_s11;
+    \$1616  = l1_dw0_15_raw_s11;
     if (en) begin
-      \$1616  = l0_out0_s10;
+      \$1616  = \$1241 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1617  = l0_err0_s12;
+    \$1617  = l1_dw0_15_s12;
     if (en) begin
-      \$1617  = \$1244 ;
+      \$1617  = \t$283 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1618  = l1_bprod1_0_raw_s11;
+    \$1618  = l1_db0_s11;
     if (en) begin
-      \$1618  = \$1245 ;
+      \$1618  = \t$286 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1619  = l0_out1_s11;
+    \$1619  = l1_db0_s12;
     if (en) begin
-      \$1619  = l0_out1_s10;
+      \$1619  = l1_db0_s11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1620  = l0_err1_s12;
+    \$1620  = l1_bprod0_0_raw_s11;
     if (en) begin
-      \$1620  = \$1247 ;
+      \$1620  = \$1242 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1621  = l1_bprod2_0_raw_s11;
+    \$1621  = l0_out0_s11;
     if (en) begin
-      \$1621  = \$1248 ;
+      \$1621  = l0_out0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1622  = l0_out2_s11;
+    \$1622  = l0_err0_s12;
     if (en) begin
-      \$1622  = l0_out2_s10;
+      \$1622  = \$1244 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1623  = l0_err2_s12;
+    \$1623  = l1_bprod1_0_raw_s11;
     if (en) begin
-      \$1623  = \$1250 ;
+      \$1623  = \$1245 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1624  = l1_bprod3_0_raw_s11;
+    \$1624  = l0_out1_s11;
     if (en) begin
-      \$1624  = \$1251 ;
+      \$1624  = l0_out1_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1625  = l0_out3_s11;
+    \$1625  = l0_err1_s12;
     if (en) begin
-      \$1625  = l0_out3_s10;
+      \$1625  = \$1247 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1626  = l0_err3_s12;
+    \$1626  = l1_bprod2_0_raw_s11;
     if (en) begin
-      \$1626  = \$1253 ;
+      \$1626  = \$1248 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1627  = l1_bprod4_0_raw_s11;
+    \$1627  = l0_out2_s11;
     if (en) begin
-      \$1627  = \$1254 ;
+      \$1627  = l0_out2_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1628  = l0_out4_s11;
+    \$1628  = l0_err2_s12;
     if (en) begin
-      \$1628  = l0_out4_s10;
+      \$1628  = \$1250 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1629  = l0_err4_s12;
+    \$1629  = l1_bprod3_0_raw_s11;
     if (en) begin
-      \$1629  = \$1256 ;
+      \$1629  = \$1251 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1630  = l1_bprod5_0_raw_s11;
+    \$1630  = l0_out3_s11;
     if (en) begin
-      \$1630  = \$1257 ;
+      \$1630  = l0_out3_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1631  = l0_out5_s11;
+    \$1631  = l0_err3_s12;
     if (en) begin
-      \$1631  = l0_out5_s10;
+      \$1631  = \$1253 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1632  = l0_err5_s12;
+    \$1632  = l1_bprod4_0_raw_s11;
     if (en) begin
-      \$1632  = \$1259 ;
+      \$1632  = \$1254 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1633  = l1_bprod6_0_raw_s11;
+    \$1633  = l0_out4_s11;
     if (en) begin
-      \$1633  = \$1260 ;
+      \$1633  = l0_out4_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1634  = l0_out6_s11;
+    \$1634  = l0_err4_s12;
     if (en) begin
-      \$1634  = l0_out6_s10;
+      \$1634  = \$1256 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1635  = l0_err6_s12;
+    \$1635  = l1_bprod5_0_raw_s11;
     if (en) begin
-      \$1635  = \$1262 ;
+      \$1635  = \$1257 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1636  = l1_bprod7_0_raw_s11;
+    \$1636  = l0_out5_s11;
     if (en) begin
-      \$1636  = \$1263 ;
+      \$1636  = l0_out5_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1637  = l0_out7_s11;
+    \$1637  = l0_err5_s12;
     if (en) begin
-      \$1637  = l0_out7_s10;
+      \$1637  = \$1259 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1638  = l0_err7_s12;
+    \$1638  = l1_bprod6_0_raw_s11;
     if (en) begin
-      \$1638  = \$1265 ;
+      \$1638  = \$1260 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1639  = l1_bprod8_0_raw_s11;
+    \$1639  = l0_out6_s11;
     if (en) begin
-      \$1639  = \$1266 ;
+      \$1639  = l0_out6_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1640  = l0_out8_s11;
+    \$1640  = l0_err6_s12;
     if (en) begin
-      \$1640  = l0_out8_s10;
+      \$1640  = \$1262 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1641  = l0_err8_s12;
+    \$1641  = l1_bprod7_0_raw_s11;
     if (en) begin
-      \$1641  = \$1268 ;
+      \$1641  = \$1263 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1642  = l1_bprod9_0_raw_s11;
+    \$1642  = l0_out7_s11;
     if (en) begin
-      \$1642  = \$1269 ;
+      \$1642  = l0_out7_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1643  = l0_out9_s11;
+    \$1643  = l0_err7_s12;
     if (en) begin
-      \$1643  = l0_out9_s10;
+      \$1643  = \$1265 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1644  = l0_err9_s12;
+    \$1644  = l1_bprod8_0_raw_s11;
     if (en) begin
-      \$1644  = \$1271 ;
+      \$1644  = \$1266 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1645  = l1_bprod10_0_raw_s11;
+    \$1645  = l0_out8_s11;
     if (en) begin
-      \$1645  = \$1272 ;
+      \$1645  = l0_out8_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1646  = l0_out10_s11;
+    \$1646  = l0_err8_s12;
     if (en) begin
-      \$1646  = l0_out10_s10;
+      \$1646  = \$1268 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1647  = l0_err10_s12;
+    \$1647  = l1_bprod9_0_raw_s11;
     if (en) begin
-      \$1647  = \$1274 ;
+      \$1647  = \$1269 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1648  = l1_bprod11_0_raw_s11;
+    \$1648  = l0_out9_s11;
     if (en) begin
-      \$1648  = \$1275 ;
+      \$1648  = l0_out9_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1649  = l0_out11_s11;
+    \$1649  = l0_err9_s12;
     if (en) begin
-      \$1649  = l0_out11_s10;
+      \$1649  = \$1271 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1650  = l0_err11_s12;
+    \$1650  = l1_bprod10_0_raw_s11;
     if (en) begin
-      \$1650  = \$1277 ;
+      \$1650  = \$1272 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1651  = l1_bprod12_0_raw_s11;
+    \$1651  = l0_out10_s11;
     if (en) begin
-      \$1651  = \$1278 ;
+      \$1651  = l0_out10_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1652  = l0_out12_s11;
+    \$1652  = l0_err10_s12;
     if (en) begin
-      \$1652  = l0_out12_s10;
+      \$1652  = \$1274 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1653  = l0_err12_s12;
+    \$1653  = l1_bprod11_0_raw_s11;
     if (en) begin
-      \$1653  = \$1280 ;
+      \$1653  = \$1275 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1654  = l1_bprod13_0_raw_s11;
+    \$1654  = l0_out11_s11;
     if (en) begin
-      \$1654  = \$1281 ;
+      \$1654  = l0_out11_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1655  = l0_out13_s11;
+    \$1655  = l0_err11_s12;
     if (en) begin
-      \$1655  = l0_out13_s10;
+      \$1655  = \$1277 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1656  = l0_err13_s12;
+    \$1656  = l1_bprod12_0_raw_s11;
     if (en) begin
-      \$1656  = \$1283 ;
+      \$1656  = \$1278 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1657  = l1_bprod14_0_raw_s11;
+    \$1657  = l0_out12_s11;
     if (en) begin
-      \$1657  = \$1284 ;
+      \$1657  = l0_out12_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1658  = l0_out14_s11;
+    \$1658  = l0_err12_s12;
     if (en) begin
-      \$1658  = l0_out14_s10;
+      \$1658  = \$1280 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1659  = l0_err14_s12;
+    \$1659  = l1_bprod13_0_raw_s11;
     if (en) begin
-      \$1659  = \$1286 ;
+      \$1659  = \$1281 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1660  = l1_bprod15_0_raw_s11;
+    \$1660  = l0_out13_s11;
     if (en) begin
-      \$1660  = \$1287 ;
+      \$1660  = l0_out13_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1661  = l0_out15_s11;
+    \$1661  = l0_err13_s12;
     if (en) begin
-      \$1661  = l0_out15_s10;
+      \$1661  = \$1283 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1662  = l0_err15_s12;
+    \$1662  = l1_bprod14_0_raw_s11;
     if (en) begin
-      \$1662  = \$1289 ;
+      \$1662  = \$1284 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1663  = x0_s2;
+    \$1663  = l0_out14_s11;
     if (en) begin
-      \$1663  = x0_s1;
+      \$1663  = l0_out14_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1664  = x0_s3;
+    \$1664  = l0_err14_s12;
     if (en) begin
-      \$1664  = x0_s2;
+      \$1664  = \$1286 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1665  = x0_s4;
+    \$1665  = l1_bprod15_0_raw_s11;
     if (en) begin
-      \$1665  = x0_s3;
+      \$1665  = \$1287 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1666  = x0_s5;
+    \$1666  = l0_out15_s11;
     if (en) begin
-      \$1666  = x0_s4;
+      \$1666  = l0_out15_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1667  = x0_s6;
+    \$1667  = l0_err15_s12;
     if (en) begin
-      \$1667  = x0_s5;
+      \$1667  = \$1289 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1668  = x0_s7;
+    \$1668  = x0_s2;
     if (en) begin
-      \$1668  = x0_s6;
+      \$1668  = x0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1669  = x0_s8;
+    \$1669  = x0_s3;
     if (en) begin
-      \$1669  = x0_s7;
+      \$1669  = x0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1670  = x0_s9;
+    \$1670  = x0_s4;
     if (en) begin
-      \$1670  = x0_s8;
+      \$1670  = x0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1671  = x0_s10;
+    \$1671  = x0_s5;
     if (en) begin
-      \$1671  = x0_s9;
+      \$1671  = x0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1672  = x0_s11;
+    \$1672  = x0_s6;
     if (en) begin
-      \$1672  = x0_s10;
+      \$1672  = x0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1673  = x0_s12;
+    \$1673  = x0_s7;
     if (en) begin
-      \$1673  = x0_s11;
+      \$1673  = x0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1674  = l0_dw0_0_raw_s13;
+    \$1674  = x0_s8;
     if (en) begin
-      \$1674  = \$1290 ;
+      \$1674  = x0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1675  = l0_dw0_0_s14;
+    \$1675  = x0_s9;
     if (en) begin
-      \$1675  = \t$385 ;
+      \$1675  = x0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1676  = l0_dw1_0_raw_s13;
+    \$1676  = x0_s10;
     if (en) begin
-      \$1676  = \$1291 ;
+      \$1676  = x0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1677  = l0_dw1_0_s14;
+    \$1677  = x0_s11;
     if (en) begin
-      \$1677  = \t$388 ;
+      \$1677  = x0_s10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1678  = l0_dw2_0_raw_s13;
+    \$1678  = x0_s12;
     if (en) begin
-      \$1678  = \$1292 ;
+      \$1678  = x0_s11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1679  = l0_dw2_0_s14;
+    \$1679  = l0_dw0_0_raw_s13;
     if (en) begin
-      \$1679  = \t$391 ;
+      \$1679  = \$1290 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1680  = l0_dw3_0_raw_s13;
+    \$1680  = l0_dw0_0_s14;
     if (en) begin
-      \$1680  = \$1293 ;
+      \$1680  = \t$385 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1681  = l0_dw3_0_s14;
+    \$1681  = l0_dw1_0_raw_s13;
     if (en) begin
-      \$1681  = \t$394 ;
+      \$1681  = \$1291 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1682  = l0_dw4_0_raw_s13;
+    \$1682  = l0_dw1_0_s14;
     if (en) begin
-      \$1682  = \$1294 ;
+      \$1682  = \t$388 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1683  = l0_dw4_0_s14;
+    \$1683  = l0_dw2_0_raw_s13;
     if (en) begin
-      \$1683  = \t$397 ;
+      \$1683  = \$1292 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1684  = l0_dw5_0_raw_s13;
+    \$1684  = l0_dw2_0_s14;
     if (en) begin
-      \$1684  = \$1295 ;
+      \$1684  = \t$391 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1685  = l0_dw5_0_s14;
+    \$1685  = l0_dw3_0_raw_s13;
     if (en) begin
-      \$1685  = \t$400 ;
+      \$1685  = \$1293 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1686  = l0_dw6_0_raw_s13;
+    \$1686  = l0_dw3_0_s14;
     if (en) begin
-      \$1686  = \$1296 ;
+      \$1686  = \t$394 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1687  = l0_dw6_0_s14;
+    \$1687  = l0_dw4_0_raw_s13;
     if (en) begin
-      \$1687  = \t$403 ;
+      \$1687  = \$1294 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1688  = l0_dw7_0_raw_s13;
+    \$1688  = l0_dw4_0_s14;
     if (en) begin
-      \$1688  = \$1297 ;
+      \$1688  = \t$397 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1689  = l0_dw7_0_s14;
+    \$1689  = l0_dw5_0_raw_s13;
     if (en) begin
-      \$1689  = \t$406 ;
+      \$1689  = \$1295 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1690  = l0_dw8_0_raw_s13;
+    \$1690  = l0_dw5_0_s14;
     if (en) begin
-      \$1690  = \$1298 ;
+      \$1690  = \t$400 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1691  = l0_dw8_0_s14;
+    \$1691  = l0_dw6_0_raw_s13;
     if (en) begin
-      \$1691  = \t$409 ;
+      \$1691  = \$1296 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1692  = l0_dw9_0_raw_s13;
+    \$1692  = l0_dw6_0_s14;
     if (en) begin
-      \$1692  = \$1299 ;
+      \$1692  = \t$403 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1693  = l0_dw9_0_s14;
+    \$1693  = l0_dw7_0_raw_s13;
     if (en) begin
-      \$1693  = \t$412 ;
+      \$1693  = \$1297 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1694  = l0_dw10_0_raw_s13;
+    \$1694  = l0_dw7_0_s14;
     if (en) begin
-      \$1694  = \$1300 ;
+      \$1694  = \t$406 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1695  = l0_dw10_0_s14;
+    \$1695  = l0_dw8_0_raw_s13;
     if (en) begin
-      \$1695  = \t$415 ;
+      \$1695  = \$1298 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1696  = l0_dw11_0_raw_s13;
+    \$1696  = l0_dw8_0_s14;
     if (en) begin
-      \$1696  = \$1301 ;
+      \$1696  = \t$409 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1697  = l0_dw11_0_s14;
+    \$1697  = l0_dw9_0_raw_s13;
     if (en) begin
-      \$1697  = \t$418 ;
+      \$1697  = \$1299 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1698  = l0_dw12_0_raw_s13;
+    \$1698  = l0_dw9_0_s14;
     if (en) begin
-      \$1698  = \$1302 ;
+      \$1698  = \t$412 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1699  = l0_dw12_0_s14;
+    \$1699  = l0_dw10_0_raw_s13;
     if (en) begin
-      \$1699  = \t$421 ;
+      \$1699  = \$1300 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1700  = l0_dw13_0_raw_s13;
+    \$1700  = l0_dw10_0_s14;
     if (en) begin
-      \$1700  = \$1303 ;
+      \$1700  = \t$415 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1701  = l0_dw13_0_s14;
+    \$1701  = l0_dw11_0_raw_s13;
     if (en) begin
-      \$1701  = \t$424 ;
+      \$1701  = \$1301 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1702  = l0_dw14_0_raw_s13;
+    \$1702  = l0_dw11_0_s14;
     if (en) begin
-      \$1702  = \$1304 ;
+      \$1702  = \t$418 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1703  = l0_dw14_0_s14;
+    \$1703  = l0_dw12_0_raw_s13;
     if (en) begin
-      \$1703  = \t$427 ;
+      \$1703  = \$1302 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1704  = l0_dw15_0_raw_s13;
+    \$1704  = l0_dw12_0_s14;
     if (en) begin
-      \$1704  = \$1305 ;
+      \$1704  = \t$421 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1705  = l0_dw15_0_s14;
+    \$1705  = l0_dw13_0_raw_s13;
     if (en) begin
-      \$1705  = \t$430 ;
+      \$1705  = \$1303 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1706  = l0_db0_s13;
+    \$1706  = l0_dw13_0_s14;
     if (en) begin
-      \$1706  = \t$433 ;
+      \$1706  = \t$424 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1707  = l0_db0_s14;
+    \$1707  = l0_dw14_0_raw_s13;
     if (en) begin
-      \$1707  = l0_db0_s13;
+      \$1707  = \$1304 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1708  = l0_db1_s13;
+    \$1708  = l0_dw14_0_s14;
     if (en) begin
-      \$1708  = \t$436 ;
+      \$1708  = \t$427 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1709  = l0_db1_s14;
+    \$1709  = l0_dw15_0_raw_s13;
     if (en) begin
-      \$1709  = l0_db1_s13;
+      \$1709  = \$1305 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1710  = l0_db2_s13;
+    \$1710  = l0_dw15_0_s14;
     if (en) begin
-      \$1710  = \t$439 ;
+      \$1710  = \t$430 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1711  = l0_db2_s14;
+    \$1711  = l0_db0_s13;
     if (en) begin
-      \$1711  = l0_db2_s13;
+      \$1711  = \t$433 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1712  = l0_db3_s13;
+    \$1712  = l0_db0_s14;
     if (en) begin
-      \$1712  = \t$442 ;
+      \$1712  = l0_db0_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1713  = l0_db3_s14;
+    \$1713  = l0_db1_s13;
     if (en) begin
-      \$1713  = l0_db3_s13;
+      \$1713  = \t$436 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1714  = l0_db4_s13;
+    \$1714  = l0_db1_s14;
     if (en) begin
-      \$1714  = \t$445 ;
+      \$1714  = l0_db1_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1715  = l0_db4_s14;
+    \$1715  = l0_db2_s13;
     if (en) begin
-      \$1715  = l0_db4_s13;
+      \$1715  = \t$439 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1716  = l0_db5_s13;
+    \$1716  = l0_db2_s14;
     if (en) begin
-      \$1716  = \t$448 ;
+      \$1716  = l0_db2_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1717  = l0_db5_s14;
+    \$1717  = l0_db3_s13;
     if (en) begin
-      \$1717  = l0_db5_s13;
+      \$1717  = \t$442 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1718  = l0_db6_s13;
+    \$1718  = l0_db3_s14;
     if (en) begin
-      \$1718  = \t$451 ;
+      \$1718  = l0_db3_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1719  = l0_db6_s14;
+    \$1719  = l0_db4_s13;
     if (en) begin
-      \$1719  = l0_db6_s13;
+      \$1719  = \t$445 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1720  = l0_db7_s13;
+    \$1720  = l0_db4_s14;
     if (en) begin
-      \$1720  = \t$454 ;
+      \$1720  = l0_db4_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1721  = l0_db7_s14;
+    \$1721  = l0_db5_s13;
     if (en) begin
-      \$1721  = l0_db7_s13;
+      \$1721  = \t$448 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1722  = l0_db8_s13;
+    \$1722  = l0_db5_s14;
     if (en) begin
-      \$1722  = \t$457 ;
+      \$1722  = l0_db5_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1723  = l0_db8_s14;
+    \$1723  = l0_db6_s13;
     if (en) begin
-      \$1723  = l0_db8_s13;
+      \$1723  = \t$451 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1724  = l0_db9_s13;
+    \$1724  = l0_db6_s14;
     if (en) begin
-      \$1724  = \t$460 ;
+      \$1724  = l0_db6_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1725  = l0_db9_s14;
+    \$1725  = l0_db7_s13;
     if (en) begin
-      \$1725  = l0_db9_s13;
+      \$1725  = \t$454 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1726  = l0_db10_s13;
+    \$1726  = l0_db7_s14;
     if (en) begin
-      \$1726  = \t$463 ;
+      \$1726  = l0_db7_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1727  = l0_db10_s14;
+    \$1727  = l0_db8_s13;
     if (en) begin
-      \$1727  = l0_db10_s13;
+      \$1727  = \t$457 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1728  = l0_db11_s13;
+    \$1728  = l0_db8_s14;
     if (en) begin
-      \$1728  = \t$466 ;
+      \$1728  = l0_db8_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1729  = l0_db11_s14;
+    \$1729  = l0_db9_s13;
     if (en) begin
-      \$1729  = l0_db11_s13;
+      \$1729  = \t$460 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1730  = l0_db12_s13;
+    \$1730  = l0_db9_s14;
     if (en) begin
-      \$1730  = \t$469 ;
+      \$1730  = l0_db9_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1731  = l0_db12_s14;
+    \$1731  = l0_db10_s13;
     if (en) begin
-      \$1731  = l0_db12_s13;
+      \$1731  = \t$463 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1732  = l0_db13_s13;
+    \$1732  = l0_db10_s14;
     if (en) begin
-      \$1732  = \t$472 ;
+      \$1732  = l0_db10_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1733  = l0_db13_s14;
+    \$1733  = l0_db11_s13;
     if (en) begin
-      \$1733  = l0_db13_s13;
+      \$1733  = \t$466 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1734  = l0_db14_s13;
+    \$1734  = l0_db11_s14;
     if (en) begin
-      \$1734  = \t$475 ;
+      \$1734  = l0_db11_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1735  = l0_db14_s14;
+    \$1735  = l0_db12_s13;
     if (en) begin
-      \$1735  = l0_db14_s13;
+      \$1735  = \t$469 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1736  = l0_db15_s13;
+    \$1736  = l0_db12_s14;
     if (en) begin
-      \$1736  = \t$478 ;
+      \$1736  = l0_db12_s13;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$1737  = l0_db15_s14;
+    \$1737  = l0_db13_s13;
     if (en) begin
-      \$1737  = l0_db15_s13;
+      \$1737  = \t$472 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1738  = l0_db13_s14;
+    if (en) begin
+      \$1738  = l0_db13_s13;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1739  = l0_db14_s13;
+    if (en) begin
+      \$1739  = \t$475 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1740  = l0_db14_s14;
+    if (en) begin
+      \$1740  = l0_db14_s13;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1741  = l0_db15_s13;
+    if (en) begin
+      \$1741  = \t$478 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$1742  = l0_db15_s14;
+    if (en) begin
+      \$1742  = l0_db15_s13;
     end
   end
   assign \t$16  = { t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t[30], t };

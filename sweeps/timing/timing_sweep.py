@@ -53,8 +53,8 @@ def point_spec(preset: str, timing: str, schedule: str):
     (the ``--timing`` / ``--schedule`` overrides of ``onchip generate``).
 
     Raises:
-        onchip.SpecError / ValueError: the spec refuses that point (the serial MLP is sequential
-            and compact only).
+        onchip.SpecError / ValueError: the spec refuses that point (the serial datapaths are
+            sequential; the serial KAN is compact only).
     """
     from onchip.commands.generate import resolve_spec
 

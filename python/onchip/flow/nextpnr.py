@@ -191,6 +191,26 @@ def critical_path(report: dict, verilog: str = "", *, clock: str | None = None, 
     }
 
 
+#: the pass during which Yosys 0.70 fails ``Assert `GetSize(conn.first) == GetSize(conn.second)'`` on
+#: some designs (kan-2-2-g8-k1-8b, sequential, fast); ``synth_ecp5 -dff`` maps them (measured neutral for
+#: fmax across the timing family: sweeps/timing/flow_options.md)
+_ABC9_REINTEGRATE = "ABC_OPS_REINTEGRATE"
+
+
+def _yosys_error(rpt: Path) -> tuple[str, str] | None:
+    """The pass header and the ERROR line of a failed quiet Yosys run, from its log ``rpt``; None
+    without either."""
+    if not rpt.exists():
+        return None
+    step = ""
+    for line in rpt.read_text(errors="replace").splitlines():
+        if "Executing" in line:
+            step = line
+        elif line.startswith("ERROR"):
+            return step, line
+    return None
+
+
 def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "build/pnr", *,
                     baud: int = DEFAULT_BAUD, seed: int = 1, synth_opts: str = "", nextpnr_opts: str = "") -> dict:
     """Build a real bitstream of ``design`` in the UART board top of a Lattice ``board``.
@@ -209,7 +229,9 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         the report: board, device, ``fmax_mhz``, ``clock_mhz`` (board clock),
         ``timing_met``, ``utilisation``, ``latency_cycles_*`` and
         ``latency_ns_prediction`` / ``latency_ns_update`` at fmax, ``bitstream`` file name,
-        ``critical_path`` (:func:`critical_path` of the slowest clock).
+        ``critical_path`` (:func:`critical_path` of the slowest clock), ``synth_opts`` (the synthesis
+        options used: a run that fails Yosys 0.70's abc9 assertion during ABC_OPS_REINTEGRATE is built
+        once more with ``-dff`` added, which avoids it).
 
     Raises:
         ValueError: unknown or non-Lattice board, bad seed, options with characters other than
@@ -231,8 +253,6 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
     extra = {"script_after_read": PREPARE["ice40"], "synth_opts": "-dsp"} if spec_board.family == "ice40" else {}
     if synth_opts:
         extra["synth_opts"] = f"{extra.get('synth_opts', '')} {synth_opts}".strip()
-    plan = platform.build(top, name="top", do_build=False,
-                          nextpnr_opts=f"--report pnr_report.json --seed {seed} {nextpnr_opts}".strip(), **extra)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     env = tool_env()
@@ -240,19 +260,28 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         env[var] = _script_path(script)
         if var.startswith("NEXTPNR"):  # packs first: a design too large is refused before placement
             env[var] = str(fit.wrapper(out, env[var], platform.device))
-    plan.extract(out)
-    proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    (out / "build.log").write_text(proc.stdout)
-    if proc.returncode != 0 and (out / fit.VERDICT).exists():
-        raise fit.DesignTooLarge(fit.verdict_message(json.loads((out / fit.VERDICT).read_text())))
-    if proc.returncode != 0:
+    attempts = [extra]
+    if "-dff" not in extra.get("synth_opts", "").split():
+        attempts.append({**extra, "synth_opts": f"{extra.get('synth_opts', '')} -dff".strip()})
+    for n, attempt in enumerate(attempts):
+        if n:  # an Amaranth platform builds once
+            platform, top = board_top(design, spec_board, baud)
+        plan = platform.build(top, name="top", do_build=False,
+                              nextpnr_opts=f"--report pnr_report.json --seed {seed} {nextpnr_opts}".strip(), **attempt)
+        plan.extract(out)
+        proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+        (out / "build.log").write_text(proc.stdout)
+        if proc.returncode != 0 and (out / fit.VERDICT).exists():
+            raise fit.DesignTooLarge(fit.verdict_message(json.loads((out / fit.VERDICT).read_text())))
+        if proc.returncode == 0:
+            break
+        yosys_error = _yosys_error(out / "top.rpt")
+        if n + 1 < len(attempts) and yosys_error and _ABC9_REINTEGRATE in yosys_error[0]:
+            continue  # Yosys 0.70's abc9 assertion: mapping the flip-flops too (-dff) avoids it
         tail = "\n".join(proc.stdout.strip().splitlines()[-25:])
-        rpt = out / "top.rpt"  # Yosys runs quiet (-q): its error is in its log, not on stdout
-        errors = [ln for ln in rpt.read_text(errors="replace").splitlines() if ln.startswith("ERROR")] \
-            if rpt.exists() else []
-        if errors:
-            tail += "\nYosys (top.rpt): " + errors[-1]
+        if yosys_error:
+            tail += "\nYosys (top.rpt): " + yosys_error[1]
         tim = out / "top.tim"
         if tim.exists():
             tail += "\n" + "\n".join(tim.read_text().strip().splitlines()[-15:])
@@ -280,6 +309,7 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         "prediction_frame_bytes": top.m_bytes,
         "bitstream": bit,
         "seed": seed,
+        "synth_opts": attempt.get("synth_opts", ""),
         "critical_path": critical_path(raw, design.verilog, clock=min(timing["fmax_by_clock"],
                                                                       key=timing["fmax_by_clock"].get)),
     }

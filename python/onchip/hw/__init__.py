@@ -62,7 +62,7 @@ def build_learner(spec: LearnerSpec, theta=None, dsp: str | None = None):
     """The Amaranth component of ``spec``: :class:`~onchip.hw.learner.OnchipLearner`, or for
     ``datapath = "serial"`` :class:`~onchip.hw.mlp_serial.SerialMlpLearner` (MLP) or
     :class:`~onchip.hw.kan_serial.SerialKanLearner` (KAN). All have the same ports and protocol.
-    ``dsp``: as :func:`generate` (the serial datapaths have no ``fast`` plan: no effect there).
+    ``dsp``: as :func:`generate` (the serial KAN has no ``fast`` plan: no effect there).
 
     Raises:
         ValueError: as :func:`generate`.
@@ -85,7 +85,7 @@ def build_learner(spec: LearnerSpec, theta=None, dsp: str | None = None):
     if spec.datapath == "serial":
         from .mlp_serial import SerialMlpLearner
 
-        return SerialMlpLearner(spec, theta)
+        return SerialMlpLearner(spec, theta, dsp=dsp)
     return OnchipLearner(spec, theta, dsp=dsp)
 
 

@@ -47,7 +47,9 @@ def layer_class(kind: str) -> type:
 def staged_tree(pipe: Pipe, terms: list[Staged], to_stage: int, name: str) -> Staged:
     """Exact sum of ``terms`` (all at one stage) as a balanced adder tree whose ceil(log2 n) levels
     are spread evenly over the stages until ``to_stage``, a register after each stage's levels
-    (the first stages take the extra level); with no stage left, the tree is combinational.
+    (the last stages take the extra level: the terms are products out of a multiplier, whose
+    route into the fabric is long, so their first stage gets the fewest adders); with no stage
+    left, the tree is combinational.
 
     Returns:
         the sum, valid at ``to_stage``.
@@ -61,9 +63,9 @@ def staged_tree(pipe: Pipe, terms: list[Staged], to_stage: int, name: str) -> St
     s, values, level = terms[0].stage, [t.value for t in terms], 0
     if to_stage < s:
         raise ValueError(f"an adder tree of {len(values)} terms at stage {s} cannot end at stage {to_stage}")
-    while s < to_stage:  # a tree shallower than the stages given is delayed after its last level
+    while s < to_stage:  # a tree shallower than the stages given is delayed before its first level
         depth = (len(values) - 1).bit_length()
-        for _ in range(-(-depth // (to_stage - s))):
+        for _ in range(depth // (to_stage - s)):
             values = _tree_level(values)
         values = [pipe.reg(v, s, f"{name}_t{level}_{n}_s{s + 1}").value for n, v in enumerate(values)]
         s, level = s + 1, level + 1

@@ -40,6 +40,16 @@ layer l; no stall on the prediction output):
 * initiation interval II = 2 sum_l N_l + 3 L + 2 (the next sample is
   accepted the cycle after layer 0's update is committed).
 
+``timing = "fast"`` (:func:`fast_stages`) registers every lane's raw products
+(forward W u, weight delta e u, back-propagated W e: on ECP5 the MULT18X18D's
+output register, :mod:`onchip.hw.dsp`) and converts them in the next cycle;
+the error to the previous layer's adder tree over the n_out lanes takes T_l =
+ceil(ceil(log2 n_out) / 2) registered stages (none for layer 0); the step
+strobes (accumulate, write-back, shift, commit, end of a forward pass) are
+registers decoded a cycle ahead, and the bias delta is registered. Each pass
+takes one cycle more, the backward pass of layer l T_l more: P = 1 +
+sum_l (N_l + 3), II = 2 sum_l N_l + 5 L + 2 + sum_l T_l.
+
 A prediction that has not been taken holds the next sample's forward pass in
 its last cycle (the output register is full); nothing else stalls.
 
@@ -56,13 +66,16 @@ through the parameter port's write path (n_params + 1 cycles), with
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.hdl import Array, Const, Module, Mux, Signal, Value
 from amaranth.lib.memory import Memory
 
 from ..model.golden import kernel_config, layout
 from ..spec import LearnerSpec
-from .fixedpoint import fmt_shape, node, overflow, requant
-from .layers import tree_sum
+from .dsp import check_dsp, registered_product
+from .fixedpoint import fmt_shape, node, overflow, requant, requant_by_carry
+from .layers import staged_tree, tree_sum
+from .pipeline import Pipe, Staged
+from .plan import tree_stages
 from .ram import div_const, ram_style
 from .serial_front import SerialLearner, serial_front
 
@@ -82,17 +95,28 @@ def serial_plan(spec: LearnerSpec) -> dict:
     """
     n = list(spec.widths[:-1])
     n_layers = len(n)
+    x, tree = fast_stages(spec)
     read, first = [], 1  # first: offset of the cycle using the layer's first weight word
     for l in range(n_layers):
         read.append(first - 1)
-        first += n[l] + 2
+        first += n[l] + 2 + x
     p = first  # the output layer's conversion to act ends in cycle p - 1
     update = [0] * n_layers
     first = p + 1  # the output error is formed at p
     for l in range(n_layers - 1, -1, -1):
-        update[l] = first + n[l]
+        update[l] = first + n[l] + x + tree[l]
         first = update[l] + 1
     return {"prediction": p, "read": read, "update": update, "ii": update[0] + 1}
+
+
+def fast_stages(spec: LearnerSpec) -> tuple[int, list[int]]:
+    """The registers ``timing = "fast"`` adds to the serial MLP's passes: ``x`` (1: every product is
+    registered raw, in a DSP's output register, and converted in the next cycle; 0 when compact) and,
+    per layer, the registered stages of its back-propagated error's adder tree over its outputs
+    (:func:`~onchip.hw.plan.tree_stages`; 0 for layer 0, which propagates nothing, and when compact)."""
+    if spec.stage_timing != "fast":
+        return 0, [0] * (len(spec.widths) - 1)
+    return 1, [0] + [tree_stages(w) for w in spec.widths[2:]]
 
 
 class _Layer:
@@ -141,8 +165,10 @@ class SerialMlpLearner(SerialLearner):
         ValueError: ``spec`` is not an MLP or not sequential, or a bad ``theta``.
     """
 
-    def __init__(self, spec: LearnerSpec, theta=None):
-        super().__init__(spec, theta, kind="mlp", plan_of=serial_plan)
+    def __init__(self, spec: LearnerSpec, theta=None, dsp: str | None = None):
+        super().__init__(spec, theta, kind="mlp", plan_of=serial_plan, port_stages=int(spec.stage_timing == "fast"))
+        #: fast: the raw products' registers, generic or in the device's DSP (:mod:`onchip.hw.dsp`)
+        self.dsp = check_dsp(dsp)
 
     # -- hardware ---------------------------------------------------------------------
     def elaborate(self, platform):
@@ -157,7 +183,14 @@ class SerialMlpLearner(SerialLearner):
             ly.rd = [bank.read_port() for bank in ly.banks]
             ly.wr = [bank.write_port() for bank in ly.banks]
 
-        step = Signal(range(max(ly.n_in for ly in layers) + 3), name="step")  # k: position in a pass
+        x, tree = fast_stages(spec)
+        fast = bool(x)
+        rq = requant_by_carry if fast else requant
+        pipe = Pipe(m, Const(1, 1))  # fast: the registered products and adder trees, advancing every cycle
+        # the step of a pass that ends it: forward (z formed), backward (last write, bias update)
+        fwd_end = [ly.n_in + 2 + x for ly in layers]
+        bwd_end = [ly.n_in + 1 + x + tree[ly.index] for ly in layers]
+        step = Signal(range(max(fwd_end + bwd_end) + 1), name="step")  # k: position in a pass
         idle = Signal(name="idle")
         fwd = [Signal(name=f"fwd_l{l}") for l in range(n_layers)]
         bwd = [Signal(name=f"bwd_l{l}") for l in range(n_layers)]
@@ -167,10 +200,18 @@ class SerialMlpLearner(SerialLearner):
         responding = Signal(name="responding")  # a command's response is formed this cycle
         m.d.comb += out_free.eq(~self.m.valid | self.m.ready)
         for l, ly in enumerate(layers):
-            m.d.comb += [
-                advance[l].eq(fwd[l] & (step == ly.n_in + 2) & (out_free if l == n_layers - 1 else 1)),
-                commit[l].eq(bwd[l] & (step == ly.n_in + 1)),
-            ]
+            if not fast:
+                m.d.comb += [
+                    advance[l].eq(fwd[l] & (step == ly.n_in + 2) & (out_free if l == n_layers - 1 else 1)),
+                    commit[l].eq(bwd[l] & (step == ly.n_in + 1)),
+                ]
+                continue
+            # fast: the strobes are registers, decoded from the step a cycle ahead (a pass steps by one;
+            # a finished forward pass holds its last step while the prediction waits)
+            at_end = Signal(name=f"fwd_end_l{l}")
+            m.d.sync += at_end.eq(fwd[l] & ((step == fwd_end[l] - 1) | ((step == fwd_end[l]) & ~advance[l])))
+            m.d.sync += commit[l].eq(bwd[l] & (step == bwd_end[l] - 1))
+            m.d.comb += advance[l].eq(at_end & (out_free if l == n_layers - 1 else 1))
 
         # -- sample stream, commands and the parameter bus (reload and writes) ------
         front = serial_front(m, self, idle)
@@ -191,6 +232,21 @@ class SerialMlpLearner(SerialLearner):
             m.d.comb += i.eq(rel - j * ly.n_in)
             jb = node(m, (bus_addr - (o + nw))[: max(1, (ly.n_out - 1).bit_length())], f"l{l}_brow")
             hit_w.append(hw), hit_b.append(hb), row.append(j), col.append(i), brow.append(jb)
+
+        # fast: the write bus registered once (a reload word from the ROM's block RAM, the decoded
+        # address): it reaches the banks and biases a cycle later, and the learner is busy meanwhile
+        w_we, w_data, w_hit_w, w_hit_b, w_row, w_col, w_brow = bus_we, bus_data, hit_w, hit_b, row, col, brow
+        port_busy = None
+        if fast:
+            def reg(value, name, reset_less=True):
+                r = Signal(Value.cast(value).shape(), name=name, reset_less=reset_less)
+                m.d.sync += r.eq(value)
+                return r
+
+            w_we, w_data = reg(bus_we, "bus_we_p1", reset_less=False), reg(bus_data, "bus_data_p1")
+            w_hit_w, w_hit_b = [reg(v, f"{v.name}_p1") for v in hit_w], [reg(v, f"{v.name}_p1") for v in hit_b]
+            w_row, w_col, w_brow = ([reg(v, f"{v.name}_p1") for v in vs] for vs in (row, col, brow))
+            port_busy = w_we
 
         # -- layers: forward pass, backward pass and update ----------------------
         f_back = f.coef.frac_bits + f.grad.frac_bits
@@ -220,7 +276,17 @@ class SerialMlpLearner(SerialLearner):
             waddr = Signal(range(n), name=f"l{l}_waddr", reset_less=True)
             m.d.sync += waddr.eq(step - 1)
             writeback = Signal(name=f"l{l}_writeback")
-            m.d.comb += writeback.eq(bwd[l] & (step >= 2))
+            if fast:  # forward: accumulate from step 3 (products converted in step 2); backward: write from step 3
+                acc_load, acc_add = Signal(name=f"l{l}_acc_load"), Signal(name=f"l{l}_acc_add")
+                m.d.sync += [
+                    acc_load.eq(fwd[l] & (step == 1)),
+                    acc_add.eq(fwd[l] & (step >= 2) & (step <= n + 1)),
+                    writeback.eq(bwd[l] & (step >= 2) & (step <= n + 1)),
+                ]
+                waddr_d = Signal(range(n), name=f"l{l}_waddr_d", reset_less=True)
+                m.d.sync += waddr_d.eq(waddr)
+            else:
+                m.d.comb += writeback.eq(bwd[l] & (step >= 2))
 
             f_prod = f.coef.frac_bits + ly.in_frac
             f_w = f.grad.frac_bits + ly.in_frac + spec.lr_shift
@@ -233,44 +299,77 @@ class SerialMlpLearner(SerialLearner):
                 # forward lane: acc = acc(b) + sum_i acc(W[j, i] u[i]), wrapping in the acc width
                 prod = Signal(fmt_shape(f.acc), name=f"l{l}_prod{j}", reset_less=True)
                 acc = Signal(fmt_shape(f.acc), name=f"l{l}_acc{j}", reset_less=True)
-                m.d.sync += prod.eq(requant(m, w * head, f_prod, f.acc))
-                with m.If(fwd[l] & (step == 1)):
-                    m.d.sync += acc.eq(requant(m, ly.bias[j], f.coef.frac_bits, f.acc))
-                with m.Elif(fwd[l] & (step >= 2) & (step <= n + 1)):
-                    m.d.sync += acc.eq(acc + prod)
-                z = requant(m, acc, f.acc.frac_bits, f.act)
+                if fast:
+                    raw = registered_product(m, pipe, w, head, 0, f"l{l}_prod{j}_raw", self.dsp)
+                    m.d.sync += prod.eq(rq(m, raw.value, f_prod, f.acc))
+                    with m.If(acc_load):
+                        m.d.sync += acc.eq(requant(m, ly.bias[j], f.coef.frac_bits, f.acc))
+                    with m.Elif(acc_add):
+                        m.d.sync += acc.eq(acc + prod)
+                else:
+                    m.d.sync += prod.eq(requant(m, w * head, f_prod, f.acc))
+                    with m.If(fwd[l] & (step == 1)):
+                        m.d.sync += acc.eq(requant(m, ly.bias[j], f.coef.frac_bits, f.acc))
+                    with m.Elif(fwd[l] & (step >= 2) & (step <= n + 1)):
+                        m.d.sync += acc.eq(acc + prod)
+                z = rq(m, acc, f.acc.frac_bits, f.act)
                 if not last:
-                    z = Mux(z > 0, z, 0)
+                    z = Mux(z[-1], 0, z) if fast else Mux(z > 0, z, 0)  # fast: the sign bit
                 zs.append(node(m, z, f"l{l}_z{j}"))
-                # backward lane: the pre-update weight and its delta, written back a cycle later
+                # backward lane: the pre-update weight and its delta, written back a cycle later (fast: two)
                 w_old = Signal(fmt_shape(f.coef), name=f"l{l}_wold{j}", reset_less=True)
                 delta = Signal(fmt_shape(f.coef), name=f"l{l}_dw{j}", reset_less=True)
-                m.d.sync += [w_old.eq(w), delta.eq(requant(m, e * head, f_w, f.coef))]
+                if fast:
+                    w_old_d = Signal(fmt_shape(f.coef), name=f"l{l}_wold{j}_d", reset_less=True)
+                    draw = registered_product(m, pipe, e, head, 0, f"l{l}_dw{j}_raw", self.dsp)
+                    m.d.sync += [w_old.eq(w), w_old_d.eq(w_old), delta.eq(rq(m, draw.value, f_w, f.coef))]
+                    w_old, w_addr = w_old_d, waddr_d
+                else:
+                    m.d.sync += [w_old.eq(w), delta.eq(requant(m, e * head, f_w, f.coef))]
+                    w_addr = waddr
                 if l > 0:
                     bprod = Signal(fmt_shape(f.acc), name=f"l{l}_bprod{j}", reset_less=True)
-                    m.d.sync += bprod.eq(requant(m, w * e, f_back, f.acc))
+                    if fast:
+                        braw = registered_product(m, pipe, w, e, 0, f"l{l}_bprod{j}_raw", self.dsp)
+                        m.d.sync += bprod.eq(rq(m, braw.value, f_back, f.acc))
+                    else:
+                        m.d.sync += bprod.eq(requant(m, w * e, f_back, f.acc))
                     bprods.append(bprod)
-                bus_hit = bus_we & hit_w[l] & (row[l] == j)
+                bus_hit = w_we & w_hit_w[l] & (w_row[l] == j)
                 m.d.comb += [
                     wp.en.eq(writeback | bus_hit),
-                    wp.addr.eq(Mux(writeback, waddr, col[l])),
-                    wp.data.eq(Mux(writeback, overflow(m, w_old - delta, f.coef), bus_data)),
+                    wp.addr.eq(Mux(writeback, w_addr, w_col[l])),
+                    wp.data.eq(Mux(writeback, overflow(m, w_old - delta, f.coef), w_data)),
                 ]
                 b = ly.bias[j]
-                with m.If(commit[l]):
-                    m.d.sync += b.eq(overflow(m, b - requant(m, e, f_b, f.coef), f.coef))
-                with m.If(bus_we & hit_b[l] & (brow[l] == j)):
-                    m.d.sync += b.eq(bus_data)
+                if fast:  # the bias delta from the layer's error, fixed during its backward pass
+                    b_delta = Signal(fmt_shape(f.coef), name=f"l{l}_db{j}", reset_less=True)
+                    m.d.sync += b_delta.eq(rq(m, e, f_b, f.coef))
+                    with m.If(commit[l]):
+                        m.d.sync += b.eq(overflow(m, b - b_delta, f.coef))
+                else:
+                    with m.If(commit[l]):
+                        m.d.sync += b.eq(overflow(m, b - requant(m, e, f_b, f.coef), f.coef))
+                with m.If(w_we & w_hit_b[l] & (w_brow[l] == j)):
+                    m.d.sync += b.eq(w_data)
             z_prev = zs
 
             # error to the previous layer, one input per step, shifted into its error register
             if l > 0:
                 positive = Signal(name=f"l{l}_u_pos", reset_less=True)
                 m.d.sync += positive.eq(head > 0)
-                s = overflow(m, tree_sum(bprods), f.acc)
-                e_prev = node(m, Mux(positive, requant(m, s, f.acc.frac_bits, f.grad), 0), f"l{l - 1}_eprev")
+                shift = writeback
+                if fast:  # the sum in tree[l] registered stages; shifted in from step 3 + tree[l]
+                    s = overflow(m, staged_tree(pipe, [Staged(v, 2) for v in bprods], 2 + tree[l],
+                                                f"l{l}_bsum").value, f.acc)
+                    positive = pipe.at(Staged(positive, 1), 2 + tree[l])
+                    shift = Signal(name=f"l{l}_shift")
+                    m.d.sync += shift.eq(bwd[l] & (step >= 2 + tree[l]) & (step <= n + 1 + tree[l]))
+                else:
+                    s = overflow(m, tree_sum(bprods), f.acc)
+                e_prev = node(m, Mux(positive, rq(m, s, f.acc.frac_bits, f.grad), 0), f"l{l - 1}_eprev")
                 tgt = layers[l - 1].err
-                with m.If(writeback):
+                with m.If(shift):
                     m.d.sync += [tgt[i].eq(tgt[i + 1]) for i in range(len(tgt) - 1)]
                     m.d.sync += tgt[-1].eq(e_prev)
 
@@ -305,7 +404,7 @@ class SerialMlpLearner(SerialLearner):
         # -- sequencer ------------------------------------------------------------
         with m.FSM(init="IDLE", name="sequencer"):
             with m.State("IDLE"):  # after reset, busy until the reload is done
-                m.d.comb += idle.eq(~reload.active)
+                m.d.comb += idle.eq(~reload.active & ~port_busy if fast else ~reload.active)
                 with m.If(accept):
                     m.d.sync += step.eq(1)
                     m.next = "FWD0"
@@ -325,7 +424,7 @@ class SerialMlpLearner(SerialLearner):
                         else:
                             m.d.sync += step.eq(0)
                             m.next = f"BWD{l}"
-                    with m.Elif(step != ly.n_in + 2):
+                    with m.Elif(step != fwd_end[l]):
                         m.d.sync += step.eq(step + 1)
                 with m.State(f"BWD{l}"):
                     m.d.comb += bwd[l].eq(1)
@@ -334,4 +433,5 @@ class SerialMlpLearner(SerialLearner):
                         m.next = f"BWD{l - 1}" if l > 0 else "IDLE"
                     with m.Else():
                         m.d.sync += step.eq(step + 1)
+        pipe.finalize()
         return m

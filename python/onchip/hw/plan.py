@@ -12,6 +12,12 @@ from .fixedpoint import requant_has_logic
 PORT_STAGES = 4
 
 
+def tree_stages(n: int) -> int:
+    """Registered stages of a ``fast`` adder tree over ``n`` terms: one per two of its ceil(log2 n)
+    levels (:func:`onchip.hw.layers.staged_tree`)."""
+    return -(-(n - 1).bit_length() // 2)
+
+
 def stage_plan(spec: LearnerSpec) -> dict:
     """Pipeline stages of the learner of ``spec`` (stage 0: the accepting cycle), from its kind,
     widths, formats and ``timing``. The layers (:mod:`onchip.hw.layers`) place their registers at
@@ -27,7 +33,9 @@ def stage_plan(spec: LearnerSpec) -> dict:
     stages and KAN coefficients read from RAM are registered before their multiplier (measured
     with nextpnr-ecp5: these paths limited fmax), an adder tree of n terms gets a stage per two
     of its ceil(log2 n) levels (measured: one level per stage left the tree with slack while it
-    cost kan-paper a cycle), then the conversion of the sum; an update takes 2 more
+    cost kan-paper a cycle; with an odd number of levels the stage after the products holds one
+    level, as the route out of a DSP is long: measured, user-kan-2-3-1 seed 1 91.7 -> 106.4 MHz),
+    then the conversion of the sum; an update takes 2 more
     stages (raw product e x b or e x u, then its rounding into ``coef``), so that the commit
     cycle holds only the read, the subtract-and-saturate and the write of the parameter.
 
@@ -51,8 +59,8 @@ def stage_plan(spec: LearnerSpec) -> dict:
     n_layers = len(spec.widths) - 1
     k1 = spec.spline_order + 1 if spec.kind == "kan" else 1
 
-    def levels(n: int) -> int:  # registered stages of an adder tree over n terms: two levels each
-        return -(-(n - 1).bit_length() // 2) if fast else 0
+    def levels(n: int) -> int:
+        return tree_stages(n) if fast else 0
 
     def to_acc(frac_from: int) -> int:  # a stage of its own for a product's conversion into acc
         return int(fast and requant_has_logic(frac_from, f.acc))
