@@ -91,20 +91,26 @@ def test_narrow_three_layer_saturates_bit_exact_under_stalls():
 
 
 def test_narrow_three_layer_timing():
+    # fast: the back-propagation sums over 5 and 3 outputs take 2 and 1 registered stages
+    assert NARROW.stage_timing == "fast"
     design, seg, _ = run_stream(NARROW, 200, seed=22, measure=True)
     check_timing(NARROW, design, seg)
 
 
-def test_fast_readout_bit_exact_with_reported_timing():
-    spec = READOUT.replace(timing="fast")
+def test_readout_is_fast_by_default_and_one_cycle_longer_per_pass():
+    # auto builds fast on the serial MLP: 2 * 10 + 5 * 2 + 2 cycles between samples, compact 28
+    assert READOUT.stage_timing == "fast" and cached_design(READOUT).info["initiation_interval"] == 32
+    assert cached_design(READOUT.replace(timing="compact")).info["initiation_interval"] == 28
+
+
+def test_compact_readout_bit_exact_with_reported_timing():
+    spec = READOUT.replace(timing="compact")
     design, seg, _ = run_stream(spec, 3000, seed=12, measure=True)
     check_timing(spec, design, seg)
-    assert design.info["initiation_interval"] == 32  # 2 * 10 + 5 * 2 + 2: one more cycle per pass than compact's 28
 
 
-def test_fast_narrow_three_layer_bit_exact_under_stalls_and_timing():
-    # 3 layers: the back-propagation sums over 5 and 3 outputs take 2 and 1 registered stages
-    spec = NARROW.replace(timing="fast")
+def test_compact_narrow_three_layer_bit_exact_under_stalls_and_timing():
+    spec = NARROW.replace(timing="compact")
     design, seg, _ = run_stream(spec, 300, seed=23, measure=True)
     check_timing(spec, design, seg)
     run_stream(spec, 600, 24, bench_seed=5, p_valid=0.6, p_ready=0.45, p_param_ready=0.5)
@@ -115,7 +121,7 @@ def test_fast_products_are_dsp_instances_with_their_registers():
     error) are registered raw; for ECP5 each is a MULT18X18D holding that register."""
     from onchip.hw import generate
 
-    spec = READOUT.replace(timing="fast")
+    spec = READOUT
     v = generate(spec, axis=False, dsp="ecp5").verilog
     lanes = spec.widths[1:]
     want = sum(n * (2 + (l > 0)) for l, n in enumerate(lanes))
@@ -161,7 +167,8 @@ def test_wide_network_converts_with_neuron_sized_logic():
     n_mult = len(re.findall(r" \* ", v))
     assert n_mult <= 3 * n_neurons + 2 * n_layers < n_weights // 10
     assert design.info["param_count"] == WIDE.parameter_count() == 6570
-    assert design.info["initiation_interval"] == 2 * sum(WIDE.widths[:-1]) + 3 * n_layers + 2
+    # fast (the default): two more cycles per layer, and the sums over 32 and 10 outputs 3 and 2 stages
+    assert design.info["initiation_interval"] == 2 * sum(WIDE.widths[:-1]) + 5 * n_layers + 2 + 3 + 2
 
 
 @pytest.mark.slow

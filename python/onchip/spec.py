@@ -32,7 +32,7 @@ TIMINGS = ("compact", "fast")
 TIMING_CHOICES = ("auto", *TIMINGS)
 
 
-def default_timing(datapath: str, schedule: str) -> str:
+def default_timing(datapath: str, schedule: str, kind: str = "kan") -> str:
     """The stage plan ``timing = "auto"`` (the default) builds: the plan with fewer routed
     nanoseconds per update, as measured on the ULX3S 85F over the spec family of
     ``sweeps/timing`` (sequential, placer seed 1).
@@ -41,11 +41,15 @@ def default_timing(datapath: str, schedule: str) -> str:
       placed at both plans, KAN and MLP, e.g. kan-paper 76.7 against 129.3 ns, mlp-readout 118.7
       against 179.3 ns: with the products' registers in the ECP5 DSPs, fmax more than pays for
       the doubled cycles);
+    - the serial MLP (sequential only): ``"fast"`` (mlp-serial-8-16-1: 59 cycles at 106.9 MHz,
+      551.8 ns, against 55 at 66.6 MHz, 826.4 ns);
     - the pipelined schedule: ``"compact"``, because the fast plan needs a larger staleness,
       and the staleness is part of the learner (its numbers), which a default must not change;
-    - the serial datapaths: ``"compact"``, their only plan.
+    - the serial KAN: ``"compact"``, its only plan.
     """
-    return "fast" if datapath == "parallel" and schedule == "sequential" else "compact"
+    if schedule != "sequential":
+        return "compact"
+    return "fast" if datapath == "parallel" or kind == "mlp" else "compact"
 
 
 #: Integer fields of a spec (a bool is refused: TOML's ``true`` is not the integer 1).
@@ -197,7 +201,7 @@ class LearnerSpec:
             it needs.
         timing: register stages of the RTL (:func:`onchip.hw.plan.stage_plan`): ``"auto"``
             (the default: :func:`default_timing`, fast for the sequential schedule on the
-            parallel datapath, compact otherwise; :attr:`stage_timing` holds the plan it builds),
+            parallel datapath and the serial MLP, compact otherwise; :attr:`stage_timing` holds the plan it builds),
             ``"compact"`` (fewest cycles: a multiply, its rounding and an adder tree share
             a clock cycle) or ``"fast"`` (every multiplier's raw product is registered and no
             stage holds more than one multiplier, one carry chain or two adder-tree levels: more
@@ -445,8 +449,8 @@ class LearnerSpec:
     @property
     def stage_timing(self) -> str:
         """The stage plan the RTL is built with: ``timing``, or for ``"auto"``
-        :func:`default_timing` of this spec's datapath and schedule."""
-        return default_timing(self.datapath, self.schedule) if self.timing == "auto" else self.timing
+        :func:`default_timing` of this spec's datapath, schedule and kind."""
+        return default_timing(self.datapath, self.schedule, self.kind) if self.timing == "auto" else self.timing
 
     def replace(self, **changes) -> "LearnerSpec":
         """A copy with fields changed (validated again)."""
