@@ -131,7 +131,9 @@ def run_pnr(preset: str, timing: str, schedule: str, seed: int, **flow) -> dict:
             "ff": util.get("TRELLIS_FF", {}).get("used"), "dsp": util.get("MULT18X18D", {}).get("used"),
             "critical_path": {"start": cp["start"]["signal"] or cp["start"]["cell"],
                               "end": cp["end"]["signal"] or cp["end"]["cell"], "total_ns": cp["total_ns"],
-                              "logic_ns": cp["logic_ns"], "routing_ns": cp["routing_ns"]}}
+                              "logic_ns": cp["logic_ns"], "routing_ns": cp["routing_ns"]},
+            # the board build's retry with -dff past Yosys 0.70's abc9 assertion (onchip.flow.nextpnr)
+            **({"synth_opts": rep["synth_opts"]} if rep.get("synth_opts") else {})}
 
 
 def run_xcup(preset: str, timing: str, schedule: str) -> dict:
@@ -233,7 +235,7 @@ def table(runs: dict) -> list[dict]:
             best_seed = max(seeds, key=lambda s: seeds[s]["fmax_mhz"])
             best = seeds[best_seed]
             row.update(fmax_mhz=best["fmax_mhz"], best_seed=best_seed, ecp5_lut=best["lut"], ecp5_ff=best["ff"],
-                       ecp5_dsp=best["dsp"], critical_path=best["critical_path"],
+                       ecp5_dsp=best["dsp"], critical_path=best["critical_path"], synth_opts=best.get("synth_opts"),
                        step_ns=c["latency_cycles_update"] * 1e3 / best["fmax_mhz"],
                        ii_ns=c["initiation_interval"] * 1e3 / best["fmax_mhz"])
         if f"{name}/xcup" in runs:
@@ -269,6 +271,8 @@ def report(runs: dict) -> None:
         cp = r.get("critical_path")
         cp_text = (f"{cp['start']} -> {cp['end']}: {cp['total_ns']:.2f} ns (logic {cp['logic_ns']:.2f}, "
                    f"routing {cp['routing_ns']:.2f})" if cp else r.get("note", "-"))
+        if r.get("synth_opts"):
+            cp_text += f"; built with synth_ecp5 {r['synth_opts']} (Yosys 0.70's abc9 assertion without it)"
         lines.append(
             f"| {r['preset']} | {r['timing']} | {r['schedule']} | {r['staleness']} | {r['latency_cycles_update']} "
             f"| {r['initiation_interval']} | {_cell(r, 'fmax_mhz', '{:.1f}')} "

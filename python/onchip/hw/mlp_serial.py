@@ -361,7 +361,7 @@ class SerialMlpLearner(SerialLearner):
                 shift = writeback
                 if fast:  # the sum in tree[l] registered stages; shifted in from step 3 + tree[l]
                     s = overflow(m, staged_tree(pipe, [Staged(v, 2) for v in bprods], 2 + tree[l],
-                                                f"l{l}_bsum").value, f.acc)
+                                                f"l{l}_bsum", extra_last=True).value, f.acc)
                     positive = pipe.at(Staged(positive, 1), 2 + tree[l])
                     shift = Signal(name=f"l{l}_shift")
                     m.d.sync += shift.eq(bwd[l] & (step >= 2 + tree[l]) & (step <= n + 1 + tree[l]))
