@@ -43,7 +43,9 @@ def by_name(results):
     kan_paper(),
     resolve_spec("kan-readout", "pipelined", "min", "fast"),
     dataclasses.replace(PRESETS["mlp-regression"], datapath="serial"),
-    dataclasses.replace(PRESETS["mlp-regression"], datapath="serial", timing="compact"),
+    # slow: the serial MLP's compact plan (its default before fast) is proved in the slow set
+    pytest.param(dataclasses.replace(PRESETS["mlp-regression"], datapath="serial", timing="compact"),
+                 marks=pytest.mark.slow),
 ], ids=["kan-paper", "kan-readout-pipelined-fast", "mlp-regression-serial-fast", "mlp-regression-serial-compact"])
 def test_the_stream_protocol_is_proved_for_every_cycle(spec, tmp_path):
     results = formal.prove(spec, folder=tmp_path, readback=False)
