@@ -33,8 +33,9 @@ def stage_plan(spec: LearnerSpec) -> dict:
     stages and KAN coefficients read from RAM are registered before their multiplier (measured
     with nextpnr-ecp5: these paths limited fmax), an adder tree of n terms gets a stage per two
     of its ceil(log2 n) levels (measured: one level per stage left the tree with slack while it
-    cost kan-paper a cycle; with an odd number of levels the stage after the products holds one
-    level, as the route out of a DSP is long: measured, user-kan-2-3-1 seed 1 91.7 -> 106.4 MHz),
+    cost kan-paper a cycle; with an odd number of levels, on the sequential schedule, the stage
+    after the products holds one level, as the route out of a DSP is long: measured over seeds
+    1-3, user-kan-2-3-1 99.3 -> 106.4 MHz best; pipelined the first stage keeps two),
     then the conversion of the sum; an update takes 2 more
     stages (raw product e x b or e x u, then its rounding into ``coef``), so that the commit
     cycle holds only the read, the subtract-and-saturate and the write of the parameter.
