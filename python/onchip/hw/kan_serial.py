@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import functools
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
 from ..model.golden import kernel_config, layout
@@ -241,16 +241,10 @@ class SerialKanLearner(SerialLearner):
         # the parameter bus decoded in PORT_STAGES registered steps (flat address -> layer, lane,
         # bank, word), one constant multiply per step: a reload word or command reaches the RAM
         # PORT_STAGES cycles after it enters
-        def reg(value, name):
-            r = Signal(Value.cast(value).shape(), name=name)
-            m.d.sync += r.eq(value)
-            return r
-
         port_we, port_rd, port_data = bus_we, execute & ~cmd_write, bus_data
         carried = []
         for n in range(1, PORT_STAGES + 1):
-            port_we, port_rd = reg(port_we, f"port_we_p{n}"), reg(port_rd, f"port_rd_p{n}")
-            port_data = reg(port_data, f"port_data_p{n}")
+            port_we, port_rd, port_data = port_step(m, n, "port", we=port_we, rd=port_rd, data=port_data)
             carried.append(port_we)
         port = []  # per layer: (hit, lane, bank, word address), at the last port stage
         for ly in layers:

@@ -139,8 +139,8 @@ class _Layer:
         # carry bank addresses and bank-ordered deltas
         self.raw_products = self.bank_ordered = spec.stage_timing == "fast"
         #: an odd adder-tree level goes to the tree's last stage on the sequential schedule (measured,
-        #: placer seeds 1-3, mean fmax change: sequential +4%, the user's 2->3->1 KAN +11%, where the
-        #: first tree stage was the path; pipelined -3%, where the paths lie elsewhere: kept first)
+        #: placer seeds 1-3, mean fmax change: sequential +4.1%, the user's 2->3->1 KAN +11%, where the
+        #: first tree stage was the path; pipelined -1.9%, where the paths lie elsewhere: kept first)
         self.tree_extra_last = spec.schedule == "sequential"
         #: the rounding conversion: fast rounds with one carry chain, saturates by bits (requant_by_carry)
         self.rq = requant_by_carry if spec.stage_timing == "fast" else requant

@@ -70,7 +70,7 @@ through the parameter port's write path (n_params + 1 cycles), with
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Array, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Const, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
 from ..model.golden import kernel_config, layout
@@ -80,7 +80,7 @@ from .fixedpoint import fmt_shape, node, overflow, requant, requant_by_carry
 from .layers import staged_tree, tree_sum
 from .pipeline import Pipe, Staged
 from .plan import tree_stages
-from .ram import div_const, ram_style
+from .ram import div_const, port_step, ram_style
 from .serial_front import SerialLearner, serial_front
 
 __all__ = ["SerialMlpLearner", "serial_plan"]
@@ -191,6 +191,9 @@ class SerialMlpLearner(SerialLearner):
         fast = bool(x)
         rq = requant_by_carry if fast else requant
         pipe = Pipe(m, Const(1, 1))  # fast: the registered products and adder trees, advancing every cycle
+
+        def product(x, y, name):  # what a lane converts: x * y, or fast its raw register (a cycle later)
+            return registered_product(m, pipe, x, y, 0, name, self.dsp).value if fast else x * y
         # the step of a pass that ends it: forward (z formed), backward (last write, bias update)
         fwd_end = [ly.n_in + 2 + x for ly in layers]
         bwd_end = [ly.n_in + 1 + x + tree[ly.index] for ly in layers]
@@ -242,14 +245,10 @@ class SerialMlpLearner(SerialLearner):
         w_we, w_data, w_hit_w, w_hit_b, w_row, w_col, w_brow = bus_we, bus_data, hit_w, hit_b, row, col, brow
         port_busy = None
         if fast:
-            def reg(value, name, reset_less=True):
-                r = Signal(Value.cast(value).shape(), name=name, reset_less=reset_less)
-                m.d.sync += r.eq(value)
-                return r
-
-            w_we, w_data = reg(bus_we, "bus_we_p1", reset_less=False), reg(bus_data, "bus_data_p1")
-            w_hit_w, w_hit_b = [reg(v, f"{v.name}_p1") for v in hit_w], [reg(v, f"{v.name}_p1") for v in hit_b]
-            w_row, w_col, w_brow = ([reg(v, f"{v.name}_p1") for v in vs] for vs in (row, col, brow))
+            (w_we,), (w_data,) = port_step(m, 1, "bus", we=bus_we), port_step(m, 1, "bus", reset_less=True, data=bus_data)
+            w_hit_w, w_hit_b, w_row, w_col, w_brow = (
+                [port_step(m, 1, f"l{l}", reset_less=True, **{field: v})[0] for l, v in enumerate(vs)]
+                for field, vs in (("hit_w", hit_w), ("hit_b", hit_b), ("row", row), ("col", col), ("brow", brow)))
             port_busy = w_we
 
         # -- layers: forward pass, backward pass and update ----------------------
@@ -303,15 +302,13 @@ class SerialMlpLearner(SerialLearner):
                 # forward lane: acc = acc(b) + sum_i acc(W[j, i] u[i]), wrapping in the acc width
                 prod = Signal(fmt_shape(f.acc), name=f"l{l}_prod{j}", reset_less=True)
                 acc = Signal(fmt_shape(f.acc), name=f"l{l}_acc{j}", reset_less=True)
+                m.d.sync += prod.eq(rq(m, product(w, head, f"l{l}_prod{j}_raw"), f_prod, f.acc))
                 if fast:
-                    raw = registered_product(m, pipe, w, head, 0, f"l{l}_prod{j}_raw", self.dsp)
-                    m.d.sync += prod.eq(rq(m, raw.value, f_prod, f.acc))
                     with m.If(acc_load):
                         m.d.sync += acc.eq(requant(m, ly.bias[j], f.coef.frac_bits, f.acc))
                     with m.Elif(acc_add):
                         m.d.sync += acc.eq(acc + prod)
                 else:
-                    m.d.sync += prod.eq(requant(m, w * head, f_prod, f.acc))
                     with m.If(fwd[l] & (step == 1)):
                         m.d.sync += acc.eq(requant(m, ly.bias[j], f.coef.frac_bits, f.acc))
                     with m.Elif(fwd[l] & (step >= 2) & (step <= n + 1)):
@@ -323,21 +320,15 @@ class SerialMlpLearner(SerialLearner):
                 # backward lane: the pre-update weight and its delta, written back a cycle later (fast: two)
                 w_old = Signal(fmt_shape(f.coef), name=f"l{l}_wold{j}", reset_less=True)
                 delta = Signal(fmt_shape(f.coef), name=f"l{l}_dw{j}", reset_less=True)
+                olds = [w_old]
                 if fast:
-                    w_old_d = Signal(fmt_shape(f.coef), name=f"l{l}_wold{j}_d", reset_less=True)
-                    draw = registered_product(m, pipe, e, head, 0, f"l{l}_dw{j}_raw", self.dsp)
-                    m.d.sync += [w_old.eq(w), w_old_d.eq(w_old), delta.eq(rq(m, draw.value, f_w, f.coef))]
-                    w_old, w_addr = w_old_d, waddr_d
-                else:
-                    m.d.sync += [w_old.eq(w), delta.eq(requant(m, e * head, f_w, f.coef))]
-                    w_addr = waddr
+                    olds.append(Signal(fmt_shape(f.coef), name=f"l{l}_wold{j}_d", reset_less=True))
+                m.d.sync += [old.eq(v) for old, v in zip(olds, [w] + olds)]
+                m.d.sync += delta.eq(rq(m, product(e, head, f"l{l}_dw{j}_raw"), f_w, f.coef))
+                w_old, w_addr = olds[-1], waddr_d if fast else waddr
                 if l > 0:
                     bprod = Signal(fmt_shape(f.acc), name=f"l{l}_bprod{j}", reset_less=True)
-                    if fast:
-                        braw = registered_product(m, pipe, w, e, 0, f"l{l}_bprod{j}_raw", self.dsp)
-                        m.d.sync += bprod.eq(rq(m, braw.value, f_back, f.acc))
-                    else:
-                        m.d.sync += bprod.eq(requant(m, w * e, f_back, f.acc))
+                    m.d.sync += bprod.eq(rq(m, product(w, e, f"l{l}_bprod{j}_raw"), f_back, f.acc))
                     bprods.append(bprod)
                 bus_hit = w_we & w_hit_w[l] & (w_row[l] == j)
                 m.d.comb += [

@@ -56,13 +56,14 @@ def div_const(x: Value, d: int, x_max: int) -> Value:
     return x >> s if mult == 1 else (x * mult) >> s
 
 
-def port_step(m: Module, n: int, prefix: str, **values) -> list[Signal]:
+def port_step(m: Module, n: int, prefix: str, *, reset_less: bool = False, **values) -> list[Signal]:
     """Register step ``n`` of a parameter-port decode: each of ``values`` (name -> expression) into a
     register ``<prefix>_<name>_p<n>`` of its shape, in the order given (the port's stages split one
-    flat address over several cycles, one constant division or table per step)."""
+    flat address over several cycles, one constant division or table per step); ``reset_less``:
+    registers without a reset (data whose value matters only with a write strobe)."""
     regs = []
     for name, value in values.items():
-        reg = Signal(Value.cast(value).shape(), name=f"{prefix}_{name}_p{n}")
+        reg = Signal(Value.cast(value).shape(), name=f"{prefix}_{name}_p{n}", reset_less=reset_less)
         m.d.sync += reg.eq(value)
         regs.append(reg)
     return regs
