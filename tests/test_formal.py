@@ -46,7 +46,10 @@ def by_name(results):
     # slow: the serial MLP's compact plan (its default before fast) is proved in the slow set
     pytest.param(dataclasses.replace(PRESETS["mlp-regression"], datapath="serial", timing="compact"),
                  marks=pytest.mark.slow),
-], ids=["kan-paper", "kan-readout-pipelined-fast", "mlp-regression-serial-fast", "mlp-regression-serial-compact"])
+    # slow: the serial KAN at its default, fast (registered strobes, reload flag and port busy flag)
+    pytest.param(dataclasses.replace(PRESETS["kan-regression"], datapath="serial"), marks=pytest.mark.slow),
+], ids=["kan-paper", "kan-readout-pipelined-fast", "mlp-regression-serial-fast", "mlp-regression-serial-compact",
+        "kan-regression-serial-fast"])
 def test_the_stream_protocol_is_proved_for_every_cycle(spec, tmp_path):
     results = formal.prove(spec, folder=tmp_path, readback=False)
     names = [r.name for r in results]

@@ -4,7 +4,7 @@ Hypothesis draws specs across everything :class:`~onchip.spec.LearnerSpec` accep
 widths with several layers and outputs, KAN grid size, order, grid range and basis table
 bits, every format field narrow and wide with every quantization and overflow mode, unsigned
 formats, learning-rate shifts up to the largest a float64 power of two allows, init scale,
-schedule and staleness, the stage plan (``timing``), the serial MLP and KAN datapaths and the KAN's lanes) and a short raw stream (inputs on, at and
+schedule and staleness, the stage plan (``timing``, both plans on every datapath), the serial MLP and KAN datapaths and the KAN's lanes) and a short raw stream (inputs on, at and
 beyond the grid edges and the format limits, targets at full scale). A drawn spec goes
 through the spec's own validation; one it refuses is rejected with ``assume`` and counted
 (:data:`COUNTS`, printed at the end of the module and shown by
@@ -130,9 +130,8 @@ def spec_fields(draw, *, max_width: int = 4, rtl: bool = False) -> dict:
         if name not in formats:
             formats[name] = draw(formats_field(name=name))
     fields["formats"] = formats
-    # the stage plan: both plans on the parallel datapaths and the serial MLP, the serial KAN has only compact
-    both = fields["datapath"] == "parallel" or fields["kind"] == "mlp"
-    fields["timing"] = draw(st.sampled_from(["auto", "compact", "fast"])) if both else "auto"
+    # the stage plan: both plans on every datapath
+    fields["timing"] = draw(st.sampled_from(["auto", "compact", "fast"]))
     if rtl and fields["schedule"] == "pipelined":
         fields["staleness"] = None  # the RTL's smallest, set once the spec is valid
     return fields

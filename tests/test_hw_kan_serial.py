@@ -10,6 +10,7 @@ interval and commit cycles must equal what the design reports, and those the clo
 :mod:`onchip.hw.kan_serial`, written out here from the schedule.
 """
 
+import dataclasses
 import gc
 import math
 import re
@@ -53,15 +54,27 @@ EIGHT = WIDE.replace(name="kan-8-8-1-serial", widths=(8, 8, 1), grid_size=8, lan
 
 
 def closed_forms(spec):
-    """(P, II, update per layer) from the schedule: per layer S = n_out * ceil(n_in / c) steps; a
-    forward pass takes S + 4 cycles, a backward pass S + 4 (layer 0: S + 2) with the commit in
-    its cycle S + 1; the accepting cycle comes first and the next sample follows layer 0's commit."""
+    """(P, II, update per layer) from the schedule: per layer S = n_out * ceil(n_in / c) steps.
+    Compact: a forward pass takes S + 4 cycles, a backward pass S + 4 (layer 0: S + 2) with the
+    commit in its cycle S + 1. Fast: with R (products' conversion into acc rounds or saturates),
+    K = ceil(ceil(log2(k+1)) / 2) and C the same over the most lanes, a forward pass takes
+    S + 7 + R + K + C, a backward pass S + 9 + R + K (layer 0: S + 4), the commit in its cycle
+    S + 3. The accepting cycle comes first and the next sample follows layer 0's commit."""
     steps = [b * math.ceil(a / min(spec.lanes, a)) for a, b in zip(spec.widths[:-1], spec.widths[1:])]
-    p = 1 + sum(s + 4 for s in steps)
+    if spec.stage_timing == "fast":
+        f = spec.formats
+        rounds = f.acc.frac_bits < f.coef.frac_bits + f.basis.frac_bits and f.acc.quant != "TRN"
+        r = int(rounds or f.acc.overflow != "WRAP")
+        k = math.ceil(math.ceil(math.log2(spec.spline_order + 1)) / 2)
+        c = math.ceil(math.ceil(math.log2(min(spec.lanes, max(spec.widths[:-1])))) / 2)
+        fwd, bwd, bwd0, commit = 7 + r + k + c, 9 + r + k, 4, 3
+    else:
+        fwd, bwd, bwd0, commit = 4, 4, 2, 1
+    p = 1 + sum(s + fwd for s in steps)
     update, start = [0] * len(steps), p
     for l in reversed(range(len(steps))):
-        update[l] = start + steps[l] + 1
-        start += steps[l] + 4
+        update[l] = start + steps[l] + commit
+        start += steps[l] + (bwd if l else bwd0)
     return p, update[0] + 1, update
 
 
@@ -82,14 +95,18 @@ def check_timing(spec, design, seg):
         assert set((np.asarray(commits) - acc).tolist()) == {update[l]}
 
 
-def test_wide_kan_bit_exact_with_reported_timing():
-    design, seg, theta = run_stream(WIDE, 3000, seed=11, measure=True)
-    check_timing(WIDE, design, seg)
-    assert np.any(theta != initial_parameters(WIDE))  # the stream did update the coefficients
+@pytest.mark.parametrize("timing", ["compact", "fast"])
+def test_wide_kan_bit_exact_with_reported_timing(timing):
+    spec = WIDE.replace(timing=timing)
+    design, seg, theta = run_stream(spec, 3000, seed=11, measure=True)
+    check_timing(spec, design, seg)
+    assert np.any(theta != initial_parameters(spec))  # the stream did update the coefficients
 
 
-def test_narrow_kan_saturates_bit_exact_under_stalls():
-    design, seg, theta = run_stream(NARROW, 2000, 21, bench_seed=4, p_valid=0.6, p_ready=0.45, p_param_ready=0.5)
+@pytest.mark.parametrize("timing", ["compact", "fast"])
+def test_narrow_kan_saturates_bit_exact_under_stalls(timing):
+    spec = NARROW.replace(timing=timing)
+    design, seg, theta = run_stream(spec, 2000, 21, bench_seed=4, p_valid=0.6, p_ready=0.45, p_param_ready=0.5)
     want = sim.unpack_predictions(design, seg["preds"])  # the golden predictions (run_stream asserts it)
     f = NARROW.formats
     # the stream really saturates: predictions at the act limits, coefficients at the coef limits
@@ -97,21 +114,78 @@ def test_narrow_kan_saturates_bit_exact_under_stalls():
     assert np.any((theta == f.coef.min_raw) | (theta == f.coef.max_raw))
 
 
-def test_narrow_kan_timing():
-    design, seg, _ = run_stream(NARROW, 200, seed=22, measure=True)
-    check_timing(NARROW, design, seg)
+@pytest.mark.parametrize("timing", ["compact", "fast"])
+def test_narrow_kan_timing(timing):
+    spec = NARROW.replace(timing=timing)
+    design, seg, _ = run_stream(spec, 200, seed=22, measure=True)
+    check_timing(spec, design, seg)
 
 
-def test_reset_mid_stream_reloads_initial_parameters():
-    check_reset_mid_stream(NARROW, cached_design(NARROW))
+@pytest.mark.parametrize("timing", ["compact", "fast"])
+def test_reset_mid_stream_reloads_initial_parameters(timing):
+    spec = NARROW.replace(timing=timing)
+    check_reset_mid_stream(spec, cached_design(spec))
 
 
-def test_checkpoint_and_restore_mid_stream():
-    design = cached_design(WIDE)
-    xs = [stimulus(WIDE, n, seed=40 + k) for k, n in enumerate((300, 100, 200))]
-    c = WIDE.formats.coef
-    restore = np.random.default_rng(9).integers(c.min_raw, c.max_raw + 1, WIDE.parameter_count())
-    check_checkpoint_and_restore(WIDE, design, xs, restore)
+@pytest.mark.parametrize("timing", [pytest.param("compact", marks=pytest.mark.slow), "fast"])
+def test_checkpoint_and_restore_mid_stream(timing):
+    spec = WIDE.replace(timing=timing)
+    design = cached_design(spec)
+    xs = [stimulus(spec, n, seed=40 + k) for k, n in enumerate((300, 100, 200))]
+    c = spec.formats.coef
+    restore = np.random.default_rng(9).integers(c.min_raw, c.max_raw + 1, spec.parameter_count())
+    check_checkpoint_and_restore(spec, design, xs, restore)
+
+
+def test_fast_pass_lengths_from_the_formats_and_the_lanes():
+    """The fast closed forms' R and C terms: a rounding conversion into acc (R) adds a cycle to
+    every forward pass, and the lanes' adder tree (C: none on one lane, a stage for 2-4) is in
+    the schedule the design reports, as the closed forms say."""
+    fast = NARROW.replace(timing="fast")
+    assert fast.formats.acc.quant == "TRN" and fast.formats.acc.overflow == "WRAP"  # R = 0
+    rounding = fast.replace(formats=dataclasses.replace(fast.formats, acc="ap_fixed<12,4,RND,WRAP>"))
+    assert closed_forms(rounding)[0] == closed_forms(fast)[0] + 2  # a cycle more in each of 2 forward passes
+    for spec in (rounding, fast.replace(lanes=1), fast.replace(lanes=3)):
+        d = generate(spec, axis=False)
+        p, ii, update = closed_forms(spec)
+        assert (d.info["latency_cycles_prediction"], d.info["initiation_interval"]) == (p, ii)
+        assert d.info["stages"]["update"] == update
+
+
+def test_fast_rounding_conversion_into_acc_bit_exact():
+    """R = 1: the products' conversion into a rounding acc has its own stage (the other specs
+    here convert by a shift), checked against the golden model with its schedule."""
+    spec = NARROW.replace(timing="fast", formats=dataclasses.replace(NARROW.formats, acc="ap_fixed<12,4,RND,WRAP>"))
+    design, seg, _ = run_stream(spec, 500, seed=23, measure=True)
+    check_timing(spec, design, seg)
+
+
+def test_fast_products_are_dsp_instances_with_their_registers():
+    """Fast: per lane, the k+1 spline products, the k+1 delta products and (hidden inputs) the
+    error product are registered raw; for ECP5 each is a MULT18X18D holding that register."""
+    spec = WIDE.replace(timing="fast")
+    k1 = spec.spline_order + 1
+    v = generate(spec, axis=False, dsp="ecp5").verilog
+    lanes = [min(spec.lanes, n) for n in spec.widths[:-1]]
+    want = lanes[0] * 2 * k1 + lanes[1] * (2 * k1 + 1)
+    assert len(re.findall(r"^\s*MULT18X18D #\(", v, re.M)) == want == 34
+    assert multipliers(v) == 0  # every product of two signals is in a block
+    assert "MULT18X18D" not in generate(spec, axis=False).verilog
+
+
+@pytest.mark.slow
+def test_fast_ecp5_products_equal_golden_under_stalls():
+    from onchip.hw.dsp import mult18x18d_model
+    from support import golden_final
+    from hw_support import assert_same
+
+    spec = WIDE.replace(timing="fast")
+    design = generate(spec, axis=False, dsp="ecp5")
+    design = dataclasses.replace(design, verilog=design.verilog + mult18x18d_model())
+    x, y = stimulus(spec, 300, 3)
+    out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y), "then": {"op": "read"}}],
+                      seed=2, p_valid=0.8, p_ready=0.5)
+    assert_same(design, out["segments"][0], *golden_final(spec, x, y))
 
 
 def multipliers(verilog: str) -> int:
@@ -135,9 +209,11 @@ def test_multipliers_grow_with_lanes_not_edges():
 
 
 @pytest.mark.slow
-def test_eight_input_kan_on_one_lane_bit_exact():
-    design, seg, _ = run_stream(EIGHT, 300, seed=31, measure=True)
-    check_timing(EIGHT, design, seg)
+@pytest.mark.parametrize("timing", ["compact", "fast"])
+def test_eight_input_kan_on_one_lane_bit_exact(timing):
+    spec = EIGHT.replace(timing=timing)
+    design, seg, _ = run_stream(spec, 300, seed=31, measure=True)
+    check_timing(spec, design, seg)
 
 
 def test_grid_size_does_not_change_the_multipliers():
@@ -162,8 +238,6 @@ def test_bad_arguments_raise():
         NARROW.replace(lanes=4)
     with pytest.raises(ValueError, match="lanes must be an integer >= 1, got 0"):
         NARROW.replace(lanes=0)
-    with pytest.raises(ValueError, match="timing='fast'"):
-        NARROW.replace(timing="fast")
     gc.collect()
 
 

@@ -32,24 +32,21 @@ TIMINGS = ("compact", "fast")
 TIMING_CHOICES = ("auto", *TIMINGS)
 
 
-def default_timing(datapath: str, schedule: str, kind: str = "kan") -> str:
-    """The stage plan ``timing = "auto"`` (the default) builds: the plan with fewer routed
-    nanoseconds per update, as measured on the ULX3S 85F over the spec family of
-    ``sweeps/timing`` (sequential, placer seed 1).
+def default_timing(schedule: str) -> str:
+    """The stage plan ``timing = "auto"`` (the default) builds for a schedule: the plan with fewer
+    routed nanoseconds per update, as measured on the ULX3S 85F over the spec family of
+    ``sweeps/timing``.
 
-    - the parallel datapath, sequential: ``"fast"`` (fewer ns on each of the 11 family members
-      placed at both plans, KAN and MLP, e.g. kan-paper 76.7 against 129.3 ns, mlp-readout 118.7
-      against 179.3 ns: with the products' registers in the ECP5 DSPs, fmax more than pays for
-      the doubled cycles);
-    - the serial MLP (sequential only): ``"fast"`` (mlp-serial-8-16-1: 59 cycles at 106.9 MHz,
-      551.8 ns, against 55 at 66.6 MHz, 826.4 ns);
+    - the sequential schedule: ``"fast"``, on every datapath. Parallel: fewer ns on each of the 11
+      family members placed at both plans, KAN and MLP (e.g. kan-paper 76.7 against 129.3 ns,
+      mlp-readout 118.7 against 179.3 ns; with the products' registers in the ECP5 DSPs, fmax
+      more than pays for the doubled cycles). The serial MLP: mlp-serial-8-16-1 551.8 against
+      826.4 ns. The serial KAN: each of its three members, e.g. kan-3-4-2-g16-k3-serial 56 cycles
+      at 104.4 MHz, 536 ns, against 38 at 40.2 MHz, 945 ns (placer seed 1);
     - the pipelined schedule: ``"compact"``, because the fast plan needs a larger staleness,
-      and the staleness is part of the learner (its numbers), which a default must not change;
-    - the serial KAN: ``"compact"``, its only plan.
+      and the staleness is part of the learner (its numbers), which a default must not change.
     """
-    if schedule != "sequential":
-        return "compact"
-    return "fast" if datapath == "parallel" or kind == "mlp" else "compact"
+    return "fast" if schedule == "sequential" else "compact"
 
 
 #: Integer fields of a spec (a bool is refused: TOML's ``true`` is not the integer 1).
@@ -200,16 +197,16 @@ class LearnerSpec:
             then apply). Default False: such an ``acc`` is refused, naming the integer bits
             it needs.
         timing: register stages of the RTL (:func:`onchip.hw.plan.stage_plan`): ``"auto"``
-            (the default: :func:`default_timing`, fast for the sequential schedule on the
-            parallel datapath and the serial MLP, compact otherwise; :attr:`stage_timing` holds the plan it builds),
+            (the default: :func:`default_timing`, fast for the sequential schedule, compact for
+            the pipelined one; :attr:`stage_timing` holds the plan it builds),
             ``"compact"`` (fewest cycles: a multiply, its rounding and an adder tree share
             a clock cycle) or ``"fast"`` (every multiplier's raw product is registered and no
             stage holds more than one multiplier, one carry chain or two adder-tree levels: more
             cycles of latency, a larger sequential II and pipelined minimum staleness, a higher
             fmax). The
-            golden model's semantics do not depend on it. The serial KAN is compact only; on the
-            serial MLP fast registers each lane's raw products and its step strobes
-            (:func:`onchip.hw.mlp_serial.serial_plan`).
+            golden model's semantics do not depend on it. On the serial datapaths fast registers
+            each lane's raw products and the step strobes (:func:`onchip.hw.mlp_serial.serial_plan`,
+            :func:`onchip.hw.kan_serial.pass_offsets`).
 
     Raises:
         SpecError: (a ``ValueError``) any field that cannot be built, naming the field, the value
@@ -297,11 +294,6 @@ class LearnerSpec:
             f"(a lane takes one input's edge per cycle)",
         )
         need(self.timing in TIMING_CHOICES, f"timing must be one of {', '.join(TIMING_CHOICES)}; got {self.timing!r}")
-        need(
-            self.timing != "fast" or self.datapath == "parallel" or self.kind == "mlp",
-            f"timing='fast' is built for the parallel datapaths and the serial MLP; the serial KAN "
-            f"datapath has one stage plan, timing='compact'",
-        )
         lr = self.learning_rate
         need(
             0 < lr <= 1 and math.log2(lr) == round(math.log2(lr)),
@@ -449,8 +441,8 @@ class LearnerSpec:
     @property
     def stage_timing(self) -> str:
         """The stage plan the RTL is built with: ``timing``, or for ``"auto"``
-        :func:`default_timing` of this spec's datapath, schedule and kind."""
-        return default_timing(self.datapath, self.schedule, self.kind) if self.timing == "auto" else self.timing
+        :func:`default_timing` of this spec's schedule."""
+        return default_timing(self.schedule) if self.timing == "auto" else self.timing
 
     def replace(self, **changes) -> "LearnerSpec":
         """A copy with fields changed (validated again)."""

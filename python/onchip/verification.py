@@ -589,7 +589,8 @@ def _formal_cases(spec, *, top, theta, folder, equivalence, log) -> list[Case]:
     if equivalence:
         if spec.datapath == "serial":
             cases.append(Case("formal.plans", "skipped", "the plans miter is built for the parallel datapath (the serial "
-                                                           "MLP's fast plan is checked against the golden model in simulation)"))
+                                                           "datapaths' fast plans are checked against the golden model in "
+                                                           "simulation)"))
         else:
             try:
                 compact, fast = formal.plan_designs(spec, theta)

@@ -127,7 +127,7 @@ def plan_designs(spec, theta=None):
     ``onchip_fast``) for :func:`check_plans`.
 
     Raises:
-        ValueError: the spec has no fast plan (the serial KAN), or its pipelined staleness is below
+        ValueError: its pipelined staleness is below
             the fast plan's smallest (:func:`onchip.hw.generate` names the minimum).
     """
     import dataclasses

@@ -62,7 +62,7 @@ def build_learner(spec: LearnerSpec, theta=None, dsp: str | None = None):
     """The Amaranth component of ``spec``: :class:`~onchip.hw.learner.OnchipLearner`, or for
     ``datapath = "serial"`` :class:`~onchip.hw.mlp_serial.SerialMlpLearner` (MLP) or
     :class:`~onchip.hw.kan_serial.SerialKanLearner` (KAN). All have the same ports and protocol.
-    ``dsp``: as :func:`generate` (the serial KAN has no ``fast`` plan: no effect there).
+    ``dsp``: as :func:`generate`.
 
     Raises:
         ValueError: as :func:`generate`.
@@ -81,7 +81,7 @@ def build_learner(spec: LearnerSpec, theta=None, dsp: str | None = None):
     if spec.datapath == "serial" and spec.kind == "kan":
         from .kan_serial import SerialKanLearner
 
-        return SerialKanLearner(spec, theta)
+        return SerialKanLearner(spec, theta, dsp=dsp)
     if spec.datapath == "serial":
         from .mlp_serial import SerialMlpLearner
 

@@ -295,10 +295,13 @@ class Reload:
     data: Value
 
 
-def reload_from_rom(m: Module, theta0, fmt: Fmt, enabled: bool = True) -> Reload:
+def reload_from_rom(m: Module, theta0, fmt: Fmt, enabled: bool = True, registered: bool = False) -> Reload:
     """A counter walking a ROM of ``theta0`` after reset, for parameters kept in RAM (``rst`` does
     not reset a RAM): word n is written in cycle n + 1, so the reload takes P + 1 cycles.
-    ``enabled=False`` (every parameter a register): a reload that never runs."""
+    ``enabled=False`` (every parameter a register): a reload that never runs. ``registered``:
+    ``active`` is a register (cleared as the count reaches its end) rather than a compare of the
+    count, the same value each cycle; for ``timing = "fast"``, where that compare into the
+    sequencer's sample handshake was the routed critical path."""
     n = len(theta0)
     if not enabled:
         zero = Const(0, 1)
@@ -307,11 +310,16 @@ def reload_from_rom(m: Module, theta0, fmt: Fmt, enabled: bool = True) -> Reload
                                            attrs=rom_attrs(n, fmt.width))
     rom_rd = rom.read_port()
     count = Signal(range(n + 2), name="reload_count")
-    active = Signal(name="reloading")
+    active = Signal(name="reloading")  # compact: a compare of the count
     write = Signal(name="reload_write")
     addr = Signal(range(max(2, n)), name="reload_addr")
+    if registered:
+        active = Signal(init=1, name="reloading")
+        with m.If(count == n):
+            m.d.sync += active.eq(0)
+    else:
+        m.d.comb += active.eq(count != n + 1)
     m.d.comb += [
-        active.eq(count != n + 1),
         rom_rd.addr.eq(count),
         write.eq(active & (count != 0)),
         addr.eq(count - 1),

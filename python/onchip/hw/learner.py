@@ -72,7 +72,7 @@ def min_staleness(spec: LearnerSpec) -> int:
     layer's parameter read to its update being ready), for the stage plan ``spec`` builds when
     pipelined (``timing = "auto"`` builds compact there, whatever the schedule it has now)."""
     if spec.timing == "auto":
-        spec = spec.replace(timing=default_timing(spec.datapath, "pipelined", spec.kind))
+        spec = spec.replace(timing=default_timing("pipelined"))
     plan = stage_plan(spec)
     return max(u - r for u, r in zip(plan["update"], plan["read"]))
 

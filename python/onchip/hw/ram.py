@@ -8,7 +8,7 @@ with one constant multiply instead of a divider.
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Module, Signal, Value
+from amaranth.hdl import Const, Module, Signal, Value
 
 #: memory size (bits) from which a RAM goes to block RAM: half a RAMB18 (UltraScale+) / half an
 #: EBR (ECP5, 18 Kbit); below it a block would sit mostly empty
@@ -49,11 +49,22 @@ def div_constants(d: int, x_max: int) -> tuple[int, int]:
         s += 1
 
 
-def div_const(x: Value, d: int, x_max: int) -> Value:
+def div_const(x: Value, d: int, x_max: int, in_logic: bool = False) -> Value:
     """floor(x / d) for 0 <= x <= x_max: a shift for powers of two, else one constant multiply
-    (:func:`div_constants`). Raises ValueError as that function."""
+    (:func:`div_constants`; ``in_logic``: as shifts and adds, :func:`mul_const`). Raises
+    ValueError as that function."""
     mult, s = div_constants(d, x_max)
-    return x >> s if mult == 1 else (x * mult) >> s
+    if mult == 1:
+        return x >> s
+    return (mul_const(x, mult) if in_logic else x * mult) >> s
+
+
+def mul_const(x: Value, c: int) -> Value:
+    """x * c for a constant c >= 0 as a sum of shifted copies of ``x``, one per set bit of c: kept
+    in logic (Yosys maps even a small constant multiply to an ECP5 MULT18X18D, whose routing
+    in and out of the DSP column was the routed critical path of the serial KAN's port)."""
+    terms = [x << b for b in range(c.bit_length()) if c >> b & 1]
+    return sum(terms[1:], terms[0]) if terms else Const(0, 1)
 
 
 def port_step(m: Module, n: int, prefix: str, *, reset_less: bool = False, **values) -> list[Signal]:

@@ -103,9 +103,10 @@ class SerialFront:
     bus_we: Value
 
 
-def serial_front(m: Module, learner: LearnerPorts, idle: Value) -> SerialFront:
+def serial_front(m: Module, learner: LearnerPorts, idle: Value, registered_reload: bool = False) -> SerialFront:
     """Build the sample and command handshakes and the parameter bus of a serial learner into
-    ``m``; ``idle``: the sequencer is idle (and the reload done)."""
+    ``m``; ``idle``: the sequencer is idle (and the reload done); ``registered_reload``: the
+    reload's ``active`` a register (:func:`~onchip.hw.interface.reload_from_rom`)."""
     f = learner.spec.formats
     xs, ys_in, kind_in = learner.sample_fields()
     ys = [Signal(v.shape(), name=f"y{j}", reset_less=True) for j, v in enumerate(ys_in)]
@@ -125,7 +126,7 @@ def serial_front(m: Module, learner: LearnerPorts, idle: Value) -> SerialFront:
         execute.eq(idle & ~learner.m.valid & learner.pc.valid & (~learner.pr.valid | learner.pr.ready)),
         learner.pc.ready.eq(execute),
     ]
-    reload = reload_from_rom(m, learner.theta0, f.coef)
+    reload = reload_from_rom(m, learner.theta0, f.coef, registered=registered_reload)
     bus_addr = Signal(unsigned(learner.addr_width), name="bus_addr")
     bus_data = Signal(fmt_shape(f.coef), name="bus_data")
     bus_we = Signal(name="bus_we")
