@@ -64,9 +64,9 @@
 //       s_axis_param_tvalid is high no sample is taken (the predictions in flight must still be taken). Each
 //       command gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 8 cycles after the edge that takes the sample, update committed after 11; II 9 cycles.
+// Latency: prediction 7 cycles after the edge that takes the sample, update committed after 10; II 8 cycles.
 // Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
-//     the cycle that takes the sample): prediction 8, parameter read per layer [3], update per layer [11],
+//     the cycle that takes the sample): prediction 7, parameter read per layer [3], update per layer [10],
 //     parameter port 4.
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
@@ -147,7 +147,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
     .s__payload(s_axis_sample_tdata[49:0]),
     .s__ready(s_axis_sample_tready),
     .s__valid(s_axis_sample_tvalid),
-    .valid_s8(m_axis_pred_tvalid)
+    .valid_s7(m_axis_pred_tvalid)
   );
   assign clk = aclk;
   assign s__payload = s_axis_sample_tdata[49:0];
@@ -178,7 +178,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s8, pr__valid, pr__payload, clk);
+module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s7, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
@@ -361,41 +361,41 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$26 ;
   reg [15:0] \$260 ;
   reg [15:0] \$261 ;
-  wire [2:0] \$262 ;
-  wire \$263 ;
-  wire [3:0] \$264 ;
-  wire [2:0] \$265 ;
-  wire \$266 ;
-  wire [3:0] \$267 ;
-  wire [2:0] \$268 ;
-  wire \$269 ;
+  reg [15:0] \$262 ;
+  reg [15:0] \$263 ;
+  reg [15:0] \$264 ;
+  reg [15:0] \$265 ;
+  reg [15:0] \$266 ;
+  reg [15:0] \$267 ;
+  reg [15:0] \$268 ;
+  reg [15:0] \$269 ;
   wire [3:0] \$27 ;
-  wire [3:0] \$270 ;
-  wire [2:0] \$271 ;
-  wire \$272 ;
-  wire [3:0] \$273 ;
-  reg [15:0] \$274 ;
-  reg [15:0] \$275 ;
-  reg [15:0] \$276 ;
-  reg [15:0] \$277 ;
-  wire [2:0] \$278 ;
-  wire \$279 ;
+  wire [2:0] \$270 ;
+  wire \$271 ;
+  wire [3:0] \$272 ;
+  wire [2:0] \$273 ;
+  wire \$274 ;
+  wire [3:0] \$275 ;
+  wire [2:0] \$276 ;
+  wire \$277 ;
+  wire [3:0] \$278 ;
+  wire [2:0] \$279 ;
   wire [3:0] \$28 ;
-  wire [3:0] \$280 ;
-  wire [2:0] \$281 ;
-  wire \$282 ;
-  wire [3:0] \$283 ;
-  wire [2:0] \$284 ;
-  wire \$285 ;
-  wire [3:0] \$286 ;
-  wire [2:0] \$287 ;
-  wire \$288 ;
-  wire [3:0] \$289 ;
+  wire \$280 ;
+  wire [3:0] \$281 ;
+  wire [2:0] \$282 ;
+  wire \$283 ;
+  wire [3:0] \$284 ;
+  wire [2:0] \$285 ;
+  wire \$286 ;
+  wire [3:0] \$287 ;
+  wire [2:0] \$288 ;
+  wire \$289 ;
   wire [2:0] \$29 ;
-  reg [15:0] \$290 ;
-  reg [15:0] \$291 ;
-  reg [15:0] \$292 ;
-  reg [15:0] \$293 ;
+  wire [3:0] \$290 ;
+  wire [2:0] \$291 ;
+  wire \$292 ;
+  wire [3:0] \$293 ;
   wire [31:0] \$294 ;
   wire [31:0] \$295 ;
   wire [31:0] \$296 ;
@@ -433,37 +433,37 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg \$324 ;
   reg \$325 ;
   reg \$326 ;
-  reg \$327 ;
-  reg [4:0] \$328 ;
+  reg [4:0] \$327 ;
+  reg \$328 ;
   reg \$329 ;
   wire [42:0] \$33 ;
   reg \$330 ;
   reg \$331 ;
-  reg \$332 ;
-  reg [4:0] \$333 ;
+  reg [4:0] \$332 ;
+  reg \$333 ;
   reg \$334 ;
-  reg \$335 ;
-  reg [15:0] \$336 ;
-  reg [6:0] \$337 ;
-  reg [4:0] \$338 ;
+  reg [15:0] \$335 ;
+  reg [6:0] \$336 ;
+  reg [4:0] \$337 ;
+  reg \$338 ;
   reg \$339 ;
   wire \$34 ;
-  reg \$340 ;
-  reg [15:0] \$341 ;
-  reg [3:0] \$342 ;
-  reg [6:0] \$343 ;
+  reg [15:0] \$340 ;
+  reg [3:0] \$341 ;
+  reg [6:0] \$342 ;
+  reg \$343 ;
   reg \$344 ;
-  reg \$345 ;
-  reg [15:0] \$346 ;
-  reg [3:0] \$347 ;
-  reg [7:0] \$348 ;
-  reg [6:0] \$349 ;
+  reg [15:0] \$345 ;
+  reg [3:0] \$346 ;
+  reg [7:0] \$347 ;
+  reg [6:0] \$348 ;
+  reg \$349 ;
   wire \$35 ;
   reg \$350 ;
-  reg \$351 ;
-  reg [15:0] \$352 ;
-  reg \$353 ;
-  reg [1:0] \$354 ;
+  reg [15:0] \$351 ;
+  reg \$352 ;
+  reg [1:0] \$353 ;
+  reg \$354 ;
   reg \$355 ;
   reg \$356 ;
   reg \$357 ;
@@ -471,96 +471,96 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg \$359 ;
   wire \$36 ;
   reg \$360 ;
-  reg \$361 ;
+  reg [15:0] \$361 ;
   reg [15:0] \$362 ;
   reg [15:0] \$363 ;
   reg [15:0] \$364 ;
-  reg [15:0] \$365 ;
-  reg [1:0] \$366 ;
-  reg [14:0] \$367 ;
-  reg [1:0] \$368 ;
-  reg [2:0] \$369 ;
+  reg [1:0] \$365 ;
+  reg [14:0] \$366 ;
+  reg [1:0] \$367 ;
+  reg [2:0] \$368 ;
+  reg [15:0] \$369 ;
   wire \$37 ;
   reg [15:0] \$370 ;
   reg [15:0] \$371 ;
   reg [15:0] \$372 ;
-  reg [15:0] \$373 ;
-  reg [14:0] \$374 ;
-  reg [1:0] \$375 ;
-  reg [2:0] \$376 ;
+  reg [14:0] \$373 ;
+  reg [1:0] \$374 ;
+  reg [2:0] \$375 ;
+  reg [15:0] \$376 ;
   reg [15:0] \$377 ;
   reg [15:0] \$378 ;
   reg [15:0] \$379 ;
   wire \$38 ;
-  reg [15:0] \$380 ;
+  reg [3:0] \$380 ;
   reg [3:0] \$381 ;
   reg [3:0] \$382 ;
   reg [3:0] \$383 ;
   reg [3:0] \$384 ;
-  reg [15:0] \$385 ;
-  reg [15:0] \$386 ;
-  reg [15:0] \$387 ;
-  reg [15:0] \$388 ;
-  reg [3:0] \$389 ;
+  reg [3:0] \$385 ;
+  reg [3:0] \$386 ;
+  reg [3:0] \$387 ;
+  reg [31:0] \$388 ;
+  reg [31:0] \$389 ;
   wire \$39 ;
-  reg [3:0] \$390 ;
-  reg [3:0] \$391 ;
-  reg [3:0] \$392 ;
-  reg [15:0] \$393 ;
-  reg [15:0] \$394 ;
-  reg [15:0] \$395 ;
-  reg [15:0] \$396 ;
-  reg [15:0] \$397 ;
-  reg [15:0] \$398 ;
-  reg [31:0] \$399 ;
+  reg [31:0] \$390 ;
+  reg [31:0] \$391 ;
+  reg [31:0] \$392 ;
+  reg [31:0] \$393 ;
+  reg [31:0] \$394 ;
+  reg [31:0] \$395 ;
+  reg [40:0] \$396 ;
+  reg [40:0] \$397 ;
+  reg [40:0] \$398 ;
+  reg [40:0] \$399 ;
   wire [3:0] \$4 ;
   wire [15:0] \$40 ;
-  reg [15:0] \$400 ;
+  reg [42:0] \$400 ;
   reg [15:0] \$401 ;
-  reg [31:0] \$402 ;
+  reg [15:0] \$402 ;
   reg [15:0] \$403 ;
   reg [15:0] \$404 ;
-  reg [31:0] \$405 ;
+  reg [15:0] \$405 ;
   reg [15:0] \$406 ;
   reg [15:0] \$407 ;
-  reg [31:0] \$408 ;
-  reg [15:0] \$409 ;
+  reg [1:0] \$408 ;
+  reg [1:0] \$409 ;
   wire \$41 ;
-  reg [15:0] \$410 ;
-  reg [31:0] \$411 ;
-  reg [15:0] \$412 ;
-  reg [15:0] \$413 ;
-  reg [31:0] \$414 ;
-  reg [15:0] \$415 ;
-  reg [15:0] \$416 ;
-  reg [31:0] \$417 ;
-  reg [15:0] \$418 ;
-  reg [15:0] \$419 ;
+  reg [1:0] \$410 ;
+  reg [1:0] \$411 ;
+  reg [1:0] \$412 ;
+  reg [1:0] \$413 ;
+  reg [15:0] \$414 ;
+  reg [3:0] \$415 ;
+  reg [3:0] \$416 ;
+  reg [3:0] \$417 ;
+  reg [3:0] \$418 ;
+  reg [3:0] \$419 ;
   wire \$42 ;
-  reg [31:0] \$420 ;
-  reg [40:0] \$421 ;
-  reg [40:0] \$422 ;
-  reg [40:0] \$423 ;
-  reg [40:0] \$424 ;
-  reg [42:0] \$425 ;
-  reg [15:0] \$426 ;
-  reg [15:0] \$427 ;
-  reg [15:0] \$428 ;
-  reg [15:0] \$429 ;
+  reg [3:0] \$420 ;
+  reg [3:0] \$421 ;
+  reg [3:0] \$422 ;
+  reg [3:0] \$423 ;
+  reg [3:0] \$424 ;
+  reg [3:0] \$425 ;
+  reg [3:0] \$426 ;
+  reg [3:0] \$427 ;
+  reg [3:0] \$428 ;
+  reg [3:0] \$429 ;
   wire \$43 ;
-  reg [15:0] \$430 ;
-  reg [15:0] \$431 ;
-  reg [15:0] \$432 ;
-  reg [15:0] \$433 ;
-  reg [1:0] \$434 ;
-  reg [1:0] \$435 ;
-  reg [1:0] \$436 ;
-  reg [1:0] \$437 ;
-  reg [1:0] \$438 ;
-  reg [1:0] \$439 ;
+  reg [3:0] \$430 ;
+  reg [3:0] \$431 ;
+  reg [3:0] \$432 ;
+  reg [3:0] \$433 ;
+  reg [3:0] \$434 ;
+  reg [3:0] \$435 ;
+  reg [3:0] \$436 ;
+  reg [3:0] \$437 ;
+  reg [3:0] \$438 ;
+  reg [3:0] \$439 ;
   wire [15:0] \$44 ;
-  reg [1:0] \$440 ;
-  reg [15:0] \$441 ;
+  reg [3:0] \$440 ;
+  reg [3:0] \$441 ;
   reg [3:0] \$442 ;
   reg [3:0] \$443 ;
   reg [3:0] \$444 ;
@@ -584,44 +584,44 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [3:0] \$460 ;
   reg [3:0] \$461 ;
   reg [3:0] \$462 ;
-  reg [3:0] \$463 ;
-  reg [3:0] \$464 ;
-  reg [3:0] \$465 ;
-  reg [3:0] \$466 ;
-  reg [3:0] \$467 ;
-  reg [3:0] \$468 ;
-  reg [3:0] \$469 ;
+  reg [15:0] \$463 ;
+  reg [15:0] \$464 ;
+  reg [15:0] \$465 ;
+  reg [15:0] \$466 ;
+  reg [15:0] \$467 ;
+  reg [31:0] \$468 ;
+  reg [15:0] \$469 ;
   wire \$47 ;
-  reg [3:0] \$470 ;
-  reg [3:0] \$471 ;
-  reg [3:0] \$472 ;
-  reg [3:0] \$473 ;
-  reg [3:0] \$474 ;
-  reg [3:0] \$475 ;
-  reg [3:0] \$476 ;
-  reg [3:0] \$477 ;
-  reg [3:0] \$478 ;
-  reg [3:0] \$479 ;
+  reg [15:0] \$470 ;
+  reg [15:0] \$471 ;
+  reg [15:0] \$472 ;
+  reg [15:0] \$473 ;
+  reg [15:0] \$474 ;
+  reg [31:0] \$475 ;
+  reg [15:0] \$476 ;
+  reg [15:0] \$477 ;
+  reg [15:0] \$478 ;
+  reg [15:0] \$479 ;
   wire \$48 ;
-  reg [3:0] \$480 ;
-  reg [3:0] \$481 ;
-  reg [3:0] \$482 ;
-  reg [3:0] \$483 ;
-  reg [3:0] \$484 ;
-  reg [3:0] \$485 ;
-  reg [3:0] \$486 ;
-  reg [3:0] \$487 ;
-  reg [3:0] \$488 ;
-  reg [3:0] \$489 ;
+  reg [15:0] \$480 ;
+  reg [15:0] \$481 ;
+  reg [31:0] \$482 ;
+  reg [15:0] \$483 ;
+  reg [15:0] \$484 ;
+  reg [15:0] \$485 ;
+  reg [15:0] \$486 ;
+  reg [15:0] \$487 ;
+  reg [15:0] \$488 ;
+  reg [31:0] \$489 ;
   wire \$49 ;
-  reg [3:0] \$490 ;
-  reg [3:0] \$491 ;
-  reg [3:0] \$492 ;
-  reg [3:0] \$493 ;
-  reg [3:0] \$494 ;
-  reg [3:0] \$495 ;
-  reg [3:0] \$496 ;
-  reg [3:0] \$497 ;
+  reg [15:0] \$490 ;
+  reg [15:0] \$491 ;
+  reg [15:0] \$492 ;
+  reg [15:0] \$493 ;
+  reg [15:0] \$494 ;
+  reg [15:0] \$495 ;
+  reg [31:0] \$496 ;
+  reg [15:0] \$497 ;
   reg [15:0] \$498 ;
   reg [15:0] \$499 ;
   wire [2:0] \$5 ;
@@ -646,45 +646,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$516 ;
   reg [31:0] \$517 ;
   reg [15:0] \$518 ;
-  reg [15:0] \$519 ;
   wire [15:0] \$52 ;
-  reg [15:0] \$520 ;
-  reg [15:0] \$521 ;
-  reg [15:0] \$522 ;
-  reg [15:0] \$523 ;
-  reg [31:0] \$524 ;
-  reg [15:0] \$525 ;
-  reg [15:0] \$526 ;
-  reg [15:0] \$527 ;
-  reg [15:0] \$528 ;
-  reg [15:0] \$529 ;
   wire [34:0] \$53 ;
-  reg [15:0] \$530 ;
-  reg [31:0] \$531 ;
-  reg [15:0] \$532 ;
-  reg [15:0] \$533 ;
-  reg [15:0] \$534 ;
-  reg [15:0] \$535 ;
-  reg [15:0] \$536 ;
-  reg [15:0] \$537 ;
-  reg [31:0] \$538 ;
-  reg [15:0] \$539 ;
   wire \$54 ;
-  reg [15:0] \$540 ;
-  reg [15:0] \$541 ;
-  reg [15:0] \$542 ;
-  reg [15:0] \$543 ;
-  reg [15:0] \$544 ;
-  reg [31:0] \$545 ;
-  reg [15:0] \$546 ;
-  reg [15:0] \$547 ;
-  reg [15:0] \$548 ;
-  reg [15:0] \$549 ;
   wire \$55 ;
-  reg [15:0] \$550 ;
-  reg [15:0] \$551 ;
-  reg [31:0] \$552 ;
-  reg [15:0] \$553 ;
   wire \$56 ;
   wire \$57 ;
   wire \$58 ;
@@ -734,73 +699,73 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$98 ;
   wire \$99 ;
   wire [1:0] \$signature__addr ;
-  wire [1:0] \$signature__addr$129 ;
+  wire [1:0] \$signature__addr$110 ;
+  wire [1:0] \$signature__addr$122 ;
+  wire [1:0] \$signature__addr$133 ;
   wire [1:0] \$signature__addr$14 ;
-  wire [1:0] \$signature__addr$141 ;
-  wire [1:0] \$signature__addr$152 ;
+  wire [1:0] \$signature__addr$144 ;
+  wire [1:0] \$signature__addr$155 ;
   wire [1:0] \$signature__addr$16 ;
-  wire [1:0] \$signature__addr$163 ;
-  wire [1:0] \$signature__addr$174 ;
+  wire [1:0] \$signature__addr$166 ;
+  wire [1:0] \$signature__addr$177 ;
   wire [1:0] \$signature__addr$18 ;
-  wire [1:0] \$signature__addr$185 ;
-  wire [1:0] \$signature__addr$196 ;
-  wire [1:0] \$signature__addr$207 ;
-  wire [1:0] \$signature__addr$41 ;
-  wire [1:0] \$signature__addr$44 ;
-  wire [1:0] \$signature__addr$46 ;
-  wire [1:0] \$signature__addr$48 ;
+  wire [1:0] \$signature__addr$188 ;
+  wire [1:0] \$signature__addr$32 ;
+  wire [1:0] \$signature__addr$35 ;
+  wire [1:0] \$signature__addr$37 ;
+  wire [1:0] \$signature__addr$39 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$123 ;
-  wire [15:0] \$signature__data$138 ;
-  wire [15:0] \$signature__data$149 ;
-  wire [15:0] \$signature__data$160 ;
-  wire [15:0] \$signature__data$171 ;
-  wire [15:0] \$signature__data$182 ;
-  wire [15:0] \$signature__data$193 ;
-  wire [15:0] \$signature__data$204 ;
-  wire [15:0] \$signature__data$23 ;
-  wire [15:0] \$signature__data$24 ;
-  wire [15:0] \$signature__data$25 ;
-  wire [15:0] \$signature__data$52 ;
-  wire [15:0] \$signature__data$53 ;
-  wire [15:0] \$signature__data$54 ;
-  wire [15:0] \$signature__data$55 ;
+  wire [15:0] \$signature__data$119 ;
+  wire [15:0] \$signature__data$130 ;
+  wire [15:0] \$signature__data$141 ;
+  wire [15:0] \$signature__data$152 ;
+  wire [15:0] \$signature__data$163 ;
+  wire [15:0] \$signature__data$174 ;
+  wire [15:0] \$signature__data$185 ;
+  wire [15:0] \$signature__data$252 ;
+  wire [15:0] \$signature__data$253 ;
+  wire [15:0] \$signature__data$254 ;
+  wire [15:0] \$signature__data$255 ;
+  wire [15:0] \$signature__data$256 ;
+  wire [15:0] \$signature__data$257 ;
+  wire [15:0] \$signature__data$258 ;
+  wire [15:0] \$signature__data$259 ;
   wire \$signature__en ;
-  wire \$signature__en$132 ;
-  wire \$signature__en$144 ;
+  wire \$signature__en$113 ;
+  wire \$signature__en$125 ;
+  wire \$signature__en$136 ;
+  wire \$signature__en$147 ;
   wire \$signature__en$15 ;
-  wire \$signature__en$155 ;
-  wire \$signature__en$166 ;
+  wire \$signature__en$158 ;
+  wire \$signature__en$169 ;
   wire \$signature__en$17 ;
-  wire \$signature__en$177 ;
-  wire \$signature__en$188 ;
+  wire \$signature__en$180 ;
   wire \$signature__en$19 ;
-  wire \$signature__en$199 ;
-  wire \$signature__en$210 ;
-  wire \$signature__en$43 ;
-  wire \$signature__en$45 ;
-  wire \$signature__en$47 ;
-  wire \$signature__en$49 ;
+  wire \$signature__en$191 ;
+  wire \$signature__en$34 ;
+  wire \$signature__en$36 ;
+  wire \$signature__en$38 ;
+  wire \$signature__en$40 ;
   wire accept;
   wire busy;
   wire [63:0] bval;
-  wire [63:0] \bval$284 ;
-  wire [15:0] \bval$284[0] ;
-  wire [15:0] \bval$284[1] ;
-  wire [15:0] \bval$284[2] ;
-  wire [15:0] \bval$284[3] ;
+  wire [63:0] \bval$275 ;
+  wire [15:0] \bval$275[0] ;
+  wire [15:0] \bval$275[1] ;
+  wire [15:0] \bval$275[2] ;
+  wire [15:0] \bval$275[3] ;
   wire [15:0] \bval[0] ;
   wire [15:0] \bval[1] ;
   wire [15:0] \bval[2] ;
   wire [15:0] \bval[3] ;
   wire [2:0] \cell ;
-  wire [2:0] \cell$42 ;
+  wire [2:0] \cell$33 ;
   input clk;
   wire clk;
   wire commit_l0;
   reg [15:0] e;
   wire en;
-  reg [15:0] err0_s9 = 16'h0000;
+  reg [15:0] err0_s8 = 16'h0000;
   output execute;
   wire execute;
   reg [1:0] kind_s1 = 2'h0;
@@ -810,100 +775,75 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [1:0] kind_s5 = 2'h0;
   reg [1:0] kind_s6 = 2'h0;
   reg [1:0] kind_s7 = 2'h0;
-  reg [1:0] kind_s8 = 2'h0;
-  reg [15:0] l0_bval0_0_s3 = 16'h0000;
-  reg [15:0] l0_bval0_0_s4 = 16'h0000;
-  reg [15:0] l0_bval0_1_s3 = 16'h0000;
-  reg [15:0] l0_bval0_1_s4 = 16'h0000;
-  reg [15:0] l0_bval0_2_s3 = 16'h0000;
-  reg [15:0] l0_bval0_2_s4 = 16'h0000;
-  reg [15:0] l0_bval0_3_s3 = 16'h0000;
-  reg [15:0] l0_bval0_3_s4 = 16'h0000;
-  reg [15:0] l0_bval1_0_s3 = 16'h0000;
-  reg [15:0] l0_bval1_0_s4 = 16'h0000;
-  reg [15:0] l0_bval1_1_s3 = 16'h0000;
-  reg [15:0] l0_bval1_1_s4 = 16'h0000;
-  reg [15:0] l0_bval1_2_s3 = 16'h0000;
-  reg [15:0] l0_bval1_2_s4 = 16'h0000;
-  reg [15:0] l0_bval1_3_s3 = 16'h0000;
-  reg [15:0] l0_bval1_3_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s7 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s8 = 16'h0000;
-  reg [15:0] l0_bval_bank0_0_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s7 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s8 = 16'h0000;
-  reg [15:0] l0_bval_bank0_1_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s7 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s8 = 16'h0000;
-  reg [15:0] l0_bval_bank0_2_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s7 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s8 = 16'h0000;
-  reg [15:0] l0_bval_bank0_3_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank1_0_s3 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s4 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s5 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s6 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s7 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s8 = 16'h0000;
-  reg [15:0] l0_bval_bank1_0_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank1_1_s3 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s4 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s5 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s6 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s7 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s8 = 16'h0000;
-  reg [15:0] l0_bval_bank1_1_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank1_2_s3 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s4 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s5 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s6 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s7 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s8 = 16'h0000;
-  reg [15:0] l0_bval_bank1_2_s9 = 16'h0000;
+  reg [15:0] l0_bval_bank1_3_s3 = 16'h0000;
   reg [15:0] l0_bval_bank1_3_s4 = 16'h0000;
   reg [15:0] l0_bval_bank1_3_s5 = 16'h0000;
   reg [15:0] l0_bval_bank1_3_s6 = 16'h0000;
   reg [15:0] l0_bval_bank1_3_s7 = 16'h0000;
   reg [15:0] l0_bval_bank1_3_s8 = 16'h0000;
-  reg [15:0] l0_bval_bank1_3_s9 = 16'h0000;
   reg [2:0] l0_cell0_s3 = 3'h0;
   reg [2:0] l0_cell1_s3 = 3'h0;
-  reg [15:0] l0_coef0_0_0_s4 = 16'h0000;
-  reg [15:0] l0_coef0_0_1_s4 = 16'h0000;
-  reg [15:0] l0_coef0_0_2_s4 = 16'h0000;
-  reg [15:0] l0_coef0_0_3_s4 = 16'h0000;
-  reg [15:0] l0_coef0_1_0_s4 = 16'h0000;
-  reg [15:0] l0_coef0_1_1_s4 = 16'h0000;
-  reg [15:0] l0_coef0_1_2_s4 = 16'h0000;
-  reg [15:0] l0_coef0_1_3_s4 = 16'h0000;
-  reg [31:0] l0_delta0_0_0_raw_s10 = 32'd0;
-  reg [15:0] l0_delta0_0_0_s11 = 16'h0000;
-  reg [31:0] l0_delta0_0_1_raw_s10 = 32'd0;
-  reg [15:0] l0_delta0_0_1_s11 = 16'h0000;
-  reg [31:0] l0_delta0_0_2_raw_s10 = 32'd0;
-  reg [15:0] l0_delta0_0_2_s11 = 16'h0000;
-  reg [31:0] l0_delta0_0_3_raw_s10 = 32'd0;
-  reg [15:0] l0_delta0_0_3_s11 = 16'h0000;
-  reg [31:0] l0_delta0_1_0_raw_s10 = 32'd0;
-  reg [15:0] l0_delta0_1_0_s11 = 16'h0000;
-  reg [31:0] l0_delta0_1_1_raw_s10 = 32'd0;
-  reg [15:0] l0_delta0_1_1_s11 = 16'h0000;
-  reg [31:0] l0_delta0_1_2_raw_s10 = 32'd0;
-  reg [15:0] l0_delta0_1_2_s11 = 16'h0000;
-  reg [31:0] l0_delta0_1_3_raw_s10 = 32'd0;
-  reg [15:0] l0_delta0_1_3_s11 = 16'h0000;
+  reg [31:0] l0_delta0_0_0_raw_s9 = 32'd0;
+  reg [15:0] l0_delta0_0_0_s10 = 16'h0000;
+  reg [31:0] l0_delta0_0_1_raw_s9 = 32'd0;
+  reg [15:0] l0_delta0_0_1_s10 = 16'h0000;
+  reg [31:0] l0_delta0_0_2_raw_s9 = 32'd0;
+  reg [15:0] l0_delta0_0_2_s10 = 16'h0000;
+  reg [31:0] l0_delta0_0_3_raw_s9 = 32'd0;
+  reg [15:0] l0_delta0_0_3_s10 = 16'h0000;
+  reg [31:0] l0_delta0_1_0_raw_s9 = 32'd0;
+  reg [15:0] l0_delta0_1_0_s10 = 16'h0000;
+  reg [31:0] l0_delta0_1_1_raw_s9 = 32'd0;
+  reg [15:0] l0_delta0_1_1_s10 = 16'h0000;
+  reg [31:0] l0_delta0_1_2_raw_s9 = 32'd0;
+  reg [15:0] l0_delta0_1_2_s10 = 16'h0000;
+  reg [31:0] l0_delta0_1_3_raw_s9 = 32'd0;
+  reg [15:0] l0_delta0_1_3_s10 = 16'h0000;
   reg [1:0] l0_lo0_s3 = 2'h0;
   reg [1:0] l0_lo1_s3 = 2'h0;
-  reg [15:0] l0_out0_s8 = 16'h0000;
+  reg [15:0] l0_out0_s7 = 16'h0000;
   wire [1:0] l0_port_baddr;
   reg [3:0] l0_port_baddr_p4 = 4'h0;
   wire [1:0] l0_port_bank;
@@ -946,34 +886,25 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [14:0] l0_pos0_s2;
   (* init = 15'h0000 *)
   wire [14:0] l0_pos1_s2;
-  reg [31:0] l0_prod0_0_0_raw_s5 = 32'd0;
-  reg [31:0] l0_prod0_0_1_raw_s5 = 32'd0;
-  reg [31:0] l0_prod0_0_2_raw_s5 = 32'd0;
-  reg [31:0] l0_prod0_0_3_raw_s5 = 32'd0;
-  reg [31:0] l0_prod0_1_0_raw_s5 = 32'd0;
-  reg [31:0] l0_prod0_1_1_raw_s5 = 32'd0;
-  reg [31:0] l0_prod0_1_2_raw_s5 = 32'd0;
-  reg [31:0] l0_prod0_1_3_raw_s5 = 32'd0;
+  reg [31:0] l0_prod0_0_0_raw_s4 = 32'd0;
+  reg [31:0] l0_prod0_0_1_raw_s4 = 32'd0;
+  reg [31:0] l0_prod0_0_2_raw_s4 = 32'd0;
+  reg [31:0] l0_prod0_0_3_raw_s4 = 32'd0;
+  reg [31:0] l0_prod0_1_0_raw_s4 = 32'd0;
+  reg [31:0] l0_prod0_1_1_raw_s4 = 32'd0;
+  reg [31:0] l0_prod0_1_2_raw_s4 = 32'd0;
+  reg [31:0] l0_prod0_1_3_raw_s4 = 32'd0;
   reg [15:0] l0_ram_data = 16'h0000;
   reg l0_ram_rd = 1'h0;
   reg l0_ram_wr = 1'h0;
   reg [1:0] l0_rd_bank = 2'h0;
   reg l0_rd_edge = 1'h0;
-  reg [15:0] l0_read0_0_0;
-  reg [15:0] l0_read0_0_1;
-  reg [15:0] l0_read0_0_2;
-  reg [15:0] l0_read0_0_3;
-  reg [15:0] l0_read0_1_0;
-  reg [15:0] l0_read0_1_1;
-  reg [15:0] l0_read0_1_2;
-  reg [15:0] l0_read0_1_3;
-  reg [40:0] l0_sum0_t0_0_s6 = 41'h00000000000;
-  reg [40:0] l0_sum0_t0_1_s6 = 41'h00000000000;
-  reg [40:0] l0_sum0_t0_2_s6 = 41'h00000000000;
-  reg [40:0] l0_sum0_t0_3_s6 = 41'h00000000000;
-  reg [42:0] l0_sum0_t1_0_s7 = 43'h00000000000;
+  reg [40:0] l0_sum0_t0_0_s5 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_1_s5 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_2_s5 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_3_s5 = 41'h00000000000;
+  reg [42:0] l0_sum0_t1_0_s6 = 43'h00000000000;
   reg [3:0] l0_waddr0_0_s10 = 4'h0;
-  reg [3:0] l0_waddr0_0_s11 = 4'h0;
   reg [3:0] l0_waddr0_0_s4 = 4'h0;
   reg [3:0] l0_waddr0_0_s5 = 4'h0;
   reg [3:0] l0_waddr0_0_s6 = 4'h0;
@@ -981,7 +912,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [3:0] l0_waddr0_0_s8 = 4'h0;
   reg [3:0] l0_waddr0_0_s9 = 4'h0;
   reg [3:0] l0_waddr0_1_s10 = 4'h0;
-  reg [3:0] l0_waddr0_1_s11 = 4'h0;
   reg [3:0] l0_waddr0_1_s4 = 4'h0;
   reg [3:0] l0_waddr0_1_s5 = 4'h0;
   reg [3:0] l0_waddr0_1_s6 = 4'h0;
@@ -989,7 +919,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [3:0] l0_waddr0_1_s8 = 4'h0;
   reg [3:0] l0_waddr0_1_s9 = 4'h0;
   reg [3:0] l0_waddr0_2_s10 = 4'h0;
-  reg [3:0] l0_waddr0_2_s11 = 4'h0;
   reg [3:0] l0_waddr0_2_s4 = 4'h0;
   reg [3:0] l0_waddr0_2_s5 = 4'h0;
   reg [3:0] l0_waddr0_2_s6 = 4'h0;
@@ -997,7 +926,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [3:0] l0_waddr0_2_s8 = 4'h0;
   reg [3:0] l0_waddr0_2_s9 = 4'h0;
   reg [3:0] l0_waddr0_3_s10 = 4'h0;
-  reg [3:0] l0_waddr0_3_s11 = 4'h0;
   reg [3:0] l0_waddr0_3_s4 = 4'h0;
   reg [3:0] l0_waddr0_3_s5 = 4'h0;
   reg [3:0] l0_waddr0_3_s6 = 4'h0;
@@ -1005,7 +933,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [3:0] l0_waddr0_3_s8 = 4'h0;
   reg [3:0] l0_waddr0_3_s9 = 4'h0;
   reg [3:0] l0_waddr1_0_s10 = 4'h0;
-  reg [3:0] l0_waddr1_0_s11 = 4'h0;
   reg [3:0] l0_waddr1_0_s4 = 4'h0;
   reg [3:0] l0_waddr1_0_s5 = 4'h0;
   reg [3:0] l0_waddr1_0_s6 = 4'h0;
@@ -1013,7 +940,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [3:0] l0_waddr1_0_s8 = 4'h0;
   reg [3:0] l0_waddr1_0_s9 = 4'h0;
   reg [3:0] l0_waddr1_1_s10 = 4'h0;
-  reg [3:0] l0_waddr1_1_s11 = 4'h0;
   reg [3:0] l0_waddr1_1_s4 = 4'h0;
   reg [3:0] l0_waddr1_1_s5 = 4'h0;
   reg [3:0] l0_waddr1_1_s6 = 4'h0;
@@ -1021,7 +947,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [3:0] l0_waddr1_1_s8 = 4'h0;
   reg [3:0] l0_waddr1_1_s9 = 4'h0;
   reg [3:0] l0_waddr1_2_s10 = 4'h0;
-  reg [3:0] l0_waddr1_2_s11 = 4'h0;
   reg [3:0] l0_waddr1_2_s4 = 4'h0;
   reg [3:0] l0_waddr1_2_s5 = 4'h0;
   reg [3:0] l0_waddr1_2_s6 = 4'h0;
@@ -1029,7 +954,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [3:0] l0_waddr1_2_s8 = 4'h0;
   reg [3:0] l0_waddr1_2_s9 = 4'h0;
   reg [3:0] l0_waddr1_3_s10 = 4'h0;
-  reg [3:0] l0_waddr1_3_s11 = 4'h0;
   reg [3:0] l0_waddr1_3_s4 = 4'h0;
   reg [3:0] l0_waddr1_3_s5 = 4'h0;
   reg [3:0] l0_waddr1_3_s6 = 4'h0;
@@ -1060,7 +984,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg port_in_flight2 = 1'h0;
   reg port_in_flight3 = 1'h0;
   wire [14:0] pos;
-  wire [14:0] \pos$281 ;
+  wire [14:0] \pos$271 ;
   reg [14:0] pos_in = 15'h0000;
   reg [14:0] \pos_in$6  = 15'h0000;
   output [15:0] pr__payload;
@@ -1086,14 +1010,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [4:0] rom_rd__addr;
   wire [15:0] rom_rd__data;
   wire [27:0] rounded;
-  wire [15:0] \rounded$101 ;
-  wire [15:0] \rounded$104 ;
+  wire [15:0] \rounded$65 ;
+  wire [15:0] \rounded$68 ;
+  wire [15:0] \rounded$71 ;
+  wire [15:0] \rounded$74 ;
+  wire [15:0] \rounded$77 ;
+  wire [15:0] \rounded$80 ;
   wire [15:0] \rounded$83 ;
   wire [15:0] \rounded$86 ;
-  wire [15:0] \rounded$89 ;
-  wire [15:0] \rounded$92 ;
-  wire [15:0] \rounded$95 ;
-  wire [15:0] \rounded$98 ;
   input rst;
   wire rst;
   input [49:0] s__payload;
@@ -1109,80 +1033,79 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [32:0] t;
-  wire [15:0] \t$100 ;
-  wire [15:0] \t$103 ;
-  wire [15:0] \t$106 ;
-  wire [16:0] \t$122 ;
-  wire [16:0] \t$137 ;
-  wire [16:0] \t$148 ;
-  wire [16:0] \t$159 ;
-  wire [16:0] \t$170 ;
-  wire [16:0] \t$181 ;
-  wire [16:0] \t$192 ;
-  wire [16:0] \t$203 ;
+  wire [16:0] \t$103 ;
+  wire [16:0] \t$118 ;
+  wire [16:0] \t$129 ;
+  wire [16:0] \t$140 ;
+  wire [16:0] \t$151 ;
+  wire [16:0] \t$162 ;
+  wire [16:0] \t$173 ;
+  wire [16:0] \t$184 ;
+  wire [39:0] \t$22 ;
+  wire [32:0] \t$23 ;
+  wire [39:0] \t$25 ;
+  wire [32:0] \t$26 ;
   wire [39:0] \t$28 ;
-  wire [32:0] \t$30 ;
-  wire [39:0] \t$32 ;
-  wire [32:0] \t$34 ;
-  wire [39:0] \t$36 ;
-  wire [32:0] \t$38 ;
-  wire [39:0] \t$40 ;
-  wire [32:0] \t$56 ;
-  wire [39:0] \t$58 ;
-  wire [32:0] \t$60 ;
-  wire [39:0] \t$62 ;
-  wire [32:0] \t$64 ;
-  wire [39:0] \t$66 ;
-  wire [32:0] \t$68 ;
-  wire [39:0] \t$70 ;
-  wire [39:0] \t$71 ;
-  wire [15:0] \t$74 ;
-  wire [16:0] \t$77 ;
-  wire [17:0] \t$79 ;
-  wire [15:0] \t$80 ;
+  wire [32:0] \t$29 ;
+  wire [39:0] \t$31 ;
+  wire [32:0] \t$41 ;
+  wire [39:0] \t$43 ;
+  wire [32:0] \t$44 ;
+  wire [39:0] \t$46 ;
+  wire [32:0] \t$47 ;
+  wire [39:0] \t$49 ;
+  wire [32:0] \t$50 ;
+  wire [39:0] \t$52 ;
+  wire [39:0] \t$53 ;
+  wire [15:0] \t$56 ;
+  wire [16:0] \t$59 ;
+  wire [17:0] \t$61 ;
+  wire [15:0] \t$62 ;
+  wire [15:0] \t$67 ;
+  wire [15:0] \t$70 ;
+  wire [15:0] \t$73 ;
+  wire [15:0] \t$76 ;
+  wire [15:0] \t$79 ;
+  wire [15:0] \t$82 ;
   wire [15:0] \t$85 ;
   wire [15:0] \t$88 ;
-  wire [15:0] \t$91 ;
-  wire [15:0] \t$94 ;
-  wire [15:0] \t$97 ;
   reg [15:0] u = 16'h0000;
   reg [15:0] \u$4  = 16'h0000;
   reg valid_s1 = 1'h0;
   reg valid_s10 = 1'h0;
-  reg valid_s11 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
   reg valid_s6 = 1'h0;
+  output valid_s7;
   reg valid_s7 = 1'h0;
-  output valid_s8;
   reg valid_s8 = 1'h0;
   reg valid_s9 = 1'h0;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$145 ;
-  wire [1:0] \wp__addr$156 ;
-  wire [1:0] \wp__addr$167 ;
-  wire [1:0] \wp__addr$178 ;
-  wire [1:0] \wp__addr$189 ;
-  wire [1:0] \wp__addr$200 ;
-  wire [1:0] \wp__addr$211 ;
+  wire [1:0] \wp__addr$126 ;
+  wire [1:0] \wp__addr$137 ;
+  wire [1:0] \wp__addr$148 ;
+  wire [1:0] \wp__addr$159 ;
+  wire [1:0] \wp__addr$170 ;
+  wire [1:0] \wp__addr$181 ;
+  wire [1:0] \wp__addr$192 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$146 ;
-  wire [15:0] \wp__data$157 ;
-  wire [15:0] \wp__data$168 ;
-  wire [15:0] \wp__data$179 ;
-  wire [15:0] \wp__data$190 ;
-  wire [15:0] \wp__data$201 ;
-  wire [15:0] \wp__data$212 ;
+  wire [15:0] \wp__data$127 ;
+  wire [15:0] \wp__data$138 ;
+  wire [15:0] \wp__data$149 ;
+  wire [15:0] \wp__data$160 ;
+  wire [15:0] \wp__data$171 ;
+  wire [15:0] \wp__data$182 ;
+  wire [15:0] \wp__data$193 ;
   wire wp__en;
-  wire \wp__en$147 ;
-  wire \wp__en$158 ;
-  wire \wp__en$169 ;
-  wire \wp__en$180 ;
-  wire \wp__en$191 ;
-  wire \wp__en$202 ;
-  wire \wp__en$213 ;
+  wire \wp__en$128 ;
+  wire \wp__en$139 ;
+  wire \wp__en$150 ;
+  wire \wp__en$161 ;
+  wire \wp__en$172 ;
+  wire \wp__en$183 ;
+  wire \wp__en$194 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   (* init = 16'h0000 *)
@@ -1194,7 +1117,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] y0_s5 = 16'h0000;
   reg [15:0] y0_s6 = 16'h0000;
   reg [15:0] y0_s7 = 16'h0000;
-  reg [15:0] y0_s8 = 16'h0000;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank0 [2:0];
   initial begin
@@ -1216,8 +1138,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$123  = l0_coef_0_0_bank0[_0_];
-  assign \$signature__data  = _1_;
+  assign \$signature__data  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$252  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
   initial begin
@@ -1226,8 +1148,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$147 )
-      l0_coef_0_0_bank1[\$128 [1:0]] <= \wp__data$146 ;
+    if (\wp__en$128 )
+      l0_coef_0_0_bank1[\$128 [1:0]] <= \wp__data$127 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
@@ -1235,12 +1157,12 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _2_ <= \$127 [1:0];
     if (\$signature__en$15 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$147  && \$8 [1:0] == \$128 [1:0])
-        _3_ <= \wp__data$146 ;
+      if (\wp__en$128  && \$8 [1:0] == \$128 [1:0])
+        _3_ <= \wp__data$127 ;
     end
   end
-  assign \$signature__data$138  = l0_coef_0_0_bank1[_2_];
-  assign \$signature__data$23  = _3_;
+  assign \$signature__data$119  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$253  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
   initial begin
@@ -1249,8 +1171,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$158 )
-      l0_coef_0_0_bank2[\$141 [1:0]] <= \wp__data$157 ;
+    if (\wp__en$139 )
+      l0_coef_0_0_bank2[\$141 [1:0]] <= \wp__data$138 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
@@ -1258,12 +1180,12 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _4_ <= \$140 [1:0];
     if (\$signature__en$17 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$158  && \$12 [1:0] == \$141 [1:0])
-        _5_ <= \wp__data$157 ;
+      if (\wp__en$139  && \$12 [1:0] == \$141 [1:0])
+        _5_ <= \wp__data$138 ;
     end
   end
-  assign \$signature__data$149  = l0_coef_0_0_bank2[_4_];
-  assign \$signature__data$24  = _5_;
+  assign \$signature__data$130  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$254  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
   initial begin
@@ -1272,8 +1194,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$169 )
-      l0_coef_0_0_bank3[\$154 [1:0]] <= \wp__data$168 ;
+    if (\wp__en$150 )
+      l0_coef_0_0_bank3[\$154 [1:0]] <= \wp__data$149 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
@@ -1281,12 +1203,12 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _6_ <= \$153 [1:0];
     if (\$signature__en$19 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$169  && \$16 [1:0] == \$154 [1:0])
-        _7_ <= \wp__data$168 ;
+      if (\wp__en$150  && \$16 [1:0] == \$154 [1:0])
+        _7_ <= \wp__data$149 ;
     end
   end
-  assign \$signature__data$160  = l0_coef_0_0_bank3[_6_];
-  assign \$signature__data$25  = _7_;
+  assign \$signature__data$141  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$255  = _7_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank0 [2:0];
   initial begin
@@ -1295,21 +1217,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank0[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$180 )
-      l0_coef_0_1_bank0[\$167 [1:0]] <= \wp__data$179 ;
+    if (\wp__en$161 )
+      l0_coef_0_1_bank0[\$167 [1:0]] <= \wp__data$160 ;
   end
   reg [1:0] _8_;
   reg [15:0] _9_;
   always @(posedge clk) begin
     _8_ <= \$166 [1:0];
-    if (\$signature__en$43 ) begin
+    if (\$signature__en$34 ) begin
       _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
-      if (\wp__en$180  && \$20 [1:0] == \$167 [1:0])
-        _9_ <= \wp__data$179 ;
+      if (\wp__en$161  && \$20 [1:0] == \$167 [1:0])
+        _9_ <= \wp__data$160 ;
     end
   end
-  assign \$signature__data$171  = l0_coef_0_1_bank0[_8_];
-  assign \$signature__data$52  = _9_;
+  assign \$signature__data$152  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$256  = _9_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank1 [2:0];
   initial begin
@@ -1318,21 +1240,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$191 )
-      l0_coef_0_1_bank1[\$180 [1:0]] <= \wp__data$190 ;
+    if (\wp__en$172 )
+      l0_coef_0_1_bank1[\$180 [1:0]] <= \wp__data$171 ;
   end
   reg [1:0] _10_;
   reg [15:0] _11_;
   always @(posedge clk) begin
     _10_ <= \$179 [1:0];
-    if (\$signature__en$45 ) begin
+    if (\$signature__en$36 ) begin
       _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
-      if (\wp__en$191  && \$24 [1:0] == \$180 [1:0])
-        _11_ <= \wp__data$190 ;
+      if (\wp__en$172  && \$24 [1:0] == \$180 [1:0])
+        _11_ <= \wp__data$171 ;
     end
   end
-  assign \$signature__data$182  = l0_coef_0_1_bank1[_10_];
-  assign \$signature__data$53  = _11_;
+  assign \$signature__data$163  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$257  = _11_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank2 [2:0];
   initial begin
@@ -1341,21 +1263,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$202 )
-      l0_coef_0_1_bank2[\$193 [1:0]] <= \wp__data$201 ;
+    if (\wp__en$183 )
+      l0_coef_0_1_bank2[\$193 [1:0]] <= \wp__data$182 ;
   end
   reg [1:0] _12_;
   reg [15:0] _13_;
   always @(posedge clk) begin
     _12_ <= \$192 [1:0];
-    if (\$signature__en$47 ) begin
+    if (\$signature__en$38 ) begin
       _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
-      if (\wp__en$202  && \$28 [1:0] == \$193 [1:0])
-        _13_ <= \wp__data$201 ;
+      if (\wp__en$183  && \$28 [1:0] == \$193 [1:0])
+        _13_ <= \wp__data$182 ;
     end
   end
-  assign \$signature__data$193  = l0_coef_0_1_bank2[_12_];
-  assign \$signature__data$54  = _13_;
+  assign \$signature__data$174  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$258  = _13_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank3 [2:0];
   initial begin
@@ -1364,21 +1286,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$213 )
-      l0_coef_0_1_bank3[\$206 [1:0]] <= \wp__data$212 ;
+    if (\wp__en$194 )
+      l0_coef_0_1_bank3[\$206 [1:0]] <= \wp__data$193 ;
   end
   reg [1:0] _14_;
   reg [15:0] _15_;
   always @(posedge clk) begin
     _14_ <= \$205 [1:0];
-    if (\$signature__en$49 ) begin
+    if (\$signature__en$40 ) begin
       _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
-      if (\wp__en$213  && \$32 [1:0] == \$206 [1:0])
-        _15_ <= \wp__data$212 ;
+      if (\wp__en$194  && \$32 [1:0] == \$206 [1:0])
+        _15_ <= \wp__data$193 ;
     end
   end
-  assign \$signature__data$204  = l0_coef_0_1_bank3[_14_];
-  assign \$signature__data$55  = _15_;
+  assign \$signature__data$185  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$259  = _15_;
   reg [15:0] theta0_rom [21:0];
   initial begin
     theta0_rom[0] = 16'h0000;
@@ -1410,467 +1332,353 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   assign rom_rd__data = _16_;
   always @(posedge clk)
-    valid_s7 <= \$323 ;
+    l0_port_data_p3 <= \$345 ;
   always @(posedge clk)
-    valid_s8 <= \$324 ;
+    l0_port_baddr_p4 <= \$346 ;
   always @(posedge clk)
-    valid_s9 <= \$325 ;
+    l0_port_bank_p4 <= \$347 ;
   always @(posedge clk)
-    valid_s10 <= \$326 ;
+    l0_port_edge_p4 <= \$348 ;
   always @(posedge clk)
-    valid_s11 <= \$327 ;
+    l0_ram_wr <= \$349 ;
   always @(posedge clk)
-    reload_count <= \$328 ;
+    l0_ram_rd <= \$350 ;
   always @(posedge clk)
-    port_in_flight0 <= \$329 ;
+    l0_ram_data <= \$351 ;
   always @(posedge clk)
-    port_in_flight1 <= \$330 ;
+    l0_rd_edge <= \$352 ;
   always @(posedge clk)
-    port_in_flight2 <= \$331 ;
+    l0_rd_bank <= \$353 ;
   always @(posedge clk)
-    port_in_flight3 <= \$332 ;
+    read_layer <= \$354 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$333 ;
+    read_wait <= \$355 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$334 ;
+    read_wait1 <= \$356 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$335 ;
+    read_wait2 <= \$357 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$336 ;
+    read_wait3 <= \$358 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$337 ;
+    read_wait4 <= \$359 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$338 ;
+    pr__valid <= \$360 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$339 ;
+    pr__payload <= \$361 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$340 ;
+    u <= \$362 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$341 ;
+    \u$4  <= \$363 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$342 ;
+    y0_s1 <= \$364 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$343 ;
+    kind_s1 <= \$365 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$344 ;
+    pos_in <= \$366 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$345 ;
+    l0_lo0_s3 <= \$367 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$346 ;
+    l0_cell0_s3 <= \$368 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$347 ;
+    l0_bval_bank0_0_s3 <= \$369 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$348 ;
+    l0_bval_bank0_1_s3 <= \$370 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$349 ;
+    l0_bval_bank0_2_s3 <= \$371 ;
   always @(posedge clk)
-    l0_ram_wr <= \$350 ;
+    l0_bval_bank0_3_s3 <= \$372 ;
   always @(posedge clk)
-    l0_ram_rd <= \$351 ;
+    \pos_in$6  <= \$373 ;
   always @(posedge clk)
-    l0_ram_data <= \$352 ;
+    l0_lo1_s3 <= \$374 ;
   always @(posedge clk)
-    l0_rd_edge <= \$353 ;
+    l0_cell1_s3 <= \$375 ;
   always @(posedge clk)
-    l0_rd_bank <= \$354 ;
+    l0_bval_bank1_0_s3 <= \$376 ;
   always @(posedge clk)
-    read_layer <= \$355 ;
+    l0_bval_bank1_1_s3 <= \$377 ;
   always @(posedge clk)
-    read_wait <= \$356 ;
+    l0_bval_bank1_2_s3 <= \$378 ;
   always @(posedge clk)
-    read_wait1 <= \$357 ;
+    l0_bval_bank1_3_s3 <= \$379 ;
   always @(posedge clk)
-    read_wait2 <= \$358 ;
+    l0_waddr0_0_s4 <= \$380 ;
   always @(posedge clk)
-    read_wait3 <= \$359 ;
+    l0_waddr0_1_s4 <= \$381 ;
   always @(posedge clk)
-    read_wait4 <= \$360 ;
+    l0_waddr0_2_s4 <= \$382 ;
   always @(posedge clk)
-    pr__valid <= \$361 ;
+    l0_waddr0_3_s4 <= \$383 ;
   always @(posedge clk)
-    pr__payload <= \$362 ;
+    l0_waddr1_0_s4 <= \$384 ;
   always @(posedge clk)
-    u <= \$363 ;
+    l0_waddr1_1_s4 <= \$385 ;
   always @(posedge clk)
-    \u$4  <= \$364 ;
+    l0_waddr1_2_s4 <= \$386 ;
   always @(posedge clk)
-    y0_s1 <= \$365 ;
+    l0_waddr1_3_s4 <= \$387 ;
   always @(posedge clk)
-    kind_s1 <= \$366 ;
+    l0_prod0_0_0_raw_s4 <= \$388 ;
   always @(posedge clk)
-    pos_in <= \$367 ;
+    l0_prod0_0_1_raw_s4 <= \$389 ;
   always @(posedge clk)
-    l0_lo0_s3 <= \$368 ;
+    l0_prod0_0_2_raw_s4 <= \$390 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$369 ;
+    l0_prod0_0_3_raw_s4 <= \$391 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$370 ;
+    l0_prod0_1_0_raw_s4 <= \$392 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$371 ;
+    l0_prod0_1_1_raw_s4 <= \$393 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$372 ;
+    l0_prod0_1_2_raw_s4 <= \$394 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$373 ;
+    l0_prod0_1_3_raw_s4 <= \$395 ;
   always @(posedge clk)
-    \pos_in$6  <= \$374 ;
+    l0_sum0_t0_0_s5 <= \$396 ;
   always @(posedge clk)
-    l0_lo1_s3 <= \$375 ;
+    l0_sum0_t0_1_s5 <= \$397 ;
   always @(posedge clk)
-    l0_cell1_s3 <= \$376 ;
+    l0_sum0_t0_2_s5 <= \$398 ;
   always @(posedge clk)
-    l0_bval1_0_s3 <= \$377 ;
+    l0_sum0_t0_3_s5 <= \$399 ;
   always @(posedge clk)
-    l0_bval1_1_s3 <= \$378 ;
+    l0_sum0_t1_0_s6 <= \$400 ;
   always @(posedge clk)
-    l0_bval1_2_s3 <= \$379 ;
+    l0_out0_s7 <= \$401 ;
   always @(posedge clk)
-    l0_bval1_3_s3 <= \$380 ;
+    y0_s2 <= \$402 ;
   always @(posedge clk)
-    l0_waddr0_0_s4 <= \$381 ;
+    y0_s3 <= \$403 ;
   always @(posedge clk)
-    l0_waddr0_1_s4 <= \$382 ;
+    y0_s4 <= \$404 ;
   always @(posedge clk)
-    l0_waddr0_2_s4 <= \$383 ;
+    y0_s5 <= \$405 ;
   always @(posedge clk)
-    l0_waddr0_3_s4 <= \$384 ;
+    y0_s6 <= \$406 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$385 ;
+    y0_s7 <= \$407 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$386 ;
+    kind_s2 <= \$408 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$387 ;
+    kind_s3 <= \$409 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$388 ;
+    kind_s4 <= \$410 ;
   always @(posedge clk)
-    l0_waddr1_0_s4 <= \$389 ;
+    kind_s5 <= \$411 ;
   always @(posedge clk)
-    l0_waddr1_1_s4 <= \$390 ;
+    kind_s6 <= \$412 ;
   always @(posedge clk)
-    l0_waddr1_2_s4 <= \$391 ;
+    kind_s7 <= \$413 ;
   always @(posedge clk)
-    l0_waddr1_3_s4 <= \$392 ;
+    err0_s8 <= \$414 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s4 <= \$393 ;
+    l0_waddr0_0_s5 <= \$415 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s4 <= \$394 ;
+    l0_waddr0_0_s6 <= \$416 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s4 <= \$395 ;
+    l0_waddr0_0_s7 <= \$417 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s4 <= \$396 ;
+    l0_waddr0_0_s8 <= \$418 ;
   always @(posedge clk)
-    l0_coef0_0_0_s4 <= \$397 ;
+    l0_waddr0_0_s9 <= \$419 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$398 ;
+    l0_waddr0_0_s10 <= \$420 ;
   always @(posedge clk)
-    l0_prod0_0_0_raw_s5 <= \$399 ;
+    l0_waddr0_1_s5 <= \$421 ;
   always @(posedge clk)
-    l0_coef0_0_1_s4 <= \$400 ;
+    l0_waddr0_1_s6 <= \$422 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$401 ;
+    l0_waddr0_1_s7 <= \$423 ;
   always @(posedge clk)
-    l0_prod0_0_1_raw_s5 <= \$402 ;
+    l0_waddr0_1_s8 <= \$424 ;
   always @(posedge clk)
-    l0_coef0_0_2_s4 <= \$403 ;
+    l0_waddr0_1_s9 <= \$425 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$404 ;
+    l0_waddr0_1_s10 <= \$426 ;
   always @(posedge clk)
-    l0_prod0_0_2_raw_s5 <= \$405 ;
+    l0_waddr0_2_s5 <= \$427 ;
   always @(posedge clk)
-    l0_coef0_0_3_s4 <= \$406 ;
+    l0_waddr0_2_s6 <= \$428 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$407 ;
+    l0_waddr0_2_s7 <= \$429 ;
   always @(posedge clk)
-    l0_prod0_0_3_raw_s5 <= \$408 ;
+    l0_waddr0_2_s8 <= \$430 ;
   always @(posedge clk)
-    l0_coef0_1_0_s4 <= \$409 ;
+    l0_waddr0_2_s9 <= \$431 ;
   always @(posedge clk)
-    l0_bval1_0_s4 <= \$410 ;
+    l0_waddr0_2_s10 <= \$432 ;
   always @(posedge clk)
-    l0_prod0_1_0_raw_s5 <= \$411 ;
+    l0_waddr0_3_s5 <= \$433 ;
   always @(posedge clk)
-    l0_coef0_1_1_s4 <= \$412 ;
+    l0_waddr0_3_s6 <= \$434 ;
   always @(posedge clk)
-    l0_bval1_1_s4 <= \$413 ;
+    l0_waddr0_3_s7 <= \$435 ;
   always @(posedge clk)
-    l0_prod0_1_1_raw_s5 <= \$414 ;
+    l0_waddr0_3_s8 <= \$436 ;
   always @(posedge clk)
-    l0_coef0_1_2_s4 <= \$415 ;
+    l0_waddr0_3_s9 <= \$437 ;
   always @(posedge clk)
-    l0_bval1_2_s4 <= \$416 ;
+    l0_waddr0_3_s10 <= \$438 ;
   always @(posedge clk)
-    l0_prod0_1_2_raw_s5 <= \$417 ;
+    l0_waddr1_0_s5 <= \$439 ;
   always @(posedge clk)
-    l0_coef0_1_3_s4 <= \$418 ;
+    l0_waddr1_0_s6 <= \$440 ;
   always @(posedge clk)
-    l0_bval1_3_s4 <= \$419 ;
+    l0_waddr1_0_s7 <= \$441 ;
   always @(posedge clk)
-    l0_prod0_1_3_raw_s5 <= \$420 ;
+    l0_waddr1_0_s8 <= \$442 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s6 <= \$421 ;
+    l0_waddr1_0_s9 <= \$443 ;
   always @(posedge clk)
-    l0_sum0_t0_1_s6 <= \$422 ;
+    l0_waddr1_0_s10 <= \$444 ;
   always @(posedge clk)
-    l0_sum0_t0_2_s6 <= \$423 ;
+    l0_waddr1_1_s5 <= \$445 ;
   always @(posedge clk)
-    l0_sum0_t0_3_s6 <= \$424 ;
+    l0_waddr1_1_s6 <= \$446 ;
   always @(posedge clk)
-    l0_sum0_t1_0_s7 <= \$425 ;
+    l0_waddr1_1_s7 <= \$447 ;
   always @(posedge clk)
-    l0_out0_s8 <= \$426 ;
+    l0_waddr1_1_s8 <= \$448 ;
   always @(posedge clk)
-    y0_s2 <= \$427 ;
+    l0_waddr1_1_s9 <= \$449 ;
   always @(posedge clk)
-    y0_s3 <= \$428 ;
+    l0_waddr1_1_s10 <= \$450 ;
   always @(posedge clk)
-    y0_s4 <= \$429 ;
+    l0_waddr1_2_s5 <= \$451 ;
   always @(posedge clk)
-    y0_s5 <= \$430 ;
+    l0_waddr1_2_s6 <= \$452 ;
   always @(posedge clk)
-    y0_s6 <= \$431 ;
+    l0_waddr1_2_s7 <= \$453 ;
   always @(posedge clk)
-    y0_s7 <= \$432 ;
+    l0_waddr1_2_s8 <= \$454 ;
   always @(posedge clk)
-    y0_s8 <= \$433 ;
+    l0_waddr1_2_s9 <= \$455 ;
   always @(posedge clk)
-    kind_s2 <= \$434 ;
+    l0_waddr1_2_s10 <= \$456 ;
   always @(posedge clk)
-    kind_s3 <= \$435 ;
+    l0_waddr1_3_s5 <= \$457 ;
   always @(posedge clk)
-    kind_s4 <= \$436 ;
+    l0_waddr1_3_s6 <= \$458 ;
   always @(posedge clk)
-    kind_s5 <= \$437 ;
+    l0_waddr1_3_s7 <= \$459 ;
   always @(posedge clk)
-    kind_s6 <= \$438 ;
+    l0_waddr1_3_s8 <= \$460 ;
   always @(posedge clk)
-    kind_s7 <= \$439 ;
+    l0_waddr1_3_s9 <= \$461 ;
   always @(posedge clk)
-    kind_s8 <= \$440 ;
+    l0_waddr1_3_s10 <= \$462 ;
   always @(posedge clk)
-    err0_s9 <= \$441 ;
+    l0_bval_bank0_0_s4 <= \$463 ;
   always @(posedge clk)
-    l0_waddr0_0_s5 <= \$442 ;
+    l0_bval_bank0_0_s5 <= \$464 ;
   always @(posedge clk)
-    l0_waddr0_0_s6 <= \$443 ;
+    l0_bval_bank0_0_s6 <= \$465 ;
   always @(posedge clk)
-    l0_waddr0_0_s7 <= \$444 ;
+    l0_bval_bank0_0_s7 <= \$466 ;
   always @(posedge clk)
-    l0_waddr0_0_s8 <= \$445 ;
+    l0_bval_bank0_0_s8 <= \$467 ;
   always @(posedge clk)
-    l0_waddr0_0_s9 <= \$446 ;
+    l0_delta0_0_0_raw_s9 <= \$468 ;
   always @(posedge clk)
-    l0_waddr0_0_s10 <= \$447 ;
+    l0_delta0_0_0_s10 <= \$469 ;
   always @(posedge clk)
-    l0_waddr0_0_s11 <= \$448 ;
+    l0_bval_bank0_1_s4 <= \$470 ;
   always @(posedge clk)
-    l0_waddr0_1_s5 <= \$449 ;
+    l0_bval_bank0_1_s5 <= \$471 ;
   always @(posedge clk)
-    l0_waddr0_1_s6 <= \$450 ;
+    l0_bval_bank0_1_s6 <= \$472 ;
   always @(posedge clk)
-    l0_waddr0_1_s7 <= \$451 ;
+    l0_bval_bank0_1_s7 <= \$473 ;
   always @(posedge clk)
-    l0_waddr0_1_s8 <= \$452 ;
+    l0_bval_bank0_1_s8 <= \$474 ;
   always @(posedge clk)
-    l0_waddr0_1_s9 <= \$453 ;
+    l0_delta0_0_1_raw_s9 <= \$475 ;
   always @(posedge clk)
-    l0_waddr0_1_s10 <= \$454 ;
+    l0_delta0_0_1_s10 <= \$476 ;
   always @(posedge clk)
-    l0_waddr0_1_s11 <= \$455 ;
+    l0_bval_bank0_2_s4 <= \$477 ;
   always @(posedge clk)
-    l0_waddr0_2_s5 <= \$456 ;
+    l0_bval_bank0_2_s5 <= \$478 ;
   always @(posedge clk)
-    l0_waddr0_2_s6 <= \$457 ;
+    l0_bval_bank0_2_s6 <= \$479 ;
   always @(posedge clk)
-    l0_waddr0_2_s7 <= \$458 ;
+    l0_bval_bank0_2_s7 <= \$480 ;
   always @(posedge clk)
-    l0_waddr0_2_s8 <= \$459 ;
+    l0_bval_bank0_2_s8 <= \$481 ;
   always @(posedge clk)
-    l0_waddr0_2_s9 <= \$460 ;
+    l0_delta0_0_2_raw_s9 <= \$482 ;
   always @(posedge clk)
-    l0_waddr0_2_s10 <= \$461 ;
+    l0_delta0_0_2_s10 <= \$483 ;
   always @(posedge clk)
-    l0_waddr0_2_s11 <= \$462 ;
+    l0_bval_bank0_3_s4 <= \$484 ;
   always @(posedge clk)
-    l0_waddr0_3_s5 <= \$463 ;
+    l0_bval_bank0_3_s5 <= \$485 ;
   always @(posedge clk)
-    l0_waddr0_3_s6 <= \$464 ;
+    l0_bval_bank0_3_s6 <= \$486 ;
   always @(posedge clk)
-    l0_waddr0_3_s7 <= \$465 ;
+    l0_bval_bank0_3_s7 <= \$487 ;
   always @(posedge clk)
-    l0_waddr0_3_s8 <= \$466 ;
+    l0_bval_bank0_3_s8 <= \$488 ;
   always @(posedge clk)
-    l0_waddr0_3_s9 <= \$467 ;
+    l0_delta0_0_3_raw_s9 <= \$489 ;
   always @(posedge clk)
-    l0_waddr0_3_s10 <= \$468 ;
+    l0_delta0_0_3_s10 <= \$490 ;
   always @(posedge clk)
-    l0_waddr0_3_s11 <= \$469 ;
+    l0_bval_bank1_0_s4 <= \$491 ;
   always @(posedge clk)
-    l0_waddr1_0_s5 <= \$470 ;
+    l0_bval_bank1_0_s5 <= \$492 ;
   always @(posedge clk)
-    l0_waddr1_0_s6 <= \$471 ;
+    l0_bval_bank1_0_s6 <= \$493 ;
   always @(posedge clk)
-    l0_waddr1_0_s7 <= \$472 ;
+    l0_bval_bank1_0_s7 <= \$494 ;
   always @(posedge clk)
-    l0_waddr1_0_s8 <= \$473 ;
+    l0_bval_bank1_0_s8 <= \$495 ;
   always @(posedge clk)
-    l0_waddr1_0_s9 <= \$474 ;
+    l0_delta0_1_0_raw_s9 <= \$496 ;
   always @(posedge clk)
-    l0_waddr1_0_s10 <= \$475 ;
+    l0_delta0_1_0_s10 <= \$497 ;
   always @(posedge clk)
-    l0_waddr1_0_s11 <= \$476 ;
+    l0_bval_bank1_1_s4 <= \$498 ;
   always @(posedge clk)
-    l0_waddr1_1_s5 <= \$477 ;
+    l0_bval_bank1_1_s5 <= \$499 ;
   always @(posedge clk)
-    l0_waddr1_1_s6 <= \$478 ;
+    l0_bval_bank1_1_s6 <= \$500 ;
   always @(posedge clk)
-    l0_waddr1_1_s7 <= \$479 ;
+    l0_bval_bank1_1_s7 <= \$501 ;
   always @(posedge clk)
-    l0_waddr1_1_s8 <= \$480 ;
+    l0_bval_bank1_1_s8 <= \$502 ;
   always @(posedge clk)
-    l0_waddr1_1_s9 <= \$481 ;
+    l0_delta0_1_1_raw_s9 <= \$503 ;
   always @(posedge clk)
-    l0_waddr1_1_s10 <= \$482 ;
+    l0_delta0_1_1_s10 <= \$504 ;
   always @(posedge clk)
-    l0_waddr1_1_s11 <= \$483 ;
+    l0_bval_bank1_2_s4 <= \$505 ;
   always @(posedge clk)
-    l0_waddr1_2_s5 <= \$484 ;
+    l0_bval_bank1_2_s5 <= \$506 ;
   always @(posedge clk)
-    l0_waddr1_2_s6 <= \$485 ;
+    l0_bval_bank1_2_s6 <= \$507 ;
   always @(posedge clk)
-    l0_waddr1_2_s7 <= \$486 ;
+    l0_bval_bank1_2_s7 <= \$508 ;
   always @(posedge clk)
-    l0_waddr1_2_s8 <= \$487 ;
+    l0_bval_bank1_2_s8 <= \$509 ;
   always @(posedge clk)
-    l0_waddr1_2_s9 <= \$488 ;
+    l0_delta0_1_2_raw_s9 <= \$510 ;
   always @(posedge clk)
-    l0_waddr1_2_s10 <= \$489 ;
+    l0_delta0_1_2_s10 <= \$511 ;
   always @(posedge clk)
-    l0_waddr1_2_s11 <= \$490 ;
+    l0_bval_bank1_3_s4 <= \$512 ;
   always @(posedge clk)
-    l0_waddr1_3_s5 <= \$491 ;
+    l0_bval_bank1_3_s5 <= \$513 ;
   always @(posedge clk)
-    l0_waddr1_3_s6 <= \$492 ;
+    l0_bval_bank1_3_s6 <= \$514 ;
   always @(posedge clk)
-    l0_waddr1_3_s7 <= \$493 ;
+    l0_bval_bank1_3_s7 <= \$515 ;
   always @(posedge clk)
-    l0_waddr1_3_s8 <= \$494 ;
+    l0_bval_bank1_3_s8 <= \$516 ;
   always @(posedge clk)
-    l0_waddr1_3_s9 <= \$495 ;
+    l0_delta0_1_3_raw_s9 <= \$517 ;
   always @(posedge clk)
-    l0_waddr1_3_s10 <= \$496 ;
-  always @(posedge clk)
-    l0_waddr1_3_s11 <= \$497 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$498 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$499 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s7 <= \$500 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s8 <= \$501 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s9 <= \$502 ;
-  always @(posedge clk)
-    l0_delta0_0_0_raw_s10 <= \$503 ;
-  always @(posedge clk)
-    l0_delta0_0_0_s11 <= \$504 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$505 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$506 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s7 <= \$507 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s8 <= \$508 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s9 <= \$509 ;
-  always @(posedge clk)
-    l0_delta0_0_1_raw_s10 <= \$510 ;
-  always @(posedge clk)
-    l0_delta0_0_1_s11 <= \$511 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$512 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$513 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s7 <= \$514 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s8 <= \$515 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s9 <= \$516 ;
-  always @(posedge clk)
-    l0_delta0_0_2_raw_s10 <= \$517 ;
-  always @(posedge clk)
-    l0_delta0_0_2_s11 <= \$518 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$519 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$520 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s7 <= \$521 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s8 <= \$522 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s9 <= \$523 ;
-  always @(posedge clk)
-    l0_delta0_0_3_raw_s10 <= \$524 ;
-  always @(posedge clk)
-    l0_delta0_0_3_s11 <= \$525 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s5 <= \$526 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s6 <= \$527 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s7 <= \$528 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s8 <= \$529 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s9 <= \$530 ;
-  always @(posedge clk)
-    l0_delta0_1_0_raw_s10 <= \$531 ;
-  always @(posedge clk)
-    l0_delta0_1_0_s11 <= \$532 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s5 <= \$533 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s6 <= \$534 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s7 <= \$535 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s8 <= \$536 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s9 <= \$537 ;
-  always @(posedge clk)
-    l0_delta0_1_1_raw_s10 <= \$538 ;
-  always @(posedge clk)
-    l0_delta0_1_1_s11 <= \$539 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s5 <= \$540 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s6 <= \$541 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s7 <= \$542 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s8 <= \$543 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s9 <= \$544 ;
-  always @(posedge clk)
-    l0_delta0_1_2_raw_s10 <= \$545 ;
-  always @(posedge clk)
-    l0_delta0_1_2_s11 <= \$546 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s5 <= \$547 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s6 <= \$548 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s7 <= \$549 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s8 <= \$550 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s9 <= \$551 ;
-  always @(posedge clk)
-    l0_delta0_1_3_raw_s10 <= \$552 ;
-  always @(posedge clk)
-    l0_delta0_1_3_s11 <= \$553 ;
+    l0_delta0_1_3_s10 <= \$518 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$3 ;
@@ -1887,23 +1695,23 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$15  = \$13  + \$14 ;
   assign \$16  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$15 ;
   assign \$signature__en$19  = en | l0_ram_rd;
-  assign \$18  = \cell$42 [1:0] > 1'h0;
+  assign \$18  = \cell$33 [1:0] > 1'h0;
   assign \$19  = \$17  + \$18 ;
   assign \$20  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$19 ;
-  assign \$signature__en$43  = en | l0_ram_rd;
-  assign \$22  = \cell$42 [1:0] > 1'h1;
+  assign \$signature__en$34  = en | l0_ram_rd;
+  assign \$22  = \cell$33 [1:0] > 1'h1;
   assign \$23  = \$21  + \$22 ;
   assign \$24  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$23 ;
-  assign \$signature__en$45  = en | l0_ram_rd;
-  assign \$26  = \cell$42 [1:0] > 2'h2;
+  assign \$signature__en$36  = en | l0_ram_rd;
+  assign \$26  = \cell$33 [1:0] > 2'h2;
   assign \$27  = \$25  + \$26 ;
   assign \$28  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$27 ;
-  assign \$signature__en$47  = en | l0_ram_rd;
-  assign \$30  = \cell$42 [1:0] > 2'h3;
+  assign \$signature__en$38  = en | l0_ram_rd;
+  assign \$30  = \cell$33 [1:0] > 2'h3;
   assign \$31  = \$29  + \$30 ;
   assign \$32  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$31 ;
-  assign \$signature__en$49  = en | l0_ram_rd;
-  assign \$33  = $signed({ l0_sum0_t1_0_s7[39:0], l0_sum0_t1_0_s7[14] }) + $signed({ 14'h1fff, l0_sum0_t1_0_s7[14] });
+  assign \$signature__en$40  = en | l0_ram_rd;
+  assign \$33  = $signed({ l0_sum0_t1_0_s6[39:0], l0_sum0_t1_0_s6[14] }) + $signed({ 14'h1fff, l0_sum0_t1_0_s6[14] });
   assign \$34  = & \$33 [42:30];
   assign \$35  = ~ \$34 ;
   assign \$36  = \$33 [42] & \$35 ;
@@ -1911,174 +1719,174 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$38  = | \$33 [42:30];
   assign \$39  = \$37  & \$38 ;
   assign \$40  = \$39  ? 16'h7fff : \$33 [30:15];
-  assign \t$74  = \$36  ? 16'h8000 : \$40 ;
-  assign \$41  = $signed(l0_out0_s8) >= $signed(1'h0);
-  assign \t$77  = $signed(l0_out0_s8) - $signed(y0_s8);
-  assign \$42  = $signed(\t$79 ) < $signed(16'h8000);
-  assign \$43  = $signed(\t$79 ) > $signed(16'h7fff);
-  assign \$44  = \$43  ? 16'h7fff : \t$79 [15:0];
-  assign \t$80  = \$42  ? 16'h8000 : \$44 ;
-  assign \$45  = $signed({ l0_delta0_0_0_raw_s10, l0_delta0_0_0_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_0_0_raw_s10[18] });
+  assign \t$56  = \$36  ? 16'h8000 : \$40 ;
+  assign \$41  = $signed(l0_out0_s7) >= $signed(1'h0);
+  assign \t$59  = $signed(l0_out0_s7) - $signed(y0_s7);
+  assign \$42  = $signed(\t$61 ) < $signed(16'h8000);
+  assign \$43  = $signed(\t$61 ) > $signed(16'h7fff);
+  assign \$44  = \$43  ? 16'h7fff : \t$61 [15:0];
+  assign \t$62  = \$42  ? 16'h8000 : \$44 ;
+  assign \$45  = $signed({ l0_delta0_0_0_raw_s9, l0_delta0_0_0_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_0_0_raw_s9[18] });
   assign \$47  = ~ \$46 ;
   assign \$49  = ~ \$45 [34];
-  assign \$53  = $signed({ l0_delta0_0_1_raw_s10, l0_delta0_0_1_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_0_1_raw_s10[18] });
+  assign \$53  = $signed({ l0_delta0_0_1_raw_s9, l0_delta0_0_1_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_0_1_raw_s9[18] });
   assign \$55  = ~ \$54 ;
   assign \$57  = ~ \$53 [34];
-  assign \$61  = $signed({ l0_delta0_0_2_raw_s10, l0_delta0_0_2_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_0_2_raw_s10[18] });
+  assign \$61  = $signed({ l0_delta0_0_2_raw_s9, l0_delta0_0_2_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_0_2_raw_s9[18] });
   assign \$63  = ~ \$62 ;
   assign \$65  = ~ \$61 [34];
-  assign \$69  = $signed({ l0_delta0_0_3_raw_s10, l0_delta0_0_3_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_0_3_raw_s10[18] });
+  assign \$69  = $signed({ l0_delta0_0_3_raw_s9, l0_delta0_0_3_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_0_3_raw_s9[18] });
   assign \$71  = ~ \$70 ;
   assign \$73  = ~ \$69 [34];
-  assign \$77  = $signed({ l0_delta0_1_0_raw_s10, l0_delta0_1_0_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_1_0_raw_s10[18] });
+  assign \$77  = $signed({ l0_delta0_1_0_raw_s9, l0_delta0_1_0_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_1_0_raw_s9[18] });
   assign \$79  = ~ \$78 ;
   assign \$81  = ~ \$77 [34];
-  assign \$85  = $signed({ l0_delta0_1_1_raw_s10, l0_delta0_1_1_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_1_1_raw_s10[18] });
+  assign \$85  = $signed({ l0_delta0_1_1_raw_s9, l0_delta0_1_1_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_1_1_raw_s9[18] });
   assign \$87  = ~ \$86 ;
   assign \$89  = ~ \$85 [34];
-  assign \$93  = $signed({ l0_delta0_1_2_raw_s10, l0_delta0_1_2_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_1_2_raw_s10[18] });
+  assign \$93  = $signed({ l0_delta0_1_2_raw_s9, l0_delta0_1_2_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_1_2_raw_s9[18] });
   assign \$95  = ~ \$94 ;
   assign \$97  = ~ \$93 [34];
-  assign \$101  = $signed({ l0_delta0_1_3_raw_s10, l0_delta0_1_3_raw_s10[18] }) + $signed({ 18'h1ffff, l0_delta0_1_3_raw_s10[18] });
+  assign \$101  = $signed({ l0_delta0_1_3_raw_s9, l0_delta0_1_3_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_1_3_raw_s9[18] });
   assign \$103  = ~ \$102 ;
   assign \$105  = ~ \$101 [34];
   assign \$109  = ~ m__ready;
-  assign \$110  = valid_s8 & \$109 ;
+  assign \$110  = valid_s7 & \$109 ;
   assign en = ~ \$110 ;
-  assign busy = | { valid_s11, valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s11;
-  assign \t$122  = $signed(\$signature__data$123 ) - $signed(l0_delta0_0_0_s11);
+  assign busy = | { valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s10;
+  assign \t$103  = $signed(\$signature__data ) - $signed(l0_delta0_0_0_s10);
   assign \$111  = ! l0_port_edge_p4[0];
   assign \$112  = l0_ram_wr & \$111 ;
   assign \$113  = ! l0_port_bank_p4[1:0];
   assign l0_port_hit0_0_0 = \$112  & \$113 ;
-  assign \$114  = \$110  ? l0_waddr0_0_s11 : l0_waddr0_0_s10;
-  assign \$115  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s11;
-  assign \$116  = & \t$122 [16:15];
+  assign \$114  = \$110  ? l0_waddr0_0_s10 : l0_waddr0_0_s9;
+  assign \$115  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s10;
+  assign \$116  = & \t$103 [16:15];
   assign \$117  = ~ \$116 ;
-  assign \$118  = \t$122 [16] & \$117 ;
-  assign \$119  = ~ \t$122 [16];
-  assign \$120  = | \t$122 [16:15];
+  assign \$118  = \t$103 [16] & \$117 ;
+  assign \$119  = ~ \t$103 [16];
+  assign \$120  = | \t$103 [16:15];
   assign \$121  = \$119  & \$120 ;
-  assign \$122  = \$121  ? 16'h7fff : \t$122 [15:0];
+  assign \$122  = \$121  ? 16'h7fff : \t$103 [15:0];
   assign \$123  = \$118  ? 16'h8000 : \$122 ;
   assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$123 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$137  = $signed(\$signature__data$138 ) - $signed(l0_delta0_0_1_s11);
+  assign \t$118  = $signed(\$signature__data$119 ) - $signed(l0_delta0_0_1_s10);
   assign \$124  = ! l0_port_edge_p4[0];
   assign \$125  = l0_ram_wr & \$124 ;
   assign \$126  = l0_port_bank_p4[1:0] == 1'h1;
   assign l0_port_hit0_0_1 = \$125  & \$126 ;
-  assign \$127  = \$110  ? l0_waddr0_1_s11 : l0_waddr0_1_s10;
-  assign \$128  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s11;
-  assign \$129  = & \t$137 [16:15];
+  assign \$127  = \$110  ? l0_waddr0_1_s10 : l0_waddr0_1_s9;
+  assign \$128  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s10;
+  assign \$129  = & \t$118 [16:15];
   assign \$130  = ~ \$129 ;
-  assign \$131  = \t$137 [16] & \$130 ;
-  assign \$132  = ~ \t$137 [16];
-  assign \$133  = | \t$137 [16:15];
+  assign \$131  = \t$118 [16] & \$130 ;
+  assign \$132  = ~ \t$118 [16];
+  assign \$133  = | \t$118 [16:15];
   assign \$134  = \$132  & \$133 ;
-  assign \$135  = \$134  ? 16'h7fff : \t$137 [15:0];
+  assign \$135  = \$134  ? 16'h7fff : \t$118 [15:0];
   assign \$136  = \$131  ? 16'h8000 : \$135 ;
-  assign \wp__data$146  = l0_port_hit0_0_1 ? l0_ram_data : \$136 ;
-  assign \wp__en$147  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$148  = $signed(\$signature__data$149 ) - $signed(l0_delta0_0_2_s11);
+  assign \wp__data$127  = l0_port_hit0_0_1 ? l0_ram_data : \$136 ;
+  assign \wp__en$128  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$129  = $signed(\$signature__data$130 ) - $signed(l0_delta0_0_2_s10);
   assign \$137  = ! l0_port_edge_p4[0];
   assign \$138  = l0_ram_wr & \$137 ;
   assign \$139  = l0_port_bank_p4[1:0] == 2'h2;
   assign l0_port_hit0_0_2 = \$138  & \$139 ;
-  assign \$140  = \$110  ? l0_waddr0_2_s11 : l0_waddr0_2_s10;
-  assign \$141  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s11;
-  assign \$142  = & \t$148 [16:15];
+  assign \$140  = \$110  ? l0_waddr0_2_s10 : l0_waddr0_2_s9;
+  assign \$141  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s10;
+  assign \$142  = & \t$129 [16:15];
   assign \$143  = ~ \$142 ;
-  assign \$144  = \t$148 [16] & \$143 ;
-  assign \$145  = ~ \t$148 [16];
-  assign \$146  = | \t$148 [16:15];
+  assign \$144  = \t$129 [16] & \$143 ;
+  assign \$145  = ~ \t$129 [16];
+  assign \$146  = | \t$129 [16:15];
   assign \$147  = \$145  & \$146 ;
-  assign \$148  = \$147  ? 16'h7fff : \t$148 [15:0];
+  assign \$148  = \$147  ? 16'h7fff : \t$129 [15:0];
   assign \$149  = \$144  ? 16'h8000 : \$148 ;
-  assign \wp__data$157  = l0_port_hit0_0_2 ? l0_ram_data : \$149 ;
-  assign \wp__en$158  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$159  = $signed(\$signature__data$160 ) - $signed(l0_delta0_0_3_s11);
+  assign \wp__data$138  = l0_port_hit0_0_2 ? l0_ram_data : \$149 ;
+  assign \wp__en$139  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$140  = $signed(\$signature__data$141 ) - $signed(l0_delta0_0_3_s10);
   assign \$150  = ! l0_port_edge_p4[0];
   assign \$151  = l0_ram_wr & \$150 ;
   assign \$152  = l0_port_bank_p4[1:0] == 2'h3;
   assign l0_port_hit0_0_3 = \$151  & \$152 ;
-  assign \$153  = \$110  ? l0_waddr0_3_s11 : l0_waddr0_3_s10;
-  assign \$154  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s11;
-  assign \$155  = & \t$159 [16:15];
+  assign \$153  = \$110  ? l0_waddr0_3_s10 : l0_waddr0_3_s9;
+  assign \$154  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s10;
+  assign \$155  = & \t$140 [16:15];
   assign \$156  = ~ \$155 ;
-  assign \$157  = \t$159 [16] & \$156 ;
-  assign \$158  = ~ \t$159 [16];
-  assign \$159  = | \t$159 [16:15];
+  assign \$157  = \t$140 [16] & \$156 ;
+  assign \$158  = ~ \t$140 [16];
+  assign \$159  = | \t$140 [16:15];
   assign \$160  = \$158  & \$159 ;
-  assign \$161  = \$160  ? 16'h7fff : \t$159 [15:0];
+  assign \$161  = \$160  ? 16'h7fff : \t$140 [15:0];
   assign \$162  = \$157  ? 16'h8000 : \$161 ;
-  assign \wp__data$168  = l0_port_hit0_0_3 ? l0_ram_data : \$162 ;
-  assign \wp__en$169  = commit_l0 | l0_port_hit0_0_3;
-  assign \t$170  = $signed(\$signature__data$171 ) - $signed(l0_delta0_1_0_s11);
+  assign \wp__data$149  = l0_port_hit0_0_3 ? l0_ram_data : \$162 ;
+  assign \wp__en$150  = commit_l0 | l0_port_hit0_0_3;
+  assign \t$151  = $signed(\$signature__data$152 ) - $signed(l0_delta0_1_0_s10);
   assign \$164  = l0_ram_wr & \$163 ;
   assign \$165  = ! l0_port_bank_p4[1:0];
   assign l0_port_hit0_1_0 = \$164  & \$165 ;
-  assign \$166  = \$110  ? l0_waddr1_0_s11 : l0_waddr1_0_s10;
-  assign \$167  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_0_s11;
-  assign \$168  = & \t$170 [16:15];
+  assign \$166  = \$110  ? l0_waddr1_0_s10 : l0_waddr1_0_s9;
+  assign \$167  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_0_s10;
+  assign \$168  = & \t$151 [16:15];
   assign \$169  = ~ \$168 ;
-  assign \$170  = \t$170 [16] & \$169 ;
-  assign \$171  = ~ \t$170 [16];
-  assign \$172  = | \t$170 [16:15];
+  assign \$170  = \t$151 [16] & \$169 ;
+  assign \$171  = ~ \t$151 [16];
+  assign \$172  = | \t$151 [16:15];
   assign \$173  = \$171  & \$172 ;
-  assign \$174  = \$173  ? 16'h7fff : \t$170 [15:0];
+  assign \$174  = \$173  ? 16'h7fff : \t$151 [15:0];
   assign \$175  = \$170  ? 16'h8000 : \$174 ;
-  assign \wp__data$179  = l0_port_hit0_1_0 ? l0_ram_data : \$175 ;
-  assign \wp__en$180  = commit_l0 | l0_port_hit0_1_0;
-  assign \t$181  = $signed(\$signature__data$182 ) - $signed(l0_delta0_1_1_s11);
+  assign \wp__data$160  = l0_port_hit0_1_0 ? l0_ram_data : \$175 ;
+  assign \wp__en$161  = commit_l0 | l0_port_hit0_1_0;
+  assign \t$162  = $signed(\$signature__data$163 ) - $signed(l0_delta0_1_1_s10);
   assign \$177  = l0_ram_wr & \$176 ;
   assign \$178  = l0_port_bank_p4[1:0] == 1'h1;
   assign l0_port_hit0_1_1 = \$177  & \$178 ;
-  assign \$179  = \$110  ? l0_waddr1_1_s11 : l0_waddr1_1_s10;
-  assign \$180  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_1_s11;
-  assign \$181  = & \t$181 [16:15];
+  assign \$179  = \$110  ? l0_waddr1_1_s10 : l0_waddr1_1_s9;
+  assign \$180  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_1_s10;
+  assign \$181  = & \t$162 [16:15];
   assign \$182  = ~ \$181 ;
-  assign \$183  = \t$181 [16] & \$182 ;
-  assign \$184  = ~ \t$181 [16];
-  assign \$185  = | \t$181 [16:15];
+  assign \$183  = \t$162 [16] & \$182 ;
+  assign \$184  = ~ \t$162 [16];
+  assign \$185  = | \t$162 [16:15];
   assign \$186  = \$184  & \$185 ;
-  assign \$187  = \$186  ? 16'h7fff : \t$181 [15:0];
+  assign \$187  = \$186  ? 16'h7fff : \t$162 [15:0];
   assign \$188  = \$183  ? 16'h8000 : \$187 ;
-  assign \wp__data$190  = l0_port_hit0_1_1 ? l0_ram_data : \$188 ;
-  assign \wp__en$191  = commit_l0 | l0_port_hit0_1_1;
-  assign \t$192  = $signed(\$signature__data$193 ) - $signed(l0_delta0_1_2_s11);
+  assign \wp__data$171  = l0_port_hit0_1_1 ? l0_ram_data : \$188 ;
+  assign \wp__en$172  = commit_l0 | l0_port_hit0_1_1;
+  assign \t$173  = $signed(\$signature__data$174 ) - $signed(l0_delta0_1_2_s10);
   assign \$190  = l0_ram_wr & \$189 ;
   assign \$191  = l0_port_bank_p4[1:0] == 2'h2;
   assign l0_port_hit0_1_2 = \$190  & \$191 ;
-  assign \$192  = \$110  ? l0_waddr1_2_s11 : l0_waddr1_2_s10;
-  assign \$193  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_2_s11;
-  assign \$194  = & \t$192 [16:15];
+  assign \$192  = \$110  ? l0_waddr1_2_s10 : l0_waddr1_2_s9;
+  assign \$193  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_2_s10;
+  assign \$194  = & \t$173 [16:15];
   assign \$195  = ~ \$194 ;
-  assign \$196  = \t$192 [16] & \$195 ;
-  assign \$197  = ~ \t$192 [16];
-  assign \$198  = | \t$192 [16:15];
+  assign \$196  = \t$173 [16] & \$195 ;
+  assign \$197  = ~ \t$173 [16];
+  assign \$198  = | \t$173 [16:15];
   assign \$199  = \$197  & \$198 ;
-  assign \$200  = \$199  ? 16'h7fff : \t$192 [15:0];
+  assign \$200  = \$199  ? 16'h7fff : \t$173 [15:0];
   assign \$201  = \$196  ? 16'h8000 : \$200 ;
-  assign \wp__data$201  = l0_port_hit0_1_2 ? l0_ram_data : \$201 ;
-  assign \wp__en$202  = commit_l0 | l0_port_hit0_1_2;
-  assign \t$203  = $signed(\$signature__data$204 ) - $signed(l0_delta0_1_3_s11);
+  assign \wp__data$182  = l0_port_hit0_1_2 ? l0_ram_data : \$201 ;
+  assign \wp__en$183  = commit_l0 | l0_port_hit0_1_2;
+  assign \t$184  = $signed(\$signature__data$185 ) - $signed(l0_delta0_1_3_s10);
   assign \$203  = l0_ram_wr & \$202 ;
   assign \$204  = l0_port_bank_p4[1:0] == 2'h3;
   assign l0_port_hit0_1_3 = \$203  & \$204 ;
-  assign \$205  = \$110  ? l0_waddr1_3_s11 : l0_waddr1_3_s10;
-  assign \$206  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_3_s11;
-  assign \$207  = & \t$203 [16:15];
+  assign \$205  = \$110  ? l0_waddr1_3_s10 : l0_waddr1_3_s9;
+  assign \$206  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_3_s10;
+  assign \$207  = & \t$184 [16:15];
   assign \$208  = ~ \$207 ;
-  assign \$209  = \t$203 [16] & \$208 ;
-  assign \$210  = ~ \t$203 [16];
-  assign \$211  = | \t$203 [16:15];
+  assign \$209  = \t$184 [16] & \$208 ;
+  assign \$210  = ~ \t$184 [16];
+  assign \$211  = | \t$184 [16:15];
   assign \$212  = \$210  & \$211 ;
-  assign \$213  = \$212  ? 16'h7fff : \t$203 [15:0];
+  assign \$213  = \$212  ? 16'h7fff : \t$184 [15:0];
   assign \$214  = \$209  ? 16'h8000 : \$213 ;
-  assign \wp__data$212  = l0_port_hit0_1_3 ? l0_ram_data : \$214 ;
-  assign \wp__en$213  = commit_l0 | l0_port_hit0_1_3;
+  assign \wp__data$193  = l0_port_hit0_1_3 ? l0_ram_data : \$214 ;
+  assign \wp__en$194  = commit_l0 | l0_port_hit0_1_3;
   assign reloading = reload_count != 5'h17;
   assign \$215  = | reload_count;
   assign reload_write = reloading & \$215 ;
@@ -2087,7 +1895,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$218  = en & \$217 ;
   assign \$219  = ~ reloading;
   assign \$220  = \$218  & \$219 ;
-  assign \$221  = | { valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$221  = | { valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign \$222  = ~ \$221 ;
   assign \$223  = \$220  & \$222 ;
   assign \$224  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
@@ -2128,45 +1936,45 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$255  = ~ pc__payload[21];
   assign \$256  = execute & \$255 ;
   assign \$257  = execute & pc__payload[21];
-  assign \$263  = l0_cell0_s3[1:0] > 1'h0;
-  assign \$264  = \$262  + \$263 ;
-  assign \$266  = l0_cell0_s3[1:0] > 1'h1;
-  assign \$267  = \$265  + \$266 ;
-  assign \$269  = l0_cell0_s3[1:0] > 2'h2;
-  assign \$270  = \$268  + \$269 ;
-  assign \$272  = l0_cell0_s3[1:0] > 2'h3;
-  assign \$273  = \$271  + \$272 ;
-  assign \$279  = l0_cell1_s3[1:0] > 1'h0;
-  assign \$280  = \$278  + \$279 ;
-  assign \$282  = l0_cell1_s3[1:0] > 1'h1;
-  assign \$283  = \$281  + \$282 ;
-  assign \$285  = l0_cell1_s3[1:0] > 2'h2;
-  assign \$286  = \$284  + \$285 ;
-  assign \$288  = l0_cell1_s3[1:0] > 2'h3;
-  assign \$289  = \$287  + \$288 ;
-  assign \$294  = $signed(l0_coef0_0_0_s4) * $signed(l0_bval0_0_s4);
-  assign \$295  = $signed(l0_coef0_0_1_s4) * $signed(l0_bval0_1_s4);
-  assign \$296  = $signed(l0_coef0_0_2_s4) * $signed(l0_bval0_2_s4);
-  assign \$297  = $signed(l0_coef0_0_3_s4) * $signed(l0_bval0_3_s4);
-  assign \$298  = $signed(l0_coef0_1_0_s4) * $signed(l0_bval1_0_s4);
-  assign \$299  = $signed(l0_coef0_1_1_s4) * $signed(l0_bval1_1_s4);
-  assign \$300  = $signed(l0_coef0_1_2_s4) * $signed(l0_bval1_2_s4);
-  assign \$301  = $signed(l0_coef0_1_3_s4) * $signed(l0_bval1_3_s4);
-  assign \$302  = $signed(t) + $signed(\t$30 );
-  assign \$303  = $signed(\t$34 ) + $signed(\t$38 );
-  assign \$304  = $signed(\t$56 ) + $signed(\t$60 );
-  assign \$305  = $signed(\t$64 ) + $signed(\t$68 );
-  assign \$306  = $signed(l0_sum0_t0_0_s6) + $signed(l0_sum0_t0_1_s6);
-  assign \$307  = $signed(l0_sum0_t0_2_s6) + $signed(l0_sum0_t0_3_s6);
+  assign \$271  = l0_cell0_s3[1:0] > 1'h0;
+  assign \$272  = \$270  + \$271 ;
+  assign \$274  = l0_cell0_s3[1:0] > 1'h1;
+  assign \$275  = \$273  + \$274 ;
+  assign \$277  = l0_cell0_s3[1:0] > 2'h2;
+  assign \$278  = \$276  + \$277 ;
+  assign \$280  = l0_cell0_s3[1:0] > 2'h3;
+  assign \$281  = \$279  + \$280 ;
+  assign \$283  = l0_cell1_s3[1:0] > 1'h0;
+  assign \$284  = \$282  + \$283 ;
+  assign \$286  = l0_cell1_s3[1:0] > 1'h1;
+  assign \$287  = \$285  + \$286 ;
+  assign \$289  = l0_cell1_s3[1:0] > 2'h2;
+  assign \$290  = \$288  + \$289 ;
+  assign \$292  = l0_cell1_s3[1:0] > 2'h3;
+  assign \$293  = \$291  + \$292 ;
+  assign \$294  = $signed(\$signature__data$252 ) * $signed(l0_bval_bank0_0_s3);
+  assign \$295  = $signed(\$signature__data$253 ) * $signed(l0_bval_bank0_1_s3);
+  assign \$296  = $signed(\$signature__data$254 ) * $signed(l0_bval_bank0_2_s3);
+  assign \$297  = $signed(\$signature__data$255 ) * $signed(l0_bval_bank0_3_s3);
+  assign \$298  = $signed(\$signature__data$256 ) * $signed(l0_bval_bank1_0_s3);
+  assign \$299  = $signed(\$signature__data$257 ) * $signed(l0_bval_bank1_1_s3);
+  assign \$300  = $signed(\$signature__data$258 ) * $signed(l0_bval_bank1_2_s3);
+  assign \$301  = $signed(\$signature__data$259 ) * $signed(l0_bval_bank1_3_s3);
+  assign \$302  = $signed(t) + $signed(\t$23 );
+  assign \$303  = $signed(\t$26 ) + $signed(\t$29 );
+  assign \$304  = $signed(\t$41 ) + $signed(\t$44 );
+  assign \$305  = $signed(\t$47 ) + $signed(\t$50 );
+  assign \$306  = $signed(l0_sum0_t0_0_s5) + $signed(l0_sum0_t0_1_s5);
+  assign \$307  = $signed(l0_sum0_t0_2_s5) + $signed(l0_sum0_t0_3_s5);
   assign \$308  = $signed(\$306 ) + $signed(\$307 );
-  assign \$309  = $signed(err0_s9) * $signed(l0_bval_bank0_0_s9);
-  assign \$310  = $signed(err0_s9) * $signed(l0_bval_bank0_1_s9);
-  assign \$311  = $signed(err0_s9) * $signed(l0_bval_bank0_2_s9);
-  assign \$312  = $signed(err0_s9) * $signed(l0_bval_bank0_3_s9);
-  assign \$313  = $signed(err0_s9) * $signed(l0_bval_bank1_0_s9);
-  assign \$314  = $signed(err0_s9) * $signed(l0_bval_bank1_1_s9);
-  assign \$315  = $signed(err0_s9) * $signed(l0_bval_bank1_2_s9);
-  assign \$316  = $signed(err0_s9) * $signed(l0_bval_bank1_3_s9);
+  assign \$309  = $signed(err0_s8) * $signed(l0_bval_bank0_0_s8);
+  assign \$310  = $signed(err0_s8) * $signed(l0_bval_bank0_1_s8);
+  assign \$311  = $signed(err0_s8) * $signed(l0_bval_bank0_2_s8);
+  assign \$312  = $signed(err0_s8) * $signed(l0_bval_bank0_3_s8);
+  assign \$313  = $signed(err0_s8) * $signed(l0_bval_bank1_0_s8);
+  assign \$314  = $signed(err0_s8) * $signed(l0_bval_bank1_1_s8);
+  assign \$315  = $signed(err0_s8) * $signed(l0_bval_bank1_2_s8);
+  assign \$316  = $signed(err0_s8) * $signed(l0_bval_bank1_3_s8);
   always @(posedge clk)
     valid_s1 <= \$317 ;
   always @(posedge clk)
@@ -2179,6 +1987,50 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     valid_s5 <= \$321 ;
   always @(posedge clk)
     valid_s6 <= \$322 ;
+  always @(posedge clk)
+    valid_s7 <= \$323 ;
+  always @(posedge clk)
+    valid_s8 <= \$324 ;
+  always @(posedge clk)
+    valid_s9 <= \$325 ;
+  always @(posedge clk)
+    valid_s10 <= \$326 ;
+  always @(posedge clk)
+    reload_count <= \$327 ;
+  always @(posedge clk)
+    port_in_flight0 <= \$328 ;
+  always @(posedge clk)
+    port_in_flight1 <= \$329 ;
+  always @(posedge clk)
+    port_in_flight2 <= \$330 ;
+  always @(posedge clk)
+    port_in_flight3 <= \$331 ;
+  always @(posedge clk)
+    l0_port_local_p1 <= \$332 ;
+  always @(posedge clk)
+    l0_port_wr_p1 <= \$333 ;
+  always @(posedge clk)
+    l0_port_rd_p1 <= \$334 ;
+  always @(posedge clk)
+    l0_port_data_p1 <= \$335 ;
+  always @(posedge clk)
+    l0_port_edge_p2 <= \$336 ;
+  always @(posedge clk)
+    l0_port_local_p2 <= \$337 ;
+  always @(posedge clk)
+    l0_port_wr_p2 <= \$338 ;
+  always @(posedge clk)
+    l0_port_rd_p2 <= \$339 ;
+  always @(posedge clk)
+    l0_port_data_p2 <= \$340 ;
+  always @(posedge clk)
+    l0_port_q_p3 <= \$341 ;
+  always @(posedge clk)
+    l0_port_edge_p3 <= \$342 ;
+  always @(posedge clk)
+    l0_port_wr_p3 <= \$343 ;
+  always @(posedge clk)
+    l0_port_rd_p3 <= \$344 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -2187,1769 +2039,1250 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     .vc(pos)
   );
   \onchip_learner_axis.learner.l0_bspline1  l0_bspline1 (
-    .bval(\bval$284 ),
-    .\cell (\cell$42 ),
+    .bval(\bval$275 ),
+    .\cell (\cell$33 ),
     .pos_in(\pos_in$6 ),
     .u(\u$4 ),
-    .vc(\pos$281 )
+    .vc(\pos$271 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = valid_s8;
-    if (en) begin
-      \$324  = valid_s7;
-    end
+    \$345  = l0_port_data_p2;
     if (rst) begin
-      \$324  = 1'h0;
+      \$345  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$325  = valid_s9;
-    if (en) begin
-      \$325  = valid_s8;
-    end
+    \$346  = \$251 ;
     if (rst) begin
-      \$325  = 1'h0;
+      \$346  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$326  = valid_s10;
-    if (en) begin
-      \$326  = valid_s9;
-    end
+    \$347  = \$254 ;
     if (rst) begin
-      \$326  = 1'h0;
+      \$347  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$327  = valid_s11;
-    if (en) begin
-      \$327  = valid_s10;
-    end
+    \$348  = l0_port_edge_p3;
     if (rst) begin
-      \$327  = 1'h0;
+      \$348  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$328  = reload_count;
-    if (reloading) begin
-      \$328  = \$246 [4:0];
-    end
+    \$349  = l0_port_wr_p3;
     if (rst) begin
-      \$328  = 5'h00;
+      \$349  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$329  = port_cmd;
-    if (rst) begin
-      \$329  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$330  = port_in_flight0;
-    if (rst) begin
-      \$330  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$331  = port_in_flight1;
-    if (rst) begin
-      \$331  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$332  = port_in_flight2;
-    if (rst) begin
-      \$332  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$333  = \$235 [4:0];
-    if (rst) begin
-      \$333  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$334  = l0_port_wr;
-    if (rst) begin
-      \$334  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$335  = l0_port_rd;
-    if (rst) begin
-      \$335  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$336  = l0_port_data;
-    if (rst) begin
-      \$336  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$337  = \$248 ;
-    if (rst) begin
-      \$337  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$338  = l0_port_local_p1;
-    if (rst) begin
-      \$338  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$339  = l0_port_wr_p1;
-    if (rst) begin
-      \$339  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$340  = l0_port_rd_p1;
-    if (rst) begin
-      \$340  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$341  = l0_port_data_p1;
-    if (rst) begin
-      \$341  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$342  = \$250 [3:0];
-    if (rst) begin
-      \$342  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$343  = l0_port_edge_p2;
-    if (rst) begin
-      \$343  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$344  = l0_port_wr_p2;
-    if (rst) begin
-      \$344  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$345  = l0_port_rd_p2;
-    if (rst) begin
-      \$345  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$346  = l0_port_data_p2;
-    if (rst) begin
-      \$346  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$347  = \$251 ;
-    if (rst) begin
-      \$347  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$348  = \$254 ;
-    if (rst) begin
-      \$348  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$349  = l0_port_edge_p3;
-    if (rst) begin
-      \$349  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = l0_port_wr_p3;
+    \$350  = l0_port_rd_p3;
     if (rst) begin
       \$350  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$351  = l0_port_rd_p3;
+    \$351  = l0_port_data_p3;
     if (rst) begin
-      \$351  = 1'h0;
+      \$351  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$352  = l0_port_data_p3;
-    if (rst) begin
-      \$352  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$353  = l0_rd_edge;
+    \$352  = l0_rd_edge;
     if (l0_ram_rd) begin
-      \$353  = l0_port_edge_p4[0];
+      \$352  = l0_port_edge_p4[0];
     end
     if (rst) begin
-      \$353  = 1'h0;
+      \$352  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$354  = l0_rd_bank;
+    \$353  = l0_rd_bank;
     if (l0_ram_rd) begin
-      \$354  = l0_port_bank_p4[1:0];
+      \$353  = l0_port_bank_p4[1:0];
     end
     if (rst) begin
-      \$354  = 2'h0;
+      \$353  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$355  = read_layer;
+    \$354  = read_layer;
     if (l0_port_rd) begin
-      \$355  = 1'h0;
+      \$354  = 1'h0;
     end
+    if (rst) begin
+      \$354  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$355  = \$256 ;
     if (rst) begin
       \$355  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$356  = \$256 ;
+    \$356  = read_wait;
     if (rst) begin
       \$356  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$357  = read_wait;
+    \$357  = read_wait1;
     if (rst) begin
       \$357  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$358  = read_wait1;
+    \$358  = read_wait2;
     if (rst) begin
       \$358  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$359  = read_wait2;
+    \$359  = read_wait3;
     if (rst) begin
       \$359  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$360  = read_wait3;
+    \$360  = pr__valid;
+    if (\$257 ) begin
+      \$360  = 1'h1;
+    end else if (read_wait4) begin
+      \$360  = 1'h1;
+    end else if (pr__ready) begin
+      \$360  = 1'h0;
+    end
     if (rst) begin
       \$360  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$361  = pr__valid;
+    \$361  = pr__payload;
     if (\$257 ) begin
-      \$361  = 1'h1;
+      \$361  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$361  = 1'h1;
-    end else if (pr__ready) begin
-      \$361  = 1'h0;
+      \$361  = \$261 ;
     end
     if (rst) begin
-      \$361  = 1'h0;
+      \$361  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$362  = pr__payload;
-    if (\$257 ) begin
-      \$362  = pc__payload[15:0];
-    end else if (read_wait4) begin
-      \$362  = \$261 ;
-    end
-    if (rst) begin
-      \$362  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$363  = u;
-    if (en) begin
-      \$363  = s__payload[15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$364  = \u$4 ;
-    if (en) begin
-      \$364  = s__payload[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$365  = y0_s1;
-    if (en) begin
-      \$365  = s__payload[47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$366  = kind_s1;
-    if (en) begin
-      \$366  = s__payload[49:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$367  = pos_in;
-    if (en) begin
-      \$367  = pos;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$368  = l0_lo0_s3;
-    if (en) begin
-      \$368  = \cell [1:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$369  = l0_cell0_s3;
-    if (en) begin
-      \$369  = \cell ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$370  = l0_bval0_0_s3;
-    if (en) begin
-      \$370  = bval[15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$371  = l0_bval0_1_s3;
-    if (en) begin
-      \$371  = bval[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$372  = l0_bval0_2_s3;
-    if (en) begin
-      \$372  = bval[47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$373  = l0_bval0_3_s3;
-    if (en) begin
-      \$373  = bval[63:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$374  = \pos_in$6 ;
-    if (en) begin
-      \$374  = \pos$281 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$375  = l0_lo1_s3;
-    if (en) begin
-      \$375  = \cell$42 [1:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$376  = l0_cell1_s3;
-    if (en) begin
-      \$376  = \cell$42 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$377  = l0_bval1_0_s3;
-    if (en) begin
-      \$377  = \bval$284 [15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$378  = l0_bval1_1_s3;
-    if (en) begin
-      \$378  = \bval$284 [31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$379  = l0_bval1_2_s3;
-    if (en) begin
-      \$379  = \bval$284 [47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$380  = l0_bval1_3_s3;
-    if (en) begin
-      \$380  = \bval$284 [63:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$381  = l0_waddr0_0_s4;
-    if (en) begin
-      \$381  = \$264 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$382  = l0_waddr0_1_s4;
-    if (en) begin
-      \$382  = \$267 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$383  = l0_waddr0_2_s4;
-    if (en) begin
-      \$383  = \$270 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$384  = l0_waddr0_3_s4;
-    if (en) begin
-      \$384  = \$273 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$385  = l0_bval_bank0_0_s4;
-    if (en) begin
-      \$385  = \$274 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$386  = l0_bval_bank0_1_s4;
-    if (en) begin
-      \$386  = \$275 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$387  = l0_bval_bank0_2_s4;
-    if (en) begin
-      \$387  = \$276 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$388  = l0_bval_bank0_3_s4;
-    if (en) begin
-      \$388  = \$277 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$389  = l0_waddr1_0_s4;
-    if (en) begin
-      \$389  = \$280 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$390  = l0_waddr1_1_s4;
-    if (en) begin
-      \$390  = \$283 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$391  = l0_waddr1_2_s4;
-    if (en) begin
-      \$391  = \$286 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$392  = l0_waddr1_3_s4;
-    if (en) begin
-      \$392  = \$289 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$393  = l0_bval_bank1_0_s4;
-    if (en) begin
-      \$393  = \$290 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$394  = l0_bval_bank1_1_s4;
-    if (en) begin
-      \$394  = \$291 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$395  = l0_bval_bank1_2_s4;
-    if (en) begin
-      \$395  = \$292 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$396  = l0_bval_bank1_3_s4;
-    if (en) begin
-      \$396  = \$293 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$397  = l0_coef0_0_0_s4;
+    \$362  = u;
     if (en) begin
-      \$397  = l0_read0_0_0;
+      \$362  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$398  = l0_bval0_0_s4;
+    \$363  = \u$4 ;
     if (en) begin
-      \$398  = l0_bval0_0_s3;
+      \$363  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$399  = l0_prod0_0_0_raw_s5;
+    \$364  = y0_s1;
     if (en) begin
-      \$399  = \$294 ;
+      \$364  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$400  = l0_coef0_0_1_s4;
+    \$365  = kind_s1;
     if (en) begin
-      \$400  = l0_read0_0_1;
+      \$365  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$401  = l0_bval0_1_s4;
+    \$366  = pos_in;
     if (en) begin
-      \$401  = l0_bval0_1_s3;
+      \$366  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$402  = l0_prod0_0_1_raw_s5;
+    \$367  = l0_lo0_s3;
     if (en) begin
-      \$402  = \$295 ;
+      \$367  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$403  = l0_coef0_0_2_s4;
+    \$368  = l0_cell0_s3;
     if (en) begin
-      \$403  = l0_read0_0_2;
+      \$368  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$404  = l0_bval0_2_s4;
+    \$369  = l0_bval_bank0_0_s3;
     if (en) begin
-      \$404  = l0_bval0_2_s3;
+      \$369  = \$262 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$405  = l0_prod0_0_2_raw_s5;
+    \$370  = l0_bval_bank0_1_s3;
     if (en) begin
-      \$405  = \$296 ;
+      \$370  = \$263 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$406  = l0_coef0_0_3_s4;
+    \$371  = l0_bval_bank0_2_s3;
     if (en) begin
-      \$406  = l0_read0_0_3;
+      \$371  = \$264 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$407  = l0_bval0_3_s4;
+    \$372  = l0_bval_bank0_3_s3;
     if (en) begin
-      \$407  = l0_bval0_3_s3;
+      \$372  = \$265 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$408  = l0_prod0_0_3_raw_s5;
+    \$373  = \pos_in$6 ;
     if (en) begin
-      \$408  = \$297 ;
+      \$373  = \pos$271 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$409  = l0_coef0_1_0_s4;
+    \$374  = l0_lo1_s3;
     if (en) begin
-      \$409  = l0_read0_1_0;
+      \$374  = \cell$33 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$410  = l0_bval1_0_s4;
+    \$375  = l0_cell1_s3;
     if (en) begin
-      \$410  = l0_bval1_0_s3;
+      \$375  = \cell$33 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$411  = l0_prod0_1_0_raw_s5;
+    \$376  = l0_bval_bank1_0_s3;
     if (en) begin
-      \$411  = \$298 ;
+      \$376  = \$266 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$412  = l0_coef0_1_1_s4;
+    \$377  = l0_bval_bank1_1_s3;
     if (en) begin
-      \$412  = l0_read0_1_1;
+      \$377  = \$267 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$413  = l0_bval1_1_s4;
+    \$378  = l0_bval_bank1_2_s3;
     if (en) begin
-      \$413  = l0_bval1_1_s3;
+      \$378  = \$268 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$414  = l0_prod0_1_1_raw_s5;
+    \$379  = l0_bval_bank1_3_s3;
     if (en) begin
-      \$414  = \$299 ;
+      \$379  = \$269 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$415  = l0_coef0_1_2_s4;
+    \$380  = l0_waddr0_0_s4;
     if (en) begin
-      \$415  = l0_read0_1_2;
+      \$380  = \$272 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$416  = l0_bval1_2_s4;
+    \$381  = l0_waddr0_1_s4;
     if (en) begin
-      \$416  = l0_bval1_2_s3;
+      \$381  = \$275 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$417  = l0_prod0_1_2_raw_s5;
+    \$382  = l0_waddr0_2_s4;
     if (en) begin
-      \$417  = \$300 ;
+      \$382  = \$278 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$418  = l0_coef0_1_3_s4;
+    \$383  = l0_waddr0_3_s4;
     if (en) begin
-      \$418  = l0_read0_1_3;
+      \$383  = \$281 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$419  = l0_bval1_3_s4;
+    \$384  = l0_waddr1_0_s4;
     if (en) begin
-      \$419  = l0_bval1_3_s3;
+      \$384  = \$284 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$420  = l0_prod0_1_3_raw_s5;
+    \$385  = l0_waddr1_1_s4;
     if (en) begin
-      \$420  = \$301 ;
+      \$385  = \$287 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$421  = l0_sum0_t0_0_s6;
+    \$386  = l0_waddr1_2_s4;
     if (en) begin
-      \$421  = \$302 ;
+      \$386  = \$290 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$422  = l0_sum0_t0_1_s6;
+    \$387  = l0_waddr1_3_s4;
     if (en) begin
-      \$422  = \$303 ;
+      \$387  = \$293 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$423  = l0_sum0_t0_2_s6;
+    \$388  = l0_prod0_0_0_raw_s4;
     if (en) begin
-      \$423  = \$304 ;
+      \$388  = \$294 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$424  = l0_sum0_t0_3_s6;
+    \$389  = l0_prod0_0_1_raw_s4;
     if (en) begin
-      \$424  = \$305 ;
+      \$389  = \$295 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$425  = l0_sum0_t1_0_s7;
+    \$390  = l0_prod0_0_2_raw_s4;
     if (en) begin
-      \$425  = \$308 ;
+      \$390  = \$296 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$426  = l0_out0_s8;
+    \$391  = l0_prod0_0_3_raw_s4;
     if (en) begin
-      \$426  = \t$74 ;
+      \$391  = \$297 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$427  = y0_s2;
+    \$392  = l0_prod0_1_0_raw_s4;
     if (en) begin
-      \$427  = y0_s1;
+      \$392  = \$298 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$428  = y0_s3;
+    \$393  = l0_prod0_1_1_raw_s4;
     if (en) begin
-      \$428  = y0_s2;
+      \$393  = \$299 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$429  = y0_s4;
+    \$394  = l0_prod0_1_2_raw_s4;
     if (en) begin
-      \$429  = y0_s3;
+      \$394  = \$300 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$430  = y0_s5;
+    \$395  = l0_prod0_1_3_raw_s4;
     if (en) begin
-      \$430  = y0_s4;
+      \$395  = \$301 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$431  = y0_s6;
+    \$396  = l0_sum0_t0_0_s5;
     if (en) begin
-      \$431  = y0_s5;
+      \$396  = \$302 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$432  = y0_s7;
+    \$397  = l0_sum0_t0_1_s5;
     if (en) begin
-      \$432  = y0_s6;
+      \$397  = \$303 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$433  = y0_s8;
+    \$398  = l0_sum0_t0_2_s5;
     if (en) begin
-      \$433  = y0_s7;
+      \$398  = \$304 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$434  = kind_s2;
+    \$399  = l0_sum0_t0_3_s5;
     if (en) begin
-      \$434  = kind_s1;
+      \$399  = \$305 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$435  = kind_s3;
+    \$400  = l0_sum0_t1_0_s6;
     if (en) begin
-      \$435  = kind_s2;
+      \$400  = \$308 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$436  = kind_s4;
+    \$401  = l0_out0_s7;
     if (en) begin
-      \$436  = kind_s3;
+      \$401  = \t$56 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$437  = kind_s5;
+    \$402  = y0_s2;
     if (en) begin
-      \$437  = kind_s4;
+      \$402  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$438  = kind_s6;
+    \$403  = y0_s3;
     if (en) begin
-      \$438  = kind_s5;
+      \$403  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$439  = kind_s7;
+    \$404  = y0_s4;
     if (en) begin
-      \$439  = kind_s6;
+      \$404  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$440  = kind_s8;
+    \$405  = y0_s5;
     if (en) begin
-      \$440  = kind_s7;
+      \$405  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$441  = err0_s9;
+    \$406  = y0_s6;
     if (en) begin
-      \$441  = e;
+      \$406  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$442  = l0_waddr0_0_s5;
+    \$407  = y0_s7;
     if (en) begin
-      \$442  = l0_waddr0_0_s4;
+      \$407  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$443  = l0_waddr0_0_s6;
+    \$408  = kind_s2;
     if (en) begin
-      \$443  = l0_waddr0_0_s5;
+      \$408  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$444  = l0_waddr0_0_s7;
+    \$409  = kind_s3;
     if (en) begin
-      \$444  = l0_waddr0_0_s6;
+      \$409  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$445  = l0_waddr0_0_s8;
+    \$410  = kind_s4;
     if (en) begin
-      \$445  = l0_waddr0_0_s7;
+      \$410  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$446  = l0_waddr0_0_s9;
+    \$411  = kind_s5;
     if (en) begin
-      \$446  = l0_waddr0_0_s8;
+      \$411  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$447  = l0_waddr0_0_s10;
+    \$412  = kind_s6;
     if (en) begin
-      \$447  = l0_waddr0_0_s9;
+      \$412  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$448  = l0_waddr0_0_s11;
+    \$413  = kind_s7;
     if (en) begin
-      \$448  = l0_waddr0_0_s10;
+      \$413  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$449  = l0_waddr0_1_s5;
+    \$414  = err0_s8;
     if (en) begin
-      \$449  = l0_waddr0_1_s4;
+      \$414  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$450  = l0_waddr0_1_s6;
+    \$415  = l0_waddr0_0_s5;
     if (en) begin
-      \$450  = l0_waddr0_1_s5;
+      \$415  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$451  = l0_waddr0_1_s7;
+    \$416  = l0_waddr0_0_s6;
     if (en) begin
-      \$451  = l0_waddr0_1_s6;
+      \$416  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$452  = l0_waddr0_1_s8;
+    \$417  = l0_waddr0_0_s7;
     if (en) begin
-      \$452  = l0_waddr0_1_s7;
+      \$417  = l0_waddr0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$453  = l0_waddr0_1_s9;
+    \$418  = l0_waddr0_0_s8;
     if (en) begin
-      \$453  = l0_waddr0_1_s8;
+      \$418  = l0_waddr0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$454  = l0_waddr0_1_s10;
+    \$419  = l0_waddr0_0_s9;
     if (en) begin
-      \$454  = l0_waddr0_1_s9;
+      \$419  = l0_waddr0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$455  = l0_waddr0_1_s11;
+    \$420  = l0_waddr0_0_s10;
     if (en) begin
-      \$455  = l0_waddr0_1_s10;
+      \$420  = l0_waddr0_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$456  = l0_waddr0_2_s5;
+    \$421  = l0_waddr0_1_s5;
     if (en) begin
-      \$456  = l0_waddr0_2_s4;
+      \$421  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$457  = l0_waddr0_2_s6;
+    \$422  = l0_waddr0_1_s6;
     if (en) begin
-      \$457  = l0_waddr0_2_s5;
+      \$422  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$458  = l0_waddr0_2_s7;
+    \$423  = l0_waddr0_1_s7;
     if (en) begin
-      \$458  = l0_waddr0_2_s6;
+      \$423  = l0_waddr0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$459  = l0_waddr0_2_s8;
+    \$424  = l0_waddr0_1_s8;
     if (en) begin
-      \$459  = l0_waddr0_2_s7;
+      \$424  = l0_waddr0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$460  = l0_waddr0_2_s9;
+    \$425  = l0_waddr0_1_s9;
     if (en) begin
-      \$460  = l0_waddr0_2_s8;
+      \$425  = l0_waddr0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$461  = l0_waddr0_2_s10;
+    \$426  = l0_waddr0_1_s10;
     if (en) begin
-      \$461  = l0_waddr0_2_s9;
+      \$426  = l0_waddr0_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$462  = l0_waddr0_2_s11;
+    \$427  = l0_waddr0_2_s5;
     if (en) begin
-      \$462  = l0_waddr0_2_s10;
+      \$427  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$463  = l0_waddr0_3_s5;
+    \$428  = l0_waddr0_2_s6;
     if (en) begin
-      \$463  = l0_waddr0_3_s4;
+      \$428  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$464  = l0_waddr0_3_s6;
+    \$429  = l0_waddr0_2_s7;
     if (en) begin
-      \$464  = l0_waddr0_3_s5;
+      \$429  = l0_waddr0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$465  = l0_waddr0_3_s7;
+    \$430  = l0_waddr0_2_s8;
     if (en) begin
-      \$465  = l0_waddr0_3_s6;
+      \$430  = l0_waddr0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$466  = l0_waddr0_3_s8;
+    \$431  = l0_waddr0_2_s9;
     if (en) begin
-      \$466  = l0_waddr0_3_s7;
+      \$431  = l0_waddr0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$467  = l0_waddr0_3_s9;
+    \$432  = l0_waddr0_2_s10;
     if (en) begin
-      \$467  = l0_waddr0_3_s8;
+      \$432  = l0_waddr0_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$468  = l0_waddr0_3_s10;
+    \$433  = l0_waddr0_3_s5;
     if (en) begin
-      \$468  = l0_waddr0_3_s9;
+      \$433  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$469  = l0_waddr0_3_s11;
+    \$434  = l0_waddr0_3_s6;
     if (en) begin
-      \$469  = l0_waddr0_3_s10;
+      \$434  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$470  = l0_waddr1_0_s5;
+    \$435  = l0_waddr0_3_s7;
     if (en) begin
-      \$470  = l0_waddr1_0_s4;
+      \$435  = l0_waddr0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$471  = l0_waddr1_0_s6;
+    \$436  = l0_waddr0_3_s8;
     if (en) begin
-      \$471  = l0_waddr1_0_s5;
+      \$436  = l0_waddr0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$472  = l0_waddr1_0_s7;
+    \$437  = l0_waddr0_3_s9;
     if (en) begin
-      \$472  = l0_waddr1_0_s6;
+      \$437  = l0_waddr0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$473  = l0_waddr1_0_s8;
+    \$438  = l0_waddr0_3_s10;
     if (en) begin
-      \$473  = l0_waddr1_0_s7;
+      \$438  = l0_waddr0_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$474  = l0_waddr1_0_s9;
+    \$439  = l0_waddr1_0_s5;
     if (en) begin
-      \$474  = l0_waddr1_0_s8;
+      \$439  = l0_waddr1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$475  = l0_waddr1_0_s10;
+    \$440  = l0_waddr1_0_s6;
     if (en) begin
-      \$475  = l0_waddr1_0_s9;
+      \$440  = l0_waddr1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$476  = l0_waddr1_0_s11;
+    \$441  = l0_waddr1_0_s7;
     if (en) begin
-      \$476  = l0_waddr1_0_s10;
+      \$441  = l0_waddr1_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$477  = l0_waddr1_1_s5;
+    \$442  = l0_waddr1_0_s8;
     if (en) begin
-      \$477  = l0_waddr1_1_s4;
+      \$442  = l0_waddr1_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$478  = l0_waddr1_1_s6;
+    \$443  = l0_waddr1_0_s9;
     if (en) begin
-      \$478  = l0_waddr1_1_s5;
+      \$443  = l0_waddr1_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$479  = l0_waddr1_1_s7;
+    \$444  = l0_waddr1_0_s10;
     if (en) begin
-      \$479  = l0_waddr1_1_s6;
+      \$444  = l0_waddr1_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$480  = l0_waddr1_1_s8;
+    \$445  = l0_waddr1_1_s5;
     if (en) begin
-      \$480  = l0_waddr1_1_s7;
+      \$445  = l0_waddr1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$481  = l0_waddr1_1_s9;
+    \$446  = l0_waddr1_1_s6;
     if (en) begin
-      \$481  = l0_waddr1_1_s8;
+      \$446  = l0_waddr1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$482  = l0_waddr1_1_s10;
+    \$447  = l0_waddr1_1_s7;
     if (en) begin
-      \$482  = l0_waddr1_1_s9;
+      \$447  = l0_waddr1_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$483  = l0_waddr1_1_s11;
+    \$448  = l0_waddr1_1_s8;
     if (en) begin
-      \$483  = l0_waddr1_1_s10;
+      \$448  = l0_waddr1_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$484  = l0_waddr1_2_s5;
+    \$449  = l0_waddr1_1_s9;
     if (en) begin
-      \$484  = l0_waddr1_2_s4;
+      \$449  = l0_waddr1_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$485  = l0_waddr1_2_s6;
+    \$450  = l0_waddr1_1_s10;
     if (en) begin
-      \$485  = l0_waddr1_2_s5;
+      \$450  = l0_waddr1_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$486  = l0_waddr1_2_s7;
+    \$451  = l0_waddr1_2_s5;
     if (en) begin
-      \$486  = l0_waddr1_2_s6;
+      \$451  = l0_waddr1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$487  = l0_waddr1_2_s8;
+    \$452  = l0_waddr1_2_s6;
     if (en) begin
-      \$487  = l0_waddr1_2_s7;
+      \$452  = l0_waddr1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$488  = l0_waddr1_2_s9;
+    \$453  = l0_waddr1_2_s7;
     if (en) begin
-      \$488  = l0_waddr1_2_s8;
+      \$453  = l0_waddr1_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$489  = l0_waddr1_2_s10;
+    \$454  = l0_waddr1_2_s8;
     if (en) begin
-      \$489  = l0_waddr1_2_s9;
+      \$454  = l0_waddr1_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$490  = l0_waddr1_2_s11;
+    \$455  = l0_waddr1_2_s9;
     if (en) begin
-      \$490  = l0_waddr1_2_s10;
+      \$455  = l0_waddr1_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$491  = l0_waddr1_3_s5;
+    \$456  = l0_waddr1_2_s10;
     if (en) begin
-      \$491  = l0_waddr1_3_s4;
+      \$456  = l0_waddr1_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$492  = l0_waddr1_3_s6;
+    \$457  = l0_waddr1_3_s5;
     if (en) begin
-      \$492  = l0_waddr1_3_s5;
+      \$457  = l0_waddr1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$493  = l0_waddr1_3_s7;
+    \$458  = l0_waddr1_3_s6;
     if (en) begin
-      \$493  = l0_waddr1_3_s6;
+      \$458  = l0_waddr1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$494  = l0_waddr1_3_s8;
+    \$459  = l0_waddr1_3_s7;
     if (en) begin
-      \$494  = l0_waddr1_3_s7;
+      \$459  = l0_waddr1_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$495  = l0_waddr1_3_s9;
+    \$460  = l0_waddr1_3_s8;
     if (en) begin
-      \$495  = l0_waddr1_3_s8;
+      \$460  = l0_waddr1_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$496  = l0_waddr1_3_s10;
+    \$461  = l0_waddr1_3_s9;
     if (en) begin
-      \$496  = l0_waddr1_3_s9;
+      \$461  = l0_waddr1_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$497  = l0_waddr1_3_s11;
+    \$462  = l0_waddr1_3_s10;
     if (en) begin
-      \$497  = l0_waddr1_3_s10;
+      \$462  = l0_waddr1_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$498  = l0_bval_bank0_0_s5;
+    \$463  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$498  = l0_bval_bank0_0_s4;
+      \$463  = l0_bval_bank0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$499  = l0_bval_bank0_0_s6;
+    \$464  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$499  = l0_bval_bank0_0_s5;
+      \$464  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$500  = l0_bval_bank0_0_s7;
+    \$465  = l0_bval_bank0_0_s6;
     if (en) begin
-      \$500  = l0_bval_bank0_0_s6;
+      \$465  = l0_bval_bank0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$501  = l0_bval_bank0_0_s8;
+    \$466  = l0_bval_bank0_0_s7;
     if (en) begin
-      \$501  = l0_bval_bank0_0_s7;
+      \$466  = l0_bval_bank0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$502  = l0_bval_bank0_0_s9;
+    \$467  = l0_bval_bank0_0_s8;
     if (en) begin
-      \$502  = l0_bval_bank0_0_s8;
+      \$467  = l0_bval_bank0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$503  = l0_delta0_0_0_raw_s10;
+    \$468  = l0_delta0_0_0_raw_s9;
     if (en) begin
-      \$503  = \$309 ;
+      \$468  = \$309 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$504  = l0_delta0_0_0_s11;
+    \$469  = l0_delta0_0_0_s10;
     if (en) begin
-      \$504  = \t$85 ;
+      \$469  = \t$67 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$505  = l0_bval_bank0_1_s5;
+    \$470  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$505  = l0_bval_bank0_1_s4;
+      \$470  = l0_bval_bank0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$506  = l0_bval_bank0_1_s6;
+    \$471  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$506  = l0_bval_bank0_1_s5;
+      \$471  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$507  = l0_bval_bank0_1_s7;
+    \$472  = l0_bval_bank0_1_s6;
     if (en) begin
-      \$507  = l0_bval_bank0_1_s6;
+      \$472  = l0_bval_bank0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$508  = l0_bval_bank0_1_s8;
+    \$473  = l0_bval_bank0_1_s7;
     if (en) begin
-      \$508  = l0_bval_bank0_1_s7;
+      \$473  = l0_bval_bank0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$509  = l0_bval_bank0_1_s9;
+    \$474  = l0_bval_bank0_1_s8;
     if (en) begin
-      \$509  = l0_bval_bank0_1_s8;
+      \$474  = l0_bval_bank0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$510  = l0_delta0_0_1_raw_s10;
+    \$475  = l0_delta0_0_1_raw_s9;
     if (en) begin
-      \$510  = \$310 ;
+      \$475  = \$310 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$511  = l0_delta0_0_1_s11;
+    \$476  = l0_delta0_0_1_s10;
     if (en) begin
-      \$511  = \t$88 ;
+      \$476  = \t$70 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$512  = l0_bval_bank0_2_s5;
+    \$477  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$512  = l0_bval_bank0_2_s4;
+      \$477  = l0_bval_bank0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$513  = l0_bval_bank0_2_s6;
+    \$478  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$513  = l0_bval_bank0_2_s5;
+      \$478  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$514  = l0_bval_bank0_2_s7;
+    \$479  = l0_bval_bank0_2_s6;
     if (en) begin
-      \$514  = l0_bval_bank0_2_s6;
+      \$479  = l0_bval_bank0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$515  = l0_bval_bank0_2_s8;
+    \$480  = l0_bval_bank0_2_s7;
     if (en) begin
-      \$515  = l0_bval_bank0_2_s7;
+      \$480  = l0_bval_bank0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$516  = l0_bval_bank0_2_s9;
+    \$481  = l0_bval_bank0_2_s8;
     if (en) begin
-      \$516  = l0_bval_bank0_2_s8;
+      \$481  = l0_bval_bank0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$517  = l0_delta0_0_2_raw_s10;
+    \$482  = l0_delta0_0_2_raw_s9;
     if (en) begin
-      \$517  = \$311 ;
+      \$482  = \$311 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$518  = l0_delta0_0_2_s11;
+    \$483  = l0_delta0_0_2_s10;
     if (en) begin
-      \$518  = \t$91 ;
+      \$483  = \t$73 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$519  = l0_bval_bank0_3_s5;
+    \$484  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$519  = l0_bval_bank0_3_s4;
+      \$484  = l0_bval_bank0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$520  = l0_bval_bank0_3_s6;
+    \$485  = l0_bval_bank0_3_s5;
     if (en) begin
-      \$520  = l0_bval_bank0_3_s5;
+      \$485  = l0_bval_bank0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$521  = l0_bval_bank0_3_s7;
+    \$486  = l0_bval_bank0_3_s6;
     if (en) begin
-      \$521  = l0_bval_bank0_3_s6;
+      \$486  = l0_bval_bank0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$522  = l0_bval_bank0_3_s8;
+    \$487  = l0_bval_bank0_3_s7;
     if (en) begin
-      \$522  = l0_bval_bank0_3_s7;
+      \$487  = l0_bval_bank0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$523  = l0_bval_bank0_3_s9;
+    \$488  = l0_bval_bank0_3_s8;
     if (en) begin
-      \$523  = l0_bval_bank0_3_s8;
+      \$488  = l0_bval_bank0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$524  = l0_delta0_0_3_raw_s10;
+    \$489  = l0_delta0_0_3_raw_s9;
     if (en) begin
-      \$524  = \$312 ;
+      \$489  = \$312 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$525  = l0_delta0_0_3_s11;
+    \$490  = l0_delta0_0_3_s10;
     if (en) begin
-      \$525  = \t$94 ;
+      \$490  = \t$76 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$526  = l0_bval_bank1_0_s5;
+    \$491  = l0_bval_bank1_0_s4;
     if (en) begin
-      \$526  = l0_bval_bank1_0_s4;
+      \$491  = l0_bval_bank1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$527  = l0_bval_bank1_0_s6;
+    \$492  = l0_bval_bank1_0_s5;
     if (en) begin
-      \$527  = l0_bval_bank1_0_s5;
+      \$492  = l0_bval_bank1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$528  = l0_bval_bank1_0_s7;
+    \$493  = l0_bval_bank1_0_s6;
     if (en) begin
-      \$528  = l0_bval_bank1_0_s6;
+      \$493  = l0_bval_bank1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$529  = l0_bval_bank1_0_s8;
+    \$494  = l0_bval_bank1_0_s7;
     if (en) begin
-      \$529  = l0_bval_bank1_0_s7;
+      \$494  = l0_bval_bank1_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$530  = l0_bval_bank1_0_s9;
+    \$495  = l0_bval_bank1_0_s8;
     if (en) begin
-      \$530  = l0_bval_bank1_0_s8;
+      \$495  = l0_bval_bank1_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$531  = l0_delta0_1_0_raw_s10;
+    \$496  = l0_delta0_1_0_raw_s9;
     if (en) begin
-      \$531  = \$313 ;
+      \$496  = \$313 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$532  = l0_delta0_1_0_s11;
+    \$497  = l0_delta0_1_0_s10;
     if (en) begin
-      \$532  = \t$97 ;
+      \$497  = \t$79 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$533  = l0_bval_bank1_1_s5;
+    \$498  = l0_bval_bank1_1_s4;
     if (en) begin
-      \$533  = l0_bval_bank1_1_s4;
+      \$498  = l0_bval_bank1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$534  = l0_bval_bank1_1_s6;
+    \$499  = l0_bval_bank1_1_s5;
     if (en) begin
-      \$534  = l0_bval_bank1_1_s5;
+      \$499  = l0_bval_bank1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$535  = l0_bval_bank1_1_s7;
+    \$500  = l0_bval_bank1_1_s6;
     if (en) begin
-      \$535  = l0_bval_bank1_1_s6;
+      \$500  = l0_bval_bank1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$536  = l0_bval_bank1_1_s8;
+    \$501  = l0_bval_bank1_1_s7;
     if (en) begin
-      \$536  = l0_bval_bank1_1_s7;
+      \$501  = l0_bval_bank1_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$537  = l0_bval_bank1_1_s9;
+    \$502  = l0_bval_bank1_1_s8;
     if (en) begin
-      \$537  = l0_bval_bank1_1_s8;
+      \$502  = l0_bval_bank1_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$538  = l0_delta0_1_1_raw_s10;
+    \$503  = l0_delta0_1_1_raw_s9;
     if (en) begin
-      \$538  = \$314 ;
+      \$503  = \$314 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$539  = l0_delta0_1_1_s11;
+    \$504  = l0_delta0_1_1_s10;
     if (en) begin
-      \$539  = \t$100 ;
+      \$504  = \t$82 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$540  = l0_bval_bank1_2_s5;
+    \$505  = l0_bval_bank1_2_s4;
     if (en) begin
-      \$540  = l0_bval_bank1_2_s4;
+      \$505  = l0_bval_bank1_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$541  = l0_bval_bank1_2_s6;
+    \$506  = l0_bval_bank1_2_s5;
     if (en) begin
-      \$541  = l0_bval_bank1_2_s5;
+      \$506  = l0_bval_bank1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$542  = l0_bval_bank1_2_s7;
+    \$507  = l0_bval_bank1_2_s6;
     if (en) begin
-      \$542  = l0_bval_bank1_2_s6;
+      \$507  = l0_bval_bank1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$543  = l0_bval_bank1_2_s8;
+    \$508  = l0_bval_bank1_2_s7;
     if (en) begin
-      \$543  = l0_bval_bank1_2_s7;
+      \$508  = l0_bval_bank1_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$544  = l0_bval_bank1_2_s9;
+    \$509  = l0_bval_bank1_2_s8;
     if (en) begin
-      \$544  = l0_bval_bank1_2_s8;
+      \$509  = l0_bval_bank1_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$545  = l0_delta0_1_2_raw_s10;
+    \$510  = l0_delta0_1_2_raw_s9;
     if (en) begin
-      \$545  = \$315 ;
+      \$510  = \$315 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$546  = l0_delta0_1_2_s11;
+    \$511  = l0_delta0_1_2_s10;
     if (en) begin
-      \$546  = \t$103 ;
+      \$511  = \t$85 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$547  = l0_bval_bank1_3_s5;
+    \$512  = l0_bval_bank1_3_s4;
     if (en) begin
-      \$547  = l0_bval_bank1_3_s4;
+      \$512  = l0_bval_bank1_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$548  = l0_bval_bank1_3_s6;
+    \$513  = l0_bval_bank1_3_s5;
     if (en) begin
-      \$548  = l0_bval_bank1_3_s5;
+      \$513  = l0_bval_bank1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$549  = l0_bval_bank1_3_s7;
+    \$514  = l0_bval_bank1_3_s6;
     if (en) begin
-      \$549  = l0_bval_bank1_3_s6;
+      \$514  = l0_bval_bank1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$550  = l0_bval_bank1_3_s8;
+    \$515  = l0_bval_bank1_3_s7;
     if (en) begin
-      \$550  = l0_bval_bank1_3_s7;
+      \$515  = l0_bval_bank1_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$551  = l0_bval_bank1_3_s9;
+    \$516  = l0_bval_bank1_3_s8;
     if (en) begin
-      \$551  = l0_bval_bank1_3_s8;
+      \$516  = l0_bval_bank1_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$552  = l0_delta0_1_3_raw_s10;
+    \$517  = l0_delta0_1_3_raw_s9;
     if (en) begin
-      \$552  = \$316 ;
+      \$517  = \$316 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$553  = l0_delta0_1_3_s11;
+    \$518  = l0_delta0_1_3_s10;
     if (en) begin
-      \$553  = \t$106 ;
+      \$518  = \t$88 ;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
-      2'h0:
-          l0_read0_0_0 = \$signature__data ;
-      2'h1:
-          l0_read0_0_0 = \$signature__data$23 ;
-      2'h2:
-          l0_read0_0_0 = \$signature__data$24 ;
-      2'h3:
-          l0_read0_0_0 = \$signature__data$25 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
-      2'h0:
-          l0_read0_0_1 = \$signature__data$23 ;
-      2'h1:
-          l0_read0_0_1 = \$signature__data$24 ;
-      2'h2:
-          l0_read0_0_1 = \$signature__data$25 ;
-      2'h3:
-          l0_read0_0_1 = \$signature__data ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
-      2'h0:
-          l0_read0_0_2 = \$signature__data$24 ;
-      2'h1:
-          l0_read0_0_2 = \$signature__data$25 ;
-      2'h2:
-          l0_read0_0_2 = \$signature__data ;
-      2'h3:
-          l0_read0_0_2 = \$signature__data$23 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
-      2'h0:
-          l0_read0_0_3 = \$signature__data$25 ;
-      2'h1:
-          l0_read0_0_3 = \$signature__data ;
-      2'h2:
-          l0_read0_0_3 = \$signature__data$23 ;
-      2'h3:
-          l0_read0_0_3 = \$signature__data$24 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo1_s3)
-      2'h0:
-          l0_read0_1_0 = \$signature__data$52 ;
-      2'h1:
-          l0_read0_1_0 = \$signature__data$53 ;
-      2'h2:
-          l0_read0_1_0 = \$signature__data$54 ;
-      2'h3:
-          l0_read0_1_0 = \$signature__data$55 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo1_s3)
-      2'h0:
-          l0_read0_1_1 = \$signature__data$53 ;
-      2'h1:
-          l0_read0_1_1 = \$signature__data$54 ;
-      2'h2:
-          l0_read0_1_1 = \$signature__data$55 ;
-      2'h3:
-          l0_read0_1_1 = \$signature__data$52 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo1_s3)
-      2'h0:
-          l0_read0_1_2 = \$signature__data$54 ;
-      2'h1:
-          l0_read0_1_2 = \$signature__data$55 ;
-      2'h2:
-          l0_read0_1_2 = \$signature__data$52 ;
-      2'h3:
-          l0_read0_1_2 = \$signature__data$53 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo1_s3)
-      2'h0:
-          l0_read0_1_3 = \$signature__data$55 ;
-      2'h1:
-          l0_read0_1_3 = \$signature__data$52 ;
-      2'h2:
-          l0_read0_1_3 = \$signature__data$53 ;
-      2'h3:
-          l0_read0_1_3 = \$signature__data$54 ;
-    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
@@ -3966,13 +3299,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$258  = \$signature__data ;
+          \$258  = \$signature__data$252 ;
       2'h1:
-          \$258  = \$signature__data$23 ;
+          \$258  = \$signature__data$253 ;
       2'h2:
-          \$258  = \$signature__data$24 ;
+          \$258  = \$signature__data$254 ;
       2'h3:
-          \$258  = \$signature__data$25 ;
+          \$258  = \$signature__data$255 ;
     endcase
   end
   always @* begin
@@ -3980,13 +3313,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$259  = \$signature__data$52 ;
+          \$259  = \$signature__data$256 ;
       2'h1:
-          \$259  = \$signature__data$53 ;
+          \$259  = \$signature__data$257 ;
       2'h2:
-          \$259  = \$signature__data$54 ;
+          \$259  = \$signature__data$258 ;
       2'h3:
-          \$259  = \$signature__data$55 ;
+          \$259  = \$signature__data$259 ;
     endcase
   end
   always @* begin
@@ -4010,123 +3343,123 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
+    casez (\cell [1:0])
       2'h0:
-          \$274  = l0_bval0_0_s3;
+          \$262  = bval[15:0];
       2'h1:
-          \$274  = l0_bval0_3_s3;
+          \$262  = bval[63:48];
       2'h2:
-          \$274  = l0_bval0_2_s3;
+          \$262  = bval[47:32];
       2'h3:
-          \$274  = l0_bval0_1_s3;
+          \$262  = bval[31:16];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
+    casez (\cell [1:0])
       2'h0:
-          \$275  = l0_bval0_1_s3;
+          \$263  = bval[31:16];
       2'h1:
-          \$275  = l0_bval0_0_s3;
+          \$263  = bval[15:0];
       2'h2:
-          \$275  = l0_bval0_3_s3;
+          \$263  = bval[63:48];
       2'h3:
-          \$275  = l0_bval0_2_s3;
+          \$263  = bval[47:32];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
+    casez (\cell [1:0])
       2'h0:
-          \$276  = l0_bval0_2_s3;
+          \$264  = bval[47:32];
       2'h1:
-          \$276  = l0_bval0_1_s3;
+          \$264  = bval[31:16];
       2'h2:
-          \$276  = l0_bval0_0_s3;
+          \$264  = bval[15:0];
       2'h3:
-          \$276  = l0_bval0_3_s3;
+          \$264  = bval[63:48];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
+    casez (\cell [1:0])
       2'h0:
-          \$277  = l0_bval0_3_s3;
+          \$265  = bval[63:48];
       2'h1:
-          \$277  = l0_bval0_2_s3;
+          \$265  = bval[47:32];
       2'h2:
-          \$277  = l0_bval0_1_s3;
+          \$265  = bval[31:16];
       2'h3:
-          \$277  = l0_bval0_0_s3;
+          \$265  = bval[15:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo1_s3)
+    casez (\cell$33 [1:0])
       2'h0:
-          \$290  = l0_bval1_0_s3;
+          \$266  = \bval$275 [15:0];
       2'h1:
-          \$290  = l0_bval1_3_s3;
+          \$266  = \bval$275 [63:48];
       2'h2:
-          \$290  = l0_bval1_2_s3;
+          \$266  = \bval$275 [47:32];
       2'h3:
-          \$290  = l0_bval1_1_s3;
+          \$266  = \bval$275 [31:16];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo1_s3)
+    casez (\cell$33 [1:0])
       2'h0:
-          \$291  = l0_bval1_1_s3;
+          \$267  = \bval$275 [31:16];
       2'h1:
-          \$291  = l0_bval1_0_s3;
+          \$267  = \bval$275 [15:0];
       2'h2:
-          \$291  = l0_bval1_3_s3;
+          \$267  = \bval$275 [63:48];
       2'h3:
-          \$291  = l0_bval1_2_s3;
+          \$267  = \bval$275 [47:32];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo1_s3)
+    casez (\cell$33 [1:0])
       2'h0:
-          \$292  = l0_bval1_2_s3;
+          \$268  = \bval$275 [47:32];
       2'h1:
-          \$292  = l0_bval1_1_s3;
+          \$268  = \bval$275 [31:16];
       2'h2:
-          \$292  = l0_bval1_0_s3;
+          \$268  = \bval$275 [15:0];
       2'h3:
-          \$292  = l0_bval1_3_s3;
+          \$268  = \bval$275 [63:48];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo1_s3)
+    casez (\cell$33 [1:0])
       2'h0:
-          \$293  = l0_bval1_3_s3;
+          \$269  = \bval$275 [63:48];
       2'h1:
-          \$293  = l0_bval1_2_s3;
+          \$269  = \bval$275 [47:32];
       2'h2:
-          \$293  = l0_bval1_1_s3;
+          \$269  = \bval$275 [31:16];
       2'h3:
-          \$293  = l0_bval1_0_s3;
+          \$269  = \bval$275 [15:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (kind_s8)
+    casez (kind_s7)
       2'h0:
-          e = \t$80 ;
+          e = \t$62 ;
       2'h2:
-          e = y0_s8;
+          e = y0_s7;
       default:
           e = 16'h0000;
     endcase
@@ -4201,6 +3534,165 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
       \$323  = 1'h0;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$324  = valid_s8;
+    if (en) begin
+      \$324  = valid_s7;
+    end
+    if (rst) begin
+      \$324  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$325  = valid_s9;
+    if (en) begin
+      \$325  = valid_s8;
+    end
+    if (rst) begin
+      \$325  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$326  = valid_s10;
+    if (en) begin
+      \$326  = valid_s9;
+    end
+    if (rst) begin
+      \$326  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$327  = reload_count;
+    if (reloading) begin
+      \$327  = \$246 [4:0];
+    end
+    if (rst) begin
+      \$327  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$328  = port_cmd;
+    if (rst) begin
+      \$328  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$329  = port_in_flight0;
+    if (rst) begin
+      \$329  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$330  = port_in_flight1;
+    if (rst) begin
+      \$330  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$331  = port_in_flight2;
+    if (rst) begin
+      \$331  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$332  = \$235 [4:0];
+    if (rst) begin
+      \$332  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$333  = l0_port_wr;
+    if (rst) begin
+      \$333  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$334  = l0_port_rd;
+    if (rst) begin
+      \$334  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$335  = l0_port_data;
+    if (rst) begin
+      \$335  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$336  = \$248 ;
+    if (rst) begin
+      \$336  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$337  = l0_port_local_p1;
+    if (rst) begin
+      \$337  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$338  = l0_port_wr_p1;
+    if (rst) begin
+      \$338  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$339  = l0_port_rd_p1;
+    if (rst) begin
+      \$339  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$340  = l0_port_data_p1;
+    if (rst) begin
+      \$340  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$341  = \$250 [3:0];
+    if (rst) begin
+      \$341  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$342  = l0_port_edge_p2;
+    if (rst) begin
+      \$342  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$343  = l0_port_wr_p2;
+    if (rst) begin
+      \$343  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$344  = l0_port_rd_p2;
+    if (rst) begin
+      \$344  = 1'h0;
+    end
+  end
   assign x0_s1 = u;
   assign l0_pos0_s2 = pos_in;
   assign x1_s1 = \u$4 ;
@@ -4210,55 +3702,55 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$signature__addr$14  = \$8 [1:0];
   assign \$signature__addr$16  = \$12 [1:0];
   assign \$signature__addr$18  = \$16 [1:0];
-  assign \t$28  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
-  assign \t$32  = { \t$30 [32], \t$30 [32], \t$30 [32], \t$30 [32], \t$30 [32], \t$30 [32], \t$30 [32], \t$30  };
-  assign \t$36  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
-  assign \t$40  = { \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38  };
-  assign \$signature__addr$41  = \$20 [1:0];
-  assign \$signature__addr$44  = \$24 [1:0];
-  assign \$signature__addr$46  = \$28 [1:0];
-  assign \$signature__addr$48  = \$32 [1:0];
-  assign \t$58  = { \t$56 [32], \t$56 [32], \t$56 [32], \t$56 [32], \t$56 [32], \t$56 [32], \t$56 [32], \t$56  };
-  assign \t$62  = { \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60 [32], \t$60  };
-  assign \t$66  = { \t$64 [32], \t$64 [32], \t$64 [32], \t$64 [32], \t$64 [32], \t$64 [32], \t$64 [32], \t$64  };
-  assign \t$70  = { \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68 [32], \t$68  };
-  assign \t$71  = l0_sum0_t1_0_s7[39:0];
+  assign \t$22  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
+  assign \t$25  = { \t$23 [32], \t$23 [32], \t$23 [32], \t$23 [32], \t$23 [32], \t$23 [32], \t$23 [32], \t$23  };
+  assign \t$28  = { \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26  };
+  assign \t$31  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
+  assign \$signature__addr$32  = \$20 [1:0];
+  assign \$signature__addr$35  = \$24 [1:0];
+  assign \$signature__addr$37  = \$28 [1:0];
+  assign \$signature__addr$39  = \$32 [1:0];
+  assign \t$43  = { \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41  };
+  assign \t$46  = { \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44  };
+  assign \t$49  = { \t$47 [32], \t$47 [32], \t$47 [32], \t$47 [32], \t$47 [32], \t$47 [32], \t$47 [32], \t$47  };
+  assign \t$52  = { \t$50 [32], \t$50 [32], \t$50 [32], \t$50 [32], \t$50 [32], \t$50 [32], \t$50 [32], \t$50  };
+  assign \t$53  = l0_sum0_t1_0_s6[39:0];
   assign rounded = \$33 [42:15];
-  assign \rounded$83  = \$45 [34:19];
-  assign \rounded$86  = \$53 [34:19];
-  assign \rounded$89  = \$61 [34:19];
-  assign \rounded$92  = \$69 [34:19];
-  assign \rounded$95  = \$77 [34:19];
-  assign \rounded$98  = \$85 [34:19];
-  assign \rounded$101  = \$93 [34:19];
-  assign \rounded$104  = \$101 [34:19];
-  assign m__valid = valid_s8;
+  assign \rounded$65  = \$45 [34:19];
+  assign \rounded$68  = \$53 [34:19];
+  assign \rounded$71  = \$61 [34:19];
+  assign \rounded$74  = \$69 [34:19];
+  assign \rounded$77  = \$77 [34:19];
+  assign \rounded$80  = \$85 [34:19];
+  assign \rounded$83  = \$93 [34:19];
+  assign \rounded$86  = \$101 [34:19];
+  assign m__valid = valid_s7;
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \$signature__addr$129  = \$114 [1:0];
-  assign \$signature__en$132  = 1'h1;
+  assign \$signature__addr$110  = \$114 [1:0];
+  assign \$signature__en$113  = 1'h1;
   assign wp__addr = \$115 [1:0];
-  assign \$signature__addr$141  = \$127 [1:0];
-  assign \$signature__en$144  = 1'h1;
-  assign \wp__addr$145  = \$128 [1:0];
-  assign \$signature__addr$152  = \$140 [1:0];
-  assign \$signature__en$155  = 1'h1;
-  assign \wp__addr$156  = \$141 [1:0];
-  assign \$signature__addr$163  = \$153 [1:0];
-  assign \$signature__en$166  = 1'h1;
-  assign \wp__addr$167  = \$154 [1:0];
-  assign \$signature__addr$174  = \$166 [1:0];
-  assign \$signature__en$177  = 1'h1;
-  assign \wp__addr$178  = \$167 [1:0];
-  assign \$signature__addr$185  = \$179 [1:0];
-  assign \$signature__en$188  = 1'h1;
-  assign \wp__addr$189  = \$180 [1:0];
-  assign \$signature__addr$196  = \$192 [1:0];
-  assign \$signature__en$199  = 1'h1;
-  assign \wp__addr$200  = \$193 [1:0];
-  assign \$signature__addr$207  = \$205 [1:0];
-  assign \$signature__en$210  = 1'h1;
-  assign \wp__addr$211  = \$206 [1:0];
+  assign \$signature__addr$122  = \$127 [1:0];
+  assign \$signature__en$125  = 1'h1;
+  assign \wp__addr$126  = \$128 [1:0];
+  assign \$signature__addr$133  = \$140 [1:0];
+  assign \$signature__en$136  = 1'h1;
+  assign \wp__addr$137  = \$141 [1:0];
+  assign \$signature__addr$144  = \$153 [1:0];
+  assign \$signature__en$147  = 1'h1;
+  assign \wp__addr$148  = \$154 [1:0];
+  assign \$signature__addr$155  = \$166 [1:0];
+  assign \$signature__en$158  = 1'h1;
+  assign \wp__addr$159  = \$167 [1:0];
+  assign \$signature__addr$166  = \$179 [1:0];
+  assign \$signature__en$169  = 1'h1;
+  assign \wp__addr$170  = \$180 [1:0];
+  assign \$signature__addr$177  = \$192 [1:0];
+  assign \$signature__en$180  = 1'h1;
+  assign \wp__addr$181  = \$193 [1:0];
+  assign \$signature__addr$188  = \$205 [1:0];
+  assign \$signature__en$191  = 1'h1;
+  assign \wp__addr$192  = \$206 [1:0];
   assign rom_rd__addr = reload_count;
   assign reload_addr = \$216 [4:0];
   assign pc__ready = execute;
@@ -4284,29 +3776,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \bval$284[0]  = \bval$284 [15:0];
-  assign \bval$284[1]  = \bval$284 [31:16];
-  assign \bval$284[2]  = \bval$284 [47:32];
-  assign \bval$284[3]  = \bval$284 [63:48];
+  assign \bval$275[0]  = \bval$275 [15:0];
+  assign \bval$275[1]  = \bval$275 [31:16];
+  assign \bval$275[2]  = \bval$275 [47:32];
+  assign \bval$275[3]  = \bval$275 [63:48];
   assign m__payload[16] = \$41 ;
-  assign m__payload[15:0] = l0_out0_s8;
+  assign m__payload[15:0] = l0_out0_s7;
   assign \$1  = { 2'h0, \cell [2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
-  assign t = { l0_prod0_0_0_raw_s5[31], l0_prod0_0_0_raw_s5 };
-  assign \t$30  = { l0_prod0_0_1_raw_s5[31], l0_prod0_0_1_raw_s5 };
-  assign \t$34  = { l0_prod0_0_2_raw_s5[31], l0_prod0_0_2_raw_s5 };
-  assign \t$38  = { l0_prod0_0_3_raw_s5[31], l0_prod0_0_3_raw_s5 };
-  assign \$17  = { 2'h0, \cell$42 [2] };
-  assign \$21  = { 2'h0, \cell$42 [2] };
-  assign \$25  = { 2'h0, \cell$42 [2] };
-  assign \$29  = { 2'h0, \cell$42 [2] };
-  assign \t$56  = { l0_prod0_1_0_raw_s5[31], l0_prod0_1_0_raw_s5 };
-  assign \t$60  = { l0_prod0_1_1_raw_s5[31], l0_prod0_1_1_raw_s5 };
-  assign \t$64  = { l0_prod0_1_2_raw_s5[31], l0_prod0_1_2_raw_s5 };
-  assign \t$68  = { l0_prod0_1_3_raw_s5[31], l0_prod0_1_3_raw_s5 };
-  assign \t$79  = { \t$77 [16], \t$77  };
+  assign t = { l0_prod0_0_0_raw_s4[31], l0_prod0_0_0_raw_s4 };
+  assign \t$23  = { l0_prod0_0_1_raw_s4[31], l0_prod0_0_1_raw_s4 };
+  assign \t$26  = { l0_prod0_0_2_raw_s4[31], l0_prod0_0_2_raw_s4 };
+  assign \t$29  = { l0_prod0_0_3_raw_s4[31], l0_prod0_0_3_raw_s4 };
+  assign \$17  = { 2'h0, \cell$33 [2] };
+  assign \$21  = { 2'h0, \cell$33 [2] };
+  assign \$25  = { 2'h0, \cell$33 [2] };
+  assign \$29  = { 2'h0, \cell$33 [2] };
+  assign \t$41  = { l0_prod0_1_0_raw_s4[31], l0_prod0_1_0_raw_s4 };
+  assign \t$44  = { l0_prod0_1_1_raw_s4[31], l0_prod0_1_1_raw_s4 };
+  assign \t$47  = { l0_prod0_1_2_raw_s4[31], l0_prod0_1_2_raw_s4 };
+  assign \t$50  = { l0_prod0_1_3_raw_s4[31], l0_prod0_1_3_raw_s4 };
+  assign \t$61  = { \t$59 [16], \t$59  };
   assign \$46  = \$45 [34];
   assign \$50  = \$45 [34];
   assign \$51  = 1'h0;
@@ -4346,30 +3838,30 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$248  = { 5'h00, \$247 [6:5] };
   assign \$251  = { 2'h0, l0_port_q_p3[3:2] };
   assign \$252  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$262  = { 2'h0, l0_cell0_s3[2] };
-  assign \$265  = { 2'h0, l0_cell0_s3[2] };
-  assign \$268  = { 2'h0, l0_cell0_s3[2] };
-  assign \$271  = { 2'h0, l0_cell0_s3[2] };
-  assign \$278  = { 2'h0, l0_cell1_s3[2] };
-  assign \$281  = { 2'h0, l0_cell1_s3[2] };
-  assign \$284  = { 2'h0, l0_cell1_s3[2] };
-  assign \$287  = { 2'h0, l0_cell1_s3[2] };
+  assign \$270  = { 2'h0, l0_cell0_s3[2] };
+  assign \$273  = { 2'h0, l0_cell0_s3[2] };
+  assign \$276  = { 2'h0, l0_cell0_s3[2] };
+  assign \$279  = { 2'h0, l0_cell0_s3[2] };
+  assign \$282  = { 2'h0, l0_cell1_s3[2] };
+  assign \$285  = { 2'h0, l0_cell1_s3[2] };
+  assign \$288  = { 2'h0, l0_cell1_s3[2] };
+  assign \$291  = { 2'h0, l0_cell1_s3[2] };
   assign \$48  = 1'h0;
-  assign \t$85  = \$52 ;
+  assign \t$67  = \$52 ;
   assign \$56  = 1'h0;
-  assign \t$88  = \$60 ;
+  assign \t$70  = \$60 ;
   assign \$64  = 1'h0;
-  assign \t$91  = \$68 ;
+  assign \t$73  = \$68 ;
   assign \$72  = 1'h0;
-  assign \t$94  = \$76 ;
+  assign \t$76  = \$76 ;
   assign \$80  = 1'h0;
-  assign \t$97  = \$84 ;
+  assign \t$79  = \$84 ;
   assign \$88  = 1'h0;
-  assign \t$100  = \$92 ;
+  assign \t$82  = \$92 ;
   assign \$96  = 1'h0;
-  assign \t$103  = \$100 ;
+  assign \t$85  = \$100 ;
   assign \$104  = 1'h0;
-  assign \t$106  = \$108 ;
+  assign \t$88  = \$108 ;
 endmodule
 
 (* generator = "Amaranth" *)

@@ -63,9 +63,9 @@
 //       s_axis_param_tvalid is high no sample is taken (the predictions in flight must still be taken). Each
 //       command gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 7 cycles after the edge that takes the sample, update committed after 10; II 8 cycles.
+// Latency: prediction 6 cycles after the edge that takes the sample, update committed after 9; II 7 cycles.
 // Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
-//     the cycle that takes the sample): prediction 7, parameter read per layer [3], update per layer [10],
+//     the cycle that takes the sample): prediction 6, parameter read per layer [3], update per layer [9],
 //     parameter port 4.
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
@@ -145,7 +145,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
     .s__payload(s_axis_sample_tdata[33:0]),
     .s__ready(s_axis_sample_tready),
     .s__valid(s_axis_sample_tvalid),
-    .valid_s7(m_axis_pred_tvalid)
+    .valid_s6(m_axis_pred_tvalid)
   );
   assign clk = aclk;
   assign s__payload = s_axis_sample_tdata[33:0];
@@ -175,7 +175,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s7, pr__valid, pr__payload, clk);
+module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s6, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
@@ -246,23 +246,23 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] \$159 ;
   wire [3:0] \$16 ;
   reg [15:0] \$160 ;
-  wire [2:0] \$161 ;
-  wire \$162 ;
-  wire [3:0] \$163 ;
-  wire [2:0] \$164 ;
-  wire \$165 ;
-  wire [3:0] \$166 ;
-  wire [2:0] \$167 ;
-  wire \$168 ;
-  wire [3:0] \$169 ;
+  reg [15:0] \$161 ;
+  reg [15:0] \$162 ;
+  reg [15:0] \$163 ;
+  reg [15:0] \$164 ;
+  wire [2:0] \$165 ;
+  wire \$166 ;
+  wire [3:0] \$167 ;
+  wire [2:0] \$168 ;
+  wire \$169 ;
   wire [42:0] \$17 ;
-  wire [2:0] \$170 ;
-  wire \$171 ;
-  wire [3:0] \$172 ;
-  reg [15:0] \$173 ;
-  reg [15:0] \$174 ;
-  reg [15:0] \$175 ;
-  reg [15:0] \$176 ;
+  wire [3:0] \$170 ;
+  wire [2:0] \$171 ;
+  wire \$172 ;
+  wire [3:0] \$173 ;
+  wire [2:0] \$174 ;
+  wire \$175 ;
+  wire [3:0] \$176 ;
   wire [31:0] \$177 ;
   wire [31:0] \$178 ;
   wire [31:0] \$179 ;
@@ -285,38 +285,38 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg \$194 ;
   reg \$195 ;
   reg \$196 ;
-  reg \$197 ;
-  reg [3:0] \$198 ;
+  reg [3:0] \$197 ;
+  reg \$198 ;
   reg \$199 ;
   wire \$2 ;
   wire \$20 ;
   reg \$200 ;
   reg \$201 ;
-  reg \$202 ;
-  reg [3:0] \$203 ;
+  reg [3:0] \$202 ;
+  reg \$203 ;
   reg \$204 ;
-  reg \$205 ;
-  reg [15:0] \$206 ;
-  reg [5:0] \$207 ;
-  reg [3:0] \$208 ;
+  reg [15:0] \$205 ;
+  reg [5:0] \$206 ;
+  reg [3:0] \$207 ;
+  reg \$208 ;
   reg \$209 ;
   wire \$21 ;
-  reg \$210 ;
-  reg [15:0] \$211 ;
-  reg [3:0] \$212 ;
-  reg [5:0] \$213 ;
+  reg [15:0] \$210 ;
+  reg [3:0] \$211 ;
+  reg [5:0] \$212 ;
+  reg \$213 ;
   reg \$214 ;
-  reg \$215 ;
-  reg [15:0] \$216 ;
-  reg [3:0] \$217 ;
-  reg [7:0] \$218 ;
-  reg [5:0] \$219 ;
+  reg [15:0] \$215 ;
+  reg [3:0] \$216 ;
+  reg [7:0] \$217 ;
+  reg [5:0] \$218 ;
+  reg \$219 ;
   wire \$22 ;
   reg \$220 ;
-  reg \$221 ;
-  reg [15:0] \$222 ;
-  reg \$223 ;
-  reg [1:0] \$224 ;
+  reg [15:0] \$221 ;
+  reg \$222 ;
+  reg [1:0] \$223 ;
+  reg \$224 ;
   reg \$225 ;
   reg \$226 ;
   reg \$227 ;
@@ -324,111 +324,92 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg \$229 ;
   wire \$23 ;
   reg \$230 ;
-  reg \$231 ;
+  reg [15:0] \$231 ;
   reg [15:0] \$232 ;
   reg [15:0] \$233 ;
-  reg [15:0] \$234 ;
-  reg [1:0] \$235 ;
-  reg [13:0] \$236 ;
-  reg [1:0] \$237 ;
-  reg [2:0] \$238 ;
+  reg [1:0] \$234 ;
+  reg [13:0] \$235 ;
+  reg [1:0] \$236 ;
+  reg [2:0] \$237 ;
+  reg [15:0] \$238 ;
   reg [15:0] \$239 ;
   wire [15:0] \$24 ;
   reg [15:0] \$240 ;
   reg [15:0] \$241 ;
-  reg [15:0] \$242 ;
+  reg [3:0] \$242 ;
   reg [3:0] \$243 ;
   reg [3:0] \$244 ;
   reg [3:0] \$245 ;
-  reg [3:0] \$246 ;
-  reg [15:0] \$247 ;
-  reg [15:0] \$248 ;
-  reg [15:0] \$249 ;
+  reg [31:0] \$246 ;
+  reg [31:0] \$247 ;
+  reg [31:0] \$248 ;
+  reg [31:0] \$249 ;
   wire \$25 ;
-  reg [15:0] \$250 ;
+  reg [41:0] \$250 ;
   reg [15:0] \$251 ;
   reg [15:0] \$252 ;
-  reg [31:0] \$253 ;
+  reg [15:0] \$253 ;
   reg [15:0] \$254 ;
   reg [15:0] \$255 ;
-  reg [31:0] \$256 ;
-  reg [15:0] \$257 ;
-  reg [15:0] \$258 ;
-  reg [31:0] \$259 ;
+  reg [15:0] \$256 ;
+  reg [1:0] \$257 ;
+  reg [1:0] \$258 ;
+  reg [1:0] \$259 ;
   wire \$26 ;
-  reg [15:0] \$260 ;
-  reg [15:0] \$261 ;
-  reg [31:0] \$262 ;
-  reg [41:0] \$263 ;
-  reg [15:0] \$264 ;
-  reg [15:0] \$265 ;
-  reg [15:0] \$266 ;
-  reg [15:0] \$267 ;
-  reg [15:0] \$268 ;
-  reg [15:0] \$269 ;
+  reg [1:0] \$260 ;
+  reg [1:0] \$261 ;
+  reg [15:0] \$262 ;
+  reg [3:0] \$263 ;
+  reg [3:0] \$264 ;
+  reg [3:0] \$265 ;
+  reg [3:0] \$266 ;
+  reg [3:0] \$267 ;
+  reg [3:0] \$268 ;
+  reg [3:0] \$269 ;
   wire \$27 ;
-  reg [15:0] \$270 ;
-  reg [1:0] \$271 ;
-  reg [1:0] \$272 ;
-  reg [1:0] \$273 ;
-  reg [1:0] \$274 ;
-  reg [1:0] \$275 ;
-  reg [1:0] \$276 ;
-  reg [15:0] \$277 ;
+  reg [3:0] \$270 ;
+  reg [3:0] \$271 ;
+  reg [3:0] \$272 ;
+  reg [3:0] \$273 ;
+  reg [3:0] \$274 ;
+  reg [3:0] \$275 ;
+  reg [3:0] \$276 ;
+  reg [3:0] \$277 ;
   reg [3:0] \$278 ;
   reg [3:0] \$279 ;
   wire [15:0] \$28 ;
   reg [3:0] \$280 ;
   reg [3:0] \$281 ;
   reg [3:0] \$282 ;
-  reg [3:0] \$283 ;
-  reg [3:0] \$284 ;
-  reg [3:0] \$285 ;
-  reg [3:0] \$286 ;
-  reg [3:0] \$287 ;
-  reg [3:0] \$288 ;
-  reg [3:0] \$289 ;
+  reg [15:0] \$283 ;
+  reg [15:0] \$284 ;
+  reg [15:0] \$285 ;
+  reg [15:0] \$286 ;
+  reg [31:0] \$287 ;
+  reg [15:0] \$288 ;
+  reg [15:0] \$289 ;
   wire [34:0] \$29 ;
-  reg [3:0] \$290 ;
-  reg [3:0] \$291 ;
-  reg [3:0] \$292 ;
-  reg [3:0] \$293 ;
-  reg [3:0] \$294 ;
-  reg [3:0] \$295 ;
-  reg [3:0] \$296 ;
-  reg [3:0] \$297 ;
-  reg [3:0] \$298 ;
-  reg [3:0] \$299 ;
+  reg [15:0] \$290 ;
+  reg [15:0] \$291 ;
+  reg [15:0] \$292 ;
+  reg [31:0] \$293 ;
+  reg [15:0] \$294 ;
+  reg [15:0] \$295 ;
+  reg [15:0] \$296 ;
+  reg [15:0] \$297 ;
+  reg [15:0] \$298 ;
+  reg [31:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  reg [3:0] \$300 ;
-  reg [3:0] \$301 ;
+  reg [15:0] \$300 ;
+  reg [15:0] \$301 ;
   reg [15:0] \$302 ;
   reg [15:0] \$303 ;
   reg [15:0] \$304 ;
-  reg [15:0] \$305 ;
-  reg [31:0] \$306 ;
-  reg [15:0] \$307 ;
-  reg [15:0] \$308 ;
-  reg [15:0] \$309 ;
+  reg [31:0] \$305 ;
+  reg [15:0] \$306 ;
   wire \$31 ;
-  reg [15:0] \$310 ;
-  reg [15:0] \$311 ;
-  reg [31:0] \$312 ;
-  reg [15:0] \$313 ;
-  reg [15:0] \$314 ;
-  reg [15:0] \$315 ;
-  reg [15:0] \$316 ;
-  reg [15:0] \$317 ;
-  reg [31:0] \$318 ;
-  reg [15:0] \$319 ;
   wire \$32 ;
-  reg [15:0] \$320 ;
-  reg [15:0] \$321 ;
-  reg [15:0] \$322 ;
-  reg [15:0] \$323 ;
-  reg [31:0] \$324 ;
-  reg [15:0] \$325 ;
   wire \$33 ;
   wire \$34 ;
   wire \$35 ;
@@ -504,28 +485,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$99 ;
   wire [1:0] \$signature__addr ;
   wire [1:0] \$signature__addr$10 ;
-  wire [1:0] \$signature__addr$105 ;
-  wire [1:0] \$signature__addr$116 ;
+  wire [1:0] \$signature__addr$106 ;
   wire [1:0] \$signature__addr$12 ;
   wire [1:0] \$signature__addr$14 ;
-  wire [1:0] \$signature__addr$82 ;
-  wire [1:0] \$signature__addr$94 ;
+  wire [1:0] \$signature__addr$72 ;
+  wire [1:0] \$signature__addr$84 ;
+  wire [1:0] \$signature__addr$95 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$102 ;
-  wire [15:0] \$signature__data$113 ;
-  wire [15:0] \$signature__data$19 ;
-  wire [15:0] \$signature__data$20 ;
-  wire [15:0] \$signature__data$21 ;
-  wire [15:0] \$signature__data$76 ;
-  wire [15:0] \$signature__data$91 ;
+  wire [15:0] \$signature__data$103 ;
+  wire [15:0] \$signature__data$170 ;
+  wire [15:0] \$signature__data$171 ;
+  wire [15:0] \$signature__data$172 ;
+  wire [15:0] \$signature__data$173 ;
+  wire [15:0] \$signature__data$81 ;
+  wire [15:0] \$signature__data$92 ;
   wire \$signature__en ;
-  wire \$signature__en$108 ;
+  wire \$signature__en$109 ;
   wire \$signature__en$11 ;
-  wire \$signature__en$119 ;
   wire \$signature__en$13 ;
   wire \$signature__en$15 ;
-  wire \$signature__en$85 ;
-  wire \$signature__en$97 ;
+  wire \$signature__en$75 ;
+  wire \$signature__en$87 ;
+  wire \$signature__en$98 ;
   wire accept;
   wire busy;
   wire [63:0] bval;
@@ -539,7 +520,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire commit_l0;
   reg [15:0] e;
   wire en;
-  reg [15:0] err0_s8 = 16'h0000;
+  reg [15:0] err0_s7 = 16'h0000;
   output execute;
   wire execute;
   reg [1:0] kind_s1 = 2'h0;
@@ -548,50 +529,37 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [1:0] kind_s4 = 2'h0;
   reg [1:0] kind_s5 = 2'h0;
   reg [1:0] kind_s6 = 2'h0;
-  reg [1:0] kind_s7 = 2'h0;
-  reg [15:0] l0_bval0_0_s3 = 16'h0000;
-  reg [15:0] l0_bval0_0_s4 = 16'h0000;
-  reg [15:0] l0_bval0_1_s3 = 16'h0000;
-  reg [15:0] l0_bval0_1_s4 = 16'h0000;
-  reg [15:0] l0_bval0_2_s3 = 16'h0000;
-  reg [15:0] l0_bval0_2_s4 = 16'h0000;
-  reg [15:0] l0_bval0_3_s3 = 16'h0000;
-  reg [15:0] l0_bval0_3_s4 = 16'h0000;
+  reg [15:0] l0_bval_bank0_0_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s7 = 16'h0000;
-  reg [15:0] l0_bval_bank0_0_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s7 = 16'h0000;
-  reg [15:0] l0_bval_bank0_1_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s7 = 16'h0000;
-  reg [15:0] l0_bval_bank0_2_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s6 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s7 = 16'h0000;
-  reg [15:0] l0_bval_bank0_3_s8 = 16'h0000;
   reg [2:0] l0_cell0_s3 = 3'h0;
-  reg [15:0] l0_coef0_0_0_s4 = 16'h0000;
-  reg [15:0] l0_coef0_0_1_s4 = 16'h0000;
-  reg [15:0] l0_coef0_0_2_s4 = 16'h0000;
-  reg [15:0] l0_coef0_0_3_s4 = 16'h0000;
-  reg [31:0] l0_delta0_0_0_raw_s9 = 32'd0;
-  reg [15:0] l0_delta0_0_0_s10 = 16'h0000;
-  reg [31:0] l0_delta0_0_1_raw_s9 = 32'd0;
-  reg [15:0] l0_delta0_0_1_s10 = 16'h0000;
-  reg [31:0] l0_delta0_0_2_raw_s9 = 32'd0;
-  reg [15:0] l0_delta0_0_2_s10 = 16'h0000;
-  reg [31:0] l0_delta0_0_3_raw_s9 = 32'd0;
-  reg [15:0] l0_delta0_0_3_s10 = 16'h0000;
+  reg [31:0] l0_delta0_0_0_raw_s8 = 32'd0;
+  reg [15:0] l0_delta0_0_0_s9 = 16'h0000;
+  reg [31:0] l0_delta0_0_1_raw_s8 = 32'd0;
+  reg [15:0] l0_delta0_0_1_s9 = 16'h0000;
+  reg [31:0] l0_delta0_0_2_raw_s8 = 32'd0;
+  reg [15:0] l0_delta0_0_2_s9 = 16'h0000;
+  reg [31:0] l0_delta0_0_3_raw_s8 = 32'd0;
+  reg [15:0] l0_delta0_0_3_s9 = 16'h0000;
   reg [1:0] l0_lo0_s3 = 2'h0;
-  reg [15:0] l0_out0_s7 = 16'h0000;
+  reg [15:0] l0_out0_s6 = 16'h0000;
   wire [1:0] l0_port_baddr;
   reg [3:0] l0_port_baddr_p4 = 4'h0;
   wire [1:0] l0_port_bank;
@@ -628,42 +596,34 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire l0_port_wr_p4;
   (* init = 14'h0000 *)
   wire [13:0] l0_pos0_s2;
-  reg [31:0] l0_prod0_0_0_raw_s5 = 32'd0;
-  reg [31:0] l0_prod0_0_1_raw_s5 = 32'd0;
-  reg [31:0] l0_prod0_0_2_raw_s5 = 32'd0;
-  reg [31:0] l0_prod0_0_3_raw_s5 = 32'd0;
+  reg [31:0] l0_prod0_0_0_raw_s4 = 32'd0;
+  reg [31:0] l0_prod0_0_1_raw_s4 = 32'd0;
+  reg [31:0] l0_prod0_0_2_raw_s4 = 32'd0;
+  reg [31:0] l0_prod0_0_3_raw_s4 = 32'd0;
   reg [15:0] l0_ram_data = 16'h0000;
   reg l0_ram_rd = 1'h0;
   reg l0_ram_wr = 1'h0;
   reg [1:0] l0_rd_bank = 2'h0;
   reg l0_rd_edge = 1'h0;
-  reg [15:0] l0_read0_0_0;
-  reg [15:0] l0_read0_0_1;
-  reg [15:0] l0_read0_0_2;
-  reg [15:0] l0_read0_0_3;
-  reg [41:0] l0_sum0_t0_0_s6 = 42'h00000000000;
-  reg [3:0] l0_waddr0_0_s10 = 4'h0;
+  reg [41:0] l0_sum0_t0_0_s5 = 42'h00000000000;
   reg [3:0] l0_waddr0_0_s4 = 4'h0;
   reg [3:0] l0_waddr0_0_s5 = 4'h0;
   reg [3:0] l0_waddr0_0_s6 = 4'h0;
   reg [3:0] l0_waddr0_0_s7 = 4'h0;
   reg [3:0] l0_waddr0_0_s8 = 4'h0;
   reg [3:0] l0_waddr0_0_s9 = 4'h0;
-  reg [3:0] l0_waddr0_1_s10 = 4'h0;
   reg [3:0] l0_waddr0_1_s4 = 4'h0;
   reg [3:0] l0_waddr0_1_s5 = 4'h0;
   reg [3:0] l0_waddr0_1_s6 = 4'h0;
   reg [3:0] l0_waddr0_1_s7 = 4'h0;
   reg [3:0] l0_waddr0_1_s8 = 4'h0;
   reg [3:0] l0_waddr0_1_s9 = 4'h0;
-  reg [3:0] l0_waddr0_2_s10 = 4'h0;
   reg [3:0] l0_waddr0_2_s4 = 4'h0;
   reg [3:0] l0_waddr0_2_s5 = 4'h0;
   reg [3:0] l0_waddr0_2_s6 = 4'h0;
   reg [3:0] l0_waddr0_2_s7 = 4'h0;
   reg [3:0] l0_waddr0_2_s8 = 4'h0;
   reg [3:0] l0_waddr0_2_s9 = 4'h0;
-  reg [3:0] l0_waddr0_3_s10 = 4'h0;
   reg [3:0] l0_waddr0_3_s4 = 4'h0;
   reg [3:0] l0_waddr0_3_s5 = 4'h0;
   reg [3:0] l0_waddr0_3_s6 = 4'h0;
@@ -718,10 +678,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [3:0] rom_rd__addr;
   wire [15:0] rom_rd__data;
   wire [27:0] rounded;
+  wire [17:0] \rounded$40 ;
+  wire [17:0] \rounded$43 ;
+  wire [17:0] \rounded$46 ;
   wire [17:0] \rounded$49 ;
-  wire [17:0] \rounded$52 ;
-  wire [17:0] \rounded$55 ;
-  wire [17:0] \rounded$58 ;
   input rst;
   wire rst;
   input [33:0] s__payload;
@@ -736,50 +696,49 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [32:0] t;
-  wire [16:0] \t$101 ;
-  wire [16:0] \t$112 ;
+  wire [16:0] \t$102 ;
+  wire [39:0] \t$18 ;
+  wire [32:0] \t$19 ;
+  wire [39:0] \t$21 ;
+  wire [32:0] \t$22 ;
   wire [39:0] \t$24 ;
-  wire [32:0] \t$26 ;
+  wire [32:0] \t$25 ;
+  wire [39:0] \t$27 ;
   wire [39:0] \t$28 ;
-  wire [32:0] \t$30 ;
-  wire [39:0] \t$32 ;
-  wire [32:0] \t$34 ;
-  wire [39:0] \t$36 ;
-  wire [39:0] \t$37 ;
-  wire [15:0] \t$40 ;
-  wire [16:0] \t$43 ;
-  wire [17:0] \t$45 ;
-  wire [15:0] \t$46 ;
+  wire [15:0] \t$31 ;
+  wire [16:0] \t$34 ;
+  wire [17:0] \t$36 ;
+  wire [15:0] \t$37 ;
+  wire [15:0] \t$42 ;
+  wire [15:0] \t$45 ;
+  wire [15:0] \t$48 ;
   wire [15:0] \t$51 ;
-  wire [15:0] \t$54 ;
-  wire [15:0] \t$57 ;
-  wire [15:0] \t$60 ;
-  wire [16:0] \t$75 ;
-  wire [16:0] \t$90 ;
+  wire [16:0] \t$65 ;
+  wire [16:0] \t$80 ;
+  wire [16:0] \t$91 ;
   reg [15:0] u = 16'h0000;
   reg valid_s1 = 1'h0;
-  reg valid_s10 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
+  output valid_s6;
   reg valid_s6 = 1'h0;
-  output valid_s7;
   reg valid_s7 = 1'h0;
   reg valid_s8 = 1'h0;
   reg valid_s9 = 1'h0;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$109 ;
-  wire [1:0] \wp__addr$120 ;
-  wire [1:0] \wp__addr$98 ;
+  wire [1:0] \wp__addr$110 ;
+  wire [1:0] \wp__addr$88 ;
+  wire [1:0] \wp__addr$99 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$110 ;
-  wire [15:0] \wp__data$121 ;
-  wire [15:0] \wp__data$99 ;
+  wire [15:0] \wp__data$100 ;
+  wire [15:0] \wp__data$111 ;
+  wire [15:0] \wp__data$89 ;
   wire wp__en;
-  wire \wp__en$100 ;
-  wire \wp__en$111 ;
-  wire \wp__en$122 ;
+  wire \wp__en$101 ;
+  wire \wp__en$112 ;
+  wire \wp__en$90 ;
   (* init = 16'h0000 *)
   wire [15:0] x0_s1;
   reg [15:0] y0_s1 = 16'h0000;
@@ -788,7 +747,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] y0_s4 = 16'h0000;
   reg [15:0] y0_s5 = 16'h0000;
   reg [15:0] y0_s6 = 16'h0000;
-  reg [15:0] y0_s7 = 16'h0000;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank0 [2:0];
   initial begin
@@ -810,8 +768,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
         _1_ <= wp__data;
     end
   end
-  assign \$signature__data$76  = l0_coef_0_0_bank0[_0_];
-  assign \$signature__data  = _1_;
+  assign \$signature__data  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$170  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
   initial begin
@@ -820,8 +778,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$100 )
-      l0_coef_0_0_bank1[\$80 [1:0]] <= \wp__data$99 ;
+    if (\wp__en$90 )
+      l0_coef_0_0_bank1[\$80 [1:0]] <= \wp__data$89 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
@@ -829,12 +787,12 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _2_ <= \$79 [1:0];
     if (\$signature__en$11 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$100  && \$8 [1:0] == \$80 [1:0])
-        _3_ <= \wp__data$99 ;
+      if (\wp__en$90  && \$8 [1:0] == \$80 [1:0])
+        _3_ <= \wp__data$89 ;
     end
   end
-  assign \$signature__data$91  = l0_coef_0_0_bank1[_2_];
-  assign \$signature__data$19  = _3_;
+  assign \$signature__data$81  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$171  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
   initial begin
@@ -843,8 +801,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$111 )
-      l0_coef_0_0_bank2[\$93 [1:0]] <= \wp__data$110 ;
+    if (\wp__en$101 )
+      l0_coef_0_0_bank2[\$93 [1:0]] <= \wp__data$100 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
@@ -852,12 +810,12 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _4_ <= \$92 [1:0];
     if (\$signature__en$13 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$111  && \$12 [1:0] == \$93 [1:0])
-        _5_ <= \wp__data$110 ;
+      if (\wp__en$101  && \$12 [1:0] == \$93 [1:0])
+        _5_ <= \wp__data$100 ;
     end
   end
-  assign \$signature__data$102  = l0_coef_0_0_bank2[_4_];
-  assign \$signature__data$20  = _5_;
+  assign \$signature__data$92  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$172  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
   initial begin
@@ -866,8 +824,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$122 )
-      l0_coef_0_0_bank3[\$106 [1:0]] <= \wp__data$121 ;
+    if (\wp__en$112 )
+      l0_coef_0_0_bank3[\$106 [1:0]] <= \wp__data$111 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
@@ -875,12 +833,12 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _6_ <= \$105 [1:0];
     if (\$signature__en$15 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$122  && \$16 [1:0] == \$106 [1:0])
-        _7_ <= \wp__data$121 ;
+      if (\wp__en$112  && \$16 [1:0] == \$106 [1:0])
+        _7_ <= \wp__data$111 ;
     end
   end
-  assign \$signature__data$113  = l0_coef_0_0_bank3[_6_];
-  assign \$signature__data$21  = _7_;
+  assign \$signature__data$103  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$173  = _7_;
   reg [15:0] theta0_rom [10:0];
   initial begin
     theta0_rom[0] = 16'h0000;
@@ -916,7 +874,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$15  = \$13  + \$14 ;
   assign \$16  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$15 ;
   assign \$signature__en$15  = en | l0_ram_rd;
-  assign \$17  = $signed({ l0_sum0_t0_0_s6[39:0], l0_sum0_t0_0_s6[14] }) + $signed({ 14'h1fff, l0_sum0_t0_0_s6[14] });
+  assign \$17  = $signed({ l0_sum0_t0_0_s5[39:0], l0_sum0_t0_0_s5[14] }) + $signed({ 14'h1fff, l0_sum0_t0_0_s5[14] });
   assign \$18  = & \$17 [42:30];
   assign \$19  = ~ \$18 ;
   assign \$20  = \$17 [42] & \$19 ;
@@ -924,14 +882,14 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$22  = | \$17 [42:30];
   assign \$23  = \$21  & \$22 ;
   assign \$24  = \$23  ? 16'h7fff : \$17 [30:15];
-  assign \t$40  = \$20  ? 16'h8000 : \$24 ;
-  assign \$25  = $signed(l0_out0_s7) >= $signed(1'h0);
-  assign \t$43  = $signed(l0_out0_s7) - $signed(y0_s7);
-  assign \$26  = $signed(\t$45 ) < $signed(16'h8000);
-  assign \$27  = $signed(\t$45 ) > $signed(16'h7fff);
-  assign \$28  = \$27  ? 16'h7fff : \t$45 [15:0];
-  assign \t$46  = \$26  ? 16'h8000 : \$28 ;
-  assign \$29  = $signed({ l0_delta0_0_0_raw_s9, l0_delta0_0_0_raw_s9[16] }) + $signed({ 16'h7fff, l0_delta0_0_0_raw_s9[16] });
+  assign \t$31  = \$20  ? 16'h8000 : \$24 ;
+  assign \$25  = $signed(l0_out0_s6) >= $signed(1'h0);
+  assign \t$34  = $signed(l0_out0_s6) - $signed(y0_s6);
+  assign \$26  = $signed(\t$36 ) < $signed(16'h8000);
+  assign \$27  = $signed(\t$36 ) > $signed(16'h7fff);
+  assign \$28  = \$27  ? 16'h7fff : \t$36 [15:0];
+  assign \t$37  = \$26  ? 16'h8000 : \$28 ;
+  assign \$29  = $signed({ l0_delta0_0_0_raw_s8, l0_delta0_0_0_raw_s8[16] }) + $signed({ 16'h7fff, l0_delta0_0_0_raw_s8[16] });
   assign \$30  = & \$29 [34:32];
   assign \$31  = ~ \$30 ;
   assign \$32  = \$29 [34] & \$31 ;
@@ -939,8 +897,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$34  = | \$29 [34:32];
   assign \$35  = \$33  & \$34 ;
   assign \$36  = \$35  ? 16'h7fff : \$29 [32:17];
-  assign \t$51  = \$32  ? 16'h8000 : \$36 ;
-  assign \$37  = $signed({ l0_delta0_0_1_raw_s9, l0_delta0_0_1_raw_s9[16] }) + $signed({ 16'h7fff, l0_delta0_0_1_raw_s9[16] });
+  assign \t$42  = \$32  ? 16'h8000 : \$36 ;
+  assign \$37  = $signed({ l0_delta0_0_1_raw_s8, l0_delta0_0_1_raw_s8[16] }) + $signed({ 16'h7fff, l0_delta0_0_1_raw_s8[16] });
   assign \$38  = & \$37 [34:32];
   assign \$39  = ~ \$38 ;
   assign \$40  = \$37 [34] & \$39 ;
@@ -948,8 +906,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$42  = | \$37 [34:32];
   assign \$43  = \$41  & \$42 ;
   assign \$44  = \$43  ? 16'h7fff : \$37 [32:17];
-  assign \t$54  = \$40  ? 16'h8000 : \$44 ;
-  assign \$45  = $signed({ l0_delta0_0_2_raw_s9, l0_delta0_0_2_raw_s9[16] }) + $signed({ 16'h7fff, l0_delta0_0_2_raw_s9[16] });
+  assign \t$45  = \$40  ? 16'h8000 : \$44 ;
+  assign \$45  = $signed({ l0_delta0_0_2_raw_s8, l0_delta0_0_2_raw_s8[16] }) + $signed({ 16'h7fff, l0_delta0_0_2_raw_s8[16] });
   assign \$46  = & \$45 [34:32];
   assign \$47  = ~ \$46 ;
   assign \$48  = \$45 [34] & \$47 ;
@@ -957,8 +915,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$50  = | \$45 [34:32];
   assign \$51  = \$49  & \$50 ;
   assign \$52  = \$51  ? 16'h7fff : \$45 [32:17];
-  assign \t$57  = \$48  ? 16'h8000 : \$52 ;
-  assign \$53  = $signed({ l0_delta0_0_3_raw_s9, l0_delta0_0_3_raw_s9[16] }) + $signed({ 16'h7fff, l0_delta0_0_3_raw_s9[16] });
+  assign \t$48  = \$48  ? 16'h8000 : \$52 ;
+  assign \$53  = $signed({ l0_delta0_0_3_raw_s8, l0_delta0_0_3_raw_s8[16] }) + $signed({ 16'h7fff, l0_delta0_0_3_raw_s8[16] });
   assign \$54  = & \$53 [34:32];
   assign \$55  = ~ \$54 ;
   assign \$56  = \$53 [34] & \$55 ;
@@ -966,80 +924,80 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$58  = | \$53 [34:32];
   assign \$59  = \$57  & \$58 ;
   assign \$60  = \$59  ? 16'h7fff : \$53 [32:17];
-  assign \t$60  = \$56  ? 16'h8000 : \$60 ;
+  assign \t$51  = \$56  ? 16'h8000 : \$60 ;
   assign \$61  = ~ m__ready;
-  assign \$62  = valid_s7 & \$61 ;
+  assign \$62  = valid_s6 & \$61 ;
   assign en = ~ \$62 ;
-  assign busy = | { valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s10;
-  assign \t$75  = $signed(\$signature__data$76 ) - $signed(l0_delta0_0_0_s10);
+  assign busy = | { valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s9;
+  assign \t$65  = $signed(\$signature__data ) - $signed(l0_delta0_0_0_s9);
   assign \$63  = ! l0_port_edge_p4[0];
   assign \$64  = l0_ram_wr & \$63 ;
   assign \$65  = ! l0_port_bank_p4[1:0];
   assign l0_port_hit0_0_0 = \$64  & \$65 ;
-  assign \$66  = \$62  ? l0_waddr0_0_s10 : l0_waddr0_0_s9;
-  assign \$67  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s10;
-  assign \$68  = & \t$75 [16:15];
+  assign \$66  = \$62  ? l0_waddr0_0_s9 : l0_waddr0_0_s8;
+  assign \$67  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s9;
+  assign \$68  = & \t$65 [16:15];
   assign \$69  = ~ \$68 ;
-  assign \$70  = \t$75 [16] & \$69 ;
-  assign \$71  = ~ \t$75 [16];
-  assign \$72  = | \t$75 [16:15];
+  assign \$70  = \t$65 [16] & \$69 ;
+  assign \$71  = ~ \t$65 [16];
+  assign \$72  = | \t$65 [16:15];
   assign \$73  = \$71  & \$72 ;
-  assign \$74  = \$73  ? 16'h7fff : \t$75 [15:0];
+  assign \$74  = \$73  ? 16'h7fff : \t$65 [15:0];
   assign \$75  = \$70  ? 16'h8000 : \$74 ;
   assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$75 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$90  = $signed(\$signature__data$91 ) - $signed(l0_delta0_0_1_s10);
+  assign \t$80  = $signed(\$signature__data$81 ) - $signed(l0_delta0_0_1_s9);
   assign \$76  = ! l0_port_edge_p4[0];
   assign \$77  = l0_ram_wr & \$76 ;
   assign \$78  = l0_port_bank_p4[1:0] == 1'h1;
   assign l0_port_hit0_0_1 = \$77  & \$78 ;
-  assign \$79  = \$62  ? l0_waddr0_1_s10 : l0_waddr0_1_s9;
-  assign \$80  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s10;
-  assign \$81  = & \t$90 [16:15];
+  assign \$79  = \$62  ? l0_waddr0_1_s9 : l0_waddr0_1_s8;
+  assign \$80  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s9;
+  assign \$81  = & \t$80 [16:15];
   assign \$82  = ~ \$81 ;
-  assign \$83  = \t$90 [16] & \$82 ;
-  assign \$84  = ~ \t$90 [16];
-  assign \$85  = | \t$90 [16:15];
+  assign \$83  = \t$80 [16] & \$82 ;
+  assign \$84  = ~ \t$80 [16];
+  assign \$85  = | \t$80 [16:15];
   assign \$86  = \$84  & \$85 ;
-  assign \$87  = \$86  ? 16'h7fff : \t$90 [15:0];
+  assign \$87  = \$86  ? 16'h7fff : \t$80 [15:0];
   assign \$88  = \$83  ? 16'h8000 : \$87 ;
-  assign \wp__data$99  = l0_port_hit0_0_1 ? l0_ram_data : \$88 ;
-  assign \wp__en$100  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$101  = $signed(\$signature__data$102 ) - $signed(l0_delta0_0_2_s10);
+  assign \wp__data$89  = l0_port_hit0_0_1 ? l0_ram_data : \$88 ;
+  assign \wp__en$90  = commit_l0 | l0_port_hit0_0_1;
+  assign \t$91  = $signed(\$signature__data$92 ) - $signed(l0_delta0_0_2_s9);
   assign \$89  = ! l0_port_edge_p4[0];
   assign \$90  = l0_ram_wr & \$89 ;
   assign \$91  = l0_port_bank_p4[1:0] == 2'h2;
   assign l0_port_hit0_0_2 = \$90  & \$91 ;
-  assign \$92  = \$62  ? l0_waddr0_2_s10 : l0_waddr0_2_s9;
-  assign \$93  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s10;
-  assign \$94  = & \t$101 [16:15];
+  assign \$92  = \$62  ? l0_waddr0_2_s9 : l0_waddr0_2_s8;
+  assign \$93  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s9;
+  assign \$94  = & \t$91 [16:15];
   assign \$95  = ~ \$94 ;
-  assign \$96  = \t$101 [16] & \$95 ;
-  assign \$97  = ~ \t$101 [16];
-  assign \$98  = | \t$101 [16:15];
+  assign \$96  = \t$91 [16] & \$95 ;
+  assign \$97  = ~ \t$91 [16];
+  assign \$98  = | \t$91 [16:15];
   assign \$99  = \$97  & \$98 ;
-  assign \$100  = \$99  ? 16'h7fff : \t$101 [15:0];
+  assign \$100  = \$99  ? 16'h7fff : \t$91 [15:0];
   assign \$101  = \$96  ? 16'h8000 : \$100 ;
-  assign \wp__data$110  = l0_port_hit0_0_2 ? l0_ram_data : \$101 ;
-  assign \wp__en$111  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$112  = $signed(\$signature__data$113 ) - $signed(l0_delta0_0_3_s10);
+  assign \wp__data$100  = l0_port_hit0_0_2 ? l0_ram_data : \$101 ;
+  assign \wp__en$101  = commit_l0 | l0_port_hit0_0_2;
+  assign \t$102  = $signed(\$signature__data$103 ) - $signed(l0_delta0_0_3_s9);
   assign \$102  = ! l0_port_edge_p4[0];
   assign \$103  = l0_ram_wr & \$102 ;
   assign \$104  = l0_port_bank_p4[1:0] == 2'h3;
   assign l0_port_hit0_0_3 = \$103  & \$104 ;
-  assign \$105  = \$62  ? l0_waddr0_3_s10 : l0_waddr0_3_s9;
-  assign \$106  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s10;
-  assign \$107  = & \t$112 [16:15];
+  assign \$105  = \$62  ? l0_waddr0_3_s9 : l0_waddr0_3_s8;
+  assign \$106  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s9;
+  assign \$107  = & \t$102 [16:15];
   assign \$108  = ~ \$107 ;
-  assign \$109  = \t$112 [16] & \$108 ;
-  assign \$110  = ~ \t$112 [16];
-  assign \$111  = | \t$112 [16:15];
+  assign \$109  = \t$102 [16] & \$108 ;
+  assign \$110  = ~ \t$102 [16];
+  assign \$111  = | \t$102 [16:15];
   assign \$112  = \$110  & \$111 ;
-  assign \$113  = \$112  ? 16'h7fff : \t$112 [15:0];
+  assign \$113  = \$112  ? 16'h7fff : \t$102 [15:0];
   assign \$114  = \$109  ? 16'h8000 : \$113 ;
-  assign \wp__data$121  = l0_port_hit0_0_3 ? l0_ram_data : \$114 ;
-  assign \wp__en$122  = commit_l0 | l0_port_hit0_0_3;
+  assign \wp__data$111  = l0_port_hit0_0_3 ? l0_ram_data : \$114 ;
+  assign \wp__en$112  = commit_l0 | l0_port_hit0_0_3;
   assign reloading = reload_count != 4'hc;
   assign \$115  = | reload_count;
   assign reload_write = reloading & \$115 ;
@@ -1048,7 +1006,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$118  = en & \$117 ;
   assign \$119  = ~ reloading;
   assign \$120  = \$118  & \$119 ;
-  assign \$121  = | { valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$121  = | { valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign \$122  = ~ \$121 ;
   assign \$123  = \$120  & \$122 ;
   assign \$124  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
@@ -1089,25 +1047,25 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$155  = ~ pc__payload[20];
   assign \$156  = execute & \$155 ;
   assign \$157  = execute & pc__payload[20];
-  assign \$162  = l0_cell0_s3[1:0] > 1'h0;
-  assign \$163  = \$161  + \$162 ;
-  assign \$165  = l0_cell0_s3[1:0] > 1'h1;
-  assign \$166  = \$164  + \$165 ;
-  assign \$168  = l0_cell0_s3[1:0] > 2'h2;
-  assign \$169  = \$167  + \$168 ;
-  assign \$171  = l0_cell0_s3[1:0] > 2'h3;
-  assign \$172  = \$170  + \$171 ;
-  assign \$177  = $signed(l0_coef0_0_0_s4) * $signed(l0_bval0_0_s4);
-  assign \$178  = $signed(l0_coef0_0_1_s4) * $signed(l0_bval0_1_s4);
-  assign \$179  = $signed(l0_coef0_0_2_s4) * $signed(l0_bval0_2_s4);
-  assign \$180  = $signed(l0_coef0_0_3_s4) * $signed(l0_bval0_3_s4);
-  assign \$181  = $signed(t) + $signed(\t$26 );
-  assign \$182  = $signed(\t$30 ) + $signed(\t$34 );
+  assign \$166  = l0_cell0_s3[1:0] > 1'h0;
+  assign \$167  = \$165  + \$166 ;
+  assign \$169  = l0_cell0_s3[1:0] > 1'h1;
+  assign \$170  = \$168  + \$169 ;
+  assign \$172  = l0_cell0_s3[1:0] > 2'h2;
+  assign \$173  = \$171  + \$172 ;
+  assign \$175  = l0_cell0_s3[1:0] > 2'h3;
+  assign \$176  = \$174  + \$175 ;
+  assign \$177  = $signed(\$signature__data$170 ) * $signed(l0_bval_bank0_0_s3);
+  assign \$178  = $signed(\$signature__data$171 ) * $signed(l0_bval_bank0_1_s3);
+  assign \$179  = $signed(\$signature__data$172 ) * $signed(l0_bval_bank0_2_s3);
+  assign \$180  = $signed(\$signature__data$173 ) * $signed(l0_bval_bank0_3_s3);
+  assign \$181  = $signed(t) + $signed(\t$19 );
+  assign \$182  = $signed(\t$22 ) + $signed(\t$25 );
   assign \$183  = $signed(\$181 ) + $signed(\$182 );
-  assign \$184  = $signed(err0_s8) * $signed(l0_bval_bank0_0_s8);
-  assign \$185  = $signed(err0_s8) * $signed(l0_bval_bank0_1_s8);
-  assign \$186  = $signed(err0_s8) * $signed(l0_bval_bank0_2_s8);
-  assign \$187  = $signed(err0_s8) * $signed(l0_bval_bank0_3_s8);
+  assign \$184  = $signed(err0_s7) * $signed(l0_bval_bank0_0_s7);
+  assign \$185  = $signed(err0_s7) * $signed(l0_bval_bank0_1_s7);
+  assign \$186  = $signed(err0_s7) * $signed(l0_bval_bank0_2_s7);
+  assign \$187  = $signed(err0_s7) * $signed(l0_bval_bank0_3_s7);
   always @(posedge clk)
     valid_s1 <= \$188 ;
   always @(posedge clk)
@@ -1127,263 +1085,225 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @(posedge clk)
     valid_s9 <= \$196 ;
   always @(posedge clk)
-    valid_s10 <= \$197 ;
+    reload_count <= \$197 ;
   always @(posedge clk)
-    reload_count <= \$198 ;
+    port_in_flight0 <= \$198 ;
   always @(posedge clk)
-    port_in_flight0 <= \$199 ;
+    port_in_flight1 <= \$199 ;
   always @(posedge clk)
-    port_in_flight1 <= \$200 ;
+    port_in_flight2 <= \$200 ;
   always @(posedge clk)
-    port_in_flight2 <= \$201 ;
+    port_in_flight3 <= \$201 ;
   always @(posedge clk)
-    port_in_flight3 <= \$202 ;
+    l0_port_local_p1 <= \$202 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$203 ;
+    l0_port_wr_p1 <= \$203 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$204 ;
+    l0_port_rd_p1 <= \$204 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$205 ;
+    l0_port_data_p1 <= \$205 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$206 ;
+    l0_port_edge_p2 <= \$206 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$207 ;
+    l0_port_local_p2 <= \$207 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$208 ;
+    l0_port_wr_p2 <= \$208 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$209 ;
+    l0_port_rd_p2 <= \$209 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$210 ;
+    l0_port_data_p2 <= \$210 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$211 ;
+    l0_port_q_p3 <= \$211 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$212 ;
+    l0_port_edge_p3 <= \$212 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$213 ;
+    l0_port_wr_p3 <= \$213 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$214 ;
+    l0_port_rd_p3 <= \$214 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$215 ;
+    l0_port_data_p3 <= \$215 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$216 ;
+    l0_port_baddr_p4 <= \$216 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$217 ;
+    l0_port_bank_p4 <= \$217 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$218 ;
+    l0_port_edge_p4 <= \$218 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$219 ;
+    l0_ram_wr <= \$219 ;
   always @(posedge clk)
-    l0_ram_wr <= \$220 ;
+    l0_ram_rd <= \$220 ;
   always @(posedge clk)
-    l0_ram_rd <= \$221 ;
+    l0_ram_data <= \$221 ;
   always @(posedge clk)
-    l0_ram_data <= \$222 ;
+    l0_rd_edge <= \$222 ;
   always @(posedge clk)
-    l0_rd_edge <= \$223 ;
+    l0_rd_bank <= \$223 ;
   always @(posedge clk)
-    l0_rd_bank <= \$224 ;
+    read_layer <= \$224 ;
   always @(posedge clk)
-    read_layer <= \$225 ;
+    read_wait <= \$225 ;
   always @(posedge clk)
-    read_wait <= \$226 ;
+    read_wait1 <= \$226 ;
   always @(posedge clk)
-    read_wait1 <= \$227 ;
+    read_wait2 <= \$227 ;
   always @(posedge clk)
-    read_wait2 <= \$228 ;
+    read_wait3 <= \$228 ;
   always @(posedge clk)
-    read_wait3 <= \$229 ;
+    read_wait4 <= \$229 ;
   always @(posedge clk)
-    read_wait4 <= \$230 ;
+    pr__valid <= \$230 ;
   always @(posedge clk)
-    pr__valid <= \$231 ;
+    pr__payload <= \$231 ;
   always @(posedge clk)
-    pr__payload <= \$232 ;
+    u <= \$232 ;
   always @(posedge clk)
-    u <= \$233 ;
+    y0_s1 <= \$233 ;
   always @(posedge clk)
-    y0_s1 <= \$234 ;
+    kind_s1 <= \$234 ;
   always @(posedge clk)
-    kind_s1 <= \$235 ;
+    pos_in <= \$235 ;
   always @(posedge clk)
-    pos_in <= \$236 ;
+    l0_lo0_s3 <= \$236 ;
   always @(posedge clk)
-    l0_lo0_s3 <= \$237 ;
+    l0_cell0_s3 <= \$237 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$238 ;
+    l0_bval_bank0_0_s3 <= \$238 ;
   always @(posedge clk)
-    l0_bval0_0_s3 <= \$239 ;
+    l0_bval_bank0_1_s3 <= \$239 ;
   always @(posedge clk)
-    l0_bval0_1_s3 <= \$240 ;
+    l0_bval_bank0_2_s3 <= \$240 ;
   always @(posedge clk)
-    l0_bval0_2_s3 <= \$241 ;
+    l0_bval_bank0_3_s3 <= \$241 ;
   always @(posedge clk)
-    l0_bval0_3_s3 <= \$242 ;
+    l0_waddr0_0_s4 <= \$242 ;
   always @(posedge clk)
-    l0_waddr0_0_s4 <= \$243 ;
+    l0_waddr0_1_s4 <= \$243 ;
   always @(posedge clk)
-    l0_waddr0_1_s4 <= \$244 ;
+    l0_waddr0_2_s4 <= \$244 ;
   always @(posedge clk)
-    l0_waddr0_2_s4 <= \$245 ;
+    l0_waddr0_3_s4 <= \$245 ;
   always @(posedge clk)
-    l0_waddr0_3_s4 <= \$246 ;
+    l0_prod0_0_0_raw_s4 <= \$246 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$247 ;
+    l0_prod0_0_1_raw_s4 <= \$247 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$248 ;
+    l0_prod0_0_2_raw_s4 <= \$248 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$249 ;
+    l0_prod0_0_3_raw_s4 <= \$249 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$250 ;
+    l0_sum0_t0_0_s5 <= \$250 ;
   always @(posedge clk)
-    l0_coef0_0_0_s4 <= \$251 ;
+    l0_out0_s6 <= \$251 ;
   always @(posedge clk)
-    l0_bval0_0_s4 <= \$252 ;
+    y0_s2 <= \$252 ;
   always @(posedge clk)
-    l0_prod0_0_0_raw_s5 <= \$253 ;
+    y0_s3 <= \$253 ;
   always @(posedge clk)
-    l0_coef0_0_1_s4 <= \$254 ;
+    y0_s4 <= \$254 ;
   always @(posedge clk)
-    l0_bval0_1_s4 <= \$255 ;
+    y0_s5 <= \$255 ;
   always @(posedge clk)
-    l0_prod0_0_1_raw_s5 <= \$256 ;
+    y0_s6 <= \$256 ;
   always @(posedge clk)
-    l0_coef0_0_2_s4 <= \$257 ;
+    kind_s2 <= \$257 ;
   always @(posedge clk)
-    l0_bval0_2_s4 <= \$258 ;
+    kind_s3 <= \$258 ;
   always @(posedge clk)
-    l0_prod0_0_2_raw_s5 <= \$259 ;
+    kind_s4 <= \$259 ;
   always @(posedge clk)
-    l0_coef0_0_3_s4 <= \$260 ;
+    kind_s5 <= \$260 ;
   always @(posedge clk)
-    l0_bval0_3_s4 <= \$261 ;
+    kind_s6 <= \$261 ;
   always @(posedge clk)
-    l0_prod0_0_3_raw_s5 <= \$262 ;
+    err0_s7 <= \$262 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s6 <= \$263 ;
+    l0_waddr0_0_s5 <= \$263 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$264 ;
+    l0_waddr0_0_s6 <= \$264 ;
   always @(posedge clk)
-    y0_s2 <= \$265 ;
+    l0_waddr0_0_s7 <= \$265 ;
   always @(posedge clk)
-    y0_s3 <= \$266 ;
+    l0_waddr0_0_s8 <= \$266 ;
   always @(posedge clk)
-    y0_s4 <= \$267 ;
+    l0_waddr0_0_s9 <= \$267 ;
   always @(posedge clk)
-    y0_s5 <= \$268 ;
+    l0_waddr0_1_s5 <= \$268 ;
   always @(posedge clk)
-    y0_s6 <= \$269 ;
+    l0_waddr0_1_s6 <= \$269 ;
   always @(posedge clk)
-    y0_s7 <= \$270 ;
+    l0_waddr0_1_s7 <= \$270 ;
   always @(posedge clk)
-    kind_s2 <= \$271 ;
+    l0_waddr0_1_s8 <= \$271 ;
   always @(posedge clk)
-    kind_s3 <= \$272 ;
+    l0_waddr0_1_s9 <= \$272 ;
   always @(posedge clk)
-    kind_s4 <= \$273 ;
+    l0_waddr0_2_s5 <= \$273 ;
   always @(posedge clk)
-    kind_s5 <= \$274 ;
+    l0_waddr0_2_s6 <= \$274 ;
   always @(posedge clk)
-    kind_s6 <= \$275 ;
+    l0_waddr0_2_s7 <= \$275 ;
   always @(posedge clk)
-    kind_s7 <= \$276 ;
+    l0_waddr0_2_s8 <= \$276 ;
   always @(posedge clk)
-    err0_s8 <= \$277 ;
+    l0_waddr0_2_s9 <= \$277 ;
   always @(posedge clk)
-    l0_waddr0_0_s5 <= \$278 ;
+    l0_waddr0_3_s5 <= \$278 ;
   always @(posedge clk)
-    l0_waddr0_0_s6 <= \$279 ;
+    l0_waddr0_3_s6 <= \$279 ;
   always @(posedge clk)
-    l0_waddr0_0_s7 <= \$280 ;
+    l0_waddr0_3_s7 <= \$280 ;
   always @(posedge clk)
-    l0_waddr0_0_s8 <= \$281 ;
+    l0_waddr0_3_s8 <= \$281 ;
   always @(posedge clk)
-    l0_waddr0_0_s9 <= \$282 ;
+    l0_waddr0_3_s9 <= \$282 ;
   always @(posedge clk)
-    l0_waddr0_0_s10 <= \$283 ;
+    l0_bval_bank0_0_s4 <= \$283 ;
   always @(posedge clk)
-    l0_waddr0_1_s5 <= \$284 ;
+    l0_bval_bank0_0_s5 <= \$284 ;
   always @(posedge clk)
-    l0_waddr0_1_s6 <= \$285 ;
+    l0_bval_bank0_0_s6 <= \$285 ;
   always @(posedge clk)
-    l0_waddr0_1_s7 <= \$286 ;
+    l0_bval_bank0_0_s7 <= \$286 ;
   always @(posedge clk)
-    l0_waddr0_1_s8 <= \$287 ;
+    l0_delta0_0_0_raw_s8 <= \$287 ;
   always @(posedge clk)
-    l0_waddr0_1_s9 <= \$288 ;
+    l0_delta0_0_0_s9 <= \$288 ;
   always @(posedge clk)
-    l0_waddr0_1_s10 <= \$289 ;
+    l0_bval_bank0_1_s4 <= \$289 ;
   always @(posedge clk)
-    l0_waddr0_2_s5 <= \$290 ;
+    l0_bval_bank0_1_s5 <= \$290 ;
   always @(posedge clk)
-    l0_waddr0_2_s6 <= \$291 ;
+    l0_bval_bank0_1_s6 <= \$291 ;
   always @(posedge clk)
-    l0_waddr0_2_s7 <= \$292 ;
+    l0_bval_bank0_1_s7 <= \$292 ;
   always @(posedge clk)
-    l0_waddr0_2_s8 <= \$293 ;
+    l0_delta0_0_1_raw_s8 <= \$293 ;
   always @(posedge clk)
-    l0_waddr0_2_s9 <= \$294 ;
+    l0_delta0_0_1_s9 <= \$294 ;
   always @(posedge clk)
-    l0_waddr0_2_s10 <= \$295 ;
+    l0_bval_bank0_2_s4 <= \$295 ;
   always @(posedge clk)
-    l0_waddr0_3_s5 <= \$296 ;
+    l0_bval_bank0_2_s5 <= \$296 ;
   always @(posedge clk)
-    l0_waddr0_3_s6 <= \$297 ;
+    l0_bval_bank0_2_s6 <= \$297 ;
   always @(posedge clk)
-    l0_waddr0_3_s7 <= \$298 ;
+    l0_bval_bank0_2_s7 <= \$298 ;
   always @(posedge clk)
-    l0_waddr0_3_s8 <= \$299 ;
+    l0_delta0_0_2_raw_s8 <= \$299 ;
   always @(posedge clk)
-    l0_waddr0_3_s9 <= \$300 ;
+    l0_delta0_0_2_s9 <= \$300 ;
   always @(posedge clk)
-    l0_waddr0_3_s10 <= \$301 ;
+    l0_bval_bank0_3_s4 <= \$301 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$302 ;
+    l0_bval_bank0_3_s5 <= \$302 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$303 ;
+    l0_bval_bank0_3_s6 <= \$303 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s7 <= \$304 ;
+    l0_bval_bank0_3_s7 <= \$304 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s8 <= \$305 ;
+    l0_delta0_0_3_raw_s8 <= \$305 ;
   always @(posedge clk)
-    l0_delta0_0_0_raw_s9 <= \$306 ;
-  always @(posedge clk)
-    l0_delta0_0_0_s10 <= \$307 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$308 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$309 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s7 <= \$310 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s8 <= \$311 ;
-  always @(posedge clk)
-    l0_delta0_0_1_raw_s9 <= \$312 ;
-  always @(posedge clk)
-    l0_delta0_0_1_s10 <= \$313 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$314 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$315 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s7 <= \$316 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s8 <= \$317 ;
-  always @(posedge clk)
-    l0_delta0_0_2_raw_s9 <= \$318 ;
-  always @(posedge clk)
-    l0_delta0_0_2_s10 <= \$319 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$320 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$321 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s7 <= \$322 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s8 <= \$323 ;
-  always @(posedge clk)
-    l0_delta0_0_3_raw_s9 <= \$324 ;
-  always @(posedge clk)
-    l0_delta0_0_3_s10 <= \$325 ;
+    l0_delta0_0_3_s9 <= \$306 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -1391,62 +1311,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     .u(u),
     .vc(pos)
   );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
-      2'h0:
-          l0_read0_0_0 = \$signature__data ;
-      2'h1:
-          l0_read0_0_0 = \$signature__data$19 ;
-      2'h2:
-          l0_read0_0_0 = \$signature__data$20 ;
-      2'h3:
-          l0_read0_0_0 = \$signature__data$21 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
-      2'h0:
-          l0_read0_0_1 = \$signature__data$19 ;
-      2'h1:
-          l0_read0_0_1 = \$signature__data$20 ;
-      2'h2:
-          l0_read0_0_1 = \$signature__data$21 ;
-      2'h3:
-          l0_read0_0_1 = \$signature__data ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
-      2'h0:
-          l0_read0_0_2 = \$signature__data$20 ;
-      2'h1:
-          l0_read0_0_2 = \$signature__data$21 ;
-      2'h2:
-          l0_read0_0_2 = \$signature__data ;
-      2'h3:
-          l0_read0_0_2 = \$signature__data$19 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
-      2'h0:
-          l0_read0_0_3 = \$signature__data$21 ;
-      2'h1:
-          l0_read0_0_3 = \$signature__data ;
-      2'h2:
-          l0_read0_0_3 = \$signature__data$19 ;
-      2'h3:
-          l0_read0_0_3 = \$signature__data$20 ;
-    endcase
-  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$149  = 4'h0;
@@ -1460,13 +1324,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$158  = \$signature__data ;
+          \$158  = \$signature__data$170 ;
       2'h1:
-          \$158  = \$signature__data$19 ;
+          \$158  = \$signature__data$171 ;
       2'h2:
-          \$158  = \$signature__data$20 ;
+          \$158  = \$signature__data$172 ;
       2'h3:
-          \$158  = \$signature__data$21 ;
+          \$158  = \$signature__data$173 ;
     endcase
   end
   always @* begin
@@ -1488,67 +1352,67 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
+    casez (\cell [1:0])
       2'h0:
-          \$173  = l0_bval0_0_s3;
+          \$161  = bval[15:0];
       2'h1:
-          \$173  = l0_bval0_3_s3;
+          \$161  = bval[63:48];
       2'h2:
-          \$173  = l0_bval0_2_s3;
+          \$161  = bval[47:32];
       2'h3:
-          \$173  = l0_bval0_1_s3;
+          \$161  = bval[31:16];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
+    casez (\cell [1:0])
       2'h0:
-          \$174  = l0_bval0_1_s3;
+          \$162  = bval[31:16];
       2'h1:
-          \$174  = l0_bval0_0_s3;
+          \$162  = bval[15:0];
       2'h2:
-          \$174  = l0_bval0_3_s3;
+          \$162  = bval[63:48];
       2'h3:
-          \$174  = l0_bval0_2_s3;
+          \$162  = bval[47:32];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
+    casez (\cell [1:0])
       2'h0:
-          \$175  = l0_bval0_2_s3;
+          \$163  = bval[47:32];
       2'h1:
-          \$175  = l0_bval0_1_s3;
+          \$163  = bval[31:16];
       2'h2:
-          \$175  = l0_bval0_0_s3;
+          \$163  = bval[15:0];
       2'h3:
-          \$175  = l0_bval0_3_s3;
+          \$163  = bval[63:48];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (l0_lo0_s3)
+    casez (\cell [1:0])
       2'h0:
-          \$176  = l0_bval0_3_s3;
+          \$164  = bval[63:48];
       2'h1:
-          \$176  = l0_bval0_2_s3;
+          \$164  = bval[47:32];
       2'h2:
-          \$176  = l0_bval0_1_s3;
+          \$164  = bval[31:16];
       2'h3:
-          \$176  = l0_bval0_0_s3;
+          \$164  = bval[15:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (kind_s7)
+    casez (kind_s6)
       2'h0:
-          e = \t$46 ;
+          e = \t$37 ;
       2'h2:
-          e = y0_s7;
+          e = y0_s6;
       default:
           e = 16'h0000;
     endcase
@@ -1645,932 +1509,796 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$197  = valid_s10;
-    if (en) begin
-      \$197  = valid_s9;
-    end
-    if (rst) begin
-      \$197  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$198  = reload_count;
+    \$197  = reload_count;
     if (reloading) begin
-      \$198  = \$146 [3:0];
+      \$197  = \$146 [3:0];
     end
     if (rst) begin
-      \$198  = 4'h0;
+      \$197  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$199  = port_cmd;
+    \$198  = port_cmd;
+    if (rst) begin
+      \$198  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$199  = port_in_flight0;
     if (rst) begin
       \$199  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$200  = port_in_flight0;
+    \$200  = port_in_flight1;
     if (rst) begin
       \$200  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$201  = port_in_flight1;
+    \$201  = port_in_flight2;
     if (rst) begin
       \$201  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$202  = port_in_flight2;
+    \$202  = \$135 [3:0];
     if (rst) begin
-      \$202  = 1'h0;
+      \$202  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$203  = \$135 [3:0];
+    \$203  = l0_port_wr;
     if (rst) begin
-      \$203  = 4'h0;
+      \$203  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$204  = l0_port_wr;
+    \$204  = l0_port_rd;
     if (rst) begin
       \$204  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$205  = l0_port_rd;
+    \$205  = l0_port_data;
     if (rst) begin
-      \$205  = 1'h0;
+      \$205  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$206  = l0_port_data;
+    \$206  = \$148 ;
     if (rst) begin
-      \$206  = 16'h0000;
+      \$206  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$207  = \$148 ;
+    \$207  = l0_port_local_p1;
     if (rst) begin
-      \$207  = 6'h00;
+      \$207  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$208  = l0_port_local_p1;
+    \$208  = l0_port_wr_p1;
     if (rst) begin
-      \$208  = 4'h0;
+      \$208  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$209  = l0_port_wr_p1;
+    \$209  = l0_port_rd_p1;
     if (rst) begin
       \$209  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$210  = l0_port_rd_p1;
+    \$210  = l0_port_data_p1;
     if (rst) begin
-      \$210  = 1'h0;
+      \$210  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$211  = l0_port_data_p1;
+    \$211  = \$150 [3:0];
     if (rst) begin
-      \$211  = 16'h0000;
+      \$211  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$212  = \$150 [3:0];
+    \$212  = l0_port_edge_p2;
     if (rst) begin
-      \$212  = 4'h0;
+      \$212  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$213  = l0_port_edge_p2;
+    \$213  = l0_port_wr_p2;
     if (rst) begin
-      \$213  = 6'h00;
+      \$213  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$214  = l0_port_wr_p2;
+    \$214  = l0_port_rd_p2;
     if (rst) begin
       \$214  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$215  = l0_port_rd_p2;
+    \$215  = l0_port_data_p2;
     if (rst) begin
-      \$215  = 1'h0;
+      \$215  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$216  = l0_port_data_p2;
+    \$216  = \$151 ;
     if (rst) begin
-      \$216  = 16'h0000;
+      \$216  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$217  = \$151 ;
+    \$217  = \$154 ;
     if (rst) begin
-      \$217  = 4'h0;
+      \$217  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$218  = \$154 ;
+    \$218  = l0_port_edge_p3;
     if (rst) begin
-      \$218  = 8'h00;
+      \$218  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$219  = l0_port_edge_p3;
+    \$219  = l0_port_wr_p3;
     if (rst) begin
-      \$219  = 6'h00;
+      \$219  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$220  = l0_port_wr_p3;
+    \$220  = l0_port_rd_p3;
     if (rst) begin
       \$220  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$221  = l0_port_rd_p3;
+    \$221  = l0_port_data_p3;
     if (rst) begin
-      \$221  = 1'h0;
+      \$221  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$222  = l0_port_data_p3;
-    if (rst) begin
-      \$222  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$223  = l0_rd_edge;
+    \$222  = l0_rd_edge;
     if (l0_ram_rd) begin
-      \$223  = l0_port_edge_p4[0];
+      \$222  = l0_port_edge_p4[0];
     end
     if (rst) begin
-      \$223  = 1'h0;
+      \$222  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$224  = l0_rd_bank;
+    \$223  = l0_rd_bank;
     if (l0_ram_rd) begin
-      \$224  = l0_port_bank_p4[1:0];
+      \$223  = l0_port_bank_p4[1:0];
     end
     if (rst) begin
-      \$224  = 2'h0;
+      \$223  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$225  = read_layer;
+    \$224  = read_layer;
     if (l0_port_rd) begin
-      \$225  = 1'h0;
+      \$224  = 1'h0;
     end
+    if (rst) begin
+      \$224  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$225  = \$156 ;
     if (rst) begin
       \$225  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$226  = \$156 ;
+    \$226  = read_wait;
     if (rst) begin
       \$226  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$227  = read_wait;
+    \$227  = read_wait1;
     if (rst) begin
       \$227  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$228  = read_wait1;
+    \$228  = read_wait2;
     if (rst) begin
       \$228  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$229  = read_wait2;
+    \$229  = read_wait3;
     if (rst) begin
       \$229  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$230  = read_wait3;
+    \$230  = pr__valid;
+    if (\$157 ) begin
+      \$230  = 1'h1;
+    end else if (read_wait4) begin
+      \$230  = 1'h1;
+    end else if (pr__ready) begin
+      \$230  = 1'h0;
+    end
     if (rst) begin
       \$230  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$231  = pr__valid;
+    \$231  = pr__payload;
     if (\$157 ) begin
-      \$231  = 1'h1;
+      \$231  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$231  = 1'h1;
-    end else if (pr__ready) begin
-      \$231  = 1'h0;
+      \$231  = \$160 ;
     end
     if (rst) begin
-      \$231  = 1'h0;
+      \$231  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$232  = pr__payload;
-    if (\$157 ) begin
-      \$232  = pc__payload[15:0];
-    end else if (read_wait4) begin
-      \$232  = \$160 ;
-    end
-    if (rst) begin
-      \$232  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$233  = u;
-    if (en) begin
-      \$233  = s__payload[15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$234  = y0_s1;
-    if (en) begin
-      \$234  = s__payload[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$235  = kind_s1;
-    if (en) begin
-      \$235  = s__payload[33:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$236  = pos_in;
-    if (en) begin
-      \$236  = pos;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$237  = l0_lo0_s3;
-    if (en) begin
-      \$237  = \cell [1:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$238  = l0_cell0_s3;
-    if (en) begin
-      \$238  = \cell ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$239  = l0_bval0_0_s3;
-    if (en) begin
-      \$239  = bval[15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$240  = l0_bval0_1_s3;
-    if (en) begin
-      \$240  = bval[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$241  = l0_bval0_2_s3;
-    if (en) begin
-      \$241  = bval[47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$242  = l0_bval0_3_s3;
-    if (en) begin
-      \$242  = bval[63:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$243  = l0_waddr0_0_s4;
-    if (en) begin
-      \$243  = \$163 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$244  = l0_waddr0_1_s4;
-    if (en) begin
-      \$244  = \$166 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$245  = l0_waddr0_2_s4;
-    if (en) begin
-      \$245  = \$169 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$246  = l0_waddr0_3_s4;
-    if (en) begin
-      \$246  = \$172 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$247  = l0_bval_bank0_0_s4;
-    if (en) begin
-      \$247  = \$173 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$248  = l0_bval_bank0_1_s4;
-    if (en) begin
-      \$248  = \$174 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$249  = l0_bval_bank0_2_s4;
-    if (en) begin
-      \$249  = \$175 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$250  = l0_bval_bank0_3_s4;
-    if (en) begin
-      \$250  = \$176 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$251  = l0_coef0_0_0_s4;
+    \$232  = u;
     if (en) begin
-      \$251  = l0_read0_0_0;
+      \$232  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$252  = l0_bval0_0_s4;
+    \$233  = y0_s1;
     if (en) begin
-      \$252  = l0_bval0_0_s3;
+      \$233  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$253  = l0_prod0_0_0_raw_s5;
+    \$234  = kind_s1;
     if (en) begin
-      \$253  = \$177 ;
+      \$234  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$254  = l0_coef0_0_1_s4;
+    \$235  = pos_in;
     if (en) begin
-      \$254  = l0_read0_0_1;
+      \$235  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$255  = l0_bval0_1_s4;
+    \$236  = l0_lo0_s3;
     if (en) begin
-      \$255  = l0_bval0_1_s3;
+      \$236  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$256  = l0_prod0_0_1_raw_s5;
+    \$237  = l0_cell0_s3;
     if (en) begin
-      \$256  = \$178 ;
+      \$237  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$257  = l0_coef0_0_2_s4;
+    \$238  = l0_bval_bank0_0_s3;
     if (en) begin
-      \$257  = l0_read0_0_2;
+      \$238  = \$161 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$258  = l0_bval0_2_s4;
+    \$239  = l0_bval_bank0_1_s3;
     if (en) begin
-      \$258  = l0_bval0_2_s3;
+      \$239  = \$162 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$259  = l0_prod0_0_2_raw_s5;
+    \$240  = l0_bval_bank0_2_s3;
     if (en) begin
-      \$259  = \$179 ;
+      \$240  = \$163 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$260  = l0_coef0_0_3_s4;
+    \$241  = l0_bval_bank0_3_s3;
     if (en) begin
-      \$260  = l0_read0_0_3;
+      \$241  = \$164 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$261  = l0_bval0_3_s4;
+    \$242  = l0_waddr0_0_s4;
     if (en) begin
-      \$261  = l0_bval0_3_s3;
+      \$242  = \$167 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$262  = l0_prod0_0_3_raw_s5;
+    \$243  = l0_waddr0_1_s4;
     if (en) begin
-      \$262  = \$180 ;
+      \$243  = \$170 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$263  = l0_sum0_t0_0_s6;
+    \$244  = l0_waddr0_2_s4;
     if (en) begin
-      \$263  = \$183 ;
+      \$244  = \$173 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$264  = l0_out0_s7;
+    \$245  = l0_waddr0_3_s4;
     if (en) begin
-      \$264  = \t$40 ;
+      \$245  = \$176 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$265  = y0_s2;
+    \$246  = l0_prod0_0_0_raw_s4;
     if (en) begin
-      \$265  = y0_s1;
+      \$246  = \$177 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$266  = y0_s3;
+    \$247  = l0_prod0_0_1_raw_s4;
     if (en) begin
-      \$266  = y0_s2;
+      \$247  = \$178 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$267  = y0_s4;
+    \$248  = l0_prod0_0_2_raw_s4;
     if (en) begin
-      \$267  = y0_s3;
+      \$248  = \$179 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$268  = y0_s5;
+    \$249  = l0_prod0_0_3_raw_s4;
     if (en) begin
-      \$268  = y0_s4;
+      \$249  = \$180 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$269  = y0_s6;
+    \$250  = l0_sum0_t0_0_s5;
     if (en) begin
-      \$269  = y0_s5;
+      \$250  = \$183 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$270  = y0_s7;
+    \$251  = l0_out0_s6;
     if (en) begin
-      \$270  = y0_s6;
+      \$251  = \t$31 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$271  = kind_s2;
+    \$252  = y0_s2;
     if (en) begin
-      \$271  = kind_s1;
+      \$252  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$272  = kind_s3;
+    \$253  = y0_s3;
     if (en) begin
-      \$272  = kind_s2;
+      \$253  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$273  = kind_s4;
+    \$254  = y0_s4;
     if (en) begin
-      \$273  = kind_s3;
+      \$254  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$274  = kind_s5;
+    \$255  = y0_s5;
     if (en) begin
-      \$274  = kind_s4;
+      \$255  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$275  = kind_s6;
+    \$256  = y0_s6;
     if (en) begin
-      \$275  = kind_s5;
+      \$256  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$276  = kind_s7;
+    \$257  = kind_s2;
     if (en) begin
-      \$276  = kind_s6;
+      \$257  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$277  = err0_s8;
+    \$258  = kind_s3;
     if (en) begin
-      \$277  = e;
+      \$258  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$278  = l0_waddr0_0_s5;
+    \$259  = kind_s4;
     if (en) begin
-      \$278  = l0_waddr0_0_s4;
+      \$259  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$279  = l0_waddr0_0_s6;
+    \$260  = kind_s5;
     if (en) begin
-      \$279  = l0_waddr0_0_s5;
+      \$260  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$280  = l0_waddr0_0_s7;
+    \$261  = kind_s6;
     if (en) begin
-      \$280  = l0_waddr0_0_s6;
+      \$261  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$281  = l0_waddr0_0_s8;
+    \$262  = err0_s7;
     if (en) begin
-      \$281  = l0_waddr0_0_s7;
+      \$262  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$282  = l0_waddr0_0_s9;
+    \$263  = l0_waddr0_0_s5;
     if (en) begin
-      \$282  = l0_waddr0_0_s8;
+      \$263  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$283  = l0_waddr0_0_s10;
+    \$264  = l0_waddr0_0_s6;
     if (en) begin
-      \$283  = l0_waddr0_0_s9;
+      \$264  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$284  = l0_waddr0_1_s5;
+    \$265  = l0_waddr0_0_s7;
     if (en) begin
-      \$284  = l0_waddr0_1_s4;
+      \$265  = l0_waddr0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$285  = l0_waddr0_1_s6;
+    \$266  = l0_waddr0_0_s8;
     if (en) begin
-      \$285  = l0_waddr0_1_s5;
+      \$266  = l0_waddr0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$286  = l0_waddr0_1_s7;
+    \$267  = l0_waddr0_0_s9;
     if (en) begin
-      \$286  = l0_waddr0_1_s6;
+      \$267  = l0_waddr0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$287  = l0_waddr0_1_s8;
+    \$268  = l0_waddr0_1_s5;
     if (en) begin
-      \$287  = l0_waddr0_1_s7;
+      \$268  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$288  = l0_waddr0_1_s9;
+    \$269  = l0_waddr0_1_s6;
     if (en) begin
-      \$288  = l0_waddr0_1_s8;
+      \$269  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$289  = l0_waddr0_1_s10;
+    \$270  = l0_waddr0_1_s7;
     if (en) begin
-      \$289  = l0_waddr0_1_s9;
+      \$270  = l0_waddr0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$290  = l0_waddr0_2_s5;
+    \$271  = l0_waddr0_1_s8;
     if (en) begin
-      \$290  = l0_waddr0_2_s4;
+      \$271  = l0_waddr0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$291  = l0_waddr0_2_s6;
+    \$272  = l0_waddr0_1_s9;
     if (en) begin
-      \$291  = l0_waddr0_2_s5;
+      \$272  = l0_waddr0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$292  = l0_waddr0_2_s7;
+    \$273  = l0_waddr0_2_s5;
     if (en) begin
-      \$292  = l0_waddr0_2_s6;
+      \$273  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$293  = l0_waddr0_2_s8;
+    \$274  = l0_waddr0_2_s6;
     if (en) begin
-      \$293  = l0_waddr0_2_s7;
+      \$274  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$294  = l0_waddr0_2_s9;
+    \$275  = l0_waddr0_2_s7;
     if (en) begin
-      \$294  = l0_waddr0_2_s8;
+      \$275  = l0_waddr0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$295  = l0_waddr0_2_s10;
+    \$276  = l0_waddr0_2_s8;
     if (en) begin
-      \$295  = l0_waddr0_2_s9;
+      \$276  = l0_waddr0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$296  = l0_waddr0_3_s5;
+    \$277  = l0_waddr0_2_s9;
     if (en) begin
-      \$296  = l0_waddr0_3_s4;
+      \$277  = l0_waddr0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$297  = l0_waddr0_3_s6;
+    \$278  = l0_waddr0_3_s5;
     if (en) begin
-      \$297  = l0_waddr0_3_s5;
+      \$278  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$298  = l0_waddr0_3_s7;
+    \$279  = l0_waddr0_3_s6;
     if (en) begin
-      \$298  = l0_waddr0_3_s6;
+      \$279  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$299  = l0_waddr0_3_s8;
+    \$280  = l0_waddr0_3_s7;
     if (en) begin
-      \$299  = l0_waddr0_3_s7;
+      \$280  = l0_waddr0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$300  = l0_waddr0_3_s9;
+    \$281  = l0_waddr0_3_s8;
     if (en) begin
-      \$300  = l0_waddr0_3_s8;
+      \$281  = l0_waddr0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$301  = l0_waddr0_3_s10;
+    \$282  = l0_waddr0_3_s9;
     if (en) begin
-      \$301  = l0_waddr0_3_s9;
+      \$282  = l0_waddr0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$302  = l0_bval_bank0_0_s5;
+    \$283  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$302  = l0_bval_bank0_0_s4;
+      \$283  = l0_bval_bank0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$303  = l0_bval_bank0_0_s6;
+    \$284  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$303  = l0_bval_bank0_0_s5;
+      \$284  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$304  = l0_bval_bank0_0_s7;
+    \$285  = l0_bval_bank0_0_s6;
     if (en) begin
-      \$304  = l0_bval_bank0_0_s6;
+      \$285  = l0_bval_bank0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$305  = l0_bval_bank0_0_s8;
+    \$286  = l0_bval_bank0_0_s7;
     if (en) begin
-      \$305  = l0_bval_bank0_0_s7;
+      \$286  = l0_bval_bank0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$306  = l0_delta0_0_0_raw_s9;
+    \$287  = l0_delta0_0_0_raw_s8;
     if (en) begin
-      \$306  = \$184 ;
+      \$287  = \$184 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$307  = l0_delta0_0_0_s10;
+    \$288  = l0_delta0_0_0_s9;
     if (en) begin
-      \$307  = \t$51 ;
+      \$288  = \t$42 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$308  = l0_bval_bank0_1_s5;
+    \$289  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$308  = l0_bval_bank0_1_s4;
+      \$289  = l0_bval_bank0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$309  = l0_bval_bank0_1_s6;
+    \$290  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$309  = l0_bval_bank0_1_s5;
+      \$290  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$310  = l0_bval_bank0_1_s7;
+    \$291  = l0_bval_bank0_1_s6;
     if (en) begin
-      \$310  = l0_bval_bank0_1_s6;
+      \$291  = l0_bval_bank0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$311  = l0_bval_bank0_1_s8;
+    \$292  = l0_bval_bank0_1_s7;
     if (en) begin
-      \$311  = l0_bval_bank0_1_s7;
+      \$292  = l0_bval_bank0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$312  = l0_delta0_0_1_raw_s9;
+    \$293  = l0_delta0_0_1_raw_s8;
     if (en) begin
-      \$312  = \$185 ;
+      \$293  = \$185 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$313  = l0_delta0_0_1_s10;
+    \$294  = l0_delta0_0_1_s9;
     if (en) begin
-      \$313  = \t$54 ;
+      \$294  = \t$45 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$314  = l0_bval_bank0_2_s5;
+    \$295  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$314  = l0_bval_bank0_2_s4;
+      \$295  = l0_bval_bank0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$315  = l0_bval_bank0_2_s6;
+    \$296  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$315  = l0_bval_bank0_2_s5;
+      \$296  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$316  = l0_bval_bank0_2_s7;
+    \$297  = l0_bval_bank0_2_s6;
     if (en) begin
-      \$316  = l0_bval_bank0_2_s6;
+      \$297  = l0_bval_bank0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$317  = l0_bval_bank0_2_s8;
+    \$298  = l0_bval_bank0_2_s7;
     if (en) begin
-      \$317  = l0_bval_bank0_2_s7;
+      \$298  = l0_bval_bank0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$318  = l0_delta0_0_2_raw_s9;
+    \$299  = l0_delta0_0_2_raw_s8;
     if (en) begin
-      \$318  = \$186 ;
+      \$299  = \$186 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$319  = l0_delta0_0_2_s10;
+    \$300  = l0_delta0_0_2_s9;
     if (en) begin
-      \$319  = \t$57 ;
+      \$300  = \t$48 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$320  = l0_bval_bank0_3_s5;
+    \$301  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$320  = l0_bval_bank0_3_s4;
+      \$301  = l0_bval_bank0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$321  = l0_bval_bank0_3_s6;
+    \$302  = l0_bval_bank0_3_s5;
     if (en) begin
-      \$321  = l0_bval_bank0_3_s5;
+      \$302  = l0_bval_bank0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$322  = l0_bval_bank0_3_s7;
+    \$303  = l0_bval_bank0_3_s6;
     if (en) begin
-      \$322  = l0_bval_bank0_3_s6;
+      \$303  = l0_bval_bank0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$323  = l0_bval_bank0_3_s8;
+    \$304  = l0_bval_bank0_3_s7;
     if (en) begin
-      \$323  = l0_bval_bank0_3_s7;
+      \$304  = l0_bval_bank0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = l0_delta0_0_3_raw_s9;
+    \$305  = l0_delta0_0_3_raw_s8;
     if (en) begin
-      \$324  = \$187 ;
+      \$305  = \$187 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$325  = l0_delta0_0_3_s10;
+    \$306  = l0_delta0_0_3_s9;
     if (en) begin
-      \$325  = \t$60 ;
+      \$306  = \t$51 ;
     end
   end
   assign x0_s1 = u;
@@ -2580,31 +2308,31 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$signature__addr$10  = \$8 [1:0];
   assign \$signature__addr$12  = \$12 [1:0];
   assign \$signature__addr$14  = \$16 [1:0];
-  assign \t$24  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
-  assign \t$28  = { \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26  };
-  assign \t$32  = { \t$30 [32], \t$30 [32], \t$30 [32], \t$30 [32], \t$30 [32], \t$30 [32], \t$30 [32], \t$30  };
-  assign \t$36  = { \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34 [32], \t$34  };
-  assign \t$37  = l0_sum0_t0_0_s6[39:0];
+  assign \t$18  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
+  assign \t$21  = { \t$19 [32], \t$19 [32], \t$19 [32], \t$19 [32], \t$19 [32], \t$19 [32], \t$19 [32], \t$19  };
+  assign \t$24  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
+  assign \t$27  = { \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25  };
+  assign \t$28  = l0_sum0_t0_0_s5[39:0];
   assign rounded = \$17 [42:15];
-  assign \rounded$49  = \$29 [34:17];
-  assign \rounded$52  = \$37 [34:17];
-  assign \rounded$55  = \$45 [34:17];
-  assign \rounded$58  = \$53 [34:17];
-  assign m__valid = valid_s7;
+  assign \rounded$40  = \$29 [34:17];
+  assign \rounded$43  = \$37 [34:17];
+  assign \rounded$46  = \$45 [34:17];
+  assign \rounded$49  = \$53 [34:17];
+  assign m__valid = valid_s6;
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \$signature__addr$82  = \$66 [1:0];
-  assign \$signature__en$85  = 1'h1;
+  assign \$signature__addr$72  = \$66 [1:0];
+  assign \$signature__en$75  = 1'h1;
   assign wp__addr = \$67 [1:0];
-  assign \$signature__addr$94  = \$79 [1:0];
-  assign \$signature__en$97  = 1'h1;
-  assign \wp__addr$98  = \$80 [1:0];
-  assign \$signature__addr$105  = \$92 [1:0];
-  assign \$signature__en$108  = 1'h1;
-  assign \wp__addr$109  = \$93 [1:0];
-  assign \$signature__addr$116  = \$105 [1:0];
-  assign \$signature__en$119  = 1'h1;
-  assign \wp__addr$120  = \$106 [1:0];
+  assign \$signature__addr$84  = \$79 [1:0];
+  assign \$signature__en$87  = 1'h1;
+  assign \wp__addr$88  = \$80 [1:0];
+  assign \$signature__addr$95  = \$92 [1:0];
+  assign \$signature__en$98  = 1'h1;
+  assign \wp__addr$99  = \$93 [1:0];
+  assign \$signature__addr$106  = \$105 [1:0];
+  assign \$signature__en$109  = 1'h1;
+  assign \wp__addr$110  = \$106 [1:0];
   assign rom_rd__addr = reload_count;
   assign reload_addr = \$116 [3:0];
   assign pc__ready = execute;
@@ -2630,23 +2358,23 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
   assign m__payload[16] = \$25 ;
-  assign m__payload[15:0] = l0_out0_s7;
+  assign m__payload[15:0] = l0_out0_s6;
   assign \$1  = { 2'h0, \cell [2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
-  assign t = { l0_prod0_0_0_raw_s5[31], l0_prod0_0_0_raw_s5 };
-  assign \t$26  = { l0_prod0_0_1_raw_s5[31], l0_prod0_0_1_raw_s5 };
-  assign \t$30  = { l0_prod0_0_2_raw_s5[31], l0_prod0_0_2_raw_s5 };
-  assign \t$34  = { l0_prod0_0_3_raw_s5[31], l0_prod0_0_3_raw_s5 };
-  assign \t$45  = { \t$43 [16], \t$43  };
+  assign t = { l0_prod0_0_0_raw_s4[31], l0_prod0_0_0_raw_s4 };
+  assign \t$19  = { l0_prod0_0_1_raw_s4[31], l0_prod0_0_1_raw_s4 };
+  assign \t$22  = { l0_prod0_0_2_raw_s4[31], l0_prod0_0_2_raw_s4 };
+  assign \t$25  = { l0_prod0_0_3_raw_s4[31], l0_prod0_0_3_raw_s4 };
+  assign \t$36  = { \t$34 [16], \t$34  };
   assign \$148  = { 5'h00, \$147 [5] };
   assign \$151  = { 2'h0, l0_port_q_p3[3:2] };
   assign \$152  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$161  = { 2'h0, l0_cell0_s3[2] };
-  assign \$164  = { 2'h0, l0_cell0_s3[2] };
-  assign \$167  = { 2'h0, l0_cell0_s3[2] };
-  assign \$170  = { 2'h0, l0_cell0_s3[2] };
+  assign \$165  = { 2'h0, l0_cell0_s3[2] };
+  assign \$168  = { 2'h0, l0_cell0_s3[2] };
+  assign \$171  = { 2'h0, l0_cell0_s3[2] };
+  assign \$174  = { 2'h0, l0_cell0_s3[2] };
 endmodule
 
 (* generator = "Amaranth" *)

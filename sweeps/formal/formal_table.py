@@ -1,6 +1,6 @@
 """Formal checks of every preset, both schedules and both timing plans (SymbiYosys + Yices 2).
 
-For each preset x schedule x timing (the serial MLP: compact only): the stream-protocol
+For each preset x schedule x timing (the serial MLP: compact, as when this table was made): the stream-protocol
 properties of the core and of its AXI4-Stream wrapper by k-induction (:func:`onchip.formal.prove`:
 properties proved, the induction length that closed, wall time) and the bounded read-back check.
 For each preset x schedule: the bounded equivalence of the fast and compact plans

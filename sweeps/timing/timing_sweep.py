@@ -54,7 +54,7 @@ def point_spec(preset: str, timing: str, schedule: str):
 
     Raises:
         onchip.SpecError / ValueError: the spec refuses that point (the serial datapaths are
-            sequential; the serial KAN is compact only).
+            sequential).
     """
     from onchip.commands.generate import resolve_spec
 

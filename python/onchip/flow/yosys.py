@@ -39,8 +39,10 @@ FAMILIES = {
 }
 
 #: Yosys commands run after reading the design, per family: the iCE40 has no distributed RAM,
-#: so every memory the generators mark (onchip.hw.ram) goes to block RAM (SB_RAM40_4K) there
-PREPARE = {"ice40": 'setattr -set ram_style "block" -set rom_style "block" m:*'}
+#: so every memory the generators mark distributed (onchip.hw.ram) goes to block RAM
+#: (SB_RAM40_4K) there; a table marked logic (the B-spline basis ROM at ``fast``, read without
+#: a register when its values are rotated into bank order) stays logic
+PREPARE = {"ice40": 'setattr -set ram_style "block" -set rom_style "block" m:* a:ram_style=logic %d'}
 
 _XILINX_LUTRAM = {  # LUTs per LUT-memory primitive (UG574, "Distributed RAM" and "Shift Registers")
     "RAM32X1S": 1, "RAM32X1D": 2, "RAM32M": 4, "RAM32M16": 8, "RAM64X1S": 1, "RAM64X1D": 2,

@@ -227,7 +227,9 @@ class KanLayer(_Layer):
     (address one cycle ahead, ``lookahead``) and writes them back changed.
     The stages are those of the layer's :func:`~onchip.hw.plan.stage_plan` entry; with
     ``timing = "fast"`` the update carries the k+1 bank addresses and its deltas in bank order
-    (registered in the read stage) instead of the cell, and ``lookahead`` is the addresses.
+    (registered in the read stage) instead of the cell, and ``lookahead`` is the addresses; on the
+    sequential schedule the basis values are registered in bank order with the read address, so
+    the RAM words meet the multipliers directly (no by-basis multiplexer, no operand stage).
 
     Args, Raises: those of the layers' common constructor (keyword-only ``spec``, ``config``
     (a :class:`~onchip.model.kernels.KanConfig`), ``theta0``, ``index``, ``live_backprop``).
@@ -271,6 +273,10 @@ class KanLayer(_Layer):
         split = st["read"] == a + 2
         c = st["read"] - 1  # the stage of the cell index, the basis table and the RAM address
         hidden_in = l > 0
+        # sequential fast: the basis values (and derivatives) registered in bank order with the read
+        # address, so the RAM words meet their multipliers with no by-basis multiplexer and no
+        # register between (one stage less per layer; measured: sweeps/timing/README.md)
+        bank_operands = self.bank_ordered and st["operands"] == st["read"]
         self.cell, self.bval, self.bder, self.clamped, self.dphi = [], [], [], [], []
         lo_r, addr = [], []
         for i in range(self.n_in):
@@ -287,10 +293,14 @@ class KanLayer(_Layer):
             addr.append([bank_address(hi, lo, bk) for bk in range(self.k1)])
             lo_r.append(pipe.reg(lo, c, f"l{l}_lo{i}_s{c + 1}").value)
             self.cell.append(pipe.reg(unit.cell, c, f"l{l}_cell{i}_s{c + 1}"))
-            self.bval.append([pipe.reg(unit.bval[mm], c, f"l{l}_bval{i}_{mm}_s{c + 1}") for mm in range(self.k1)])
+            # by basis index, or (bank_operands) by the bank that holds the coefficient
+            bval, bder, order = list(unit.bval), list(unit.bder), "bval"
+            if bank_operands:
+                bval, bder, order = by_bank(bval, lo), by_bank(bder, lo), "bval_bank"
+            self.bval.append([pipe.reg(v, c, f"l{l}_{order}{i}_{mm}_s{c + 1}") for mm, v in enumerate(bval)])
             if hidden_in:
-                self.bder.append([pipe.reg(unit.bder[mm], c, f"l{l}_bder{i}_{mm}_s{c + 1}")
-                                  for mm in range(self.k1)])
+                self.bder.append([pipe.reg(v, c, f"l{l}_{order.replace('bval', 'bder')}{i}_{mm}_s{c + 1}")
+                                  for mm, v in enumerate(bder)])
                 self.clamped.append(pipe.reg(unit.clamped, a, f"l{l}_clamped{i}_s{a + 1}"))
         self.lookahead = self.cell
         r = st["read"]
@@ -304,6 +314,9 @@ class KanLayer(_Layer):
                 hi, lo = self._split(m, self.cell[i].value, f"waddr{i}")
                 self.waddr += [pipe.reg(bank_address(hi, lo, bk), r, f"l{l}_waddr{i}_{bk}_s{r + 1}")
                                for bk in range(self.k1)]
+                if bank_operands:  # in bank order already
+                    self.bval_bank.append(self.bval[i])
+                    continue
                 ordered = by_bank([x.value for x in self.bval[i]], lo_r[i])
                 self.bval_bank.append([pipe.reg(v, r, f"l{l}_bval_bank{i}_{bk}_s{r + 1}")
                                        for bk, v in enumerate(ordered)])
@@ -322,9 +335,11 @@ class KanLayer(_Layer):
                         rp.addr.eq(Mux(self.ram_rd, self.port_baddr, addr[i][b])),
                         rp.en.eq(pipe.en | self.ram_rd),
                     ]
-                coefs = by_basis([rp.data for rp in banks.read], lo_r[i])
                 dterms = []
                 o = st["operands"]
+                # the k+1 words by basis index, or (bank_operands) as the banks give them
+                words = [rp.data for rp in banks.read]
+                coefs = words if bank_operands else by_basis(words, lo_r[i])
                 for mm in range(self.k1):
                     coef = Staged(node(m, coefs[mm], f"l{l}_read{j}_{i}_{mm}"), r)
                     if o > r:

@@ -30,8 +30,10 @@ def stage_plan(spec: LearnerSpec) -> dict:
     (products; sums). ``timing = "fast"``: every product is registered raw (a DSP's output
     register can take it), its conversion into ``acc`` gets a stage of its own when it rounds or
     saturates (:func:`~onchip.hw.fixedpoint.requant_has_logic`), the KAN B-spline unit takes 2
-    stages and KAN coefficients read from RAM are registered before their multiplier (measured
-    with nextpnr-ecp5: these paths limited fmax), an adder tree of n terms gets a stage per two
+    stages and, pipelined, KAN coefficients read from RAM are registered before their multiplier
+    (measured with nextpnr-ecp5: these paths limited fmax; sequential, the basis values are
+    registered in bank order beside the read address instead, so the RAM words need no
+    multiplexer and meet the multipliers directly: a stage less per layer), an adder tree of n terms gets a stage per two
     of its ceil(log2 n) levels (measured: one level per stage left the tree with slack while it
     cost kan-paper a cycle; with an odd number of levels, on the sequential schedule, the stage
     after the products holds one level, as the route out of a DSP is long: measured over seeds
@@ -75,9 +77,11 @@ def stage_plan(spec: LearnerSpec) -> dict:
             # fast: the B-spline unit's clamped offset is registered before the cell index, the basis
             # table and the coefficient address (the path input -> RAM address limited fmax)
             read = a + 1 + int(fast)
-            # fast: the coefficients out of the RAM (and its by-basis mux) are registered before they
-            # meet the multiplier, so the multiplier runs from registers (the DSP's input registers)
-            operands = read + int(fast)
+            # fast, pipelined: the coefficients out of the RAM (and its by-basis mux) are registered
+            # before they meet the multiplier; sequential: the basis values are registered in bank
+            # order instead, and the RAM words meet the multipliers directly (measured: kan-paper 10
+            # -> 9 cycles, sweeps/timing/README.md)
+            operands = read + int(fast and spec.schedule != "sequential")
             terms = operands + 1 + to_acc(f.coef.frac_bits + f.basis.frac_bits)
             n_terms = n_in * k1
             back_frac = 2 * f.grad.frac_bits
