@@ -310,15 +310,14 @@ def reload_from_rom(m: Module, theta0, fmt: Fmt, enabled: bool = True, registere
                                            attrs=rom_attrs(n, fmt.width))
     rom_rd = rom.read_port()
     count = Signal(range(n + 2), name="reload_count")
-    active = Signal(name="reloading")  # compact: a compare of the count
-    write = Signal(name="reload_write")
-    addr = Signal(range(max(2, n)), name="reload_addr")
-    if registered:
-        active = Signal(init=1, name="reloading")
+    active = Signal(init=int(registered), name="reloading")
+    if registered:  # cleared as the count reaches n (it stops at n + 1)
         with m.If(count == n):
             m.d.sync += active.eq(0)
     else:
         m.d.comb += active.eq(count != n + 1)
+    write = Signal(name="reload_write")
+    addr = Signal(range(max(2, n)), name="reload_addr")
     m.d.comb += [
         rom_rd.addr.eq(count),
         write.eq(active & (count != 0)),

@@ -294,13 +294,12 @@ class KanLayer(_Layer):
             lo_r.append(pipe.reg(lo, c, f"l{l}_lo{i}_s{c + 1}").value)
             self.cell.append(pipe.reg(unit.cell, c, f"l{l}_cell{i}_s{c + 1}"))
             # by basis index, or (bank_operands) by the bank that holds the coefficient
-            bval, bder, order = list(unit.bval), list(unit.bder), "bval"
+            bval, bder, order = list(unit.bval), list(unit.bder), ""
             if bank_operands:
-                bval, bder, order = by_bank(bval, lo), by_bank(bder, lo), "bval_bank"
-            self.bval.append([pipe.reg(v, c, f"l{l}_{order}{i}_{mm}_s{c + 1}") for mm, v in enumerate(bval)])
+                bval, bder, order = by_bank(bval, lo), by_bank(bder, lo), "_bank"
+            self.bval.append([pipe.reg(v, c, f"l{l}_bval{order}{i}_{mm}_s{c + 1}") for mm, v in enumerate(bval)])
             if hidden_in:
-                self.bder.append([pipe.reg(v, c, f"l{l}_{order.replace('bval', 'bder')}{i}_{mm}_s{c + 1}")
-                                  for mm, v in enumerate(bder)])
+                self.bder.append([pipe.reg(v, c, f"l{l}_bder{order}{i}_{mm}_s{c + 1}") for mm, v in enumerate(bder)])
                 self.clamped.append(pipe.reg(unit.clamped, a, f"l{l}_clamped{i}_s{a + 1}"))
         self.lookahead = self.cell
         r = st["read"]
