@@ -102,6 +102,27 @@ def test_a_prediction_valid_through_reset_is_caught(design, tmp_path):
     assert Path(got["nothing_valid_after_reset"].trace).exists()
 
 
+@pytest.fixture(scope="module")
+def serial_kan():
+    return generate(dataclasses.replace(PRESETS["kan-regression"], datapath="serial"))
+
+
+@pytest.mark.parametrize("pattern, repl, caught", [
+    # the prediction stays offered after the host took it (its clear on m__ready dropped)
+    (r"(\\\$\d+)  = m__valid;\n(\s+)if \(m__ready\) begin\n\s+\1  = 1'h0;\n\s+end\n", r"\1  = m__valid;\n",
+     {"pred_only_after_sample", "in_flight_matches_stages"}),
+    # a sample is taken while the passes of the last one still run (ready no longer waits for idle)
+    pytest.param(r"assign s__ready = idle & (\\\$\d+) ;", r"assign s__ready = \1 ;",
+                 {"samples_in_flight_bounded", "in_flight_matches_stages"}, marks=pytest.mark.slow),  # about 1 minute
+], ids=["prediction-held-after-taken", "ready-while-busy"])
+def test_a_protocol_bug_in_the_serial_kan_is_caught(serial_kan, pattern, repl, caught, tmp_path):
+    bad = mutate(serial_kan.verilog, pattern, repl)
+    got = by_name(prove_protocol(serial_kan.info, bad, "core", tmp_path, settle=False))
+    failed = {n for n, r in got.items() if r.status == "failed"}
+    assert caught <= failed, failed
+    assert all(Path(got[n].trace).exists() for n in failed)
+
+
 def test_a_wrong_read_back_is_caught_at_an_arbitrary_address(design, tmp_path):
     from onchip.model.golden import initial_parameters
 
@@ -223,3 +244,34 @@ def test_bad_formal_flags_exit_2(argv, flag, capsys):
         raise SystemExit(rc)
     assert exc.value.code == 2
     assert flag in capsys.readouterr().err
+
+
+def test_products_paired_through_different_multiplexers_are_one_term_under_the_abstraction(tmp_path):
+    """The sequential fast KAN multiplies each bank's word by the basis value rotated into bank order;
+    compact multiplies each basis value by the word selected for it. Under the abstracted product
+    (an uninterpreted ``mul``) the two dot products are equal for every rotation only if a
+    multiplexed operand is split into its branches and each product takes its operands in one order."""
+    import z3
+
+    from onchip.formal import symbolic
+    from onchip.formal.items import _solve
+
+    bits = symbolic.PRODUCT_BITS
+    rot = z3.BitVec("rot", 1)  # two banks (k = 1)
+    basis = [z3.BitVec(f"b{j}", 16) for j in range(2)]
+    words = [z3.BitVec(f"w{j}", 16) for j in range(2)]
+
+    def pick(values, index):  # a multiplexer: values[index]
+        return z3.SignExt(bits - 16, z3.If(index == 0, values[0], values[1]))
+
+    def differ(product):
+        compact = sum(product(z3.SignExt(bits - 16, basis[j]), pick(words, rot + j), {}) for j in range(2))
+        fast = sum(product(z3.SignExt(bits - 16, words[k]), pick(basis, k - rot), {}) for k in range(2))
+        return compact != fast
+
+    def unsplit(a, b, cache):  # the product as one uninterpreted application, operands as given
+        return z3.Function("mul", *(z3.BitVecSort(bits),) * 3)(a, b)
+
+    assert _solve(differ(symbolic._abstract_product), tmp_path, "split", 60)[0] == "unsat"
+    # a spurious difference: the abstraction alone cannot see that the two pairings agree
+    assert _solve(differ(unsplit), tmp_path, "unsplit", 60)[0] == "sat"

@@ -1,8 +1,9 @@
 """Formal checks of every preset, both schedules and both timing plans (SymbiYosys + Yices 2).
 
-For each preset x schedule x timing (the serial MLP: compact, as when this table was made): the stream-protocol
-properties of the core and of its AXI4-Stream wrapper by k-induction (:func:`onchip.formal.prove`:
-properties proved, the induction length that closed, wall time) and the bounded read-back check.
+For each preset x schedule x timing, and the serial datapaths (mlp-regression and kan-regression, sequential,
+both plans): the stream-protocol properties of the core and of its AXI4-Stream wrapper by k-induction
+(:func:`onchip.formal.prove`: properties proved, the induction length that closed, wall time) and the
+bounded read-back check. Each protocol row carries the date it was measured.
 For each preset x schedule: the bounded equivalence of the fast and compact plans
 (:func:`onchip.formal.check_plans`) with ``--plans-timeout`` seconds of solver time, reported
 in cycles and in predictions compared, and the item-by-item proof of the same two plans
@@ -18,12 +19,16 @@ Usage (about 40 minutes on a 2-core machine)::
     python sweeps/formal/formal_table.py
     python sweeps/formal/formal_table.py --only kan-paper --plans-timeout 60
     python sweeps/formal/formal_table.py --parts plans      # then --combine results-plans.json results.json
+    python sweeps/formal/formal_table.py --points 'kan-*/sequential/fast/*' '*/*/*/serial'
+        # those protocol rows again, and the item-by-item rows of the matching presets' sequential/fast/parallel
+        # points, merged into results.json (the other rows, the bounded plan checks and the netlist kept)
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
 import json
 import os
 import platform
@@ -44,15 +49,19 @@ def point_spec(preset: str, schedule: str, timing: str, datapath: str = "paralle
     return dataclasses.replace(spec, datapath=datapath) if datapath != "parallel" else spec
 
 
-def points(only):
-    for preset in PRESETS:
-        if only and preset not in only:
+def points(only, patterns=None):
+    """(preset, schedule, timing, datapath) of every protocol row: each preset at both schedules and
+    plans, then the serial datapaths (sequential); ``only``: those presets; ``patterns``: rows whose
+    ``preset/schedule/timing/datapath`` matches a shell pattern."""
+    rows = [(preset, schedule, timing, "parallel") for preset in PRESETS for schedule in SCHEDULES for timing in TIMINGS]
+    rows += [(preset, "sequential", timing, "serial") for preset in ("mlp-regression", "kan-regression")
+             for timing in TIMINGS]
+    for row in rows:
+        if only and row[0] not in only:
             continue
-        for schedule in SCHEDULES:
-            for timing in TIMINGS:
-                yield preset, schedule, timing, "parallel"
-    if not only or "mlp-regression" in only:
-        yield "mlp-regression", "sequential", "compact", "serial"
+        if patterns and not any(fnmatch.fnmatch("/".join(row), pat) for pat in patterns):
+            continue
+        yield row
 
 
 def protocol_row(preset, schedule, timing, datapath, log, readback: bool) -> dict:
@@ -66,7 +75,7 @@ def protocol_row(preset, schedule, timing, datapath, log, readback: bool) -> dic
     proto = [r for r in results if r.name not in formal.READBACK_PROPERTIES]
     back = [r for r in results if r.name in formal.READBACK_PROPERTIES]
     return {"preset": preset, "schedule": schedule, "timing": timing, "datapath": datapath,
-            "properties": len(proto), "proved": sum(r.status == "proved" for r in proto),
+            "date": time.strftime("%Y-%m-%d"), "properties": len(proto), "proved": sum(r.status == "proved" for r in proto),
             "not_proved": [f"{r.level}.{r.name}: {r.status}" for r in proto if r.status != "proved"],
             "induction_depth": max((r.depth or 0) for r in proto),
             "readback_bound_cycles": min(r.bound for r in back) if back else "",
@@ -100,7 +109,7 @@ def items_row(preset, schedule, timeout, log) -> dict:
     with tempfile.TemporaryDirectory(prefix="onchip-formal-") as tmp:
         results = formal.check_plans_per_item(compact, fast, tmp, timeout=timeout, log=log)
     return {"preset": preset, "schedule": schedule, "staleness": fast.info["staleness"], "timeout_s": timeout,
-            "status": {r.name: r.status for r in results}, "detail": {r.name: r.detail for r in results},
+            "date": time.strftime("%Y-%m-%d"), "status": {r.name: r.status for r in results}, "detail": {r.name: r.detail for r in results},
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
@@ -119,18 +128,20 @@ def netlist_row(preset, timeout, log) -> dict:
 
 def report(data: dict) -> str:
     lines = ["# Formal checks of the presets", "",
-             f"Measured {data['date']} on {data['machine']} with `{data['command']}`.", "",
+             f"Measured on {data['machine']} with `{data['command']}`: the protocol and item-by-item rows on the",
+             f"date in each row (rows run again with `--points`), the other tables on {data['date']}.", "",
              "Protocol: the properties of `onchip.formal.properties` on the core and on its AXI4-Stream wrapper,",
              "proved by k-induction for all time (k: the induction length that closed, in cycles). Read-back:",
              "a read at an arbitrary address returns the last word written (or the reset value), checked",
              "to the bound given, in cycles from reset (bounded: not a proof), once per preset and datapath",
              "(sequential, compact: the parameter port's decode is the same in every plan).", "",
              "| preset | schedule | timing | datapath | protocol properties proved | induction k | "
-             "read-back bound (cycles) | wall time (s) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "read-back bound (cycles) | wall time (s) | measured |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in data["protocol"]:
         lines.append(f"| {r['preset']} | {r['schedule']} | {r['timing']} | {r['datapath']} | {r['proved']} / "
-                     f"{r['properties']} | {r['induction_depth']} | {r['readback_bound_cycles']} | {r['seconds']} |")
+                     f"{r['properties']} | {r['induction_depth']} | {r['readback_bound_cycles']} | {r['seconds']} | "
+                     f"{r.get('date', data['date'])} |")
     solver = {r["solver"] for r in data["plans"]}
     lines += ["", "Timing plans, bounded: fast and compact of each preset and schedule side by side on every",
               "input sequence up to the bound, in cycles from reset and in predictions the slower core",
@@ -152,13 +163,15 @@ def report(data: dict) -> str:
                   "decision, the same response and the same parameters after, and both return to idle: by",
                   "induction over the items, equal for every number of them (proved: unbounded). Samples that",
                   "overlap in the pipeline, stalled outputs and the pipelined schedule are the bounded check's, above.",
-                  f"{data['items_timeout_s']} s of solver time per query (Yices 2).", "",
-                  "| preset | schedule | predictions | responses | parameters | wall time (s) |",
-                  "|---|---|---|---|---|---|"]
+                  "Yices 2, with the solver time per query given (a query out of time: not_proved).", "",
+                  "| preset | schedule | predictions | responses | parameters | solver time per query (s) | "
+                  "wall time (s) | measured |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in data["items"]:
             st = r["status"]
             lines.append(f"| {r['preset']} | {r['schedule']} | {st['item_predictions_equal']} | "
-                         f"{st['item_responses_equal']} | {st['item_parameters_equal']} | {r['seconds']} |")
+                         f"{st['item_responses_equal']} | {st['item_parameters_equal']} | {r['timeout_s']} | {r['seconds']} | "
+                         f"{r.get('date', data['date'])} |")
     if data.get("netlist"):
         lines += ["", "Netlist against RTL, bounded: the Yosys ECP5 netlist (`synth_ecp5 -flatten -nobram`, its",
                   "primitives through Yosys's simulation models and a MULT18X18D model) and the Amaranth Verilog",
@@ -169,6 +182,37 @@ def report(data: dict) -> str:
             lines.append(f"| {r['preset']} | {r['family']} | {r['status']} | {r['bound_cycles']} | "
                          f"{r['reset_cycles']} | {r['seconds']} |")
     return "\n".join(lines) + "\n"
+
+
+def update_rows(only, patterns, parts, items_timeout) -> int:
+    """Run the protocol rows matching ``patterns`` (``"protocol" in parts``) and the item-by-item rows of
+    the presets whose ``preset/sequential/fast/parallel`` matches (``"items" in parts``), and merge them into
+    ``results.json`` / ``results.md``: a row of the same point replaced, rows in :func:`points` /
+    :data:`PRESETS` order; the bounded plan checks and the netlist kept as they are."""
+    def log(text):
+        print(f"  {text}", flush=True)
+
+    data = json.loads((HERE / "results.json").read_text())
+    rows = {tuple(r[k] for k in ("preset", "schedule", "timing", "datapath")): r for r in data["protocol"]}
+    todo = list(points(only, patterns)) if "protocol" in parts else []
+    items = [p for p in PRESETS if (not only or p in only) and "items" in parts
+             and any(fnmatch.fnmatch(f"{p}/sequential/fast/parallel", pat) for pat in patterns)]
+    if not todo and not items:
+        raise SystemExit(f"--points: no row matches {' '.join(patterns)}")
+    for preset, schedule, timing, datapath in todo:
+        print(f"{preset} {schedule} {timing} {datapath}: protocol", flush=True)
+        readback = timing == "compact" and schedule == "sequential"
+        rows[preset, schedule, timing, datapath] = protocol_row(preset, schedule, timing, datapath, log, readback)
+    data["protocol"] = [rows[key] for key in points(None) if key in rows]
+    by_preset = {r["preset"]: r for r in data["items"]}
+    for preset in items:
+        print(f"{preset} sequential: fast against compact, item by item", flush=True)
+        by_preset[preset] = items_row(preset, "sequential", items_timeout, log)
+    data["items"] = [by_preset[p] for p in PRESETS if p in by_preset]
+    (HERE / "results.json").write_text(json.dumps(data, indent=1) + "\n")
+    (HERE / "results.md").write_text(report(data))
+    print(f"wrote {HERE / 'results.md'}")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -182,7 +226,12 @@ def main(argv=None) -> int:
                     help="comma-separated parts to run; a subset writes results-<parts>.json (default: all)")
     ap.add_argument("--combine", nargs="+", default=None, metavar="JSON",
                     help="only write results.json and results.md from these part files")
+    ap.add_argument("--points", nargs="+", default=None, metavar="PATTERN",
+                    help="run only the protocol (and item-by-item) rows matching preset/schedule/timing/datapath "
+                         "(shell patterns) and merge them into results.json")
     args = ap.parse_args(argv)
+    if args.points:
+        return update_rows(args.only, args.points, set(args.parts.split(",")), args.items_timeout)
     if args.combine:
         data = None
         for path in args.combine:

@@ -5,8 +5,9 @@ family in ``family/*.toml`` (KANs of 1-3 layers, widths up to 4, G 4-32, k 1-3, 
 bits; MLPs up to 2->16->1 and the serial MLP). For every (member, timing, schedule) point: the RTL core's cycles (update latency, II) from
 :func:`onchip.hw.generate`; fmax, LUT, FF and DSP after nextpnr-ecp5 places and routes the
 UART board top on the ULX3S 85F (:func:`onchip.flow.nextpnr.place_and_route`, a real
-bitstream each run), best of the placer seeds run; LUT/FF/DSP of the core on UltraScale+ from
-Yosys (:func:`onchip.flow.yosys.synthesize`, not placed). One online step (predict + update of
+bitstream each run), best of the placer seeds run; the block RAMs (DP16KD) from Yosys's ECP5
+synthesis of the core as the board builds it (``synth_ecp5``: the count nextpnr places; seed-free);
+LUT/FF/DSP of the core on UltraScale+ from Yosys (:func:`onchip.flow.yosys.synthesize`, not placed). One online step (predict + update of
 one sample) takes ``latency_cycles_update / fmax`` ns; a new sample can come every
 ``II / fmax`` ns.
 
@@ -144,15 +145,35 @@ def run_xcup(preset: str, timing: str, schedule: str) -> dict:
     return {"lut": res["lut"], "ff": res["ff"], "dsp": res["dsp"]}
 
 
+def run_ecp5(preset: str, timing: str, schedule: str) -> dict:
+    """Yosys ``synth_ecp5`` counts of the core as ``onchip pnr`` builds it (:func:`point_design` placed):
+    its block RAMs (DP16KD, the number nextpnr places), LUT, FF and DSP."""
+    from onchip.flow.yosys import synthesize
+
+    design = point_design(preset, timing, schedule, placed=True)
+    res = synthesize(design.verilog, design.top, "ecp5")
+    return {"lut": res["lut"], "ff": res["ff"], "dsp": res["dsp"], "bram": res["bram"]}
+
+
+#: the kinds of run made on the placed variant of a point's design (:func:`point_design`)
+PLACED_KINDS = ("pnr", "ecp5")
+
+
+def _kind(key: str) -> str:
+    return key.split("/")[3]
+
+
 def _job(key: str) -> tuple[str, dict]:
     preset, timing, schedule, kind, *seed = key.split("/")
     if kind == "pnr":
         value = run_pnr(preset, timing, schedule, int(seed[0]))
     elif kind == "xcup":
         value = run_xcup(preset, timing, schedule)
+    elif kind == "ecp5":
+        value = run_ecp5(preset, timing, schedule)
     else:
         value = cycles(preset, timing, schedule)
-    return key, {**value, "design": design_hash(preset, timing, schedule, placed=kind == "pnr")}
+    return key, {**value, "design": design_hash(preset, timing, schedule, placed=kind in PLACED_KINDS)}
 
 
 def current(runs: dict, names: list[str] | None = None) -> dict:
@@ -161,7 +182,7 @@ def current(runs: dict, names: list[str] | None = None) -> dict:
     hashes = {(name, placed): design_hash(*name.split("/"), placed=placed) for name in names or points(None)
               for placed in (False, True)}
     return {k: v for k, v in runs.items()
-            if v.get("design") == hashes.get((k.rsplit("/", 2)[0], True) if "/pnr/" in k else (k.rsplit("/", 1)[0], False))}
+            if v.get("design") == hashes.get(("/".join(k.split("/")[:3]), _kind(k) in PLACED_KINDS))}
 
 
 def load_runs(path: Path = RUNS) -> dict:
@@ -178,13 +199,16 @@ def save_run(key: str, value: dict, path: Path = RUNS) -> None:
 
 
 def points(only: list[str] | None) -> list[str]:
+    """Every point (member/timing/schedule); with ``only``, those matching a pattern, in the order of the
+    first pattern each matches (so a campaign runs the cheap points first)."""
     names = [f"{p}/{t}/{s}" for p in MEMBERS for t in TIMINGS for s in SCHEDULES]
     if only:
-        names = [n for n in names if any(fnmatch.fnmatch(n, pat) for pat in only)]
+        first = {n: next((i for i, pat in enumerate(only) if fnmatch.fnmatch(n, pat)), None) for n in names}
+        names = sorted((n for n in names if first[n] is not None), key=lambda n: first[n])
     return names
 
 
-def run(only: list[str] | None, seeds: list[int], jobs: int, xcup: bool) -> None:
+def run(only: list[str] | None, seeds: list[int], jobs: int, xcup: bool, ecp5: bool = True) -> None:
     from tqdm import tqdm
 
     runs = load_runs()
@@ -195,7 +219,8 @@ def run(only: list[str] | None, seeds: list[int], jobs: int, xcup: bool) -> None
         if refusal(*name.split("/")) is not None:
             todo.append(f"{name}/cycles")  # records the refusal
             continue
-        todo += [f"{name}/cycles"] + ([f"{name}/xcup"] if xcup else []) + [f"{name}/pnr/{s}" for s in seeds]
+        todo += ([f"{name}/cycles"] + ([f"{name}/xcup"] if xcup else []) + ([f"{name}/ecp5"] if ecp5 else [])
+                 + [f"{name}/pnr/{s}" for s in seeds])
     todo = [k for k in todo if k not in fresh]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(_job, k): k for k in todo}
@@ -238,6 +263,8 @@ def table(runs: dict) -> list[dict]:
                        ecp5_dsp=best["dsp"], critical_path=best["critical_path"], synth_opts=best.get("synth_opts"),
                        step_ns=c["latency_cycles_update"] * 1e3 / best["fmax_mhz"],
                        ii_ns=c["initiation_interval"] * 1e3 / best["fmax_mhz"])
+        if f"{name}/ecp5" in runs:
+            row["ecp5_bram"] = runs[f"{name}/ecp5"]["bram"]
         if f"{name}/xcup" in runs:
             x = runs[f"{name}/xcup"]
             row.update(xcup_lut=x["lut"], xcup_ff=x["ff"], xcup_dsp=x["dsp"])
@@ -257,15 +284,16 @@ def report(runs: dict) -> None:
         "Written by `python sweeps/timing/timing_sweep.py --report` from `runs.json` (see README.md).",
         "ECP5: nextpnr-ecp5 on the ULX3S 85F (LFE5U-85F, speed 6, UART board top, a real bitstream), best",
         "fmax of the placer seeds listed; step = update latency (cycles) / fmax, II ns = II / fmax.",
+        "BRAM: DP16KD of Yosys synth_ecp5 of the core as the board builds it (what nextpnr places).",
         "xcup: Yosys synth_xilinx of the core alone (not placed: no fmax).",
         "",
         "| preset | timing | schedule | D | latency update (cycles) | II | fmax ECP5 (MHz) | seeds | step (ns) "
-        "| II (ns) | ECP5 LUT / FF / DSP | xcup LUT / FF / DSP | critical path (best seed) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| II (ns) | ECP5 LUT / FF / DSP | ECP5 BRAM | xcup LUT / FF / DSP | critical path (best seed) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "latency_cycles_update" not in r:  # refused by the spec
-            lines.append(f"| {r['preset']} | {r['timing']} | {r['schedule']} | - | - | - | - | - | - | - | - | - "
+            lines.append(f"| {r['preset']} | {r['timing']} | {r['schedule']} | - | - | - | - | - | - | - | - | - | - "
                          f"| refused: {r['note']} |")
             continue
         cp = r.get("critical_path")
@@ -278,7 +306,7 @@ def report(runs: dict) -> None:
             f"| {r['initiation_interval']} | {_cell(r, 'fmax_mhz', '{:.1f}')} "
             f"| {','.join(map(str, r['seeds'])) or '-'} "
             f"| {_cell(r, 'step_ns', '{:.1f}')} | {_cell(r, 'ii_ns', '{:.1f}')} "
-            f"| {_cell(r, 'ecp5_lut')} / {_cell(r, 'ecp5_ff')} / {_cell(r, 'ecp5_dsp')} "
+            f"| {_cell(r, 'ecp5_lut')} / {_cell(r, 'ecp5_ff')} / {_cell(r, 'ecp5_dsp')} | {_cell(r, 'ecp5_bram')} "
             f"| {_cell(r, 'xcup_lut')} / {_cell(r, 'xcup_ff')} / {_cell(r, 'xcup_dsp')} | {cp_text} |")
     (HERE / "results.md").write_text("\n".join(lines) + "\n")
     (HERE / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
@@ -323,15 +351,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="+", help="points as preset/timing/schedule (shell patterns)")
     ap.add_argument("--seeds", type=int, nargs="*", default=[1, 2, 3],
-                    help="nextpnr placer seeds (none: only cycles and the xcup counts)")
+                    help="nextpnr placer seeds (none: only cycles and the Yosys counts)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once")
     ap.add_argument("--no-xcup", action="store_true", help="skip the Yosys UltraScale+ counts")
+    ap.add_argument("--no-ecp5", action="store_true", help="skip the Yosys ECP5 counts (the BRAM column)")
     ap.add_argument("--report", action="store_true", help="only rewrite results.md and timing.png")
     ap.add_argument("--no-report", action="store_true",
                     help="only the runs: leave results.md and timing.png (the report hashes every point's design)")
     args = ap.parse_args()
     if not args.report:
-        run(args.only, args.seeds, args.jobs, not args.no_xcup)
+        run(args.only, args.seeds, args.jobs, not args.no_xcup, not args.no_ecp5)
     if args.report or not args.no_report:
         report(current(load_runs()))
 

@@ -17,7 +17,10 @@ to the product's width. A property proved for every ``mul`` holds for the multip
 the multiplication is one such function (sound, not complete: a counterexample under the
 abstraction must be checked with the real products, :meth:`Netlist.step` with
 ``products="exact"``). Two plans that multiply the same operands, in whatever cycle and
-however registered, then give the solver no multiplier to bit-blast.
+however registered, then give the solver no multiplier to bit-blast. A multiplexed operand is
+split into one product per branch, each taking its operands in one order (the multiplication
+commutes): plans that pair the same values through different multiplexers give the same products
+under each selection (:func:`_abstract_product`).
 
 Sums are written in one form whatever their adder tree (:class:`_Sum`): a node whose value is
 an exact sum of terms (each extended, shifted left, negated), no addition along the way
@@ -58,6 +61,117 @@ _COMPARE = {"eq": lambda x, y: x == y, "neq": lambda x, y: x != y, "ult": z3.ULT
             "sgte": lambda x, y: x >= y, "iff": lambda x, y: x == y,
             "implies": lambda x, y: z3.Or(x == 0, y == 1)}
 _IGNORED = {"init", "next", "output", "bad", "constraint", "fair", "justice"}
+
+#: most multiplexer leaves an abstracted product is split into (:func:`_abstract_product`)
+PRODUCT_LEAVES = 64
+_EXTENSIONS = {z3.Z3_OP_SIGN_EXT: z3.SignExt, z3.Z3_OP_ZERO_EXT: z3.ZeroExt}
+
+
+class _TooManyLeaves(Exception):
+    pass
+
+
+def _lift_ite(t, budget: list):
+    """``t`` with its multiplexers lifted above the extensions, slices and concatenations around them:
+    ``sext(ite(c, x, y))`` becomes ``ite(c, sext(x), sext(y))``, ``concat(ite(c, x1, y1), ite(c, x2, y2))``
+    becomes ``ite(c, concat(x1, x2), concat(y1, y2))``. ``budget``: a one-item list of the branches
+    still allowed (raises :class:`_TooManyLeaves` past it)."""
+    if not z3.is_app(t):
+        return t
+    kind = t.decl().kind()
+    if kind == z3.Z3_OP_ITE:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _TooManyLeaves
+        c, x, y = t.children()
+        return z3.If(c, _lift_ite(x, budget), _lift_ite(y, budget))
+    if kind in _EXTENSIONS or kind == z3.Z3_OP_EXTRACT:
+        params = t.params()
+        wrap = ((lambda u: _EXTENSIONS[kind](params[0], u)) if kind in _EXTENSIONS
+                else (lambda u: z3.Extract(params[0], params[1], u)))
+        args = [_lift_ite(t.arg(0), budget)]
+    elif kind == z3.Z3_OP_CONCAT:
+        wrap = z3.Concat
+        args = [_lift_ite(a, budget) for a in t.children()]
+    else:
+        return t
+    ite = next((a for a in args if z3.is_app_of(a, z3.Z3_OP_ITE)), None)
+    if ite is None:
+        return t
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooManyLeaves
+    c = ite.arg(0)
+    pick = [[a.arg(n) if z3.is_app_of(a, z3.Z3_OP_ITE) and a.arg(0).eq(c) else a for a in args] for n in (1, 2)]
+    return z3.If(c, *(_lift_ite(z3.simplify(wrap(*branch)), budget) for branch in pick))
+
+
+def _leaves(t, limit: int) -> int:
+    """The multiplexer leaves of ``t`` (counted as a tree), stopping past ``limit``."""
+    if not z3.is_app_of(t, z3.Z3_OP_ITE):
+        return 1
+    left = _leaves(t.arg(1), limit)
+    return left if left > limit else left + _leaves(t.arg(2), limit - left)
+
+
+def _leaf_terms(t) -> list:
+    """The multiplexer leaves of ``t`` (a tree already bounded by :func:`_leaves`)."""
+    if not z3.is_app_of(t, z3.Z3_OP_ITE):
+        return [t]
+    return _leaf_terms(t.arg(1)) + _leaf_terms(t.arg(2))
+
+
+def _symbols(t, cache: dict) -> tuple:
+    """The names of the free symbols (inputs, states, memories) ``t`` depends on, sorted."""
+    key = t.get_id()
+    if key not in cache:
+        if z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            cache[key] = (t.decl().name(),)
+        else:
+            cache[key] = tuple(sorted(set().union(*(_symbols(ch, cache) for ch in t.children()))))
+    return cache[key]
+
+
+def _abstract_product(a, b, cache: dict):
+    """The abstracted product (module docstring) of ``a`` and ``b`` (:data:`PRODUCT_BITS` wide).
+
+    A multiplexed operand is split into its branches, ``mul(ite(c, x, y), b) = ite(c, mul(x, b), mul(y, b))``
+    (while the leaves stay within :data:`PRODUCT_LEAVES`), and each leaf takes its operands in one order,
+    by the free symbols they depend on (the multiplication commutes): two plans that pair the same
+    values through different multiplexers (one selects the coefficient word for each basis value,
+    the other the basis value for each bank's word: the sequential ``fast`` KAN) give the solver the
+    same leaves under each selection. A constant leaf operand gives the real product. ``cache``:
+    :func:`_symbols`'s, kept by the caller."""
+    mul = z3.Function("mul", *(z3.BitVecSort(PRODUCT_BITS),) * 3)
+    zero = z3.BitVecVal(0, PRODUCT_BITS)
+
+    def leaf(x, y):
+        if z3.is_bv_value(x) or z3.is_bv_value(y):
+            return z3.simplify(x * y)
+        x, y = sorted((x, y), key=lambda u: (_symbols(u, cache), u.get_id()))
+        return z3.If(z3.Or(x == 0, y == 0), zero, mul(x, y))
+
+    def split(x, y):
+        for n, u in enumerate((x, y)):
+            if z3.is_app_of(u, z3.Z3_OP_ITE):
+                c, p, q = u.children()
+                other = y if n == 0 else x
+                return z3.If(c, split(p, other), split(q, other))
+        return leaf(x, y)
+
+    try:
+        budget = [PRODUCT_LEAVES]
+        la, lb = _lift_ite(a, budget), _lift_ite(b, budget)
+    except _TooManyLeaves:
+        return leaf(a, b)
+    # a constant branch (a ReLU's zero) is left to the product as it is, so that the sums it enters keep
+    # their canonical form (module docstring)
+    if (_leaves(la, PRODUCT_LEAVES) * _leaves(lb, PRODUCT_LEAVES) <= PRODUCT_LEAVES
+            and not any(z3.is_bv_value(u) for u in _leaf_terms(la) + _leaf_terms(lb))):
+        return split(la, lb)
+    return leaf(a, b)
+
+
 _ONE, _ZERO = z3.BitVecVal(1, 1), z3.BitVecVal(0, 1)
 
 
@@ -206,6 +320,7 @@ class Netlist:
         self.names = {name: nid for nid, (_, name) in self.states.items()}
         self._sums: dict[int, tuple] = {}  # Z3 term id -> (term, its _Sum), for every run of this netlist
         self.merged: dict[int, tuple] = {}
+        self._symbols: dict[int, tuple] = {}  # term id -> its free symbols (_abstract_product)
 
     def sort(self, sid: int):
         """The Z3 sort of BTOR2 sort ``sid``."""
@@ -259,9 +374,7 @@ class Netlist:
         if any(z3.is_bv_value(t) for t in ops) or width > PRODUCT_BITS:
             return None
         ops = [self.merged.get(t.get_id(), (t, t))[1] for t in ops]
-        mul = z3.Function("mul", *(z3.BitVecSort(PRODUCT_BITS),) * 3)
-        zero = z3.BitVecVal(0, PRODUCT_BITS)
-        return z3.Extract(width - 1, 0, z3.If(z3.Or(ops[0] == 0, ops[1] == 0), zero, mul(*ops)))
+        return z3.Extract(width - 1, 0, _abstract_product(*ops, self._symbols))
 
     def _evaluate(self, state, inputs, *, products):
         v: dict[int, z3.ExprRef] = {}
