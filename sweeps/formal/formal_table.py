@@ -64,10 +64,17 @@ def points(only, patterns=None):
         yield row
 
 
-def protocol_row(preset, schedule, timing, datapath, log, readback: bool) -> dict:
+def log(text: str) -> None:
+    """One line per solver run, as it goes."""
+    print(f"  {text}", flush=True)
+
+
+def protocol_row(preset, schedule, timing, datapath, log) -> dict:
     from onchip import formal
 
     spec = point_spec(preset, schedule, timing, datapath)
+    # the port is the same in every schedule and plan: the read-back once per preset and datapath
+    readback = timing == "compact" and schedule == "sequential"
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="onchip-formal-") as tmp:
         results = formal.prove(spec, folder=tmp, log=log, readback=readback)
@@ -189,9 +196,6 @@ def update_rows(only, patterns, parts, items_timeout) -> int:
     the presets whose ``preset/sequential/fast/parallel`` matches (``"items" in parts``), and merge them into
     ``results.json`` / ``results.md``: a row of the same point replaced, rows in :func:`points` /
     :data:`PRESETS` order; the bounded plan checks and the netlist kept as they are."""
-    def log(text):
-        print(f"  {text}", flush=True)
-
     data = json.loads((HERE / "results.json").read_text())
     rows = {tuple(r[k] for k in ("preset", "schedule", "timing", "datapath")): r for r in data["protocol"]}
     todo = list(points(only, patterns)) if "protocol" in parts else []
@@ -201,8 +205,7 @@ def update_rows(only, patterns, parts, items_timeout) -> int:
         raise SystemExit(f"--points: no row matches {' '.join(patterns)}")
     for preset, schedule, timing, datapath in todo:
         print(f"{preset} {schedule} {timing} {datapath}: protocol", flush=True)
-        readback = timing == "compact" and schedule == "sequential"
-        rows[preset, schedule, timing, datapath] = protocol_row(preset, schedule, timing, datapath, log, readback)
+        rows[preset, schedule, timing, datapath] = protocol_row(preset, schedule, timing, datapath, log)
     data["protocol"] = [rows[key] for key in points(None) if key in rows]
     by_preset = {r["preset"]: r for r in data["items"]}
     for preset in items:
@@ -249,18 +252,12 @@ def main(argv=None) -> int:
         print(f"wrote {HERE / 'results.md'}")
         return 0
     parts = set(args.parts.split(","))
-
-    def log(text):
-        print(f"  {text}", flush=True)
-
     data = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
             "command": "python sweeps/formal/formal_table.py", "plans_timeout_s": args.plans_timeout,
             "items_timeout_s": args.items_timeout, "protocol": [], "plans": [], "items": [], "netlist": []}
     for preset, schedule, timing, datapath in points(args.only) if "protocol" in parts else ():
         print(f"{preset} {schedule} {timing} {datapath}: protocol", flush=True)
-        # the port is the same in every schedule; once per preset and datapath
-        readback = timing == "compact" and schedule == "sequential"
-        data["protocol"].append(protocol_row(preset, schedule, timing, datapath, log, readback))
+        data["protocol"].append(protocol_row(preset, schedule, timing, datapath, log))
     for preset in PRESETS if "plans" in parts else ():
         if args.only and preset not in args.only:
             continue

@@ -44,7 +44,7 @@ from pathlib import Path
 import z3
 
 from .protocol import PropertyResult
-from .symbolic import Netlist, write_btor
+from .symbolic import Netlist, free_symbols, write_btor
 
 ITEMS_PROPERTIES = ("item_predictions_equal", "item_responses_equal", "item_parameters_equal")
 ITEMS_LEVEL = "equivalence_per_item"
@@ -208,25 +208,17 @@ def _solve(formula, folder: Path, name: str, timeout: float, *, show=()) -> tupl
     return verdict, values
 
 
-def _products(term) -> dict:
+def _products(term) -> tuple[dict, dict]:
     """The abstracted products (``mul`` applications, :mod:`onchip.formal.symbolic`) in ``term``, by
-    term id, and every subterm's free symbols (term id -> frozenset of names)."""
-    apps, symbols, stack = {}, {}, [(term, False)]
-    while stack:
-        t, done = stack.pop()
-        key = t.get_id()
-        if key in symbols:
-            continue
-        if not done:
-            stack.append((t, True))
-            stack += [(ch, False) for ch in t.children() if ch.get_id() not in symbols]
-            continue
-        if z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            symbols[key] = frozenset([t.decl().name()])
-        else:
-            symbols[key] = frozenset().union(*(symbols[ch.get_id()] for ch in t.children()))
+    term id, and every subterm's free symbols (:func:`~onchip.formal.symbolic.free_symbols`'s cache:
+    term id -> (term, names))."""
+    apps, symbols = {}, {}
+
+    def visit(t):
         if z3.is_app(t) and t.decl().name() == "mul" and t.num_args() == 2:
-            apps[key] = t
+            apps[t.get_id()] = t
+
+    free_symbols(term, symbols, visit)
     return apps, symbols
 
 
@@ -243,7 +235,7 @@ def _merge_operands(fast: Netlist, compact_term, fast_term, folder: Path, name: 
         for key, app in mine.items():
             if key not in other:
                 for n, operand in enumerate(app.children()):
-                    candidates.setdefault((n, symbols[operand.get_id()]), ({}, {}))[side][operand.get_id()] = operand
+                    candidates.setdefault((n, symbols[operand.get_id()][1]), ({}, {}))[side][operand.get_id()] = operand
     merged = False
     for ours, theirs in candidates.values():
         if len(ours) == 1 and len(theirs) == 1:

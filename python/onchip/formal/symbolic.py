@@ -71,6 +71,12 @@ class _TooManyLeaves(Exception):
     pass
 
 
+def _spend(budget: list) -> None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooManyLeaves
+
+
 def _lift_ite(t, budget: list):
     """``t`` with its multiplexers lifted above the extensions, slices and concatenations around them:
     ``sext(ite(c, x, y))`` becomes ``ite(c, sext(x), sext(y))``, ``concat(ite(c, x1, y1), ite(c, x2, y2))``
@@ -80,9 +86,7 @@ def _lift_ite(t, budget: list):
         return t
     kind = t.decl().kind()
     if kind == z3.Z3_OP_ITE:
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise _TooManyLeaves
+        _spend(budget)
         c, x, y = t.children()
         return z3.If(c, _lift_ite(x, budget), _lift_ite(y, budget))
     if kind in _EXTENSIONS or kind == z3.Z3_OP_EXTRACT:
@@ -98,38 +102,43 @@ def _lift_ite(t, budget: list):
     ite = next((a for a in args if z3.is_app_of(a, z3.Z3_OP_ITE)), None)
     if ite is None:
         return t
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise _TooManyLeaves
+    _spend(budget)
     c = ite.arg(0)
     pick = [[a.arg(n) if z3.is_app_of(a, z3.Z3_OP_ITE) and a.arg(0).eq(c) else a for a in args] for n in (1, 2)]
     return z3.If(c, *(_lift_ite(z3.simplify(wrap(*branch)), budget) for branch in pick))
 
 
-def _leaves(t, limit: int) -> int:
-    """The multiplexer leaves of ``t`` (counted as a tree), stopping past ``limit``."""
-    if not z3.is_app_of(t, z3.Z3_OP_ITE):
-        return 1
-    left = _leaves(t.arg(1), limit)
-    return left if left > limit else left + _leaves(t.arg(2), limit - left)
-
-
 def _leaf_terms(t) -> list:
-    """The multiplexer leaves of ``t`` (a tree already bounded by :func:`_leaves`)."""
+    """The multiplexer leaves of ``t`` (a tree of at most :data:`PRODUCT_LEAVES` multiplexers once lifted)."""
     if not z3.is_app_of(t, z3.Z3_OP_ITE):
         return [t]
     return _leaf_terms(t.arg(1)) + _leaf_terms(t.arg(2))
 
 
-def _symbols(t, cache: dict) -> tuple:
-    """The names of the free symbols (inputs, states, memories) ``t`` depends on, sorted."""
-    key = t.get_id()
-    if key not in cache:
+def free_symbols(term, cache: dict, visit=None) -> frozenset:
+    """The names of the free symbols (inputs, states, memories) ``term`` depends on.
+
+    ``cache``: term id -> (the term, its names), filled for every subterm (the term is kept so that
+    its id is not reused while the cache lives); ``visit``: called once with each subterm the cache
+    did not hold. Iterative: a netlist's terms nest deeper than Python's recursion limit."""
+    stack = [(term, False)]
+    while stack:
+        t, done = stack.pop()
+        key = t.get_id()
+        if key in cache:
+            continue
+        if not done:
+            stack.append((t, True))
+            stack += [(ch, False) for ch in t.children() if ch.get_id() not in cache]
+            continue
         if z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            cache[key] = (t.decl().name(),)
+            names = frozenset([t.decl().name()])
         else:
-            cache[key] = tuple(sorted(set().union(*(_symbols(ch, cache) for ch in t.children()))))
-    return cache[key]
+            names = frozenset().union(*(cache[ch.get_id()][1] for ch in t.children()))
+        cache[key] = (t, names)
+        if visit is not None:
+            visit(t)
+    return cache[term.get_id()][1]
 
 
 def _abstract_product(a, b, cache: dict):
@@ -140,15 +149,14 @@ def _abstract_product(a, b, cache: dict):
     by the free symbols they depend on (the multiplication commutes): two plans that pair the same
     values through different multiplexers (one selects the coefficient word for each basis value,
     the other the basis value for each bank's word: the sequential ``fast`` KAN) give the solver the
-    same leaves under each selection. A constant leaf operand gives the real product. ``cache``:
-    :func:`_symbols`'s, kept by the caller."""
+    same leaves under each selection. An operand with a constant branch (a ReLU's zero) is not split,
+    so that the sums the product enters keep their canonical form (module docstring). ``cache``:
+    :func:`free_symbols`'s, kept by the caller."""
     mul = z3.Function("mul", *(z3.BitVecSort(PRODUCT_BITS),) * 3)
     zero = z3.BitVecVal(0, PRODUCT_BITS)
 
     def leaf(x, y):
-        if z3.is_bv_value(x) or z3.is_bv_value(y):
-            return z3.simplify(x * y)
-        x, y = sorted((x, y), key=lambda u: (_symbols(u, cache), u.get_id()))
+        x, y = sorted((x, y), key=lambda u: (sorted(free_symbols(u, cache)), u.get_id()))
         return z3.If(z3.Or(x == 0, y == 0), zero, mul(x, y))
 
     def split(x, y):
@@ -164,10 +172,9 @@ def _abstract_product(a, b, cache: dict):
         la, lb = _lift_ite(a, budget), _lift_ite(b, budget)
     except _TooManyLeaves:
         return leaf(a, b)
-    # a constant branch (a ReLU's zero) is left to the product as it is, so that the sums it enters keep
-    # their canonical form (module docstring)
-    if (_leaves(la, PRODUCT_LEAVES) * _leaves(lb, PRODUCT_LEAVES) <= PRODUCT_LEAVES
-            and not any(z3.is_bv_value(u) for u in _leaf_terms(la) + _leaf_terms(lb))):
+    leaves_a, leaves_b = _leaf_terms(la), _leaf_terms(lb)
+    if (len(leaves_a) * len(leaves_b) <= PRODUCT_LEAVES
+            and not any(z3.is_bv_value(u) for u in leaves_a + leaves_b)):
         return split(la, lb)
     return leaf(a, b)
 
@@ -320,7 +327,7 @@ class Netlist:
         self.names = {name: nid for nid, (_, name) in self.states.items()}
         self._sums: dict[int, tuple] = {}  # Z3 term id -> (term, its _Sum), for every run of this netlist
         self.merged: dict[int, tuple] = {}
-        self._symbols: dict[int, tuple] = {}  # term id -> its free symbols (_abstract_product)
+        self._symbols: dict[int, tuple] = {}  # term id -> (term, its free symbols): free_symbols's cache
 
     def sort(self, sid: int):
         """The Z3 sort of BTOR2 sort ``sid``."""
