@@ -7,6 +7,7 @@ paid by every test run; each expensive tool call runs once per session on one sm
 
 import json
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -460,7 +461,7 @@ def test_over_budget_names_each_resource_needed_and_available():
 
 def test_a_design_too_large_for_the_device_is_refused_before_placement(tmp_path, capsys):
     """mlp-readout on the iCE40 UP5K needs 56 multipliers (8 SB_MAC16) and more logic cells than
-    it has: `onchip pnr` stops after packing, one line per resource, exit 2, no output folder."""
+    it has: `onchip pnr` stops after packing, one line naming each resource, exit 2, no output folder."""
     from onchip.cli import main
 
     out = tmp_path / "pnr"
@@ -470,6 +471,53 @@ def test_a_design_too_large_for_the_device_is_refused_before_placement(tmp_path,
     assert "does not fit the iCE40UP5K" in err
     assert "DSP (ICESTORM_DSP): 56 needed, 8 available" in err and "LUT (ICESTORM_LC): " in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_design_instantiating_more_dsps_than_the_device_has_is_refused_before_synthesis(
+        tmp_path, capsys, monkeypatch):
+    """mlp-readout (2->8->1) at `fast` on the ULX3S 25F: its 56 products (forward 2 x 8 + 8, back-
+    propagated 8, updates 2 x 8 + 8) are MULT18X18D instances and the LFE5U-25F has 28; `onchip pnr` refuses it from the Verilog as written, before
+    any synthesis or build plan: one line, exit 2, no output folder."""
+    from onchip.cli import main
+
+    def no_build(*a, **kw):
+        raise AssertionError("the build was prepared for a design over the DSP budget")
+
+    monkeypatch.setattr(nextpnr.fit, "wrapper", no_build)
+    out = tmp_path / "pnr"
+    assert main(["pnr", "--spec", "mlp-readout", "--timing", "fast", "--board", "ulx3s-25f", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    assert "does not fit the LFE5U-25F: DSP (MULT18X18D): at least 56 needed" in err and "28 available" in err, err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_dsp_instances_are_counted_before_synthesis_and_products_are_not():
+    """Two MULT18X18D instances count, a product of two signals does not (synthesis may share it);
+    synth_ecp5 of the same module takes at least the instances. kan-paper's `fast` plan (its default) on ECP5
+    instantiates its 4 coefficient and 4 update products (1 edge, k = 3): 8, within the 85F's 156."""
+    from onchip.flow import fit
+    from onchip.hw import generate
+    from onchip.spec import PRESETS
+
+    verilog = """
+module top(input clk, input signed [11:0] a, input signed [11:0] b, output reg signed [23:0] p,
+           output [35:0] t, output [35:0] u);
+  always @(posedge clk) p <= a * b;
+  MULT18X18D m0 (.A0(a[0]), .B0(b[0]), .P0(t[0]));
+  MULT18X18D m1 (.A0(a[1]), .B0(b[1]), .P0(u[0]));
+  assign t[35:1] = 0;
+  assign u[35:1] = 0;
+endmodule
+"""
+    assert yosys.dsp_instances(verilog, "ecp5") == 2
+    assert yosys.dsp_instances(verilog, "ice40") == 0
+    assert yosys.synthesize(verilog, "top", "ecp5")["dsp"] >= 2
+    kan_paper = generate(PRESETS["kan-paper"], axis=False, dsp="ecp5").verilog
+    assert fit.check_lattice_dsp(kan_paper, "LFE5U-85F", "ecp5") == 8
+    assert fit.check_lattice_dsp(kan_paper, "LFE5U-99F", "ecp5") is None
+    with pytest.raises(ValueError, match="family must be one of"):
+        yosys.dsp_instances(verilog, "xcup")
 
 
 def test_a_failing_yosys_names_its_error_from_its_log(tmp_path, monkeypatch):
@@ -491,6 +539,7 @@ def test_a_failing_yosys_names_its_error_from_its_log(tmp_path, monkeypatch):
         return subprocess.CompletedProcess(cmd, 1, stdout="")
 
     monkeypatch.setattr(nextpnr.subprocess, "run", failing_build)
+    monkeypatch.setattr(nextpnr.fit, "check_lattice_dsp", lambda *a: 0)  # its Yosys read is not the build's
     design = generate(PRESETS["kan-paper"], axis=False)
     with pytest.raises(ToolError, match=r"Yosys \(top.rpt\): ERROR: Assert `GetSize"):
         nextpnr.place_and_route(design, "ulx3s-85f", tmp_path / "abc9")

@@ -198,22 +198,29 @@ def update_rows(only, patterns, parts, items_timeout) -> int:
     :data:`PRESETS` order; the bounded plan checks and the netlist kept as they are."""
     data = json.loads((HERE / "results.json").read_text())
     rows = {tuple(r[k] for k in ("preset", "schedule", "timing", "datapath")): r for r in data["protocol"]}
+    by_preset = {r["preset"]: r for r in data["items"]}
     todo = list(points(only, patterns)) if "protocol" in parts else []
     items = [p for p in PRESETS if (not only or p in only) and "items" in parts
              and any(fnmatch.fnmatch(f"{p}/sequential/fast/parallel", pat) for pat in patterns)]
     if not todo and not items:
         raise SystemExit(f"--points: no row matches {' '.join(patterns)}")
+
+    def save():  # after every row: a stopped run keeps the rows it finished
+        data["protocol"] = [rows[key] for key in points(None) if key in rows]
+        data["items"] = [by_preset[p] for p in PRESETS if p in by_preset]
+        tmp = HERE / "results.json.tmp"
+        tmp.write_text(json.dumps(data, indent=1) + "\n")
+        (HERE / "results.md").write_text(report(data))
+        os.replace(tmp, HERE / "results.json")
+
     for preset, schedule, timing, datapath in todo:
         print(f"{preset} {schedule} {timing} {datapath}: protocol", flush=True)
         rows[preset, schedule, timing, datapath] = protocol_row(preset, schedule, timing, datapath, log)
-    data["protocol"] = [rows[key] for key in points(None) if key in rows]
-    by_preset = {r["preset"]: r for r in data["items"]}
+        save()
     for preset in items:
         print(f"{preset} sequential: fast against compact, item by item", flush=True)
         by_preset[preset] = items_row(preset, "sequential", items_timeout, log)
-    data["items"] = [by_preset[p] for p in PRESETS if p in by_preset]
-    (HERE / "results.json").write_text(json.dumps(data, indent=1) + "\n")
-    (HERE / "results.md").write_text(report(data))
+        save()
     print(f"wrote {HERE / 'results.md'}")
     return 0
 

@@ -137,22 +137,15 @@ def run_pnr(preset: str, timing: str, schedule: str, seed: int, **flow) -> dict:
             **({"synth_opts": rep["synth_opts"]} if rep.get("synth_opts") else {})}
 
 
-def run_xcup(preset: str, timing: str, schedule: str) -> dict:
+def run_yosys(preset: str, timing: str, schedule: str, kind: str) -> dict:
+    """Yosys counts of the point's core: ``kind = "xcup"``, ``synth_xilinx`` of the core alone (LUT, FF,
+    DSP); ``"ecp5"``, ``synth_ecp5`` of the core as ``onchip pnr`` builds it (:func:`point_design` placed),
+    with its block RAMs (DP16KD, the number nextpnr places)."""
     from onchip.flow.yosys import synthesize
 
-    design = point_design(preset, timing, schedule)
-    res = synthesize(design.verilog, design.top, "xcup")
-    return {"lut": res["lut"], "ff": res["ff"], "dsp": res["dsp"]}
-
-
-def run_ecp5(preset: str, timing: str, schedule: str) -> dict:
-    """Yosys ``synth_ecp5`` counts of the core as ``onchip pnr`` builds it (:func:`point_design` placed):
-    its block RAMs (DP16KD, the number nextpnr places), LUT, FF and DSP."""
-    from onchip.flow.yosys import synthesize
-
-    design = point_design(preset, timing, schedule, placed=True)
-    res = synthesize(design.verilog, design.top, "ecp5")
-    return {"lut": res["lut"], "ff": res["ff"], "dsp": res["dsp"], "bram": res["bram"]}
+    design = point_design(preset, timing, schedule, placed=kind in PLACED_KINDS)
+    res = synthesize(design.verilog, design.top, kind)
+    return {"lut": res["lut"], "ff": res["ff"], "dsp": res["dsp"], **({"bram": res["bram"]} if kind == "ecp5" else {})}
 
 
 #: the kinds of run made on the placed variant of a point's design (:func:`point_design`)
@@ -167,10 +160,8 @@ def _job(key: str) -> tuple[str, dict]:
     preset, timing, schedule, kind, *seed = key.split("/")
     if kind == "pnr":
         value = run_pnr(preset, timing, schedule, int(seed[0]))
-    elif kind == "xcup":
-        value = run_xcup(preset, timing, schedule)
-    elif kind == "ecp5":
-        value = run_ecp5(preset, timing, schedule)
+    elif kind in ("xcup", "ecp5"):
+        value = run_yosys(preset, timing, schedule, kind)
     else:
         value = cycles(preset, timing, schedule)
     return key, {**value, "design": design_hash(preset, timing, schedule, placed=kind in PLACED_KINDS)}

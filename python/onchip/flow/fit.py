@@ -52,6 +52,9 @@ XILINX_PARTS: dict[str, dict[str, int]] = {
     "xcvu9p": {"lut": 1_182_240, "ff": 2_364_480, "dsp": 6_840, "bram": 2_160},
     "xcvu13p": {"lut": 1_728_000, "ff": 3_456_000, "dsp": 12_288, "bram": 2_688},
 }
+#: DSP blocks of the Lattice devices on onchip's boards: ECP5 18x18 multipliers (Lattice FPGA-DS-02012,
+#: ECP5 and ECP5-5G Family Data Sheet, Table 1.1) and iCE40 UltraPlus SB_MAC16 (FPGA-DS-02008, Table 1.1).
+LATTICE_DSP = {"LFE5U-12F": 28, "LFE5U-25F": 28, "LFE5U-45F": 72, "LFE5U-85F": 156, "iCE40UP5K": 8}
 #: resource key -> the name users read, with the Xilinx primitive it counts
 XILINX_NAMES = {"dsp": "DSP (DSP48)", "bram": "BRAM (RAMB36)", "lut": "LUT", "ff": "FF"}
 
@@ -81,6 +84,34 @@ def over_budget(utilisation: dict) -> list[str]:
 def verdict_message(verdict: dict) -> str:
     """The one-line refusal for a :data:`VERDICT` file's contents."""
     return f"the design does not fit the {verdict['device']}: " + "; ".join(verdict["over_budget"])
+
+
+def check_lattice_dsp(verilog: str, device: str, family: str) -> int | None:
+    """Refuse, in seconds and before synthesis, a design that instantiates more DSP blocks than the
+    Lattice ``device`` has (:func:`onchip.flow.yosys.dsp_instances`: the ``fast`` plan's products
+    on ECP5; synthesis keeps them all). Any other design is synthesised and packed, and the pack
+    decides every resource (:func:`main`).
+
+    Args:
+        verilog: the core's Verilog. device: e.g. ``LFE5U-85F``. family: ``ecp5`` or ``ice40``.
+
+    Returns:
+        the instances counted, or None for a device outside :data:`LATTICE_DSP`.
+
+    Raises:
+        DesignTooLarge: more DSP blocks than the device has, with needed (at least) and available.
+        onchip.ToolError: Yosys failed.
+    """
+    from .yosys import DSP_PRIMITIVES, dsp_instances
+
+    available = LATTICE_DSP.get(device)
+    if available is None:
+        return None
+    least = dsp_instances(verilog, family)
+    if least > available:
+        raise DesignTooLarge(f"the design does not fit the {device}: DSP ({DSP_PRIMITIVES[family]}): at least "
+                             f"{least} needed (its DSP instances, before synthesis), {available} available")
+    return least
 
 
 def xilinx_device(part: str) -> str | None:

@@ -236,9 +236,11 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
     Raises:
         ValueError: unknown or non-Lattice board, bad seed, options with characters other than
             letters, digits, spaces and ``-_=.,+/``.
-        onchip.flow.fit.DesignTooLarge: (a ValueError) the synthesised design needs more LUT, FF,
-            DSP or BRAM than the device has; found by packing, before placement, and named
-            per resource (needed vs available).
+        onchip.flow.fit.DesignTooLarge: (a ValueError) the design needs more LUT, FF, DSP or BRAM
+            than the device has, named per resource (needed vs available): more DSP instances than
+            the device has (the ``fast`` plan on ECP5), found in seconds before synthesis
+            (:func:`onchip.flow.fit.check_lattice_dsp`); else found by packing the synthesised
+            design, before placement.
         ToolError: a tool fails (message has the log tail).
     """
     spec_board = get_board(board, vendor="lattice")
@@ -247,6 +249,8 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
     for name, opts in (("synth_opts", synth_opts), ("nextpnr_opts", nextpnr_opts)):
         if not isinstance(opts, str) or not _OPTIONS.fullmatch(opts):
             raise ValueError(f"{name} must be tool options (letters, digits, spaces and -_=.,+/), got {opts!r}")
+    # seconds: a design instantiating more DSPs than the device has is refused before synthesis
+    fit.check_lattice_dsp(design.verilog, spec_board.platform().device, spec_board.family)
     platform, top = board_top(design, spec_board, baud)
     clk_hz = platform.lookup(platform.default_clk).clock.frequency
     # as onchip synth does for the family: memories to block RAM, multipliers to SB_MAC16

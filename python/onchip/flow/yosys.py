@@ -151,3 +151,39 @@ def synthesize(verilog: str, top: str, family: str = "xcup", workdir: str | Path
     cells = {k: int(v) for k, v in stat["design"]["num_cells_by_type"].items()}
     return {"family": family, **resources_from_cells(cells, family), "cells": cells,
             "yosys_version": found.group(0) if found else "unknown"}
+
+
+
+#: The DSP primitive a Lattice family's multipliers become (``synth_ecp5``; ``synth_ice40 -dsp``).
+DSP_PRIMITIVES = {"ecp5": "MULT18X18D", "ice40": "SB_MAC16"}
+
+
+def dsp_instances(verilog: str, family: str) -> int:
+    """The DSP primitive instances a design holds as written (:data:`DSP_PRIMITIVES`; the ``fast``
+    plan's products on ECP5, :mod:`onchip.hw.dsp`), in seconds: Yosys reads the Verilog, no
+    synthesis (which takes minutes on a design of hundreds of products). Synthesis keeps every
+    instance, so its DSP count is never lower. Generic products (``*``) are not counted: synthesis
+    may merge two that are never used in the same cycle (Yosys ``share``: the serial 8->8->1 KAN
+    at ``compact`` has 34 and takes 32 MULT18X18D).
+
+    Args:
+        verilog: the design's Verilog. family: ``"ecp5"`` or ``"ice40"``.
+
+    Returns:
+        the number of instances (summed over the modules: Amaranth writes one per instance).
+
+    Raises:
+        ValueError: a family without a DSP primitive here, or empty Verilog.
+        ToolError: Yosys fails.
+    """
+    if family not in DSP_PRIMITIVES:
+        raise ValueError(f"family must be one of {', '.join(DSP_PRIMITIVES)}; got {family!r}")
+    if not isinstance(verilog, str) or not verilog.strip():
+        raise ValueError("verilog: empty Verilog text")
+    with tempfile.TemporaryDirectory(prefix="onchip-yosys-") as tmp:
+        work = Path(tmp)
+        (work / "core.v").write_text(verilog)
+        (work / "count.ys").write_text("read_verilog core.v\ntee -q -o stat.json stat -json\n")
+        run_tool("yosys", ["-q", "count.ys"], work)
+        modules = json.loads((work / "stat.json").read_text())["modules"].values()
+    return sum(int(m.get("num_cells_by_type", {}).get(DSP_PRIMITIVES[family], 0)) for m in modules)
