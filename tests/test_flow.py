@@ -476,8 +476,9 @@ def test_a_design_too_large_for_the_device_is_refused_before_placement(tmp_path,
 def test_a_design_instantiating_more_dsps_than_the_device_has_is_refused_before_synthesis(
         tmp_path, capsys, monkeypatch):
     """mlp-readout (2->8->1) at `fast` on the ULX3S 25F: its 56 products (forward 2 x 8 + 8, back-
-    propagated 8, updates 2 x 8 + 8) are MULT18X18D instances and the LFE5U-25F has 28; `onchip pnr` refuses it from the Verilog as written, before
-    any synthesis or build plan: one line, exit 2, no output folder."""
+    propagated 8, updates 2 x 8 + 8) are MULT18X18D instances and the LFE5U-25F has 28; `onchip pnr`
+    refuses it from the Verilog as written, before any synthesis or build plan: one line, exit 2, no
+    output folder."""
     from onchip.cli import main
 
     def no_build(*a, **kw):
@@ -494,8 +495,9 @@ def test_a_design_instantiating_more_dsps_than_the_device_has_is_refused_before_
 
 def test_dsp_instances_are_counted_before_synthesis_and_products_are_not():
     """Two MULT18X18D instances count, a product of two signals does not (synthesis may share it);
-    synth_ecp5 of the same module takes at least the instances. kan-paper's `fast` plan (its default) on ECP5
-    instantiates its 4 coefficient and 4 update products (1 edge, k = 3): 8, within the 85F's 156."""
+    synth_ecp5 of the same module takes at least the instances. kan-paper's `fast` plan (its default)
+    on ECP5 instantiates its 4 coefficient and 4 update products (1 edge, k = 3): 8, within the 85F's
+    156."""
     from onchip.flow import fit
     from onchip.hw import generate
     from onchip.spec import PRESETS

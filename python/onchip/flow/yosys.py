@@ -115,6 +115,21 @@ def _check_family(family) -> str:
     return family
 
 
+def _check_verilog(verilog) -> str:
+    if not isinstance(verilog, str) or not verilog.strip():
+        raise ValueError("verilog: empty Verilog text")
+    return verilog
+
+
+def _stat(verilog: str, commands: str, work: Path, script: str) -> tuple[dict, str]:
+    """Yosys in ``work``: read ``verilog`` (as ``core.v``), run ``commands``, then ``stat -json``;
+    returns the stat JSON and the log (``yosys.log``). Raises ToolError when Yosys fails."""
+    (work / "core.v").write_text(verilog)
+    (work / script).write_text(f"read_verilog core.v\n{commands}\ntee -q -o stat.json stat -json\n")
+    run_tool("yosys", ["-q", "-l", "yosys.log", script], work)
+    return json.loads((work / "stat.json").read_text()), (work / "yosys.log").read_text()
+
+
 def synthesize(verilog: str, top: str, family: str = "xcup", workdir: str | Path | None = None) -> dict:
     """Synthesize Verilog with Yosys for ``family`` and count its resources.
 
@@ -134,24 +149,17 @@ def synthesize(verilog: str, top: str, family: str = "xcup", workdir: str | Path
         ToolError: Yosys fails (message has the log tail).
     """
     _check_family(family)
-    if not isinstance(verilog, str) or not verilog.strip():
-        raise ValueError("verilog: empty Verilog text")
+    _check_verilog(verilog)
     if not re.search(rf"\bmodule\s+\\?{re.escape(top)}\b", verilog):
         raise ValueError(f"top: no module named {top!r} in the Verilog")
     with tempfile.TemporaryDirectory(prefix="onchip-yosys-") as tmp:
         work = Path(workdir) if workdir is not None else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        (work / "core.v").write_text(verilog)
-        prepare = PREPARE.get(family, "")
-        script = f"read_verilog core.v\n{prepare}\n{FAMILIES[family]} -top {top}\ntee -q -o stat.json stat -json\n"
-        (work / "synth.ys").write_text(script)
-        run_tool("yosys", ["-q", "-l", "yosys.log", "synth.ys"], work)
-        stat = json.loads((work / "stat.json").read_text())
-        found = re.search(r"Yosys \d+\.\d+\S*", (work / "yosys.log").read_text())
+        stat, log = _stat(verilog, f"{PREPARE.get(family, '')}\n{FAMILIES[family]} -top {top}", work, "synth.ys")
+    found = re.search(r"Yosys \d+\.\d+\S*", log)
     cells = {k: int(v) for k, v in stat["design"]["num_cells_by_type"].items()}
     return {"family": family, **resources_from_cells(cells, family), "cells": cells,
             "yosys_version": found.group(0) if found else "unknown"}
-
 
 
 #: The DSP primitive a Lattice family's multipliers become (``synth_ecp5``; ``synth_ice40 -dsp``).
@@ -178,12 +186,7 @@ def dsp_instances(verilog: str, family: str) -> int:
     """
     if family not in DSP_PRIMITIVES:
         raise ValueError(f"family must be one of {', '.join(DSP_PRIMITIVES)}; got {family!r}")
-    if not isinstance(verilog, str) or not verilog.strip():
-        raise ValueError("verilog: empty Verilog text")
+    _check_verilog(verilog)
     with tempfile.TemporaryDirectory(prefix="onchip-yosys-") as tmp:
-        work = Path(tmp)
-        (work / "core.v").write_text(verilog)
-        (work / "count.ys").write_text("read_verilog core.v\ntee -q -o stat.json stat -json\n")
-        run_tool("yosys", ["-q", "count.ys"], work)
-        modules = json.loads((work / "stat.json").read_text())["modules"].values()
-    return sum(int(m.get("num_cells_by_type", {}).get(DSP_PRIMITIVES[family], 0)) for m in modules)
+        stat, _ = _stat(verilog, "", Path(tmp), "count.ys")
+    return sum(int(m.get("num_cells_by_type", {}).get(DSP_PRIMITIVES[family], 0)) for m in stat["modules"].values())
