@@ -233,9 +233,10 @@ def run(only: list[str] | None, seeds: list[int], jobs: int, xcup: bool, ecp5: b
 def table(runs: dict) -> list[dict]:
     rows = []
     for name in points(None):
-        if f"{name}/cycles" not in runs:
-            continue
         preset, timing, schedule = name.split("/")
+        if f"{name}/cycles" not in runs:  # listed all the same: a point the campaign has not reached
+            rows.append({"preset": preset, "timing": timing, "schedule": schedule, "not_run": True, "seeds": []})
+            continue
         c = runs[f"{name}/cycles"]
         if "refused" in c:
             rows.append({"preset": preset, "timing": timing, "schedule": schedule, "note": c["refused"], "seeds": []})
@@ -283,13 +284,14 @@ def report(runs: dict) -> None:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        if "latency_cycles_update" not in r:  # refused by the spec
+        if r.get("not_run") or "latency_cycles_update" not in r:  # no record, or refused by the spec
+            why = "not run with the current design" if r.get("not_run") else f"refused: {r['note']}"
             lines.append(f"| {r['preset']} | {r['timing']} | {r['schedule']} | - | - | - | - | - | - | - | - | - | - "
-                         f"| refused: {r['note']} |")
+                         f"| {why} |")
             continue
         cp = r.get("critical_path")
         cp_text = (f"{cp['start']} -> {cp['end']}: {cp['total_ns']:.2f} ns (logic {cp['logic_ns']:.2f}, "
-                   f"routing {cp['routing_ns']:.2f})" if cp else r.get("note", "-"))
+                   f"routing {cp['routing_ns']:.2f})" if cp else r.get("note", "not placed with the current design"))
         if r.get("synth_opts"):
             cp_text += f"; built with synth_ecp5 {r['synth_opts']} (Yosys 0.70's abc9 assertion without it)"
         lines.append(
