@@ -459,11 +459,14 @@ def test_over_budget_names_each_resource_needed_and_available():
                                          "--pack-only", "--report", "fit_report.json", "--log", "fit.log"]
 
 
-def test_a_design_too_large_for_the_device_is_refused_before_placement(tmp_path, capsys):
+def test_a_design_too_large_for_the_device_is_refused_before_placement(tmp_path, capsys, monkeypatch):
     """mlp-readout on the iCE40 UP5K needs 56 multipliers (8 SB_MAC16) and more logic cells than
-    it has: `onchip pnr` stops after packing, one line naming each resource, exit 2, no output folder."""
+    it has. With the DSP count after coarse synthesis passed over (it stops at the DSPs alone), the
+    pack names each resource over budget: `onchip pnr` stops after packing, one line, exit 2, no
+    output folder."""
     from onchip.cli import main
 
+    monkeypatch.setattr(nextpnr.fit, "check_lattice_dsp", lambda *a: 0)
     out = tmp_path / "pnr"
     assert main(["pnr", "--spec", "mlp-readout", "--board", "icebreaker", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
@@ -473,12 +476,17 @@ def test_a_design_too_large_for_the_device_is_refused_before_placement(tmp_path,
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
-def test_a_design_instantiating_more_dsps_than_the_device_has_is_refused_before_synthesis(
-        tmp_path, capsys, monkeypatch):
-    """mlp-readout (2->8->1) at `fast` on the ULX3S 25F: its 56 products (forward 2 x 8 + 8, back-
-    propagated 8, updates 2 x 8 + 8) are MULT18X18D instances and the LFE5U-25F has 28; `onchip pnr`
-    refuses it from the Verilog as written, before any synthesis or build plan: one line, exit 2, no
-    output folder."""
+@pytest.mark.parametrize("timing, board, device, needed, available", [
+    # fast on ECP5: its 56 products (forward 2 x 8 + 8, back-propagated 8, updates 2 x 8 + 8) are
+    # MULT18X18D instances; compact on iCE40: generic products, mapped to SB_MAC16 by coarse synthesis
+    ("fast", "ulx3s-25f", "LFE5U-25F", "MULT18X18D): 56", 28),
+    ("compact", "icebreaker", "iCE40UP5K", "SB_MAC16): 56", 8),
+])
+def test_a_design_taking_more_dsps_than_the_device_has_is_refused_before_the_build(
+        tmp_path, capsys, monkeypatch, timing, board, device, needed, available):
+    """mlp-readout (2->8->1) takes 56 DSP blocks; `onchip pnr` counts them where Yosys's coarse
+    synthesis ends and refuses the design before any build plan: one line naming the DSPs needed
+    and available, exit 2, no output folder."""
     from onchip.cli import main
 
     def no_build(*a, **kw):
@@ -486,40 +494,46 @@ def test_a_design_instantiating_more_dsps_than_the_device_has_is_refused_before_
 
     monkeypatch.setattr(nextpnr.fit, "wrapper", no_build)
     out = tmp_path / "pnr"
-    assert main(["pnr", "--spec", "mlp-readout", "--timing", "fast", "--board", "ulx3s-25f", "--out", str(out)]) == 2
+    assert main(["pnr", "--spec", "mlp-readout", "--timing", timing, "--board", board, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0, err
-    assert "does not fit the LFE5U-25F: DSP (MULT18X18D): at least 56 needed" in err and "28 available" in err, err
+    assert f"does not fit the {device}: DSP ({needed} needed, {available} available" in err, err
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
-def test_dsp_instances_are_counted_before_synthesis_and_products_are_not():
-    """Two MULT18X18D instances count, a product of two signals does not (synthesis may share it);
-    synth_ecp5 of the same module takes at least the instances. kan-paper's `fast` plan (its default)
-    on ECP5 instantiates its 4 coefficient and 4 update products (1 edge, k = 3): 8, within the 85F's
-    156."""
+def test_dsp_blocks_are_counted_after_coarse_synthesis_as_full_synthesis_counts_them():
+    """Two MULT18X18D instances, a product of two signals and two products never used in the same
+    cycle (Yosys share merges them into one): 4 DSP blocks after coarse synthesis, as many as the full
+    synth_ecp5 takes; on iCE40 the three products are 2 SB_MAC16, as synth_ice40 -dsp takes.
+    kan-paper's `fast` plan on ECP5 takes its 4 coefficient and 4 update products (1 edge, k = 3): 8,
+    within the 85F's 156."""
     from onchip.flow import fit
     from onchip.hw import generate
     from onchip.spec import PRESETS
 
-    verilog = """
-module top(input clk, input signed [11:0] a, input signed [11:0] b, output reg signed [23:0] p,
-           output [35:0] t, output [35:0] u);
-  always @(posedge clk) p <= a * b;
+    products = """
+module top(input clk, input sel, input signed [11:0] a, input signed [11:0] b, input signed [11:0] c,
+           output reg signed [23:0] p, output reg signed [23:0] q, output [35:0] t, output [35:0] u);
+  always @(posedge clk) begin
+    p <= a * b;
+    q <= sel ? a * c : b * c;
+  end
+"""
+    instances = """
   MULT18X18D m0 (.A0(a[0]), .B0(b[0]), .P0(t[0]));
   MULT18X18D m1 (.A0(a[1]), .B0(b[1]), .P0(u[0]));
   assign t[35:1] = 0;
   assign u[35:1] = 0;
-endmodule
 """
-    assert yosys.dsp_instances(verilog, "ecp5") == 2
-    assert yosys.dsp_instances(verilog, "ice40") == 0
-    assert yosys.synthesize(verilog, "top", "ecp5")["dsp"] >= 2
-    kan_paper = generate(PRESETS["kan-paper"], axis=False, dsp="ecp5").verilog
-    assert fit.check_lattice_dsp(kan_paper, "LFE5U-85F", "ecp5") == 8
-    assert fit.check_lattice_dsp(kan_paper, "LFE5U-99F", "ecp5") is None
+    ecp5 = products + instances + "endmodule\n"
+    ice40 = products + "  assign t = 0;\n  assign u = 0;\nendmodule\n"
+    assert yosys.dsp_blocks(ecp5, "top", "ecp5") == 4 == yosys.synthesize(ecp5, "top", "ecp5")["dsp"]
+    assert yosys.dsp_blocks(ice40, "top", "ice40") == 2 == yosys.synthesize(ice40, "top", "ice40")["dsp"]
+    kan_paper = generate(PRESETS["kan-paper"], axis=False, dsp="ecp5")
+    assert fit.check_lattice_dsp(kan_paper.verilog, kan_paper.top, "LFE5U-85F", "ecp5") == 8
+    assert fit.check_lattice_dsp(kan_paper.verilog, kan_paper.top, "LFE5U-99F", "ecp5") is None
     with pytest.raises(ValueError, match="family must be one of"):
-        yosys.dsp_instances(verilog, "xcup")
+        yosys.dsp_blocks(ecp5, "top", "xcup")
 
 
 def test_a_failing_yosys_names_its_error_from_its_log(tmp_path, monkeypatch):

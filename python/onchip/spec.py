@@ -42,7 +42,7 @@ def default_timing(schedule: str) -> str:
       mlp-readout 118.7 against 179.3 ns; with the products' registers in the ECP5 DSPs, fmax
       more than pays for the doubled cycles). The serial MLP: mlp-serial-8-16-1 551.8 against
       826.4 ns. The serial KAN: each of its three members, e.g. kan-3-4-2-g16-k3-serial 56 cycles
-      at 107.9 MHz, 518.8 ns, against 38 at 40.2 MHz, 944.6 ns (best of placer seeds 1-3);
+      at 107.9 MHz, 518.8 ns, against 38 at 43.3 MHz, 876.7 ns (best of placer seeds 1-3);
     - the pipelined schedule: ``"compact"``, because the fast plan needs a larger staleness,
       and the staleness is part of the learner (its numbers), which a default must not change.
     """

@@ -86,32 +86,34 @@ def verdict_message(verdict: dict) -> str:
     return f"the design does not fit the {verdict['device']}: " + "; ".join(verdict["over_budget"])
 
 
-def check_lattice_dsp(verilog: str, device: str, family: str) -> int | None:
-    """Refuse, in seconds and before synthesis, a design that instantiates more DSP blocks than the
-    Lattice ``device`` has (:func:`onchip.flow.yosys.dsp_instances`: the ``fast`` plan's products
-    on ECP5; synthesis keeps them all). Any other design is synthesised and packed, and the pack
-    decides every resource (:func:`main`).
+def check_lattice_dsp(verilog: str, top: str, device: str, family: str) -> int | None:
+    """Refuse, in seconds to a minute and before the full synthesis, a design that takes more DSP
+    blocks than the Lattice ``device`` has (:func:`onchip.flow.yosys.dsp_blocks`: counted where
+    Yosys's coarse synthesis ends). Any other design is synthesised and packed, and the pack decides
+    every other resource (:func:`main`).
 
     Args:
-        verilog: the core's Verilog. device: e.g. ``LFE5U-85F``. family: ``ecp5`` or ``ice40``.
+        verilog: the core's Verilog. top: its top module. device: e.g. ``LFE5U-85F``. family: ``ecp5``
+            or ``ice40``.
 
     Returns:
-        the instances counted, or None for a device outside :data:`LATTICE_DSP`.
+        the DSP blocks counted, or None for a device outside :data:`LATTICE_DSP`.
 
     Raises:
-        DesignTooLarge: more DSP blocks than the device has, with needed (at least) and available.
+        DesignTooLarge: more DSP blocks than the device has, with needed and available.
         onchip.ToolError: Yosys failed.
     """
-    from .yosys import DSP_PRIMITIVES, dsp_instances
+    from .yosys import DSP_PRIMITIVES, dsp_blocks
 
     available = LATTICE_DSP.get(device)
     if available is None:
         return None
-    least = dsp_instances(verilog, family)
-    if least > available:
-        raise DesignTooLarge(f"the design does not fit the {device}: DSP ({DSP_PRIMITIVES[family]}): at least "
-                             f"{least} needed (its DSP instances, before synthesis), {available} available")
-    return least
+    needed = dsp_blocks(verilog, top, family)
+    if needed > available:
+        raise DesignTooLarge(f"the design does not fit the {device}: DSP ({DSP_PRIMITIVES[family]}): {needed} "
+                             f"needed, {available} available (counted after coarse synthesis; LUT, FF and BRAM "
+                             f"are counted when it fits)")
+    return needed
 
 
 def xilinx_device(part: str) -> str | None:

@@ -237,8 +237,8 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         ValueError: unknown or non-Lattice board, bad seed, options with characters other than
             letters, digits, spaces and ``-_=.,+/``.
         onchip.flow.fit.DesignTooLarge: (a ValueError) the design needs more LUT, FF, DSP or BRAM
-            than the device has, named per resource (needed vs available): more DSP instances than
-            the device has (the ``fast`` plan on ECP5), found in seconds before synthesis
+            than the device has, named per resource (needed vs available): more DSP blocks than the
+            device has, found after coarse synthesis in seconds to a minute
             (:func:`onchip.flow.fit.check_lattice_dsp`); else found by packing the synthesised
             design, before placement.
         ToolError: a tool fails (message has the log tail).
@@ -249,8 +249,10 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
     for name, opts in (("synth_opts", synth_opts), ("nextpnr_opts", nextpnr_opts)):
         if not isinstance(opts, str) or not _OPTIONS.fullmatch(opts):
             raise ValueError(f"{name} must be tool options (letters, digits, spaces and -_=.,+/), got {opts!r}")
-    # seconds: a design instantiating more DSPs than the device has is refused before synthesis
-    fit.check_lattice_dsp(design.verilog, spec_board.platform().device, spec_board.family)
+    # in seconds to a minute: a design taking more DSPs than the device has is refused before the
+    # full synthesis (hours on the largest) and before its board top is built (an Amaranth top
+    # never elaborated warns)
+    fit.check_lattice_dsp(design.verilog, design.top, spec_board.platform().device, spec_board.family)
     platform, top = board_top(design, spec_board, baud)
     clk_hz = platform.lookup(platform.default_clk).clock.frequency
     # as onchip synth does for the family: memories to block RAM, multipliers to SB_MAC16

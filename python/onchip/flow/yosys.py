@@ -166,27 +166,33 @@ def synthesize(verilog: str, top: str, family: str = "xcup", workdir: str | Path
 DSP_PRIMITIVES = {"ecp5": "MULT18X18D", "ice40": "SB_MAC16"}
 
 
-def dsp_instances(verilog: str, family: str) -> int:
-    """The DSP primitive instances a design holds as written (:data:`DSP_PRIMITIVES`; the ``fast``
-    plan's products on ECP5, :mod:`onchip.hw.dsp`), in seconds: Yosys reads the Verilog, no
-    synthesis (which takes minutes on a design of hundreds of products). Synthesis keeps every
-    instance, so its DSP count is never lower. Generic products (``*``) are not counted: synthesis
-    may merge two that are never used in the same cycle (Yosys ``share``: the serial 8->8->1 KAN
-    at ``compact`` has 34 and takes 32 MULT18X18D).
+#: the label of the ``synth_ecp5`` / ``synth_ice40`` script where coarse synthesis ends: every product
+#: the design keeps is a DSP block by then (``mul2dsp`` and the family's DSP map run in ``coarse``)
+_COARSE_END = "map_ram"
+
+
+def dsp_blocks(verilog: str, top: str, family: str) -> int:
+    """The DSP blocks (:data:`DSP_PRIMITIVES`) a design takes on a Lattice family, counted where Yosys's
+    coarse synthesis ends (``synth_ecp5 -flatten -run begin:map_ram``; ``synth_ice40 -dsp``): the
+    instances the ``fast`` plan writes (:mod:`onchip.hw.dsp`) and every generic product (``*``) mapped
+    by then, after Yosys ``share`` merges the products never used in the same cycle (the serial 8->8->1
+    KAN at ``compact`` writes 34 and takes 32 MULT18X18D). Full synthesis takes the same number; the
+    fine mapping it skips takes hours on the largest designs (mlp-acrobot at ``compact``, pipelined:
+    672 MULT18X18D counted in 42 s here).
 
     Args:
-        verilog: the design's Verilog. family: ``"ecp5"`` or ``"ice40"``.
+        verilog: the design's Verilog. top: its top module. family: ``"ecp5"`` or ``"ice40"``.
 
     Returns:
-        the number of instances (summed over the modules: Amaranth writes one per instance).
+        the number of DSP blocks.
 
     Raises:
-        ValueError: a family without a DSP primitive here, or empty Verilog.
+        ValueError: a family without a DSP primitive here, empty Verilog.
         ToolError: Yosys fails.
     """
     if family not in DSP_PRIMITIVES:
         raise ValueError(f"family must be one of {', '.join(DSP_PRIMITIVES)}; got {family!r}")
     _check_verilog(verilog)
     with tempfile.TemporaryDirectory(prefix="onchip-yosys-") as tmp:
-        stat, _ = _stat(verilog, "", Path(tmp), "count.ys")
-    return sum(int(m.get("num_cells_by_type", {}).get(DSP_PRIMITIVES[family], 0)) for m in stat["modules"].values())
+        stat, _ = _stat(verilog, f"{FAMILIES[family]} -top {top} -run begin:{_COARSE_END}", Path(tmp), "count.ys")
+    return int(stat["design"]["num_cells_by_type"].get(DSP_PRIMITIVES[family], 0))
