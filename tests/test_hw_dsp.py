@@ -57,6 +57,20 @@ def test_compact_verilog_is_unchanged_by_dsp():
     assert generate(spec, axis=False, dsp="ecp5").verilog == generate(spec, axis=False).verilog
 
 
+@pytest.mark.parametrize("spec", [
+    PRESETS["kan-readout"].replace(timing="fast"),  # its parameter port divides by G + k = 11
+    PRESETS["mlp-readout"].replace(datapath="serial", schedule="sequential", widths=(4, 6, 5, 3), timing="fast"),
+], ids=["kan-readout", "serial-mlp-4-6-5-3"])
+def test_fast_designs_take_a_dsp_block_per_product_only(spec):
+    """At ``fast`` the MULT18X18D instances (the learner's products) are every DSP block Yosys maps on
+    ECP5: the parameter ports' constant divisions (by G + k; by the fan-ins 6 and 5 and their
+    products) are shifts and adds, not one more block each."""
+    from onchip.flow.yosys import dsp_blocks
+
+    design = generate(spec, axis=False, dsp="ecp5")
+    assert dsp_blocks(design.verilog, design.top, "ecp5") == len(_instances(design.verilog)) > 0
+
+
 @pytest.mark.parametrize("shape, mapped", [(signed(18), True), (unsigned(17), True), (signed(19), False),
                                            (unsigned(18), False)])
 def test_a_factor_wider_than_the_block_stays_in_the_fabric(shape, mapped):

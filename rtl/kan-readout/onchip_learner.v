@@ -237,20 +237,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$244 ;
   wire \$245 ;
   wire [5:0] \$246 ;
-  wire [6:0] \$247 ;
-  wire [6:0] \$248 ;
-  reg [4:0] \$249 ;
+  wire [5:0] \$247 ;
+  wire [5:0] \$248 ;
+  wire [6:0] \$249 ;
   wire [2:0] \$25 ;
-  wire [5:0] \$250 ;
-  wire [3:0] \$251 ;
-  wire [3:0] \$252 ;
-  wire [6:0] \$253 ;
-  wire [7:0] \$254 ;
-  wire \$255 ;
-  wire \$256 ;
+  wire [6:0] \$250 ;
+  reg [4:0] \$251 ;
+  wire [5:0] \$252 ;
+  wire [3:0] \$253 ;
+  wire [3:0] \$254 ;
+  wire [6:0] \$255 ;
+  wire [7:0] \$256 ;
   wire \$257 ;
-  reg [15:0] \$258 ;
-  reg [15:0] \$259 ;
+  wire \$258 ;
+  wire \$259 ;
   wire \$26 ;
   reg [15:0] \$260 ;
   reg [15:0] \$261 ;
@@ -263,34 +263,34 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] \$268 ;
   reg [15:0] \$269 ;
   wire [3:0] \$27 ;
-  wire [2:0] \$270 ;
-  wire \$271 ;
-  wire [3:0] \$272 ;
-  wire [2:0] \$273 ;
-  wire \$274 ;
-  wire [3:0] \$275 ;
-  wire [2:0] \$276 ;
-  wire \$277 ;
-  wire [3:0] \$278 ;
-  wire [2:0] \$279 ;
+  reg [15:0] \$270 ;
+  reg [15:0] \$271 ;
+  wire [2:0] \$272 ;
+  wire \$273 ;
+  wire [3:0] \$274 ;
+  wire [2:0] \$275 ;
+  wire \$276 ;
+  wire [3:0] \$277 ;
+  wire [2:0] \$278 ;
+  wire \$279 ;
   wire [3:0] \$28 ;
-  wire \$280 ;
-  wire [3:0] \$281 ;
-  wire [2:0] \$282 ;
-  wire \$283 ;
-  wire [3:0] \$284 ;
-  wire [2:0] \$285 ;
-  wire \$286 ;
-  wire [3:0] \$287 ;
-  wire [2:0] \$288 ;
-  wire \$289 ;
+  wire [3:0] \$280 ;
+  wire [2:0] \$281 ;
+  wire \$282 ;
+  wire [3:0] \$283 ;
+  wire [2:0] \$284 ;
+  wire \$285 ;
+  wire [3:0] \$286 ;
+  wire [2:0] \$287 ;
+  wire \$288 ;
+  wire [3:0] \$289 ;
   wire [2:0] \$29 ;
-  wire [3:0] \$290 ;
-  wire [2:0] \$291 ;
-  wire \$292 ;
-  wire [3:0] \$293 ;
-  wire [31:0] \$294 ;
-  wire [31:0] \$295 ;
+  wire [2:0] \$290 ;
+  wire \$291 ;
+  wire [3:0] \$292 ;
+  wire [2:0] \$293 ;
+  wire \$294 ;
+  wire [3:0] \$295 ;
   wire [31:0] \$296 ;
   wire [31:0] \$297 ;
   wire [31:0] \$298 ;
@@ -299,24 +299,24 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$30 ;
   wire [31:0] \$300 ;
   wire [31:0] \$301 ;
-  wire [40:0] \$302 ;
-  wire [40:0] \$303 ;
+  wire [31:0] \$302 ;
+  wire [31:0] \$303 ;
   wire [40:0] \$304 ;
   wire [40:0] \$305 ;
-  wire [41:0] \$306 ;
-  wire [41:0] \$307 ;
-  wire [42:0] \$308 ;
-  wire [31:0] \$309 ;
+  wire [40:0] \$306 ;
+  wire [40:0] \$307 ;
+  wire [41:0] \$308 ;
+  wire [41:0] \$309 ;
   wire [3:0] \$31 ;
-  wire [31:0] \$310 ;
+  wire [42:0] \$310 ;
   wire [31:0] \$311 ;
   wire [31:0] \$312 ;
   wire [31:0] \$313 ;
   wire [31:0] \$314 ;
   wire [31:0] \$315 ;
   wire [31:0] \$316 ;
-  reg \$317 ;
-  reg \$318 ;
+  wire [31:0] \$317 ;
+  wire [31:0] \$318 ;
   reg \$319 ;
   wire [3:0] \$32 ;
   reg \$320 ;
@@ -326,75 +326,75 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg \$324 ;
   reg \$325 ;
   reg \$326 ;
-  reg [4:0] \$327 ;
+  reg \$327 ;
   reg \$328 ;
-  reg \$329 ;
+  reg [4:0] \$329 ;
   wire [42:0] \$33 ;
   reg \$330 ;
   reg \$331 ;
-  reg [4:0] \$332 ;
+  reg \$332 ;
   reg \$333 ;
-  reg \$334 ;
-  reg [15:0] \$335 ;
-  reg [6:0] \$336 ;
-  reg [4:0] \$337 ;
-  reg \$338 ;
-  reg \$339 ;
+  reg [4:0] \$334 ;
+  reg \$335 ;
+  reg \$336 ;
+  reg [15:0] \$337 ;
+  reg [6:0] \$338 ;
+  reg [4:0] \$339 ;
   wire \$34 ;
-  reg [15:0] \$340 ;
-  reg [3:0] \$341 ;
-  reg [6:0] \$342 ;
-  reg \$343 ;
-  reg \$344 ;
-  reg [15:0] \$345 ;
-  reg [3:0] \$346 ;
-  reg [7:0] \$347 ;
-  reg [6:0] \$348 ;
-  reg \$349 ;
+  reg \$340 ;
+  reg \$341 ;
+  reg [15:0] \$342 ;
+  reg [3:0] \$343 ;
+  reg [6:0] \$344 ;
+  reg \$345 ;
+  reg \$346 ;
+  reg [15:0] \$347 ;
+  reg [3:0] \$348 ;
+  reg [7:0] \$349 ;
   wire \$35 ;
-  reg \$350 ;
-  reg [15:0] \$351 ;
+  reg [6:0] \$350 ;
+  reg \$351 ;
   reg \$352 ;
-  reg [1:0] \$353 ;
+  reg [15:0] \$353 ;
   reg \$354 ;
-  reg \$355 ;
+  reg [1:0] \$355 ;
   reg \$356 ;
   reg \$357 ;
   reg \$358 ;
   reg \$359 ;
   wire \$36 ;
   reg \$360 ;
-  reg [15:0] \$361 ;
-  reg [15:0] \$362 ;
+  reg \$361 ;
+  reg \$362 ;
   reg [15:0] \$363 ;
   reg [15:0] \$364 ;
-  reg [1:0] \$365 ;
-  reg [14:0] \$366 ;
+  reg [15:0] \$365 ;
+  reg [15:0] \$366 ;
   reg [1:0] \$367 ;
-  reg [2:0] \$368 ;
-  reg [15:0] \$369 ;
+  reg [14:0] \$368 ;
+  reg [1:0] \$369 ;
   wire \$37 ;
-  reg [15:0] \$370 ;
+  reg [2:0] \$370 ;
   reg [15:0] \$371 ;
   reg [15:0] \$372 ;
-  reg [14:0] \$373 ;
-  reg [1:0] \$374 ;
-  reg [2:0] \$375 ;
-  reg [15:0] \$376 ;
-  reg [15:0] \$377 ;
+  reg [15:0] \$373 ;
+  reg [15:0] \$374 ;
+  reg [14:0] \$375 ;
+  reg [1:0] \$376 ;
+  reg [2:0] \$377 ;
   reg [15:0] \$378 ;
   reg [15:0] \$379 ;
   wire \$38 ;
-  reg [3:0] \$380 ;
-  reg [3:0] \$381 ;
+  reg [15:0] \$380 ;
+  reg [15:0] \$381 ;
   reg [3:0] \$382 ;
   reg [3:0] \$383 ;
   reg [3:0] \$384 ;
   reg [3:0] \$385 ;
   reg [3:0] \$386 ;
   reg [3:0] \$387 ;
-  reg [31:0] \$388 ;
-  reg [31:0] \$389 ;
+  reg [3:0] \$388 ;
+  reg [3:0] \$389 ;
   wire \$39 ;
   reg [31:0] \$390 ;
   reg [31:0] \$391 ;
@@ -402,30 +402,30 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [31:0] \$393 ;
   reg [31:0] \$394 ;
   reg [31:0] \$395 ;
-  reg [40:0] \$396 ;
-  reg [40:0] \$397 ;
+  reg [31:0] \$396 ;
+  reg [31:0] \$397 ;
   reg [40:0] \$398 ;
   reg [40:0] \$399 ;
   wire [3:0] \$4 ;
   wire [15:0] \$40 ;
-  reg [42:0] \$400 ;
-  reg [15:0] \$401 ;
-  reg [15:0] \$402 ;
+  reg [40:0] \$400 ;
+  reg [40:0] \$401 ;
+  reg [42:0] \$402 ;
   reg [15:0] \$403 ;
   reg [15:0] \$404 ;
   reg [15:0] \$405 ;
   reg [15:0] \$406 ;
   reg [15:0] \$407 ;
-  reg [1:0] \$408 ;
-  reg [1:0] \$409 ;
+  reg [15:0] \$408 ;
+  reg [15:0] \$409 ;
   wire \$41 ;
   reg [1:0] \$410 ;
   reg [1:0] \$411 ;
   reg [1:0] \$412 ;
   reg [1:0] \$413 ;
-  reg [15:0] \$414 ;
-  reg [3:0] \$415 ;
-  reg [3:0] \$416 ;
+  reg [1:0] \$414 ;
+  reg [1:0] \$415 ;
+  reg [15:0] \$416 ;
   reg [3:0] \$417 ;
   reg [3:0] \$418 ;
   reg [3:0] \$419 ;
@@ -477,69 +477,71 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] \$460 ;
   reg [3:0] \$461 ;
   reg [3:0] \$462 ;
-  reg [15:0] \$463 ;
-  reg [15:0] \$464 ;
+  reg [3:0] \$463 ;
+  reg [3:0] \$464 ;
   reg [15:0] \$465 ;
   reg [15:0] \$466 ;
   reg [15:0] \$467 ;
-  reg [31:0] \$468 ;
+  reg [15:0] \$468 ;
   reg [15:0] \$469 ;
   wire \$47 ;
-  reg [15:0] \$470 ;
+  reg [31:0] \$470 ;
   reg [15:0] \$471 ;
   reg [15:0] \$472 ;
   reg [15:0] \$473 ;
   reg [15:0] \$474 ;
-  reg [31:0] \$475 ;
+  reg [15:0] \$475 ;
   reg [15:0] \$476 ;
-  reg [15:0] \$477 ;
+  reg [31:0] \$477 ;
   reg [15:0] \$478 ;
   reg [15:0] \$479 ;
   wire \$48 ;
   reg [15:0] \$480 ;
   reg [15:0] \$481 ;
-  reg [31:0] \$482 ;
+  reg [15:0] \$482 ;
   reg [15:0] \$483 ;
-  reg [15:0] \$484 ;
+  reg [31:0] \$484 ;
   reg [15:0] \$485 ;
   reg [15:0] \$486 ;
   reg [15:0] \$487 ;
   reg [15:0] \$488 ;
-  reg [31:0] \$489 ;
+  reg [15:0] \$489 ;
   wire \$49 ;
   reg [15:0] \$490 ;
-  reg [15:0] \$491 ;
+  reg [31:0] \$491 ;
   reg [15:0] \$492 ;
   reg [15:0] \$493 ;
   reg [15:0] \$494 ;
   reg [15:0] \$495 ;
-  reg [31:0] \$496 ;
+  reg [15:0] \$496 ;
   reg [15:0] \$497 ;
-  reg [15:0] \$498 ;
+  reg [31:0] \$498 ;
   reg [15:0] \$499 ;
   wire [2:0] \$5 ;
   wire \$50 ;
   reg [15:0] \$500 ;
   reg [15:0] \$501 ;
   reg [15:0] \$502 ;
-  reg [31:0] \$503 ;
+  reg [15:0] \$503 ;
   reg [15:0] \$504 ;
-  reg [15:0] \$505 ;
+  reg [31:0] \$505 ;
   reg [15:0] \$506 ;
   reg [15:0] \$507 ;
   reg [15:0] \$508 ;
   reg [15:0] \$509 ;
   wire \$51 ;
-  reg [31:0] \$510 ;
+  reg [15:0] \$510 ;
   reg [15:0] \$511 ;
-  reg [15:0] \$512 ;
+  reg [31:0] \$512 ;
   reg [15:0] \$513 ;
   reg [15:0] \$514 ;
   reg [15:0] \$515 ;
   reg [15:0] \$516 ;
-  reg [31:0] \$517 ;
+  reg [15:0] \$517 ;
   reg [15:0] \$518 ;
+  reg [31:0] \$519 ;
   wire [15:0] \$52 ;
+  reg [15:0] \$520 ;
   wire [34:0] \$53 ;
   wire \$54 ;
   wire \$55 ;
@@ -1225,353 +1227,357 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   assign rom_rd__data = _16_;
   always @(posedge clk)
-    l0_port_data_p3 <= \$345 ;
+    l0_port_wr_p3 <= \$345 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$346 ;
+    l0_port_rd_p3 <= \$346 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$347 ;
+    l0_port_data_p3 <= \$347 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$348 ;
+    l0_port_baddr_p4 <= \$348 ;
   always @(posedge clk)
-    l0_ram_wr <= \$349 ;
+    l0_port_bank_p4 <= \$349 ;
   always @(posedge clk)
-    l0_ram_rd <= \$350 ;
+    l0_port_edge_p4 <= \$350 ;
   always @(posedge clk)
-    l0_ram_data <= \$351 ;
+    l0_ram_wr <= \$351 ;
   always @(posedge clk)
-    l0_rd_edge <= \$352 ;
+    l0_ram_rd <= \$352 ;
   always @(posedge clk)
-    l0_rd_bank <= \$353 ;
+    l0_ram_data <= \$353 ;
   always @(posedge clk)
-    read_layer <= \$354 ;
+    l0_rd_edge <= \$354 ;
   always @(posedge clk)
-    read_wait <= \$355 ;
+    l0_rd_bank <= \$355 ;
   always @(posedge clk)
-    read_wait1 <= \$356 ;
+    read_layer <= \$356 ;
   always @(posedge clk)
-    read_wait2 <= \$357 ;
+    read_wait <= \$357 ;
   always @(posedge clk)
-    read_wait3 <= \$358 ;
+    read_wait1 <= \$358 ;
   always @(posedge clk)
-    read_wait4 <= \$359 ;
+    read_wait2 <= \$359 ;
   always @(posedge clk)
-    pr__valid <= \$360 ;
+    read_wait3 <= \$360 ;
   always @(posedge clk)
-    pr__payload <= \$361 ;
+    read_wait4 <= \$361 ;
   always @(posedge clk)
-    u <= \$362 ;
+    pr__valid <= \$362 ;
   always @(posedge clk)
-    \u$18  <= \$363 ;
+    pr__payload <= \$363 ;
   always @(posedge clk)
-    y0_s1 <= \$364 ;
+    u <= \$364 ;
   always @(posedge clk)
-    kind_s1 <= \$365 ;
+    \u$18  <= \$365 ;
   always @(posedge clk)
-    pos_in <= \$366 ;
+    y0_s1 <= \$366 ;
   always @(posedge clk)
-    l0_lo0_s3 <= \$367 ;
+    kind_s1 <= \$367 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$368 ;
+    pos_in <= \$368 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s3 <= \$369 ;
+    l0_lo0_s3 <= \$369 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s3 <= \$370 ;
+    l0_cell0_s3 <= \$370 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s3 <= \$371 ;
+    l0_bval_bank0_0_s3 <= \$371 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s3 <= \$372 ;
+    l0_bval_bank0_1_s3 <= \$372 ;
   always @(posedge clk)
-    \pos_in$20  <= \$373 ;
+    l0_bval_bank0_2_s3 <= \$373 ;
   always @(posedge clk)
-    l0_lo1_s3 <= \$374 ;
+    l0_bval_bank0_3_s3 <= \$374 ;
   always @(posedge clk)
-    l0_cell1_s3 <= \$375 ;
+    \pos_in$20  <= \$375 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s3 <= \$376 ;
+    l0_lo1_s3 <= \$376 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s3 <= \$377 ;
+    l0_cell1_s3 <= \$377 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s3 <= \$378 ;
+    l0_bval_bank1_0_s3 <= \$378 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s3 <= \$379 ;
+    l0_bval_bank1_1_s3 <= \$379 ;
   always @(posedge clk)
-    l0_waddr0_0_s4 <= \$380 ;
+    l0_bval_bank1_2_s3 <= \$380 ;
   always @(posedge clk)
-    l0_waddr0_1_s4 <= \$381 ;
+    l0_bval_bank1_3_s3 <= \$381 ;
   always @(posedge clk)
-    l0_waddr0_2_s4 <= \$382 ;
+    l0_waddr0_0_s4 <= \$382 ;
   always @(posedge clk)
-    l0_waddr0_3_s4 <= \$383 ;
+    l0_waddr0_1_s4 <= \$383 ;
   always @(posedge clk)
-    l0_waddr1_0_s4 <= \$384 ;
+    l0_waddr0_2_s4 <= \$384 ;
   always @(posedge clk)
-    l0_waddr1_1_s4 <= \$385 ;
+    l0_waddr0_3_s4 <= \$385 ;
   always @(posedge clk)
-    l0_waddr1_2_s4 <= \$386 ;
+    l0_waddr1_0_s4 <= \$386 ;
   always @(posedge clk)
-    l0_waddr1_3_s4 <= \$387 ;
+    l0_waddr1_1_s4 <= \$387 ;
   always @(posedge clk)
-    l0_prod0_0_0_raw_s4 <= \$388 ;
+    l0_waddr1_2_s4 <= \$388 ;
   always @(posedge clk)
-    l0_prod0_0_1_raw_s4 <= \$389 ;
+    l0_waddr1_3_s4 <= \$389 ;
   always @(posedge clk)
-    l0_prod0_0_2_raw_s4 <= \$390 ;
+    l0_prod0_0_0_raw_s4 <= \$390 ;
   always @(posedge clk)
-    l0_prod0_0_3_raw_s4 <= \$391 ;
+    l0_prod0_0_1_raw_s4 <= \$391 ;
   always @(posedge clk)
-    l0_prod0_1_0_raw_s4 <= \$392 ;
+    l0_prod0_0_2_raw_s4 <= \$392 ;
   always @(posedge clk)
-    l0_prod0_1_1_raw_s4 <= \$393 ;
+    l0_prod0_0_3_raw_s4 <= \$393 ;
   always @(posedge clk)
-    l0_prod0_1_2_raw_s4 <= \$394 ;
+    l0_prod0_1_0_raw_s4 <= \$394 ;
   always @(posedge clk)
-    l0_prod0_1_3_raw_s4 <= \$395 ;
+    l0_prod0_1_1_raw_s4 <= \$395 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s5 <= \$396 ;
+    l0_prod0_1_2_raw_s4 <= \$396 ;
   always @(posedge clk)
-    l0_sum0_t0_1_s5 <= \$397 ;
+    l0_prod0_1_3_raw_s4 <= \$397 ;
   always @(posedge clk)
-    l0_sum0_t0_2_s5 <= \$398 ;
+    l0_sum0_t0_0_s5 <= \$398 ;
   always @(posedge clk)
-    l0_sum0_t0_3_s5 <= \$399 ;
+    l0_sum0_t0_1_s5 <= \$399 ;
   always @(posedge clk)
-    l0_sum0_t1_0_s6 <= \$400 ;
+    l0_sum0_t0_2_s5 <= \$400 ;
   always @(posedge clk)
-    l0_out0_s7 <= \$401 ;
+    l0_sum0_t0_3_s5 <= \$401 ;
   always @(posedge clk)
-    y0_s2 <= \$402 ;
+    l0_sum0_t1_0_s6 <= \$402 ;
   always @(posedge clk)
-    y0_s3 <= \$403 ;
+    l0_out0_s7 <= \$403 ;
   always @(posedge clk)
-    y0_s4 <= \$404 ;
+    y0_s2 <= \$404 ;
   always @(posedge clk)
-    y0_s5 <= \$405 ;
+    y0_s3 <= \$405 ;
   always @(posedge clk)
-    y0_s6 <= \$406 ;
+    y0_s4 <= \$406 ;
   always @(posedge clk)
-    y0_s7 <= \$407 ;
+    y0_s5 <= \$407 ;
   always @(posedge clk)
-    kind_s2 <= \$408 ;
+    y0_s6 <= \$408 ;
   always @(posedge clk)
-    kind_s3 <= \$409 ;
+    y0_s7 <= \$409 ;
   always @(posedge clk)
-    kind_s4 <= \$410 ;
+    kind_s2 <= \$410 ;
   always @(posedge clk)
-    kind_s5 <= \$411 ;
+    kind_s3 <= \$411 ;
   always @(posedge clk)
-    kind_s6 <= \$412 ;
+    kind_s4 <= \$412 ;
   always @(posedge clk)
-    kind_s7 <= \$413 ;
+    kind_s5 <= \$413 ;
   always @(posedge clk)
-    err0_s8 <= \$414 ;
+    kind_s6 <= \$414 ;
   always @(posedge clk)
-    l0_waddr0_0_s5 <= \$415 ;
+    kind_s7 <= \$415 ;
   always @(posedge clk)
-    l0_waddr0_0_s6 <= \$416 ;
+    err0_s8 <= \$416 ;
   always @(posedge clk)
-    l0_waddr0_0_s7 <= \$417 ;
+    l0_waddr0_0_s5 <= \$417 ;
   always @(posedge clk)
-    l0_waddr0_0_s8 <= \$418 ;
+    l0_waddr0_0_s6 <= \$418 ;
   always @(posedge clk)
-    l0_waddr0_0_s9 <= \$419 ;
+    l0_waddr0_0_s7 <= \$419 ;
   always @(posedge clk)
-    l0_waddr0_0_s10 <= \$420 ;
+    l0_waddr0_0_s8 <= \$420 ;
   always @(posedge clk)
-    l0_waddr0_1_s5 <= \$421 ;
+    l0_waddr0_0_s9 <= \$421 ;
   always @(posedge clk)
-    l0_waddr0_1_s6 <= \$422 ;
+    l0_waddr0_0_s10 <= \$422 ;
   always @(posedge clk)
-    l0_waddr0_1_s7 <= \$423 ;
+    l0_waddr0_1_s5 <= \$423 ;
   always @(posedge clk)
-    l0_waddr0_1_s8 <= \$424 ;
+    l0_waddr0_1_s6 <= \$424 ;
   always @(posedge clk)
-    l0_waddr0_1_s9 <= \$425 ;
+    l0_waddr0_1_s7 <= \$425 ;
   always @(posedge clk)
-    l0_waddr0_1_s10 <= \$426 ;
+    l0_waddr0_1_s8 <= \$426 ;
   always @(posedge clk)
-    l0_waddr0_2_s5 <= \$427 ;
+    l0_waddr0_1_s9 <= \$427 ;
   always @(posedge clk)
-    l0_waddr0_2_s6 <= \$428 ;
+    l0_waddr0_1_s10 <= \$428 ;
   always @(posedge clk)
-    l0_waddr0_2_s7 <= \$429 ;
+    l0_waddr0_2_s5 <= \$429 ;
   always @(posedge clk)
-    l0_waddr0_2_s8 <= \$430 ;
+    l0_waddr0_2_s6 <= \$430 ;
   always @(posedge clk)
-    l0_waddr0_2_s9 <= \$431 ;
+    l0_waddr0_2_s7 <= \$431 ;
   always @(posedge clk)
-    l0_waddr0_2_s10 <= \$432 ;
+    l0_waddr0_2_s8 <= \$432 ;
   always @(posedge clk)
-    l0_waddr0_3_s5 <= \$433 ;
+    l0_waddr0_2_s9 <= \$433 ;
   always @(posedge clk)
-    l0_waddr0_3_s6 <= \$434 ;
+    l0_waddr0_2_s10 <= \$434 ;
   always @(posedge clk)
-    l0_waddr0_3_s7 <= \$435 ;
+    l0_waddr0_3_s5 <= \$435 ;
   always @(posedge clk)
-    l0_waddr0_3_s8 <= \$436 ;
+    l0_waddr0_3_s6 <= \$436 ;
   always @(posedge clk)
-    l0_waddr0_3_s9 <= \$437 ;
+    l0_waddr0_3_s7 <= \$437 ;
   always @(posedge clk)
-    l0_waddr0_3_s10 <= \$438 ;
+    l0_waddr0_3_s8 <= \$438 ;
   always @(posedge clk)
-    l0_waddr1_0_s5 <= \$439 ;
+    l0_waddr0_3_s9 <= \$439 ;
   always @(posedge clk)
-    l0_waddr1_0_s6 <= \$440 ;
+    l0_waddr0_3_s10 <= \$440 ;
   always @(posedge clk)
-    l0_waddr1_0_s7 <= \$441 ;
+    l0_waddr1_0_s5 <= \$441 ;
   always @(posedge clk)
-    l0_waddr1_0_s8 <= \$442 ;
+    l0_waddr1_0_s6 <= \$442 ;
   always @(posedge clk)
-    l0_waddr1_0_s9 <= \$443 ;
+    l0_waddr1_0_s7 <= \$443 ;
   always @(posedge clk)
-    l0_waddr1_0_s10 <= \$444 ;
+    l0_waddr1_0_s8 <= \$444 ;
   always @(posedge clk)
-    l0_waddr1_1_s5 <= \$445 ;
+    l0_waddr1_0_s9 <= \$445 ;
   always @(posedge clk)
-    l0_waddr1_1_s6 <= \$446 ;
+    l0_waddr1_0_s10 <= \$446 ;
   always @(posedge clk)
-    l0_waddr1_1_s7 <= \$447 ;
+    l0_waddr1_1_s5 <= \$447 ;
   always @(posedge clk)
-    l0_waddr1_1_s8 <= \$448 ;
+    l0_waddr1_1_s6 <= \$448 ;
   always @(posedge clk)
-    l0_waddr1_1_s9 <= \$449 ;
+    l0_waddr1_1_s7 <= \$449 ;
   always @(posedge clk)
-    l0_waddr1_1_s10 <= \$450 ;
+    l0_waddr1_1_s8 <= \$450 ;
   always @(posedge clk)
-    l0_waddr1_2_s5 <= \$451 ;
+    l0_waddr1_1_s9 <= \$451 ;
   always @(posedge clk)
-    l0_waddr1_2_s6 <= \$452 ;
+    l0_waddr1_1_s10 <= \$452 ;
   always @(posedge clk)
-    l0_waddr1_2_s7 <= \$453 ;
+    l0_waddr1_2_s5 <= \$453 ;
   always @(posedge clk)
-    l0_waddr1_2_s8 <= \$454 ;
+    l0_waddr1_2_s6 <= \$454 ;
   always @(posedge clk)
-    l0_waddr1_2_s9 <= \$455 ;
+    l0_waddr1_2_s7 <= \$455 ;
   always @(posedge clk)
-    l0_waddr1_2_s10 <= \$456 ;
+    l0_waddr1_2_s8 <= \$456 ;
   always @(posedge clk)
-    l0_waddr1_3_s5 <= \$457 ;
+    l0_waddr1_2_s9 <= \$457 ;
   always @(posedge clk)
-    l0_waddr1_3_s6 <= \$458 ;
+    l0_waddr1_2_s10 <= \$458 ;
   always @(posedge clk)
-    l0_waddr1_3_s7 <= \$459 ;
+    l0_waddr1_3_s5 <= \$459 ;
   always @(posedge clk)
-    l0_waddr1_3_s8 <= \$460 ;
+    l0_waddr1_3_s6 <= \$460 ;
   always @(posedge clk)
-    l0_waddr1_3_s9 <= \$461 ;
+    l0_waddr1_3_s7 <= \$461 ;
   always @(posedge clk)
-    l0_waddr1_3_s10 <= \$462 ;
+    l0_waddr1_3_s8 <= \$462 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$463 ;
+    l0_waddr1_3_s9 <= \$463 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$464 ;
+    l0_waddr1_3_s10 <= \$464 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$465 ;
+    l0_bval_bank0_0_s4 <= \$465 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s7 <= \$466 ;
+    l0_bval_bank0_0_s5 <= \$466 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s8 <= \$467 ;
+    l0_bval_bank0_0_s6 <= \$467 ;
   always @(posedge clk)
-    l0_delta0_0_0_raw_s9 <= \$468 ;
+    l0_bval_bank0_0_s7 <= \$468 ;
   always @(posedge clk)
-    l0_delta0_0_0_s10 <= \$469 ;
+    l0_bval_bank0_0_s8 <= \$469 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$470 ;
+    l0_delta0_0_0_raw_s9 <= \$470 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$471 ;
+    l0_delta0_0_0_s10 <= \$471 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$472 ;
+    l0_bval_bank0_1_s4 <= \$472 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s7 <= \$473 ;
+    l0_bval_bank0_1_s5 <= \$473 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s8 <= \$474 ;
+    l0_bval_bank0_1_s6 <= \$474 ;
   always @(posedge clk)
-    l0_delta0_0_1_raw_s9 <= \$475 ;
+    l0_bval_bank0_1_s7 <= \$475 ;
   always @(posedge clk)
-    l0_delta0_0_1_s10 <= \$476 ;
+    l0_bval_bank0_1_s8 <= \$476 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$477 ;
+    l0_delta0_0_1_raw_s9 <= \$477 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$478 ;
+    l0_delta0_0_1_s10 <= \$478 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$479 ;
+    l0_bval_bank0_2_s4 <= \$479 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s7 <= \$480 ;
+    l0_bval_bank0_2_s5 <= \$480 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s8 <= \$481 ;
+    l0_bval_bank0_2_s6 <= \$481 ;
   always @(posedge clk)
-    l0_delta0_0_2_raw_s9 <= \$482 ;
+    l0_bval_bank0_2_s7 <= \$482 ;
   always @(posedge clk)
-    l0_delta0_0_2_s10 <= \$483 ;
+    l0_bval_bank0_2_s8 <= \$483 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$484 ;
+    l0_delta0_0_2_raw_s9 <= \$484 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$485 ;
+    l0_delta0_0_2_s10 <= \$485 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$486 ;
+    l0_bval_bank0_3_s4 <= \$486 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s7 <= \$487 ;
+    l0_bval_bank0_3_s5 <= \$487 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s8 <= \$488 ;
+    l0_bval_bank0_3_s6 <= \$488 ;
   always @(posedge clk)
-    l0_delta0_0_3_raw_s9 <= \$489 ;
+    l0_bval_bank0_3_s7 <= \$489 ;
   always @(posedge clk)
-    l0_delta0_0_3_s10 <= \$490 ;
+    l0_bval_bank0_3_s8 <= \$490 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s4 <= \$491 ;
+    l0_delta0_0_3_raw_s9 <= \$491 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s5 <= \$492 ;
+    l0_delta0_0_3_s10 <= \$492 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s6 <= \$493 ;
+    l0_bval_bank1_0_s4 <= \$493 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s7 <= \$494 ;
+    l0_bval_bank1_0_s5 <= \$494 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s8 <= \$495 ;
+    l0_bval_bank1_0_s6 <= \$495 ;
   always @(posedge clk)
-    l0_delta0_1_0_raw_s9 <= \$496 ;
+    l0_bval_bank1_0_s7 <= \$496 ;
   always @(posedge clk)
-    l0_delta0_1_0_s10 <= \$497 ;
+    l0_bval_bank1_0_s8 <= \$497 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s4 <= \$498 ;
+    l0_delta0_1_0_raw_s9 <= \$498 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s5 <= \$499 ;
+    l0_delta0_1_0_s10 <= \$499 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s6 <= \$500 ;
+    l0_bval_bank1_1_s4 <= \$500 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s7 <= \$501 ;
+    l0_bval_bank1_1_s5 <= \$501 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s8 <= \$502 ;
+    l0_bval_bank1_1_s6 <= \$502 ;
   always @(posedge clk)
-    l0_delta0_1_1_raw_s9 <= \$503 ;
+    l0_bval_bank1_1_s7 <= \$503 ;
   always @(posedge clk)
-    l0_delta0_1_1_s10 <= \$504 ;
+    l0_bval_bank1_1_s8 <= \$504 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s4 <= \$505 ;
+    l0_delta0_1_1_raw_s9 <= \$505 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s5 <= \$506 ;
+    l0_delta0_1_1_s10 <= \$506 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s6 <= \$507 ;
+    l0_bval_bank1_2_s4 <= \$507 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s7 <= \$508 ;
+    l0_bval_bank1_2_s5 <= \$508 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s8 <= \$509 ;
+    l0_bval_bank1_2_s6 <= \$509 ;
   always @(posedge clk)
-    l0_delta0_1_2_raw_s9 <= \$510 ;
+    l0_bval_bank1_2_s7 <= \$510 ;
   always @(posedge clk)
-    l0_delta0_1_2_s10 <= \$511 ;
+    l0_bval_bank1_2_s8 <= \$511 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s4 <= \$512 ;
+    l0_delta0_1_2_raw_s9 <= \$512 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s5 <= \$513 ;
+    l0_delta0_1_2_s10 <= \$513 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s6 <= \$514 ;
+    l0_bval_bank1_3_s4 <= \$514 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s7 <= \$515 ;
+    l0_bval_bank1_3_s5 <= \$515 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s8 <= \$516 ;
+    l0_bval_bank1_3_s6 <= \$516 ;
   always @(posedge clk)
-    l0_delta0_1_3_raw_s9 <= \$517 ;
+    l0_bval_bank1_3_s7 <= \$517 ;
   always @(posedge clk)
-    l0_delta0_1_3_s10 <= \$518 ;
+    l0_bval_bank1_3_s8 <= \$518 ;
+  always @(posedge clk)
+    l0_delta0_1_3_raw_s9 <= \$519 ;
+  always @(posedge clk)
+    l0_delta0_1_3_s10 <= \$520 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$3 ;
@@ -1822,108 +1828,104 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign l0_port_rd = \$244  & \$245 ;
   assign port_cmd = reload_write | pc__ready;
   assign \$246  = reload_count + 1'h1;
-  assign \$247  = l0_port_local_p1 * 2'h3;
-  assign \$250  = l0_port_local_p2 - \$249 ;
-  assign \$253  = \$252  * 3'h4;
-  assign \$254  = l0_port_q_p3 - \$253 ;
-  assign \$255  = ~ pc__payload[21];
-  assign \$256  = pc__ready & \$255 ;
-  assign \$257  = pc__ready & pc__payload[21];
-  assign \$271  = l0_cell0_s3[1:0] > 1'h0;
-  assign \$272  = \$270  + \$271 ;
-  assign \$274  = l0_cell0_s3[1:0] > 1'h1;
-  assign \$275  = \$273  + \$274 ;
-  assign \$277  = l0_cell0_s3[1:0] > 2'h2;
-  assign \$278  = \$276  + \$277 ;
-  assign \$280  = l0_cell0_s3[1:0] > 2'h3;
-  assign \$281  = \$279  + \$280 ;
-  assign \$283  = l0_cell1_s3[1:0] > 1'h0;
-  assign \$284  = \$282  + \$283 ;
-  assign \$286  = l0_cell1_s3[1:0] > 1'h1;
-  assign \$287  = \$285  + \$286 ;
-  assign \$289  = l0_cell1_s3[1:0] > 2'h2;
-  assign \$290  = \$288  + \$289 ;
-  assign \$292  = l0_cell1_s3[1:0] > 2'h3;
-  assign \$293  = \$291  + \$292 ;
-  assign \$294  = $signed(\$signature__data$253 ) * $signed(l0_bval_bank0_0_s3);
-  assign \$295  = $signed(\$signature__data$254 ) * $signed(l0_bval_bank0_1_s3);
-  assign \$296  = $signed(\$signature__data$255 ) * $signed(l0_bval_bank0_2_s3);
-  assign \$297  = $signed(\$signature__data$256 ) * $signed(l0_bval_bank0_3_s3);
-  assign \$298  = $signed(\$signature__data$257 ) * $signed(l0_bval_bank1_0_s3);
-  assign \$299  = $signed(\$signature__data$258 ) * $signed(l0_bval_bank1_1_s3);
-  assign \$300  = $signed(\$signature__data$259 ) * $signed(l0_bval_bank1_2_s3);
-  assign \$301  = $signed(\$signature__data$260 ) * $signed(l0_bval_bank1_3_s3);
-  assign \$302  = $signed(t) + $signed(\t$37 );
-  assign \$303  = $signed(\t$40 ) + $signed(\t$43 );
-  assign \$304  = $signed(\t$55 ) + $signed(\t$58 );
-  assign \$305  = $signed(\t$61 ) + $signed(\t$64 );
-  assign \$306  = $signed(l0_sum0_t0_0_s5) + $signed(l0_sum0_t0_1_s5);
-  assign \$307  = $signed(l0_sum0_t0_2_s5) + $signed(l0_sum0_t0_3_s5);
-  assign \$308  = $signed(\$306 ) + $signed(\$307 );
-  assign \$309  = $signed(err0_s8) * $signed(l0_bval_bank0_0_s8);
-  assign \$310  = $signed(err0_s8) * $signed(l0_bval_bank0_1_s8);
-  assign \$311  = $signed(err0_s8) * $signed(l0_bval_bank0_2_s8);
-  assign \$312  = $signed(err0_s8) * $signed(l0_bval_bank0_3_s8);
-  assign \$313  = $signed(err0_s8) * $signed(l0_bval_bank1_0_s8);
-  assign \$314  = $signed(err0_s8) * $signed(l0_bval_bank1_1_s8);
-  assign \$315  = $signed(err0_s8) * $signed(l0_bval_bank1_2_s8);
-  assign \$316  = $signed(err0_s8) * $signed(l0_bval_bank1_3_s8);
+  assign \$249  = \$247  + \$248 ;
+  assign \$252  = l0_port_local_p2 - \$251 ;
+  assign \$255  = \$254  * 3'h4;
+  assign \$256  = l0_port_q_p3 - \$255 ;
+  assign \$257  = ~ pc__payload[21];
+  assign \$258  = pc__ready & \$257 ;
+  assign \$259  = pc__ready & pc__payload[21];
+  assign \$273  = l0_cell0_s3[1:0] > 1'h0;
+  assign \$274  = \$272  + \$273 ;
+  assign \$276  = l0_cell0_s3[1:0] > 1'h1;
+  assign \$277  = \$275  + \$276 ;
+  assign \$279  = l0_cell0_s3[1:0] > 2'h2;
+  assign \$280  = \$278  + \$279 ;
+  assign \$282  = l0_cell0_s3[1:0] > 2'h3;
+  assign \$283  = \$281  + \$282 ;
+  assign \$285  = l0_cell1_s3[1:0] > 1'h0;
+  assign \$286  = \$284  + \$285 ;
+  assign \$288  = l0_cell1_s3[1:0] > 1'h1;
+  assign \$289  = \$287  + \$288 ;
+  assign \$291  = l0_cell1_s3[1:0] > 2'h2;
+  assign \$292  = \$290  + \$291 ;
+  assign \$294  = l0_cell1_s3[1:0] > 2'h3;
+  assign \$295  = \$293  + \$294 ;
+  assign \$296  = $signed(\$signature__data$253 ) * $signed(l0_bval_bank0_0_s3);
+  assign \$297  = $signed(\$signature__data$254 ) * $signed(l0_bval_bank0_1_s3);
+  assign \$298  = $signed(\$signature__data$255 ) * $signed(l0_bval_bank0_2_s3);
+  assign \$299  = $signed(\$signature__data$256 ) * $signed(l0_bval_bank0_3_s3);
+  assign \$300  = $signed(\$signature__data$257 ) * $signed(l0_bval_bank1_0_s3);
+  assign \$301  = $signed(\$signature__data$258 ) * $signed(l0_bval_bank1_1_s3);
+  assign \$302  = $signed(\$signature__data$259 ) * $signed(l0_bval_bank1_2_s3);
+  assign \$303  = $signed(\$signature__data$260 ) * $signed(l0_bval_bank1_3_s3);
+  assign \$304  = $signed(t) + $signed(\t$37 );
+  assign \$305  = $signed(\t$40 ) + $signed(\t$43 );
+  assign \$306  = $signed(\t$55 ) + $signed(\t$58 );
+  assign \$307  = $signed(\t$61 ) + $signed(\t$64 );
+  assign \$308  = $signed(l0_sum0_t0_0_s5) + $signed(l0_sum0_t0_1_s5);
+  assign \$309  = $signed(l0_sum0_t0_2_s5) + $signed(l0_sum0_t0_3_s5);
+  assign \$310  = $signed(\$308 ) + $signed(\$309 );
+  assign \$311  = $signed(err0_s8) * $signed(l0_bval_bank0_0_s8);
+  assign \$312  = $signed(err0_s8) * $signed(l0_bval_bank0_1_s8);
+  assign \$313  = $signed(err0_s8) * $signed(l0_bval_bank0_2_s8);
+  assign \$314  = $signed(err0_s8) * $signed(l0_bval_bank0_3_s8);
+  assign \$315  = $signed(err0_s8) * $signed(l0_bval_bank1_0_s8);
+  assign \$316  = $signed(err0_s8) * $signed(l0_bval_bank1_1_s8);
+  assign \$317  = $signed(err0_s8) * $signed(l0_bval_bank1_2_s8);
+  assign \$318  = $signed(err0_s8) * $signed(l0_bval_bank1_3_s8);
   always @(posedge clk)
-    valid_s1 <= \$317 ;
+    valid_s1 <= \$319 ;
   always @(posedge clk)
-    valid_s2 <= \$318 ;
+    valid_s2 <= \$320 ;
   always @(posedge clk)
-    valid_s3 <= \$319 ;
+    valid_s3 <= \$321 ;
   always @(posedge clk)
-    valid_s4 <= \$320 ;
+    valid_s4 <= \$322 ;
   always @(posedge clk)
-    valid_s5 <= \$321 ;
+    valid_s5 <= \$323 ;
   always @(posedge clk)
-    valid_s6 <= \$322 ;
+    valid_s6 <= \$324 ;
   always @(posedge clk)
-    m__valid <= \$323 ;
+    m__valid <= \$325 ;
   always @(posedge clk)
-    valid_s8 <= \$324 ;
+    valid_s8 <= \$326 ;
   always @(posedge clk)
-    valid_s9 <= \$325 ;
+    valid_s9 <= \$327 ;
   always @(posedge clk)
-    valid_s10 <= \$326 ;
+    valid_s10 <= \$328 ;
   always @(posedge clk)
-    reload_count <= \$327 ;
+    reload_count <= \$329 ;
   always @(posedge clk)
-    port_in_flight0 <= \$328 ;
+    port_in_flight0 <= \$330 ;
   always @(posedge clk)
-    port_in_flight1 <= \$329 ;
+    port_in_flight1 <= \$331 ;
   always @(posedge clk)
-    port_in_flight2 <= \$330 ;
+    port_in_flight2 <= \$332 ;
   always @(posedge clk)
-    port_in_flight3 <= \$331 ;
+    port_in_flight3 <= \$333 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$332 ;
+    l0_port_local_p1 <= \$334 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$333 ;
+    l0_port_wr_p1 <= \$335 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$334 ;
+    l0_port_rd_p1 <= \$336 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$335 ;
+    l0_port_data_p1 <= \$337 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$336 ;
+    l0_port_edge_p2 <= \$338 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$337 ;
+    l0_port_local_p2 <= \$339 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$338 ;
+    l0_port_wr_p2 <= \$340 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$339 ;
+    l0_port_rd_p2 <= \$341 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$340 ;
+    l0_port_data_p2 <= \$342 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$341 ;
+    l0_port_q_p3 <= \$343 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$342 ;
-  always @(posedge clk)
-    l0_port_wr_p3 <= \$343 ;
-  always @(posedge clk)
-    l0_port_rd_p3 <= \$344 ;
+    l0_port_edge_p3 <= \$344 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -1940,1251 +1942,1265 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$345  = l0_port_data_p2;
+    \$345  = l0_port_wr_p2;
     if (rst) begin
-      \$345  = 16'h0000;
+      \$345  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$346  = \$251 ;
+    \$346  = l0_port_rd_p2;
     if (rst) begin
-      \$346  = 4'h0;
+      \$346  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$347  = \$254 ;
+    \$347  = l0_port_data_p2;
     if (rst) begin
-      \$347  = 8'h00;
+      \$347  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$348  = l0_port_edge_p3;
+    \$348  = \$253 ;
     if (rst) begin
-      \$348  = 7'h00;
+      \$348  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$349  = l0_port_wr_p3;
+    \$349  = \$256 ;
     if (rst) begin
-      \$349  = 1'h0;
+      \$349  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = l0_port_rd_p3;
+    \$350  = l0_port_edge_p3;
     if (rst) begin
-      \$350  = 1'h0;
+      \$350  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$351  = l0_port_data_p3;
+    \$351  = l0_port_wr_p3;
     if (rst) begin
-      \$351  = 16'h0000;
+      \$351  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$352  = l0_rd_edge;
-    if (l0_ram_rd) begin
-      \$352  = l0_port_edge_p4[0];
-    end
+    \$352  = l0_port_rd_p3;
     if (rst) begin
       \$352  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$353  = l0_rd_bank;
+    \$353  = l0_port_data_p3;
+    if (rst) begin
+      \$353  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$354  = l0_rd_edge;
     if (l0_ram_rd) begin
-      \$353  = l0_port_bank_p4[1:0];
+      \$354  = l0_port_edge_p4[0];
     end
     if (rst) begin
-      \$353  = 2'h0;
+      \$354  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$354  = read_layer;
+    \$355  = l0_rd_bank;
+    if (l0_ram_rd) begin
+      \$355  = l0_port_bank_p4[1:0];
+    end
+    if (rst) begin
+      \$355  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$356  = read_layer;
     if (l0_port_rd) begin
-      \$354  = 1'h0;
+      \$356  = 1'h0;
     end
-    if (rst) begin
-      \$354  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$355  = \$256 ;
-    if (rst) begin
-      \$355  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$356  = read_wait;
     if (rst) begin
       \$356  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$357  = read_wait1;
+    \$357  = \$258 ;
     if (rst) begin
       \$357  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$358  = read_wait2;
+    \$358  = read_wait;
     if (rst) begin
       \$358  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$359  = read_wait3;
+    \$359  = read_wait1;
     if (rst) begin
       \$359  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$360  = pr__valid;
-    if (\$257 ) begin
-      \$360  = 1'h1;
+    \$360  = read_wait2;
+    if (rst) begin
+      \$360  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$361  = read_wait3;
+    if (rst) begin
+      \$361  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$362  = pr__valid;
+    if (\$259 ) begin
+      \$362  = 1'h1;
     end else if (read_wait4) begin
-      \$360  = 1'h1;
+      \$362  = 1'h1;
     end else if (pr__ready) begin
-      \$360  = 1'h0;
+      \$362  = 1'h0;
     end
     if (rst) begin
-      \$360  = 1'h0;
+      \$362  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$361  = pr__payload;
-    if (\$257 ) begin
-      \$361  = pc__payload[15:0];
+    \$363  = pr__payload;
+    if (\$259 ) begin
+      \$363  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$361  = \$261 ;
+      \$363  = \$263 ;
     end
     if (rst) begin
-      \$361  = 16'h0000;
+      \$363  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$362  = u;
+    \$364  = u;
     if (en) begin
-      \$362  = s__payload[15:0];
+      \$364  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$363  = \u$18 ;
+    \$365  = \u$18 ;
     if (en) begin
-      \$363  = s__payload[31:16];
+      \$365  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$364  = y0_s1;
+    \$366  = y0_s1;
     if (en) begin
-      \$364  = s__payload[47:32];
+      \$366  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$365  = kind_s1;
+    \$367  = kind_s1;
     if (en) begin
-      \$365  = s__payload[49:48];
+      \$367  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$366  = pos_in;
+    \$368  = pos_in;
     if (en) begin
-      \$366  = pos;
+      \$368  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$367  = l0_lo0_s3;
+    \$369  = l0_lo0_s3;
     if (en) begin
-      \$367  = \cell [1:0];
+      \$369  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$368  = l0_cell0_s3;
+    \$370  = l0_cell0_s3;
     if (en) begin
-      \$368  = \cell ;
+      \$370  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$369  = l0_bval_bank0_0_s3;
-    if (en) begin
-      \$369  = \$262 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$370  = l0_bval_bank0_1_s3;
-    if (en) begin
-      \$370  = \$263 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$371  = l0_bval_bank0_2_s3;
+    \$371  = l0_bval_bank0_0_s3;
     if (en) begin
       \$371  = \$264 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$372  = l0_bval_bank0_3_s3;
+    \$372  = l0_bval_bank0_1_s3;
     if (en) begin
       \$372  = \$265 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$373  = \pos_in$20 ;
+    \$373  = l0_bval_bank0_2_s3;
     if (en) begin
-      \$373  = \pos$271 ;
+      \$373  = \$266 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$374  = l0_lo1_s3;
+    \$374  = l0_bval_bank0_3_s3;
     if (en) begin
-      \$374  = \cell$47 [1:0];
+      \$374  = \$267 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$375  = l0_cell1_s3;
+    \$375  = \pos_in$20 ;
     if (en) begin
-      \$375  = \cell$47 ;
+      \$375  = \pos$271 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$376  = l0_bval_bank1_0_s3;
+    \$376  = l0_lo1_s3;
     if (en) begin
-      \$376  = \$266 ;
+      \$376  = \cell$47 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$377  = l0_bval_bank1_1_s3;
+    \$377  = l0_cell1_s3;
     if (en) begin
-      \$377  = \$267 ;
+      \$377  = \cell$47 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$378  = l0_bval_bank1_2_s3;
+    \$378  = l0_bval_bank1_0_s3;
     if (en) begin
       \$378  = \$268 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$379  = l0_bval_bank1_3_s3;
+    \$379  = l0_bval_bank1_1_s3;
     if (en) begin
       \$379  = \$269 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$380  = l0_waddr0_0_s4;
+    \$380  = l0_bval_bank1_2_s3;
     if (en) begin
-      \$380  = \$272 ;
+      \$380  = \$270 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$381  = l0_waddr0_1_s4;
+    \$381  = l0_bval_bank1_3_s3;
     if (en) begin
-      \$381  = \$275 ;
+      \$381  = \$271 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$382  = l0_waddr0_2_s4;
+    \$382  = l0_waddr0_0_s4;
     if (en) begin
-      \$382  = \$278 ;
+      \$382  = \$274 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$383  = l0_waddr0_3_s4;
+    \$383  = l0_waddr0_1_s4;
     if (en) begin
-      \$383  = \$281 ;
+      \$383  = \$277 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$384  = l0_waddr1_0_s4;
+    \$384  = l0_waddr0_2_s4;
     if (en) begin
-      \$384  = \$284 ;
+      \$384  = \$280 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$385  = l0_waddr1_1_s4;
+    \$385  = l0_waddr0_3_s4;
     if (en) begin
-      \$385  = \$287 ;
+      \$385  = \$283 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$386  = l0_waddr1_2_s4;
+    \$386  = l0_waddr1_0_s4;
     if (en) begin
-      \$386  = \$290 ;
+      \$386  = \$286 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$387  = l0_waddr1_3_s4;
+    \$387  = l0_waddr1_1_s4;
     if (en) begin
-      \$387  = \$293 ;
+      \$387  = \$289 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$388  = l0_prod0_0_0_raw_s4;
+    \$388  = l0_waddr1_2_s4;
     if (en) begin
-      \$388  = \$294 ;
+      \$388  = \$292 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$389  = l0_prod0_0_1_raw_s4;
+    \$389  = l0_waddr1_3_s4;
     if (en) begin
       \$389  = \$295 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$390  = l0_prod0_0_2_raw_s4;
+    \$390  = l0_prod0_0_0_raw_s4;
     if (en) begin
       \$390  = \$296 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$391  = l0_prod0_0_3_raw_s4;
+    \$391  = l0_prod0_0_1_raw_s4;
     if (en) begin
       \$391  = \$297 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$392  = l0_prod0_1_0_raw_s4;
+    \$392  = l0_prod0_0_2_raw_s4;
     if (en) begin
       \$392  = \$298 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$393  = l0_prod0_1_1_raw_s4;
+    \$393  = l0_prod0_0_3_raw_s4;
     if (en) begin
       \$393  = \$299 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$394  = l0_prod0_1_2_raw_s4;
+    \$394  = l0_prod0_1_0_raw_s4;
     if (en) begin
       \$394  = \$300 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$395  = l0_prod0_1_3_raw_s4;
+    \$395  = l0_prod0_1_1_raw_s4;
     if (en) begin
       \$395  = \$301 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$396  = l0_sum0_t0_0_s5;
+    \$396  = l0_prod0_1_2_raw_s4;
     if (en) begin
       \$396  = \$302 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$397  = l0_sum0_t0_1_s5;
+    \$397  = l0_prod0_1_3_raw_s4;
     if (en) begin
       \$397  = \$303 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$398  = l0_sum0_t0_2_s5;
+    \$398  = l0_sum0_t0_0_s5;
     if (en) begin
       \$398  = \$304 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$399  = l0_sum0_t0_3_s5;
+    \$399  = l0_sum0_t0_1_s5;
     if (en) begin
       \$399  = \$305 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$400  = l0_sum0_t1_0_s6;
+    \$400  = l0_sum0_t0_2_s5;
     if (en) begin
-      \$400  = \$308 ;
+      \$400  = \$306 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$401  = l0_out0_s7;
+    \$401  = l0_sum0_t0_3_s5;
     if (en) begin
-      \$401  = \t$70 ;
+      \$401  = \$307 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$402  = y0_s2;
+    \$402  = l0_sum0_t1_0_s6;
     if (en) begin
-      \$402  = y0_s1;
+      \$402  = \$310 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$403  = y0_s3;
+    \$403  = l0_out0_s7;
     if (en) begin
-      \$403  = y0_s2;
+      \$403  = \t$70 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$404  = y0_s4;
+    \$404  = y0_s2;
     if (en) begin
-      \$404  = y0_s3;
+      \$404  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$405  = y0_s5;
+    \$405  = y0_s3;
     if (en) begin
-      \$405  = y0_s4;
+      \$405  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$406  = y0_s6;
+    \$406  = y0_s4;
     if (en) begin
-      \$406  = y0_s5;
+      \$406  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$407  = y0_s7;
+    \$407  = y0_s5;
     if (en) begin
-      \$407  = y0_s6;
+      \$407  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$408  = kind_s2;
+    \$408  = y0_s6;
     if (en) begin
-      \$408  = kind_s1;
+      \$408  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$409  = kind_s3;
+    \$409  = y0_s7;
     if (en) begin
-      \$409  = kind_s2;
+      \$409  = y0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$410  = kind_s4;
+    \$410  = kind_s2;
     if (en) begin
-      \$410  = kind_s3;
+      \$410  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$411  = kind_s5;
+    \$411  = kind_s3;
     if (en) begin
-      \$411  = kind_s4;
+      \$411  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$412  = kind_s6;
+    \$412  = kind_s4;
     if (en) begin
-      \$412  = kind_s5;
+      \$412  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$413  = kind_s7;
+    \$413  = kind_s5;
     if (en) begin
-      \$413  = kind_s6;
+      \$413  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$414  = err0_s8;
+    \$414  = kind_s6;
     if (en) begin
-      \$414  = e;
+      \$414  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$415  = l0_waddr0_0_s5;
+    \$415  = kind_s7;
     if (en) begin
-      \$415  = l0_waddr0_0_s4;
+      \$415  = kind_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$416  = l0_waddr0_0_s6;
+    \$416  = err0_s8;
     if (en) begin
-      \$416  = l0_waddr0_0_s5;
+      \$416  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$417  = l0_waddr0_0_s7;
+    \$417  = l0_waddr0_0_s5;
     if (en) begin
-      \$417  = l0_waddr0_0_s6;
+      \$417  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$418  = l0_waddr0_0_s8;
+    \$418  = l0_waddr0_0_s6;
     if (en) begin
-      \$418  = l0_waddr0_0_s7;
+      \$418  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$419  = l0_waddr0_0_s9;
+    \$419  = l0_waddr0_0_s7;
     if (en) begin
-      \$419  = l0_waddr0_0_s8;
+      \$419  = l0_waddr0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$420  = l0_waddr0_0_s10;
+    \$420  = l0_waddr0_0_s8;
     if (en) begin
-      \$420  = l0_waddr0_0_s9;
+      \$420  = l0_waddr0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$421  = l0_waddr0_1_s5;
+    \$421  = l0_waddr0_0_s9;
     if (en) begin
-      \$421  = l0_waddr0_1_s4;
+      \$421  = l0_waddr0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$422  = l0_waddr0_1_s6;
+    \$422  = l0_waddr0_0_s10;
     if (en) begin
-      \$422  = l0_waddr0_1_s5;
+      \$422  = l0_waddr0_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$423  = l0_waddr0_1_s7;
+    \$423  = l0_waddr0_1_s5;
     if (en) begin
-      \$423  = l0_waddr0_1_s6;
+      \$423  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$424  = l0_waddr0_1_s8;
+    \$424  = l0_waddr0_1_s6;
     if (en) begin
-      \$424  = l0_waddr0_1_s7;
+      \$424  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$425  = l0_waddr0_1_s9;
+    \$425  = l0_waddr0_1_s7;
     if (en) begin
-      \$425  = l0_waddr0_1_s8;
+      \$425  = l0_waddr0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$426  = l0_waddr0_1_s10;
+    \$426  = l0_waddr0_1_s8;
     if (en) begin
-      \$426  = l0_waddr0_1_s9;
+      \$426  = l0_waddr0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$427  = l0_waddr0_2_s5;
+    \$427  = l0_waddr0_1_s9;
     if (en) begin
-      \$427  = l0_waddr0_2_s4;
+      \$427  = l0_waddr0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$428  = l0_waddr0_2_s6;
+    \$428  = l0_waddr0_1_s10;
     if (en) begin
-      \$428  = l0_waddr0_2_s5;
+      \$428  = l0_waddr0_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$429  = l0_waddr0_2_s7;
+    \$429  = l0_waddr0_2_s5;
     if (en) begin
-      \$429  = l0_waddr0_2_s6;
+      \$429  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$430  = l0_waddr0_2_s8;
+    \$430  = l0_waddr0_2_s6;
     if (en) begin
-      \$430  = l0_waddr0_2_s7;
+      \$430  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$431  = l0_waddr0_2_s9;
+    \$431  = l0_waddr0_2_s7;
     if (en) begin
-      \$431  = l0_waddr0_2_s8;
+      \$431  = l0_waddr0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$432  = l0_waddr0_2_s10;
+    \$432  = l0_waddr0_2_s8;
     if (en) begin
-      \$432  = l0_waddr0_2_s9;
+      \$432  = l0_waddr0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$433  = l0_waddr0_3_s5;
+    \$433  = l0_waddr0_2_s9;
     if (en) begin
-      \$433  = l0_waddr0_3_s4;
+      \$433  = l0_waddr0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$434  = l0_waddr0_3_s6;
+    \$434  = l0_waddr0_2_s10;
     if (en) begin
-      \$434  = l0_waddr0_3_s5;
+      \$434  = l0_waddr0_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$435  = l0_waddr0_3_s7;
+    \$435  = l0_waddr0_3_s5;
     if (en) begin
-      \$435  = l0_waddr0_3_s6;
+      \$435  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$436  = l0_waddr0_3_s8;
+    \$436  = l0_waddr0_3_s6;
     if (en) begin
-      \$436  = l0_waddr0_3_s7;
+      \$436  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$437  = l0_waddr0_3_s9;
+    \$437  = l0_waddr0_3_s7;
     if (en) begin
-      \$437  = l0_waddr0_3_s8;
+      \$437  = l0_waddr0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$438  = l0_waddr0_3_s10;
+    \$438  = l0_waddr0_3_s8;
     if (en) begin
-      \$438  = l0_waddr0_3_s9;
+      \$438  = l0_waddr0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$439  = l0_waddr1_0_s5;
+    \$439  = l0_waddr0_3_s9;
     if (en) begin
-      \$439  = l0_waddr1_0_s4;
+      \$439  = l0_waddr0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$440  = l0_waddr1_0_s6;
+    \$440  = l0_waddr0_3_s10;
     if (en) begin
-      \$440  = l0_waddr1_0_s5;
+      \$440  = l0_waddr0_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$441  = l0_waddr1_0_s7;
+    \$441  = l0_waddr1_0_s5;
     if (en) begin
-      \$441  = l0_waddr1_0_s6;
+      \$441  = l0_waddr1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$442  = l0_waddr1_0_s8;
+    \$442  = l0_waddr1_0_s6;
     if (en) begin
-      \$442  = l0_waddr1_0_s7;
+      \$442  = l0_waddr1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$443  = l0_waddr1_0_s9;
+    \$443  = l0_waddr1_0_s7;
     if (en) begin
-      \$443  = l0_waddr1_0_s8;
+      \$443  = l0_waddr1_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$444  = l0_waddr1_0_s10;
+    \$444  = l0_waddr1_0_s8;
     if (en) begin
-      \$444  = l0_waddr1_0_s9;
+      \$444  = l0_waddr1_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$445  = l0_waddr1_1_s5;
+    \$445  = l0_waddr1_0_s9;
     if (en) begin
-      \$445  = l0_waddr1_1_s4;
+      \$445  = l0_waddr1_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$446  = l0_waddr1_1_s6;
+    \$446  = l0_waddr1_0_s10;
     if (en) begin
-      \$446  = l0_waddr1_1_s5;
+      \$446  = l0_waddr1_0_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$447  = l0_waddr1_1_s7;
+    \$447  = l0_waddr1_1_s5;
     if (en) begin
-      \$447  = l0_waddr1_1_s6;
+      \$447  = l0_waddr1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$448  = l0_waddr1_1_s8;
+    \$448  = l0_waddr1_1_s6;
     if (en) begin
-      \$448  = l0_waddr1_1_s7;
+      \$448  = l0_waddr1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$449  = l0_waddr1_1_s9;
+    \$449  = l0_waddr1_1_s7;
     if (en) begin
-      \$449  = l0_waddr1_1_s8;
+      \$449  = l0_waddr1_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$450  = l0_waddr1_1_s10;
+    \$450  = l0_waddr1_1_s8;
     if (en) begin
-      \$450  = l0_waddr1_1_s9;
+      \$450  = l0_waddr1_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$451  = l0_waddr1_2_s5;
+    \$451  = l0_waddr1_1_s9;
     if (en) begin
-      \$451  = l0_waddr1_2_s4;
+      \$451  = l0_waddr1_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$452  = l0_waddr1_2_s6;
+    \$452  = l0_waddr1_1_s10;
     if (en) begin
-      \$452  = l0_waddr1_2_s5;
+      \$452  = l0_waddr1_1_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$453  = l0_waddr1_2_s7;
+    \$453  = l0_waddr1_2_s5;
     if (en) begin
-      \$453  = l0_waddr1_2_s6;
+      \$453  = l0_waddr1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$454  = l0_waddr1_2_s8;
+    \$454  = l0_waddr1_2_s6;
     if (en) begin
-      \$454  = l0_waddr1_2_s7;
+      \$454  = l0_waddr1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$455  = l0_waddr1_2_s9;
+    \$455  = l0_waddr1_2_s7;
     if (en) begin
-      \$455  = l0_waddr1_2_s8;
+      \$455  = l0_waddr1_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$456  = l0_waddr1_2_s10;
+    \$456  = l0_waddr1_2_s8;
     if (en) begin
-      \$456  = l0_waddr1_2_s9;
+      \$456  = l0_waddr1_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$457  = l0_waddr1_3_s5;
+    \$457  = l0_waddr1_2_s9;
     if (en) begin
-      \$457  = l0_waddr1_3_s4;
+      \$457  = l0_waddr1_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$458  = l0_waddr1_3_s6;
+    \$458  = l0_waddr1_2_s10;
     if (en) begin
-      \$458  = l0_waddr1_3_s5;
+      \$458  = l0_waddr1_2_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$459  = l0_waddr1_3_s7;
+    \$459  = l0_waddr1_3_s5;
     if (en) begin
-      \$459  = l0_waddr1_3_s6;
+      \$459  = l0_waddr1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$460  = l0_waddr1_3_s8;
+    \$460  = l0_waddr1_3_s6;
     if (en) begin
-      \$460  = l0_waddr1_3_s7;
+      \$460  = l0_waddr1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$461  = l0_waddr1_3_s9;
+    \$461  = l0_waddr1_3_s7;
     if (en) begin
-      \$461  = l0_waddr1_3_s8;
+      \$461  = l0_waddr1_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$462  = l0_waddr1_3_s10;
+    \$462  = l0_waddr1_3_s8;
     if (en) begin
-      \$462  = l0_waddr1_3_s9;
+      \$462  = l0_waddr1_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$463  = l0_bval_bank0_0_s4;
+    \$463  = l0_waddr1_3_s9;
     if (en) begin
-      \$463  = l0_bval_bank0_0_s3;
+      \$463  = l0_waddr1_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$464  = l0_bval_bank0_0_s5;
+    \$464  = l0_waddr1_3_s10;
     if (en) begin
-      \$464  = l0_bval_bank0_0_s4;
+      \$464  = l0_waddr1_3_s9;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$465  = l0_bval_bank0_0_s6;
+    \$465  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$465  = l0_bval_bank0_0_s5;
+      \$465  = l0_bval_bank0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$466  = l0_bval_bank0_0_s7;
+    \$466  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$466  = l0_bval_bank0_0_s6;
+      \$466  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$467  = l0_bval_bank0_0_s8;
+    \$467  = l0_bval_bank0_0_s6;
     if (en) begin
-      \$467  = l0_bval_bank0_0_s7;
+      \$467  = l0_bval_bank0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$468  = l0_delta0_0_0_raw_s9;
+    \$468  = l0_bval_bank0_0_s7;
     if (en) begin
-      \$468  = \$309 ;
+      \$468  = l0_bval_bank0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$469  = l0_delta0_0_0_s10;
+    \$469  = l0_bval_bank0_0_s8;
     if (en) begin
-      \$469  = \t$80 ;
+      \$469  = l0_bval_bank0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$470  = l0_bval_bank0_1_s4;
+    \$470  = l0_delta0_0_0_raw_s9;
     if (en) begin
-      \$470  = l0_bval_bank0_1_s3;
+      \$470  = \$311 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$471  = l0_bval_bank0_1_s5;
+    \$471  = l0_delta0_0_0_s10;
     if (en) begin
-      \$471  = l0_bval_bank0_1_s4;
+      \$471  = \t$80 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$472  = l0_bval_bank0_1_s6;
+    \$472  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$472  = l0_bval_bank0_1_s5;
+      \$472  = l0_bval_bank0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$473  = l0_bval_bank0_1_s7;
+    \$473  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$473  = l0_bval_bank0_1_s6;
+      \$473  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$474  = l0_bval_bank0_1_s8;
+    \$474  = l0_bval_bank0_1_s6;
     if (en) begin
-      \$474  = l0_bval_bank0_1_s7;
+      \$474  = l0_bval_bank0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$475  = l0_delta0_0_1_raw_s9;
+    \$475  = l0_bval_bank0_1_s7;
     if (en) begin
-      \$475  = \$310 ;
+      \$475  = l0_bval_bank0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$476  = l0_delta0_0_1_s10;
+    \$476  = l0_bval_bank0_1_s8;
     if (en) begin
-      \$476  = \t$83 ;
+      \$476  = l0_bval_bank0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$477  = l0_bval_bank0_2_s4;
+    \$477  = l0_delta0_0_1_raw_s9;
     if (en) begin
-      \$477  = l0_bval_bank0_2_s3;
+      \$477  = \$312 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$478  = l0_bval_bank0_2_s5;
+    \$478  = l0_delta0_0_1_s10;
     if (en) begin
-      \$478  = l0_bval_bank0_2_s4;
+      \$478  = \t$83 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$479  = l0_bval_bank0_2_s6;
+    \$479  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$479  = l0_bval_bank0_2_s5;
+      \$479  = l0_bval_bank0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$480  = l0_bval_bank0_2_s7;
+    \$480  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$480  = l0_bval_bank0_2_s6;
+      \$480  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$481  = l0_bval_bank0_2_s8;
+    \$481  = l0_bval_bank0_2_s6;
     if (en) begin
-      \$481  = l0_bval_bank0_2_s7;
+      \$481  = l0_bval_bank0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$482  = l0_delta0_0_2_raw_s9;
+    \$482  = l0_bval_bank0_2_s7;
     if (en) begin
-      \$482  = \$311 ;
+      \$482  = l0_bval_bank0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$483  = l0_delta0_0_2_s10;
+    \$483  = l0_bval_bank0_2_s8;
     if (en) begin
-      \$483  = \t$86 ;
+      \$483  = l0_bval_bank0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$484  = l0_bval_bank0_3_s4;
+    \$484  = l0_delta0_0_2_raw_s9;
     if (en) begin
-      \$484  = l0_bval_bank0_3_s3;
+      \$484  = \$313 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$485  = l0_bval_bank0_3_s5;
+    \$485  = l0_delta0_0_2_s10;
     if (en) begin
-      \$485  = l0_bval_bank0_3_s4;
+      \$485  = \t$86 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$486  = l0_bval_bank0_3_s6;
+    \$486  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$486  = l0_bval_bank0_3_s5;
+      \$486  = l0_bval_bank0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$487  = l0_bval_bank0_3_s7;
+    \$487  = l0_bval_bank0_3_s5;
     if (en) begin
-      \$487  = l0_bval_bank0_3_s6;
+      \$487  = l0_bval_bank0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$488  = l0_bval_bank0_3_s8;
+    \$488  = l0_bval_bank0_3_s6;
     if (en) begin
-      \$488  = l0_bval_bank0_3_s7;
+      \$488  = l0_bval_bank0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$489  = l0_delta0_0_3_raw_s9;
+    \$489  = l0_bval_bank0_3_s7;
     if (en) begin
-      \$489  = \$312 ;
+      \$489  = l0_bval_bank0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$490  = l0_delta0_0_3_s10;
+    \$490  = l0_bval_bank0_3_s8;
     if (en) begin
-      \$490  = \t$89 ;
+      \$490  = l0_bval_bank0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$491  = l0_bval_bank1_0_s4;
+    \$491  = l0_delta0_0_3_raw_s9;
     if (en) begin
-      \$491  = l0_bval_bank1_0_s3;
+      \$491  = \$314 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$492  = l0_bval_bank1_0_s5;
+    \$492  = l0_delta0_0_3_s10;
     if (en) begin
-      \$492  = l0_bval_bank1_0_s4;
+      \$492  = \t$89 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$493  = l0_bval_bank1_0_s6;
+    \$493  = l0_bval_bank1_0_s4;
     if (en) begin
-      \$493  = l0_bval_bank1_0_s5;
+      \$493  = l0_bval_bank1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$494  = l0_bval_bank1_0_s7;
+    \$494  = l0_bval_bank1_0_s5;
     if (en) begin
-      \$494  = l0_bval_bank1_0_s6;
+      \$494  = l0_bval_bank1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$495  = l0_bval_bank1_0_s8;
+    \$495  = l0_bval_bank1_0_s6;
     if (en) begin
-      \$495  = l0_bval_bank1_0_s7;
+      \$495  = l0_bval_bank1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$496  = l0_delta0_1_0_raw_s9;
+    \$496  = l0_bval_bank1_0_s7;
     if (en) begin
-      \$496  = \$313 ;
+      \$496  = l0_bval_bank1_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$497  = l0_delta0_1_0_s10;
+    \$497  = l0_bval_bank1_0_s8;
     if (en) begin
-      \$497  = \t$92 ;
+      \$497  = l0_bval_bank1_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$498  = l0_bval_bank1_1_s4;
+    \$498  = l0_delta0_1_0_raw_s9;
     if (en) begin
-      \$498  = l0_bval_bank1_1_s3;
+      \$498  = \$315 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$499  = l0_bval_bank1_1_s5;
+    \$499  = l0_delta0_1_0_s10;
     if (en) begin
-      \$499  = l0_bval_bank1_1_s4;
+      \$499  = \t$92 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$500  = l0_bval_bank1_1_s6;
+    \$500  = l0_bval_bank1_1_s4;
     if (en) begin
-      \$500  = l0_bval_bank1_1_s5;
+      \$500  = l0_bval_bank1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$501  = l0_bval_bank1_1_s7;
+    \$501  = l0_bval_bank1_1_s5;
     if (en) begin
-      \$501  = l0_bval_bank1_1_s6;
+      \$501  = l0_bval_bank1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$502  = l0_bval_bank1_1_s8;
+    \$502  = l0_bval_bank1_1_s6;
     if (en) begin
-      \$502  = l0_bval_bank1_1_s7;
+      \$502  = l0_bval_bank1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$503  = l0_delta0_1_1_raw_s9;
+    \$503  = l0_bval_bank1_1_s7;
     if (en) begin
-      \$503  = \$314 ;
+      \$503  = l0_bval_bank1_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$504  = l0_delta0_1_1_s10;
+    \$504  = l0_bval_bank1_1_s8;
     if (en) begin
-      \$504  = \t$95 ;
+      \$504  = l0_bval_bank1_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$505  = l0_bval_bank1_2_s4;
+    \$505  = l0_delta0_1_1_raw_s9;
     if (en) begin
-      \$505  = l0_bval_bank1_2_s3;
+      \$505  = \$316 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$506  = l0_bval_bank1_2_s5;
+    \$506  = l0_delta0_1_1_s10;
     if (en) begin
-      \$506  = l0_bval_bank1_2_s4;
+      \$506  = \t$95 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$507  = l0_bval_bank1_2_s6;
+    \$507  = l0_bval_bank1_2_s4;
     if (en) begin
-      \$507  = l0_bval_bank1_2_s5;
+      \$507  = l0_bval_bank1_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$508  = l0_bval_bank1_2_s7;
+    \$508  = l0_bval_bank1_2_s5;
     if (en) begin
-      \$508  = l0_bval_bank1_2_s6;
+      \$508  = l0_bval_bank1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$509  = l0_bval_bank1_2_s8;
+    \$509  = l0_bval_bank1_2_s6;
     if (en) begin
-      \$509  = l0_bval_bank1_2_s7;
+      \$509  = l0_bval_bank1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$510  = l0_delta0_1_2_raw_s9;
+    \$510  = l0_bval_bank1_2_s7;
     if (en) begin
-      \$510  = \$315 ;
+      \$510  = l0_bval_bank1_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$511  = l0_delta0_1_2_s10;
+    \$511  = l0_bval_bank1_2_s8;
     if (en) begin
-      \$511  = \t$98 ;
+      \$511  = l0_bval_bank1_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$512  = l0_bval_bank1_3_s4;
+    \$512  = l0_delta0_1_2_raw_s9;
     if (en) begin
-      \$512  = l0_bval_bank1_3_s3;
+      \$512  = \$317 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$513  = l0_bval_bank1_3_s5;
+    \$513  = l0_delta0_1_2_s10;
     if (en) begin
-      \$513  = l0_bval_bank1_3_s4;
+      \$513  = \t$98 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$514  = l0_bval_bank1_3_s6;
+    \$514  = l0_bval_bank1_3_s4;
     if (en) begin
-      \$514  = l0_bval_bank1_3_s5;
+      \$514  = l0_bval_bank1_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$515  = l0_bval_bank1_3_s7;
+    \$515  = l0_bval_bank1_3_s5;
     if (en) begin
-      \$515  = l0_bval_bank1_3_s6;
+      \$515  = l0_bval_bank1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$516  = l0_bval_bank1_3_s8;
+    \$516  = l0_bval_bank1_3_s6;
     if (en) begin
-      \$516  = l0_bval_bank1_3_s7;
+      \$516  = l0_bval_bank1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$517  = l0_delta0_1_3_raw_s9;
+    \$517  = l0_bval_bank1_3_s7;
     if (en) begin
-      \$517  = \$316 ;
+      \$517  = l0_bval_bank1_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$518  = l0_delta0_1_3_s10;
+    \$518  = l0_bval_bank1_3_s8;
     if (en) begin
-      \$518  = \t$101 ;
+      \$518  = l0_bval_bank1_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$249  = 5'h00;
+    \$519  = l0_delta0_1_3_raw_s9;
+    if (en) begin
+      \$519  = \$318 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$520  = l0_delta0_1_3_s10;
+    if (en) begin
+      \$520  = \t$101 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$251  = 5'h00;
     casez (l0_port_edge_p2)
       7'h00:
-          \$249  = 5'h00;
+          \$251  = 5'h00;
       7'h01:
-          \$249  = 5'h0b;
+          \$251  = 5'h0b;
     endcase
   end
   always @* begin
@@ -3192,13 +3208,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$258  = \$signature__data$253 ;
+          \$260  = \$signature__data$253 ;
       2'h1:
-          \$258  = \$signature__data$254 ;
+          \$260  = \$signature__data$254 ;
       2'h2:
-          \$258  = \$signature__data$255 ;
+          \$260  = \$signature__data$255 ;
       2'h3:
-          \$258  = \$signature__data$256 ;
+          \$260  = \$signature__data$256 ;
     endcase
   end
   always @* begin
@@ -3206,13 +3222,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$259  = \$signature__data$257 ;
+          \$261  = \$signature__data$257 ;
       2'h1:
-          \$259  = \$signature__data$258 ;
+          \$261  = \$signature__data$258 ;
       2'h2:
-          \$259  = \$signature__data$259 ;
+          \$261  = \$signature__data$259 ;
       2'h3:
-          \$259  = \$signature__data$260 ;
+          \$261  = \$signature__data$260 ;
     endcase
   end
   always @* begin
@@ -3220,17 +3236,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_edge)
       1'h0:
-          \$260  = \$258 ;
+          \$262  = \$260 ;
       1'h1:
-          \$260  = \$259 ;
+          \$262  = \$261 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$261  = 16'h0000;
+    \$263  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$261  = \$260 ;
+          \$263  = \$262 ;
     endcase
   end
   always @* begin
@@ -3238,41 +3254,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$262  = bval[15:0];
-      2'h1:
-          \$262  = bval[63:48];
-      2'h2:
-          \$262  = bval[47:32];
-      2'h3:
-          \$262  = bval[31:16];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\cell [1:0])
-      2'h0:
-          \$263  = bval[31:16];
-      2'h1:
-          \$263  = bval[15:0];
-      2'h2:
-          \$263  = bval[63:48];
-      2'h3:
-          \$263  = bval[47:32];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\cell [1:0])
-      2'h0:
-          \$264  = bval[47:32];
-      2'h1:
-          \$264  = bval[31:16];
-      2'h2:
           \$264  = bval[15:0];
-      2'h3:
+      2'h1:
           \$264  = bval[63:48];
+      2'h2:
+          \$264  = bval[47:32];
+      2'h3:
+          \$264  = bval[31:16];
     endcase
   end
   always @* begin
@@ -3280,41 +3268,41 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$265  = bval[63:48];
-      2'h1:
-          \$265  = bval[47:32];
-      2'h2:
           \$265  = bval[31:16];
-      2'h3:
+      2'h1:
           \$265  = bval[15:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\cell$47 [1:0])
-      2'h0:
-          \$266  = \bval$275 [15:0];
-      2'h1:
-          \$266  = \bval$275 [63:48];
       2'h2:
-          \$266  = \bval$275 [47:32];
+          \$265  = bval[63:48];
       2'h3:
-          \$266  = \bval$275 [31:16];
+          \$265  = bval[47:32];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$47 [1:0])
+    casez (\cell [1:0])
       2'h0:
-          \$267  = \bval$275 [31:16];
+          \$266  = bval[47:32];
       2'h1:
-          \$267  = \bval$275 [15:0];
+          \$266  = bval[31:16];
       2'h2:
-          \$267  = \bval$275 [63:48];
+          \$266  = bval[15:0];
       2'h3:
-          \$267  = \bval$275 [47:32];
+          \$266  = bval[63:48];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\cell [1:0])
+      2'h0:
+          \$267  = bval[63:48];
+      2'h1:
+          \$267  = bval[47:32];
+      2'h2:
+          \$267  = bval[31:16];
+      2'h3:
+          \$267  = bval[15:0];
     endcase
   end
   always @* begin
@@ -3322,13 +3310,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell$47 [1:0])
       2'h0:
-          \$268  = \bval$275 [47:32];
-      2'h1:
-          \$268  = \bval$275 [31:16];
-      2'h2:
           \$268  = \bval$275 [15:0];
-      2'h3:
+      2'h1:
           \$268  = \bval$275 [63:48];
+      2'h2:
+          \$268  = \bval$275 [47:32];
+      2'h3:
+          \$268  = \bval$275 [31:16];
     endcase
   end
   always @* begin
@@ -3336,13 +3324,41 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell$47 [1:0])
       2'h0:
-          \$269  = \bval$275 [63:48];
-      2'h1:
-          \$269  = \bval$275 [47:32];
-      2'h2:
           \$269  = \bval$275 [31:16];
-      2'h3:
+      2'h1:
           \$269  = \bval$275 [15:0];
+      2'h2:
+          \$269  = \bval$275 [63:48];
+      2'h3:
+          \$269  = \bval$275 [47:32];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\cell$47 [1:0])
+      2'h0:
+          \$270  = \bval$275 [47:32];
+      2'h1:
+          \$270  = \bval$275 [31:16];
+      2'h2:
+          \$270  = \bval$275 [15:0];
+      2'h3:
+          \$270  = \bval$275 [63:48];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\cell$47 [1:0])
+      2'h0:
+          \$271  = \bval$275 [63:48];
+      2'h1:
+          \$271  = \bval$275 [47:32];
+      2'h2:
+          \$271  = \bval$275 [31:16];
+      2'h3:
+          \$271  = \bval$275 [15:0];
     endcase
   end
   always @* begin
@@ -3359,29 +3375,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$317  = valid_s1;
+    \$319  = valid_s1;
     if (en) begin
-      \$317  = accept;
-    end
-    if (rst) begin
-      \$317  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$318  = valid_s2;
-    if (en) begin
-      \$318  = valid_s1;
-    end
-    if (rst) begin
-      \$318  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$319  = valid_s3;
-    if (en) begin
-      \$319  = valid_s2;
+      \$319  = accept;
     end
     if (rst) begin
       \$319  = 1'h0;
@@ -3389,9 +3385,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$320  = valid_s4;
+    \$320  = valid_s2;
     if (en) begin
-      \$320  = valid_s3;
+      \$320  = valid_s1;
     end
     if (rst) begin
       \$320  = 1'h0;
@@ -3399,9 +3395,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$321  = valid_s5;
+    \$321  = valid_s3;
     if (en) begin
-      \$321  = valid_s4;
+      \$321  = valid_s2;
     end
     if (rst) begin
       \$321  = 1'h0;
@@ -3409,9 +3405,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$322  = valid_s6;
+    \$322  = valid_s4;
     if (en) begin
-      \$322  = valid_s5;
+      \$322  = valid_s3;
     end
     if (rst) begin
       \$322  = 1'h0;
@@ -3419,9 +3415,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$323  = m__valid;
+    \$323  = valid_s5;
     if (en) begin
-      \$323  = valid_s6;
+      \$323  = valid_s4;
     end
     if (rst) begin
       \$323  = 1'h0;
@@ -3429,9 +3425,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = valid_s8;
+    \$324  = valid_s6;
     if (en) begin
-      \$324  = m__valid;
+      \$324  = valid_s5;
     end
     if (rst) begin
       \$324  = 1'h0;
@@ -3439,9 +3435,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$325  = valid_s9;
+    \$325  = m__valid;
     if (en) begin
-      \$325  = valid_s8;
+      \$325  = valid_s6;
     end
     if (rst) begin
       \$325  = 1'h0;
@@ -3449,9 +3445,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$326  = valid_s10;
+    \$326  = valid_s8;
     if (en) begin
-      \$326  = valid_s9;
+      \$326  = m__valid;
     end
     if (rst) begin
       \$326  = 1'h0;
@@ -3459,131 +3455,137 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$327  = reload_count;
-    if (reloading) begin
-      \$327  = \$246 [4:0];
+    \$327  = valid_s9;
+    if (en) begin
+      \$327  = valid_s8;
     end
     if (rst) begin
-      \$327  = 5'h00;
+      \$327  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$328  = port_cmd;
+    \$328  = valid_s10;
+    if (en) begin
+      \$328  = valid_s9;
+    end
     if (rst) begin
       \$328  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$329  = port_in_flight0;
+    \$329  = reload_count;
+    if (reloading) begin
+      \$329  = \$246 [4:0];
+    end
     if (rst) begin
-      \$329  = 1'h0;
+      \$329  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$330  = port_in_flight1;
+    \$330  = port_cmd;
     if (rst) begin
       \$330  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$331  = port_in_flight2;
+    \$331  = port_in_flight0;
     if (rst) begin
       \$331  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$332  = \$235 [4:0];
+    \$332  = port_in_flight1;
     if (rst) begin
-      \$332  = 5'h00;
+      \$332  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$333  = l0_port_wr;
+    \$333  = port_in_flight2;
     if (rst) begin
       \$333  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$334  = l0_port_rd;
+    \$334  = \$235 [4:0];
     if (rst) begin
-      \$334  = 1'h0;
+      \$334  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$335  = l0_port_data;
+    \$335  = l0_port_wr;
     if (rst) begin
-      \$335  = 16'h0000;
+      \$335  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$336  = \$248 ;
+    \$336  = l0_port_rd;
     if (rst) begin
-      \$336  = 7'h00;
+      \$336  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$337  = l0_port_local_p1;
+    \$337  = l0_port_data;
     if (rst) begin
-      \$337  = 5'h00;
+      \$337  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$338  = l0_port_wr_p1;
+    \$338  = \$250 ;
     if (rst) begin
-      \$338  = 1'h0;
+      \$338  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$339  = l0_port_rd_p1;
+    \$339  = l0_port_local_p1;
     if (rst) begin
-      \$339  = 1'h0;
+      \$339  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$340  = l0_port_data_p1;
+    \$340  = l0_port_wr_p1;
     if (rst) begin
-      \$340  = 16'h0000;
+      \$340  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$341  = \$250 [3:0];
+    \$341  = l0_port_rd_p1;
     if (rst) begin
-      \$341  = 4'h0;
+      \$341  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$342  = l0_port_edge_p2;
+    \$342  = l0_port_data_p1;
     if (rst) begin
-      \$342  = 7'h00;
+      \$342  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$343  = l0_port_wr_p2;
+    \$343  = \$252 [3:0];
     if (rst) begin
-      \$343  = 1'h0;
+      \$343  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$344  = l0_port_rd_p2;
+    \$344  = l0_port_edge_p2;
     if (rst) begin
-      \$344  = 1'h0;
+      \$344  = 7'h00;
     end
   end
   assign x0_s1 = u;
@@ -3728,17 +3730,19 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$176  = l0_port_edge_p4[0];
   assign \$189  = l0_port_edge_p4[0];
   assign \$202  = l0_port_edge_p4[0];
-  assign \$248  = { 5'h00, \$247 [6:5] };
-  assign \$251  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$252  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$270  = { 2'h0, l0_cell0_s3[2] };
-  assign \$273  = { 2'h0, l0_cell0_s3[2] };
-  assign \$276  = { 2'h0, l0_cell0_s3[2] };
-  assign \$279  = { 2'h0, l0_cell0_s3[2] };
-  assign \$282  = { 2'h0, l0_cell1_s3[2] };
-  assign \$285  = { 2'h0, l0_cell1_s3[2] };
-  assign \$288  = { 2'h0, l0_cell1_s3[2] };
-  assign \$291  = { 2'h0, l0_cell1_s3[2] };
+  assign \$247  = { 1'h0, l0_port_local_p1 };
+  assign \$248  = { l0_port_local_p1, 1'h0 };
+  assign \$250  = { 5'h00, \$249 [6:5] };
+  assign \$253  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$254  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$272  = { 2'h0, l0_cell0_s3[2] };
+  assign \$275  = { 2'h0, l0_cell0_s3[2] };
+  assign \$278  = { 2'h0, l0_cell0_s3[2] };
+  assign \$281  = { 2'h0, l0_cell0_s3[2] };
+  assign \$284  = { 2'h0, l0_cell1_s3[2] };
+  assign \$287  = { 2'h0, l0_cell1_s3[2] };
+  assign \$290  = { 2'h0, l0_cell1_s3[2] };
+  assign \$293  = { 2'h0, l0_cell1_s3[2] };
   assign \$48  = 1'h0;
   assign \t$80  = \$52 ;
   assign \$56  = 1'h0;

@@ -125,53 +125,53 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$144 ;
   wire \$145 ;
   wire [4:0] \$146 ;
-  wire [5:0] \$147 ;
-  wire [5:0] \$148 ;
-  reg [3:0] \$149 ;
+  wire [4:0] \$147 ;
+  wire [4:0] \$148 ;
+  wire [5:0] \$149 ;
   wire [3:0] \$15 ;
-  wire [4:0] \$150 ;
-  wire [3:0] \$151 ;
-  wire [3:0] \$152 ;
-  wire [6:0] \$153 ;
-  wire [7:0] \$154 ;
-  wire \$155 ;
-  wire \$156 ;
+  wire [5:0] \$150 ;
+  reg [3:0] \$151 ;
+  wire [4:0] \$152 ;
+  wire [3:0] \$153 ;
+  wire [3:0] \$154 ;
+  wire [6:0] \$155 ;
+  wire [7:0] \$156 ;
   wire \$157 ;
-  reg [15:0] \$158 ;
-  reg [15:0] \$159 ;
+  wire \$158 ;
+  wire \$159 ;
   wire [3:0] \$16 ;
   reg [15:0] \$160 ;
   reg [15:0] \$161 ;
   reg [15:0] \$162 ;
   reg [15:0] \$163 ;
   reg [15:0] \$164 ;
-  wire [2:0] \$165 ;
-  wire \$166 ;
-  wire [3:0] \$167 ;
-  wire [2:0] \$168 ;
-  wire \$169 ;
+  reg [15:0] \$165 ;
+  reg [15:0] \$166 ;
+  wire [2:0] \$167 ;
+  wire \$168 ;
+  wire [3:0] \$169 ;
   wire [42:0] \$17 ;
-  wire [3:0] \$170 ;
-  wire [2:0] \$171 ;
-  wire \$172 ;
-  wire [3:0] \$173 ;
-  wire [2:0] \$174 ;
-  wire \$175 ;
-  wire [3:0] \$176 ;
-  wire [31:0] \$177 ;
-  wire [31:0] \$178 ;
+  wire [2:0] \$170 ;
+  wire \$171 ;
+  wire [3:0] \$172 ;
+  wire [2:0] \$173 ;
+  wire \$174 ;
+  wire [3:0] \$175 ;
+  wire [2:0] \$176 ;
+  wire \$177 ;
+  wire [3:0] \$178 ;
   wire [31:0] \$179 ;
   wire \$18 ;
   wire [31:0] \$180 ;
-  wire [40:0] \$181 ;
-  wire [40:0] \$182 ;
-  wire [41:0] \$183 ;
-  wire [31:0] \$184 ;
-  wire [31:0] \$185 ;
+  wire [31:0] \$181 ;
+  wire [31:0] \$182 ;
+  wire [40:0] \$183 ;
+  wire [40:0] \$184 ;
+  wire [41:0] \$185 ;
   wire [31:0] \$186 ;
   wire [31:0] \$187 ;
-  reg \$188 ;
-  reg \$189 ;
+  wire [31:0] \$188 ;
+  wire [31:0] \$189 ;
   wire \$19 ;
   reg \$190 ;
   reg \$191 ;
@@ -180,82 +180,82 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg \$194 ;
   reg \$195 ;
   reg \$196 ;
-  reg [3:0] \$197 ;
+  reg \$197 ;
   reg \$198 ;
-  reg \$199 ;
+  reg [3:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
   reg \$200 ;
   reg \$201 ;
-  reg [3:0] \$202 ;
+  reg \$202 ;
   reg \$203 ;
-  reg \$204 ;
-  reg [15:0] \$205 ;
-  reg [5:0] \$206 ;
-  reg [3:0] \$207 ;
-  reg \$208 ;
-  reg \$209 ;
+  reg [3:0] \$204 ;
+  reg \$205 ;
+  reg \$206 ;
+  reg [15:0] \$207 ;
+  reg [5:0] \$208 ;
+  reg [3:0] \$209 ;
   wire \$21 ;
-  reg [15:0] \$210 ;
-  reg [3:0] \$211 ;
-  reg [5:0] \$212 ;
-  reg \$213 ;
-  reg \$214 ;
-  reg [15:0] \$215 ;
-  reg [3:0] \$216 ;
-  reg [7:0] \$217 ;
-  reg [5:0] \$218 ;
-  reg \$219 ;
+  reg \$210 ;
+  reg \$211 ;
+  reg [15:0] \$212 ;
+  reg [3:0] \$213 ;
+  reg [5:0] \$214 ;
+  reg \$215 ;
+  reg \$216 ;
+  reg [15:0] \$217 ;
+  reg [3:0] \$218 ;
+  reg [7:0] \$219 ;
   wire \$22 ;
-  reg \$220 ;
-  reg [15:0] \$221 ;
+  reg [5:0] \$220 ;
+  reg \$221 ;
   reg \$222 ;
-  reg [1:0] \$223 ;
+  reg [15:0] \$223 ;
   reg \$224 ;
-  reg \$225 ;
+  reg [1:0] \$225 ;
   reg \$226 ;
   reg \$227 ;
   reg \$228 ;
   reg \$229 ;
   wire \$23 ;
   reg \$230 ;
-  reg [15:0] \$231 ;
-  reg [15:0] \$232 ;
+  reg \$231 ;
+  reg \$232 ;
   reg [15:0] \$233 ;
-  reg [1:0] \$234 ;
-  reg [13:0] \$235 ;
+  reg [15:0] \$234 ;
+  reg [15:0] \$235 ;
   reg [1:0] \$236 ;
-  reg [2:0] \$237 ;
-  reg [15:0] \$238 ;
-  reg [15:0] \$239 ;
+  reg [13:0] \$237 ;
+  reg [1:0] \$238 ;
+  reg [2:0] \$239 ;
   wire [15:0] \$24 ;
   reg [15:0] \$240 ;
   reg [15:0] \$241 ;
-  reg [3:0] \$242 ;
-  reg [3:0] \$243 ;
+  reg [15:0] \$242 ;
+  reg [15:0] \$243 ;
   reg [3:0] \$244 ;
   reg [3:0] \$245 ;
-  reg [31:0] \$246 ;
-  reg [31:0] \$247 ;
+  reg [3:0] \$246 ;
+  reg [3:0] \$247 ;
   reg [31:0] \$248 ;
   reg [31:0] \$249 ;
   wire \$25 ;
-  reg [41:0] \$250 ;
-  reg [15:0] \$251 ;
-  reg [15:0] \$252 ;
+  reg [31:0] \$250 ;
+  reg [31:0] \$251 ;
+  reg [41:0] \$252 ;
   reg [15:0] \$253 ;
   reg [15:0] \$254 ;
   reg [15:0] \$255 ;
   reg [15:0] \$256 ;
-  reg [1:0] \$257 ;
-  reg [1:0] \$258 ;
+  reg [15:0] \$257 ;
+  reg [15:0] \$258 ;
   reg [1:0] \$259 ;
   wire \$26 ;
   reg [1:0] \$260 ;
   reg [1:0] \$261 ;
-  reg [15:0] \$262 ;
-  reg [3:0] \$263 ;
-  reg [3:0] \$264 ;
+  reg [1:0] \$262 ;
+  reg [1:0] \$263 ;
+  reg [15:0] \$264 ;
   reg [3:0] \$265 ;
   reg [3:0] \$266 ;
   reg [3:0] \$267 ;
@@ -276,33 +276,35 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] \$280 ;
   reg [3:0] \$281 ;
   reg [3:0] \$282 ;
-  reg [15:0] \$283 ;
-  reg [15:0] \$284 ;
+  reg [3:0] \$283 ;
+  reg [3:0] \$284 ;
   reg [15:0] \$285 ;
   reg [15:0] \$286 ;
-  reg [31:0] \$287 ;
+  reg [15:0] \$287 ;
   reg [15:0] \$288 ;
-  reg [15:0] \$289 ;
+  reg [31:0] \$289 ;
   wire [34:0] \$29 ;
   reg [15:0] \$290 ;
   reg [15:0] \$291 ;
   reg [15:0] \$292 ;
-  reg [31:0] \$293 ;
+  reg [15:0] \$293 ;
   reg [15:0] \$294 ;
-  reg [15:0] \$295 ;
+  reg [31:0] \$295 ;
   reg [15:0] \$296 ;
   reg [15:0] \$297 ;
   reg [15:0] \$298 ;
-  reg [31:0] \$299 ;
+  reg [15:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
   reg [15:0] \$300 ;
-  reg [15:0] \$301 ;
+  reg [31:0] \$301 ;
   reg [15:0] \$302 ;
   reg [15:0] \$303 ;
   reg [15:0] \$304 ;
-  reg [31:0] \$305 ;
+  reg [15:0] \$305 ;
   reg [15:0] \$306 ;
+  reg [31:0] \$307 ;
+  reg [15:0] \$308 ;
   wire \$31 ;
   wire \$32 ;
   wire \$33 ;
@@ -935,270 +937,270 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign l0_port_rd = \$144  & \$145 ;
   assign port_cmd = reload_write | pc__ready;
   assign \$146  = reload_count + 1'h1;
-  assign \$147  = l0_port_local_p1 * 2'h3;
-  assign \$150  = l0_port_local_p2 - \$149 ;
-  assign \$153  = \$152  * 3'h4;
-  assign \$154  = l0_port_q_p3 - \$153 ;
-  assign \$155  = ~ pc__payload[20];
-  assign \$156  = pc__ready & \$155 ;
-  assign \$157  = pc__ready & pc__payload[20];
-  assign \$166  = l0_cell0_s3[1:0] > 1'h0;
-  assign \$167  = \$165  + \$166 ;
-  assign \$169  = l0_cell0_s3[1:0] > 1'h1;
-  assign \$170  = \$168  + \$169 ;
-  assign \$172  = l0_cell0_s3[1:0] > 2'h2;
-  assign \$173  = \$171  + \$172 ;
-  assign \$175  = l0_cell0_s3[1:0] > 2'h3;
-  assign \$176  = \$174  + \$175 ;
-  assign \$177  = $signed(\$signature__data$171 ) * $signed(l0_bval_bank0_0_s3);
-  assign \$178  = $signed(\$signature__data$172 ) * $signed(l0_bval_bank0_1_s3);
-  assign \$179  = $signed(\$signature__data$173 ) * $signed(l0_bval_bank0_2_s3);
-  assign \$180  = $signed(\$signature__data$174 ) * $signed(l0_bval_bank0_3_s3);
-  assign \$181  = $signed(t) + $signed(\t$33 );
-  assign \$182  = $signed(\t$36 ) + $signed(\t$39 );
-  assign \$183  = $signed(\$181 ) + $signed(\$182 );
-  assign \$184  = $signed(err0_s7) * $signed(l0_bval_bank0_0_s7);
-  assign \$185  = $signed(err0_s7) * $signed(l0_bval_bank0_1_s7);
-  assign \$186  = $signed(err0_s7) * $signed(l0_bval_bank0_2_s7);
-  assign \$187  = $signed(err0_s7) * $signed(l0_bval_bank0_3_s7);
+  assign \$149  = \$147  + \$148 ;
+  assign \$152  = l0_port_local_p2 - \$151 ;
+  assign \$155  = \$154  * 3'h4;
+  assign \$156  = l0_port_q_p3 - \$155 ;
+  assign \$157  = ~ pc__payload[20];
+  assign \$158  = pc__ready & \$157 ;
+  assign \$159  = pc__ready & pc__payload[20];
+  assign \$168  = l0_cell0_s3[1:0] > 1'h0;
+  assign \$169  = \$167  + \$168 ;
+  assign \$171  = l0_cell0_s3[1:0] > 1'h1;
+  assign \$172  = \$170  + \$171 ;
+  assign \$174  = l0_cell0_s3[1:0] > 2'h2;
+  assign \$175  = \$173  + \$174 ;
+  assign \$177  = l0_cell0_s3[1:0] > 2'h3;
+  assign \$178  = \$176  + \$177 ;
+  assign \$179  = $signed(\$signature__data$171 ) * $signed(l0_bval_bank0_0_s3);
+  assign \$180  = $signed(\$signature__data$172 ) * $signed(l0_bval_bank0_1_s3);
+  assign \$181  = $signed(\$signature__data$173 ) * $signed(l0_bval_bank0_2_s3);
+  assign \$182  = $signed(\$signature__data$174 ) * $signed(l0_bval_bank0_3_s3);
+  assign \$183  = $signed(t) + $signed(\t$33 );
+  assign \$184  = $signed(\t$36 ) + $signed(\t$39 );
+  assign \$185  = $signed(\$183 ) + $signed(\$184 );
+  assign \$186  = $signed(err0_s7) * $signed(l0_bval_bank0_0_s7);
+  assign \$187  = $signed(err0_s7) * $signed(l0_bval_bank0_1_s7);
+  assign \$188  = $signed(err0_s7) * $signed(l0_bval_bank0_2_s7);
+  assign \$189  = $signed(err0_s7) * $signed(l0_bval_bank0_3_s7);
   always @(posedge clk)
-    valid_s1 <= \$188 ;
+    valid_s1 <= \$190 ;
   always @(posedge clk)
-    valid_s2 <= \$189 ;
+    valid_s2 <= \$191 ;
   always @(posedge clk)
-    valid_s3 <= \$190 ;
+    valid_s3 <= \$192 ;
   always @(posedge clk)
-    valid_s4 <= \$191 ;
+    valid_s4 <= \$193 ;
   always @(posedge clk)
-    valid_s5 <= \$192 ;
+    valid_s5 <= \$194 ;
   always @(posedge clk)
-    m__valid <= \$193 ;
+    m__valid <= \$195 ;
   always @(posedge clk)
-    valid_s7 <= \$194 ;
+    valid_s7 <= \$196 ;
   always @(posedge clk)
-    valid_s8 <= \$195 ;
+    valid_s8 <= \$197 ;
   always @(posedge clk)
-    valid_s9 <= \$196 ;
+    valid_s9 <= \$198 ;
   always @(posedge clk)
-    reload_count <= \$197 ;
+    reload_count <= \$199 ;
   always @(posedge clk)
-    port_in_flight0 <= \$198 ;
+    port_in_flight0 <= \$200 ;
   always @(posedge clk)
-    port_in_flight1 <= \$199 ;
+    port_in_flight1 <= \$201 ;
   always @(posedge clk)
-    port_in_flight2 <= \$200 ;
+    port_in_flight2 <= \$202 ;
   always @(posedge clk)
-    port_in_flight3 <= \$201 ;
+    port_in_flight3 <= \$203 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$202 ;
+    l0_port_local_p1 <= \$204 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$203 ;
+    l0_port_wr_p1 <= \$205 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$204 ;
+    l0_port_rd_p1 <= \$206 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$205 ;
+    l0_port_data_p1 <= \$207 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$206 ;
+    l0_port_edge_p2 <= \$208 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$207 ;
+    l0_port_local_p2 <= \$209 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$208 ;
+    l0_port_wr_p2 <= \$210 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$209 ;
+    l0_port_rd_p2 <= \$211 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$210 ;
+    l0_port_data_p2 <= \$212 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$211 ;
+    l0_port_q_p3 <= \$213 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$212 ;
+    l0_port_edge_p3 <= \$214 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$213 ;
+    l0_port_wr_p3 <= \$215 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$214 ;
+    l0_port_rd_p3 <= \$216 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$215 ;
+    l0_port_data_p3 <= \$217 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$216 ;
+    l0_port_baddr_p4 <= \$218 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$217 ;
+    l0_port_bank_p4 <= \$219 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$218 ;
+    l0_port_edge_p4 <= \$220 ;
   always @(posedge clk)
-    l0_ram_wr <= \$219 ;
+    l0_ram_wr <= \$221 ;
   always @(posedge clk)
-    l0_ram_rd <= \$220 ;
+    l0_ram_rd <= \$222 ;
   always @(posedge clk)
-    l0_ram_data <= \$221 ;
+    l0_ram_data <= \$223 ;
   always @(posedge clk)
-    l0_rd_edge <= \$222 ;
+    l0_rd_edge <= \$224 ;
   always @(posedge clk)
-    l0_rd_bank <= \$223 ;
+    l0_rd_bank <= \$225 ;
   always @(posedge clk)
-    read_layer <= \$224 ;
+    read_layer <= \$226 ;
   always @(posedge clk)
-    read_wait <= \$225 ;
+    read_wait <= \$227 ;
   always @(posedge clk)
-    read_wait1 <= \$226 ;
+    read_wait1 <= \$228 ;
   always @(posedge clk)
-    read_wait2 <= \$227 ;
+    read_wait2 <= \$229 ;
   always @(posedge clk)
-    read_wait3 <= \$228 ;
+    read_wait3 <= \$230 ;
   always @(posedge clk)
-    read_wait4 <= \$229 ;
+    read_wait4 <= \$231 ;
   always @(posedge clk)
-    pr__valid <= \$230 ;
+    pr__valid <= \$232 ;
   always @(posedge clk)
-    pr__payload <= \$231 ;
+    pr__payload <= \$233 ;
   always @(posedge clk)
-    u <= \$232 ;
+    u <= \$234 ;
   always @(posedge clk)
-    y0_s1 <= \$233 ;
+    y0_s1 <= \$235 ;
   always @(posedge clk)
-    kind_s1 <= \$234 ;
+    kind_s1 <= \$236 ;
   always @(posedge clk)
-    pos_in <= \$235 ;
+    pos_in <= \$237 ;
   always @(posedge clk)
-    l0_lo0_s3 <= \$236 ;
+    l0_lo0_s3 <= \$238 ;
   always @(posedge clk)
-    l0_cell0_s3 <= \$237 ;
+    l0_cell0_s3 <= \$239 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s3 <= \$238 ;
+    l0_bval_bank0_0_s3 <= \$240 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s3 <= \$239 ;
+    l0_bval_bank0_1_s3 <= \$241 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s3 <= \$240 ;
+    l0_bval_bank0_2_s3 <= \$242 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s3 <= \$241 ;
+    l0_bval_bank0_3_s3 <= \$243 ;
   always @(posedge clk)
-    l0_waddr0_0_s4 <= \$242 ;
+    l0_waddr0_0_s4 <= \$244 ;
   always @(posedge clk)
-    l0_waddr0_1_s4 <= \$243 ;
+    l0_waddr0_1_s4 <= \$245 ;
   always @(posedge clk)
-    l0_waddr0_2_s4 <= \$244 ;
+    l0_waddr0_2_s4 <= \$246 ;
   always @(posedge clk)
-    l0_waddr0_3_s4 <= \$245 ;
+    l0_waddr0_3_s4 <= \$247 ;
   always @(posedge clk)
-    l0_prod0_0_0_raw_s4 <= \$246 ;
+    l0_prod0_0_0_raw_s4 <= \$248 ;
   always @(posedge clk)
-    l0_prod0_0_1_raw_s4 <= \$247 ;
+    l0_prod0_0_1_raw_s4 <= \$249 ;
   always @(posedge clk)
-    l0_prod0_0_2_raw_s4 <= \$248 ;
+    l0_prod0_0_2_raw_s4 <= \$250 ;
   always @(posedge clk)
-    l0_prod0_0_3_raw_s4 <= \$249 ;
+    l0_prod0_0_3_raw_s4 <= \$251 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s5 <= \$250 ;
+    l0_sum0_t0_0_s5 <= \$252 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$251 ;
+    l0_out0_s6 <= \$253 ;
   always @(posedge clk)
-    y0_s2 <= \$252 ;
+    y0_s2 <= \$254 ;
   always @(posedge clk)
-    y0_s3 <= \$253 ;
+    y0_s3 <= \$255 ;
   always @(posedge clk)
-    y0_s4 <= \$254 ;
+    y0_s4 <= \$256 ;
   always @(posedge clk)
-    y0_s5 <= \$255 ;
+    y0_s5 <= \$257 ;
   always @(posedge clk)
-    y0_s6 <= \$256 ;
+    y0_s6 <= \$258 ;
   always @(posedge clk)
-    kind_s2 <= \$257 ;
+    kind_s2 <= \$259 ;
   always @(posedge clk)
-    kind_s3 <= \$258 ;
+    kind_s3 <= \$260 ;
   always @(posedge clk)
-    kind_s4 <= \$259 ;
+    kind_s4 <= \$261 ;
   always @(posedge clk)
-    kind_s5 <= \$260 ;
+    kind_s5 <= \$262 ;
   always @(posedge clk)
-    kind_s6 <= \$261 ;
+    kind_s6 <= \$263 ;
   always @(posedge clk)
-    err0_s7 <= \$262 ;
+    err0_s7 <= \$264 ;
   always @(posedge clk)
-    l0_waddr0_0_s5 <= \$263 ;
+    l0_waddr0_0_s5 <= \$265 ;
   always @(posedge clk)
-    l0_waddr0_0_s6 <= \$264 ;
+    l0_waddr0_0_s6 <= \$266 ;
   always @(posedge clk)
-    l0_waddr0_0_s7 <= \$265 ;
+    l0_waddr0_0_s7 <= \$267 ;
   always @(posedge clk)
-    l0_waddr0_0_s8 <= \$266 ;
+    l0_waddr0_0_s8 <= \$268 ;
   always @(posedge clk)
-    l0_waddr0_0_s9 <= \$267 ;
+    l0_waddr0_0_s9 <= \$269 ;
   always @(posedge clk)
-    l0_waddr0_1_s5 <= \$268 ;
+    l0_waddr0_1_s5 <= \$270 ;
   always @(posedge clk)
-    l0_waddr0_1_s6 <= \$269 ;
+    l0_waddr0_1_s6 <= \$271 ;
   always @(posedge clk)
-    l0_waddr0_1_s7 <= \$270 ;
+    l0_waddr0_1_s7 <= \$272 ;
   always @(posedge clk)
-    l0_waddr0_1_s8 <= \$271 ;
+    l0_waddr0_1_s8 <= \$273 ;
   always @(posedge clk)
-    l0_waddr0_1_s9 <= \$272 ;
+    l0_waddr0_1_s9 <= \$274 ;
   always @(posedge clk)
-    l0_waddr0_2_s5 <= \$273 ;
+    l0_waddr0_2_s5 <= \$275 ;
   always @(posedge clk)
-    l0_waddr0_2_s6 <= \$274 ;
+    l0_waddr0_2_s6 <= \$276 ;
   always @(posedge clk)
-    l0_waddr0_2_s7 <= \$275 ;
+    l0_waddr0_2_s7 <= \$277 ;
   always @(posedge clk)
-    l0_waddr0_2_s8 <= \$276 ;
+    l0_waddr0_2_s8 <= \$278 ;
   always @(posedge clk)
-    l0_waddr0_2_s9 <= \$277 ;
+    l0_waddr0_2_s9 <= \$279 ;
   always @(posedge clk)
-    l0_waddr0_3_s5 <= \$278 ;
+    l0_waddr0_3_s5 <= \$280 ;
   always @(posedge clk)
-    l0_waddr0_3_s6 <= \$279 ;
+    l0_waddr0_3_s6 <= \$281 ;
   always @(posedge clk)
-    l0_waddr0_3_s7 <= \$280 ;
+    l0_waddr0_3_s7 <= \$282 ;
   always @(posedge clk)
-    l0_waddr0_3_s8 <= \$281 ;
+    l0_waddr0_3_s8 <= \$283 ;
   always @(posedge clk)
-    l0_waddr0_3_s9 <= \$282 ;
+    l0_waddr0_3_s9 <= \$284 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$283 ;
+    l0_bval_bank0_0_s4 <= \$285 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$284 ;
+    l0_bval_bank0_0_s5 <= \$286 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$285 ;
+    l0_bval_bank0_0_s6 <= \$287 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s7 <= \$286 ;
+    l0_bval_bank0_0_s7 <= \$288 ;
   always @(posedge clk)
-    l0_delta0_0_0_raw_s8 <= \$287 ;
+    l0_delta0_0_0_raw_s8 <= \$289 ;
   always @(posedge clk)
-    l0_delta0_0_0_s9 <= \$288 ;
+    l0_delta0_0_0_s9 <= \$290 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$289 ;
+    l0_bval_bank0_1_s4 <= \$291 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$290 ;
+    l0_bval_bank0_1_s5 <= \$292 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$291 ;
+    l0_bval_bank0_1_s6 <= \$293 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s7 <= \$292 ;
+    l0_bval_bank0_1_s7 <= \$294 ;
   always @(posedge clk)
-    l0_delta0_0_1_raw_s8 <= \$293 ;
+    l0_delta0_0_1_raw_s8 <= \$295 ;
   always @(posedge clk)
-    l0_delta0_0_1_s9 <= \$294 ;
+    l0_delta0_0_1_s9 <= \$296 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$295 ;
+    l0_bval_bank0_2_s4 <= \$297 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$296 ;
+    l0_bval_bank0_2_s5 <= \$298 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$297 ;
+    l0_bval_bank0_2_s6 <= \$299 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s7 <= \$298 ;
+    l0_bval_bank0_2_s7 <= \$300 ;
   always @(posedge clk)
-    l0_delta0_0_2_raw_s8 <= \$299 ;
+    l0_delta0_0_2_raw_s8 <= \$301 ;
   always @(posedge clk)
-    l0_delta0_0_2_s9 <= \$300 ;
+    l0_delta0_0_2_s9 <= \$302 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$301 ;
+    l0_bval_bank0_3_s4 <= \$303 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$302 ;
+    l0_bval_bank0_3_s5 <= \$304 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$303 ;
+    l0_bval_bank0_3_s6 <= \$305 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s7 <= \$304 ;
+    l0_bval_bank0_3_s7 <= \$306 ;
   always @(posedge clk)
-    l0_delta0_0_3_raw_s8 <= \$305 ;
+    l0_delta0_0_3_raw_s8 <= \$307 ;
   always @(posedge clk)
-    l0_delta0_0_3_s9 <= \$306 ;
+    l0_delta0_0_3_s9 <= \$308 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -1208,10 +1210,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$149  = 4'h0;
+    \$151  = 4'h0;
     casez (l0_port_edge_p2)
       6'h00:
-          \$149  = 4'h0;
+          \$151  = 4'h0;
     endcase
   end
   always @* begin
@@ -1219,29 +1221,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$158  = \$signature__data$171 ;
+          \$160  = \$signature__data$171 ;
       2'h1:
-          \$158  = \$signature__data$172 ;
+          \$160  = \$signature__data$172 ;
       2'h2:
-          \$158  = \$signature__data$173 ;
+          \$160  = \$signature__data$173 ;
       2'h3:
-          \$158  = \$signature__data$174 ;
+          \$160  = \$signature__data$174 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$159  = 16'h0000;
+    \$161  = 16'h0000;
     casez (l0_rd_edge)
       1'h0:
-          \$159  = \$158 ;
+          \$161  = \$160 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$160  = 16'h0000;
+    \$162  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$160  = \$159 ;
+          \$162  = \$161 ;
     endcase
   end
   always @* begin
@@ -1249,41 +1251,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$161  = bval[15:0];
-      2'h1:
-          \$161  = bval[63:48];
-      2'h2:
-          \$161  = bval[47:32];
-      2'h3:
-          \$161  = bval[31:16];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\cell [1:0])
-      2'h0:
-          \$162  = bval[31:16];
-      2'h1:
-          \$162  = bval[15:0];
-      2'h2:
-          \$162  = bval[63:48];
-      2'h3:
-          \$162  = bval[47:32];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\cell [1:0])
-      2'h0:
-          \$163  = bval[47:32];
-      2'h1:
-          \$163  = bval[31:16];
-      2'h2:
           \$163  = bval[15:0];
-      2'h3:
+      2'h1:
           \$163  = bval[63:48];
+      2'h2:
+          \$163  = bval[47:32];
+      2'h3:
+          \$163  = bval[31:16];
     endcase
   end
   always @* begin
@@ -1291,13 +1265,41 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$164  = bval[63:48];
-      2'h1:
-          \$164  = bval[47:32];
-      2'h2:
           \$164  = bval[31:16];
-      2'h3:
+      2'h1:
           \$164  = bval[15:0];
+      2'h2:
+          \$164  = bval[63:48];
+      2'h3:
+          \$164  = bval[47:32];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\cell [1:0])
+      2'h0:
+          \$165  = bval[47:32];
+      2'h1:
+          \$165  = bval[31:16];
+      2'h2:
+          \$165  = bval[15:0];
+      2'h3:
+          \$165  = bval[63:48];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\cell [1:0])
+      2'h0:
+          \$166  = bval[63:48];
+      2'h1:
+          \$166  = bval[47:32];
+      2'h2:
+          \$166  = bval[31:16];
+      2'h3:
+          \$166  = bval[15:0];
     endcase
   end
   always @* begin
@@ -1314,29 +1316,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$188  = valid_s1;
+    \$190  = valid_s1;
     if (en) begin
-      \$188  = accept;
-    end
-    if (rst) begin
-      \$188  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$189  = valid_s2;
-    if (en) begin
-      \$189  = valid_s1;
-    end
-    if (rst) begin
-      \$189  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$190  = valid_s3;
-    if (en) begin
-      \$190  = valid_s2;
+      \$190  = accept;
     end
     if (rst) begin
       \$190  = 1'h0;
@@ -1344,9 +1326,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$191  = valid_s4;
+    \$191  = valid_s2;
     if (en) begin
-      \$191  = valid_s3;
+      \$191  = valid_s1;
     end
     if (rst) begin
       \$191  = 1'h0;
@@ -1354,9 +1336,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$192  = valid_s5;
+    \$192  = valid_s3;
     if (en) begin
-      \$192  = valid_s4;
+      \$192  = valid_s2;
     end
     if (rst) begin
       \$192  = 1'h0;
@@ -1364,9 +1346,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$193  = m__valid;
+    \$193  = valid_s4;
     if (en) begin
-      \$193  = valid_s5;
+      \$193  = valid_s3;
     end
     if (rst) begin
       \$193  = 1'h0;
@@ -1374,9 +1356,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$194  = valid_s7;
+    \$194  = valid_s5;
     if (en) begin
-      \$194  = m__valid;
+      \$194  = valid_s4;
     end
     if (rst) begin
       \$194  = 1'h0;
@@ -1384,9 +1366,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$195  = valid_s8;
+    \$195  = m__valid;
     if (en) begin
-      \$195  = valid_s7;
+      \$195  = valid_s5;
     end
     if (rst) begin
       \$195  = 1'h0;
@@ -1394,9 +1376,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$196  = valid_s9;
+    \$196  = valid_s7;
     if (en) begin
-      \$196  = valid_s8;
+      \$196  = m__valid;
     end
     if (rst) begin
       \$196  = 1'h0;
@@ -1404,796 +1386,816 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$197  = reload_count;
-    if (reloading) begin
-      \$197  = \$146 [3:0];
+    \$197  = valid_s8;
+    if (en) begin
+      \$197  = valid_s7;
     end
     if (rst) begin
-      \$197  = 4'h0;
+      \$197  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$198  = port_cmd;
+    \$198  = valid_s9;
+    if (en) begin
+      \$198  = valid_s8;
+    end
     if (rst) begin
       \$198  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$199  = port_in_flight0;
+    \$199  = reload_count;
+    if (reloading) begin
+      \$199  = \$146 [3:0];
+    end
     if (rst) begin
-      \$199  = 1'h0;
+      \$199  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$200  = port_in_flight1;
+    \$200  = port_cmd;
     if (rst) begin
       \$200  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$201  = port_in_flight2;
+    \$201  = port_in_flight0;
     if (rst) begin
       \$201  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$202  = \$135 [3:0];
+    \$202  = port_in_flight1;
     if (rst) begin
-      \$202  = 4'h0;
+      \$202  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$203  = l0_port_wr;
+    \$203  = port_in_flight2;
     if (rst) begin
       \$203  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$204  = l0_port_rd;
+    \$204  = \$135 [3:0];
     if (rst) begin
-      \$204  = 1'h0;
+      \$204  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$205  = l0_port_data;
+    \$205  = l0_port_wr;
     if (rst) begin
-      \$205  = 16'h0000;
+      \$205  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$206  = \$148 ;
+    \$206  = l0_port_rd;
     if (rst) begin
-      \$206  = 6'h00;
+      \$206  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$207  = l0_port_local_p1;
+    \$207  = l0_port_data;
     if (rst) begin
-      \$207  = 4'h0;
+      \$207  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$208  = l0_port_wr_p1;
+    \$208  = \$150 ;
     if (rst) begin
-      \$208  = 1'h0;
+      \$208  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$209  = l0_port_rd_p1;
+    \$209  = l0_port_local_p1;
     if (rst) begin
-      \$209  = 1'h0;
+      \$209  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$210  = l0_port_data_p1;
+    \$210  = l0_port_wr_p1;
     if (rst) begin
-      \$210  = 16'h0000;
+      \$210  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$211  = \$150 [3:0];
+    \$211  = l0_port_rd_p1;
     if (rst) begin
-      \$211  = 4'h0;
+      \$211  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$212  = l0_port_edge_p2;
+    \$212  = l0_port_data_p1;
     if (rst) begin
-      \$212  = 6'h00;
+      \$212  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$213  = l0_port_wr_p2;
+    \$213  = \$152 [3:0];
     if (rst) begin
-      \$213  = 1'h0;
+      \$213  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$214  = l0_port_rd_p2;
+    \$214  = l0_port_edge_p2;
     if (rst) begin
-      \$214  = 1'h0;
+      \$214  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$215  = l0_port_data_p2;
+    \$215  = l0_port_wr_p2;
     if (rst) begin
-      \$215  = 16'h0000;
+      \$215  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$216  = \$151 ;
+    \$216  = l0_port_rd_p2;
     if (rst) begin
-      \$216  = 4'h0;
+      \$216  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$217  = \$154 ;
+    \$217  = l0_port_data_p2;
     if (rst) begin
-      \$217  = 8'h00;
+      \$217  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$218  = l0_port_edge_p3;
+    \$218  = \$153 ;
     if (rst) begin
-      \$218  = 6'h00;
+      \$218  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$219  = l0_port_wr_p3;
+    \$219  = \$156 ;
     if (rst) begin
-      \$219  = 1'h0;
+      \$219  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$220  = l0_port_rd_p3;
+    \$220  = l0_port_edge_p3;
     if (rst) begin
-      \$220  = 1'h0;
+      \$220  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$221  = l0_port_data_p3;
+    \$221  = l0_port_wr_p3;
     if (rst) begin
-      \$221  = 16'h0000;
+      \$221  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$222  = l0_rd_edge;
-    if (l0_ram_rd) begin
-      \$222  = l0_port_edge_p4[0];
-    end
+    \$222  = l0_port_rd_p3;
     if (rst) begin
       \$222  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$223  = l0_rd_bank;
+    \$223  = l0_port_data_p3;
+    if (rst) begin
+      \$223  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$224  = l0_rd_edge;
     if (l0_ram_rd) begin
-      \$223  = l0_port_bank_p4[1:0];
+      \$224  = l0_port_edge_p4[0];
     end
     if (rst) begin
-      \$223  = 2'h0;
+      \$224  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$224  = read_layer;
+    \$225  = l0_rd_bank;
+    if (l0_ram_rd) begin
+      \$225  = l0_port_bank_p4[1:0];
+    end
+    if (rst) begin
+      \$225  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$226  = read_layer;
     if (l0_port_rd) begin
-      \$224  = 1'h0;
+      \$226  = 1'h0;
     end
-    if (rst) begin
-      \$224  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$225  = \$156 ;
-    if (rst) begin
-      \$225  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$226  = read_wait;
     if (rst) begin
       \$226  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$227  = read_wait1;
+    \$227  = \$158 ;
     if (rst) begin
       \$227  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$228  = read_wait2;
+    \$228  = read_wait;
     if (rst) begin
       \$228  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$229  = read_wait3;
+    \$229  = read_wait1;
     if (rst) begin
       \$229  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$230  = pr__valid;
-    if (\$157 ) begin
-      \$230  = 1'h1;
+    \$230  = read_wait2;
+    if (rst) begin
+      \$230  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$231  = read_wait3;
+    if (rst) begin
+      \$231  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$232  = pr__valid;
+    if (\$159 ) begin
+      \$232  = 1'h1;
     end else if (read_wait4) begin
-      \$230  = 1'h1;
+      \$232  = 1'h1;
     end else if (pr__ready) begin
-      \$230  = 1'h0;
+      \$232  = 1'h0;
     end
     if (rst) begin
-      \$230  = 1'h0;
+      \$232  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$231  = pr__payload;
-    if (\$157 ) begin
-      \$231  = pc__payload[15:0];
+    \$233  = pr__payload;
+    if (\$159 ) begin
+      \$233  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$231  = \$160 ;
+      \$233  = \$162 ;
     end
     if (rst) begin
-      \$231  = 16'h0000;
+      \$233  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$232  = u;
+    \$234  = u;
     if (en) begin
-      \$232  = s__payload[15:0];
+      \$234  = s__payload[15:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$233  = y0_s1;
+    \$235  = y0_s1;
     if (en) begin
-      \$233  = s__payload[31:16];
+      \$235  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$234  = kind_s1;
+    \$236  = kind_s1;
     if (en) begin
-      \$234  = s__payload[33:32];
+      \$236  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$235  = pos_in;
+    \$237  = pos_in;
     if (en) begin
-      \$235  = pos;
+      \$237  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$236  = l0_lo0_s3;
+    \$238  = l0_lo0_s3;
     if (en) begin
-      \$236  = \cell [1:0];
+      \$238  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$237  = l0_cell0_s3;
+    \$239  = l0_cell0_s3;
     if (en) begin
-      \$237  = \cell ;
+      \$239  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$238  = l0_bval_bank0_0_s3;
-    if (en) begin
-      \$238  = \$161 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$239  = l0_bval_bank0_1_s3;
-    if (en) begin
-      \$239  = \$162 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$240  = l0_bval_bank0_2_s3;
+    \$240  = l0_bval_bank0_0_s3;
     if (en) begin
       \$240  = \$163 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$241  = l0_bval_bank0_3_s3;
+    \$241  = l0_bval_bank0_1_s3;
     if (en) begin
       \$241  = \$164 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$242  = l0_waddr0_0_s4;
+    \$242  = l0_bval_bank0_2_s3;
     if (en) begin
-      \$242  = \$167 ;
+      \$242  = \$165 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$243  = l0_waddr0_1_s4;
+    \$243  = l0_bval_bank0_3_s3;
     if (en) begin
-      \$243  = \$170 ;
+      \$243  = \$166 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$244  = l0_waddr0_2_s4;
+    \$244  = l0_waddr0_0_s4;
     if (en) begin
-      \$244  = \$173 ;
+      \$244  = \$169 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$245  = l0_waddr0_3_s4;
+    \$245  = l0_waddr0_1_s4;
     if (en) begin
-      \$245  = \$176 ;
+      \$245  = \$172 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$246  = l0_prod0_0_0_raw_s4;
+    \$246  = l0_waddr0_2_s4;
     if (en) begin
-      \$246  = \$177 ;
+      \$246  = \$175 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$247  = l0_prod0_0_1_raw_s4;
+    \$247  = l0_waddr0_3_s4;
     if (en) begin
       \$247  = \$178 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$248  = l0_prod0_0_2_raw_s4;
+    \$248  = l0_prod0_0_0_raw_s4;
     if (en) begin
       \$248  = \$179 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$249  = l0_prod0_0_3_raw_s4;
+    \$249  = l0_prod0_0_1_raw_s4;
     if (en) begin
       \$249  = \$180 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$250  = l0_sum0_t0_0_s5;
+    \$250  = l0_prod0_0_2_raw_s4;
     if (en) begin
-      \$250  = \$183 ;
+      \$250  = \$181 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$251  = l0_out0_s6;
+    \$251  = l0_prod0_0_3_raw_s4;
     if (en) begin
-      \$251  = \t$45 ;
+      \$251  = \$182 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$252  = y0_s2;
+    \$252  = l0_sum0_t0_0_s5;
     if (en) begin
-      \$252  = y0_s1;
+      \$252  = \$185 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$253  = y0_s3;
+    \$253  = l0_out0_s6;
     if (en) begin
-      \$253  = y0_s2;
+      \$253  = \t$45 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$254  = y0_s4;
+    \$254  = y0_s2;
     if (en) begin
-      \$254  = y0_s3;
+      \$254  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$255  = y0_s5;
+    \$255  = y0_s3;
     if (en) begin
-      \$255  = y0_s4;
+      \$255  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$256  = y0_s6;
+    \$256  = y0_s4;
     if (en) begin
-      \$256  = y0_s5;
+      \$256  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$257  = kind_s2;
+    \$257  = y0_s5;
     if (en) begin
-      \$257  = kind_s1;
+      \$257  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$258  = kind_s3;
+    \$258  = y0_s6;
     if (en) begin
-      \$258  = kind_s2;
+      \$258  = y0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$259  = kind_s4;
+    \$259  = kind_s2;
     if (en) begin
-      \$259  = kind_s3;
+      \$259  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$260  = kind_s5;
+    \$260  = kind_s3;
     if (en) begin
-      \$260  = kind_s4;
+      \$260  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$261  = kind_s6;
+    \$261  = kind_s4;
     if (en) begin
-      \$261  = kind_s5;
+      \$261  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$262  = err0_s7;
+    \$262  = kind_s5;
     if (en) begin
-      \$262  = e;
+      \$262  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$263  = l0_waddr0_0_s5;
+    \$263  = kind_s6;
     if (en) begin
-      \$263  = l0_waddr0_0_s4;
+      \$263  = kind_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$264  = l0_waddr0_0_s6;
+    \$264  = err0_s7;
     if (en) begin
-      \$264  = l0_waddr0_0_s5;
+      \$264  = e;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$265  = l0_waddr0_0_s7;
+    \$265  = l0_waddr0_0_s5;
     if (en) begin
-      \$265  = l0_waddr0_0_s6;
+      \$265  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$266  = l0_waddr0_0_s8;
+    \$266  = l0_waddr0_0_s6;
     if (en) begin
-      \$266  = l0_waddr0_0_s7;
+      \$266  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$267  = l0_waddr0_0_s9;
+    \$267  = l0_waddr0_0_s7;
     if (en) begin
-      \$267  = l0_waddr0_0_s8;
+      \$267  = l0_waddr0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$268  = l0_waddr0_1_s5;
+    \$268  = l0_waddr0_0_s8;
     if (en) begin
-      \$268  = l0_waddr0_1_s4;
+      \$268  = l0_waddr0_0_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$269  = l0_waddr0_1_s6;
+    \$269  = l0_waddr0_0_s9;
     if (en) begin
-      \$269  = l0_waddr0_1_s5;
+      \$269  = l0_waddr0_0_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$270  = l0_waddr0_1_s7;
+    \$270  = l0_waddr0_1_s5;
     if (en) begin
-      \$270  = l0_waddr0_1_s6;
+      \$270  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$271  = l0_waddr0_1_s8;
+    \$271  = l0_waddr0_1_s6;
     if (en) begin
-      \$271  = l0_waddr0_1_s7;
+      \$271  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$272  = l0_waddr0_1_s9;
+    \$272  = l0_waddr0_1_s7;
     if (en) begin
-      \$272  = l0_waddr0_1_s8;
+      \$272  = l0_waddr0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$273  = l0_waddr0_2_s5;
+    \$273  = l0_waddr0_1_s8;
     if (en) begin
-      \$273  = l0_waddr0_2_s4;
+      \$273  = l0_waddr0_1_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$274  = l0_waddr0_2_s6;
+    \$274  = l0_waddr0_1_s9;
     if (en) begin
-      \$274  = l0_waddr0_2_s5;
+      \$274  = l0_waddr0_1_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$275  = l0_waddr0_2_s7;
+    \$275  = l0_waddr0_2_s5;
     if (en) begin
-      \$275  = l0_waddr0_2_s6;
+      \$275  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$276  = l0_waddr0_2_s8;
+    \$276  = l0_waddr0_2_s6;
     if (en) begin
-      \$276  = l0_waddr0_2_s7;
+      \$276  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$277  = l0_waddr0_2_s9;
+    \$277  = l0_waddr0_2_s7;
     if (en) begin
-      \$277  = l0_waddr0_2_s8;
+      \$277  = l0_waddr0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$278  = l0_waddr0_3_s5;
+    \$278  = l0_waddr0_2_s8;
     if (en) begin
-      \$278  = l0_waddr0_3_s4;
+      \$278  = l0_waddr0_2_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$279  = l0_waddr0_3_s6;
+    \$279  = l0_waddr0_2_s9;
     if (en) begin
-      \$279  = l0_waddr0_3_s5;
+      \$279  = l0_waddr0_2_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$280  = l0_waddr0_3_s7;
+    \$280  = l0_waddr0_3_s5;
     if (en) begin
-      \$280  = l0_waddr0_3_s6;
+      \$280  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$281  = l0_waddr0_3_s8;
+    \$281  = l0_waddr0_3_s6;
     if (en) begin
-      \$281  = l0_waddr0_3_s7;
+      \$281  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$282  = l0_waddr0_3_s9;
+    \$282  = l0_waddr0_3_s7;
     if (en) begin
-      \$282  = l0_waddr0_3_s8;
+      \$282  = l0_waddr0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$283  = l0_bval_bank0_0_s4;
+    \$283  = l0_waddr0_3_s8;
     if (en) begin
-      \$283  = l0_bval_bank0_0_s3;
+      \$283  = l0_waddr0_3_s7;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$284  = l0_bval_bank0_0_s5;
+    \$284  = l0_waddr0_3_s9;
     if (en) begin
-      \$284  = l0_bval_bank0_0_s4;
+      \$284  = l0_waddr0_3_s8;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$285  = l0_bval_bank0_0_s6;
+    \$285  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$285  = l0_bval_bank0_0_s5;
+      \$285  = l0_bval_bank0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$286  = l0_bval_bank0_0_s7;
+    \$286  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$286  = l0_bval_bank0_0_s6;
+      \$286  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$287  = l0_delta0_0_0_raw_s8;
+    \$287  = l0_bval_bank0_0_s6;
     if (en) begin
-      \$287  = \$184 ;
+      \$287  = l0_bval_bank0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$288  = l0_delta0_0_0_s9;
+    \$288  = l0_bval_bank0_0_s7;
     if (en) begin
-      \$288  = \t$55 ;
+      \$288  = l0_bval_bank0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$289  = l0_bval_bank0_1_s4;
+    \$289  = l0_delta0_0_0_raw_s8;
     if (en) begin
-      \$289  = l0_bval_bank0_1_s3;
+      \$289  = \$186 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$290  = l0_bval_bank0_1_s5;
+    \$290  = l0_delta0_0_0_s9;
     if (en) begin
-      \$290  = l0_bval_bank0_1_s4;
+      \$290  = \t$55 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$291  = l0_bval_bank0_1_s6;
+    \$291  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$291  = l0_bval_bank0_1_s5;
+      \$291  = l0_bval_bank0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$292  = l0_bval_bank0_1_s7;
+    \$292  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$292  = l0_bval_bank0_1_s6;
+      \$292  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$293  = l0_delta0_0_1_raw_s8;
+    \$293  = l0_bval_bank0_1_s6;
     if (en) begin
-      \$293  = \$185 ;
+      \$293  = l0_bval_bank0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$294  = l0_delta0_0_1_s9;
+    \$294  = l0_bval_bank0_1_s7;
     if (en) begin
-      \$294  = \t$58 ;
+      \$294  = l0_bval_bank0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$295  = l0_bval_bank0_2_s4;
+    \$295  = l0_delta0_0_1_raw_s8;
     if (en) begin
-      \$295  = l0_bval_bank0_2_s3;
+      \$295  = \$187 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$296  = l0_bval_bank0_2_s5;
+    \$296  = l0_delta0_0_1_s9;
     if (en) begin
-      \$296  = l0_bval_bank0_2_s4;
+      \$296  = \t$58 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$297  = l0_bval_bank0_2_s6;
+    \$297  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$297  = l0_bval_bank0_2_s5;
+      \$297  = l0_bval_bank0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$298  = l0_bval_bank0_2_s7;
+    \$298  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$298  = l0_bval_bank0_2_s6;
+      \$298  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$299  = l0_delta0_0_2_raw_s8;
+    \$299  = l0_bval_bank0_2_s6;
     if (en) begin
-      \$299  = \$186 ;
+      \$299  = l0_bval_bank0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$300  = l0_delta0_0_2_s9;
+    \$300  = l0_bval_bank0_2_s7;
     if (en) begin
-      \$300  = \t$61 ;
+      \$300  = l0_bval_bank0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$301  = l0_bval_bank0_3_s4;
+    \$301  = l0_delta0_0_2_raw_s8;
     if (en) begin
-      \$301  = l0_bval_bank0_3_s3;
+      \$301  = \$188 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$302  = l0_bval_bank0_3_s5;
+    \$302  = l0_delta0_0_2_s9;
     if (en) begin
-      \$302  = l0_bval_bank0_3_s4;
+      \$302  = \t$61 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$303  = l0_bval_bank0_3_s6;
+    \$303  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$303  = l0_bval_bank0_3_s5;
+      \$303  = l0_bval_bank0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$304  = l0_bval_bank0_3_s7;
+    \$304  = l0_bval_bank0_3_s5;
     if (en) begin
-      \$304  = l0_bval_bank0_3_s6;
+      \$304  = l0_bval_bank0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$305  = l0_delta0_0_3_raw_s8;
+    \$305  = l0_bval_bank0_3_s6;
     if (en) begin
-      \$305  = \$187 ;
+      \$305  = l0_bval_bank0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$306  = l0_delta0_0_3_s9;
+    \$306  = l0_bval_bank0_3_s7;
     if (en) begin
-      \$306  = \t$64 ;
+      \$306  = l0_bval_bank0_3_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$307  = l0_delta0_0_3_raw_s8;
+    if (en) begin
+      \$307  = \$189 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$308  = l0_delta0_0_3_s9;
+    if (en) begin
+      \$308  = \t$64 ;
     end
   end
   assign x0_s1 = u;
@@ -2263,13 +2265,15 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \t$36  = { l0_prod0_0_2_raw_s4[31], l0_prod0_0_2_raw_s4 };
   assign \t$39  = { l0_prod0_0_3_raw_s4[31], l0_prod0_0_3_raw_s4 };
   assign \t$49  = { \t$47 [16], \t$47  };
-  assign \$148  = { 5'h00, \$147 [5] };
-  assign \$151  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$152  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$165  = { 2'h0, l0_cell0_s3[2] };
-  assign \$168  = { 2'h0, l0_cell0_s3[2] };
-  assign \$171  = { 2'h0, l0_cell0_s3[2] };
-  assign \$174  = { 2'h0, l0_cell0_s3[2] };
+  assign \$147  = { 1'h0, l0_port_local_p1 };
+  assign \$148  = { l0_port_local_p1, 1'h0 };
+  assign \$150  = { 5'h00, \$149 [5] };
+  assign \$153  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$154  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$167  = { 2'h0, l0_cell0_s3[2] };
+  assign \$170  = { 2'h0, l0_cell0_s3[2] };
+  assign \$173  = { 2'h0, l0_cell0_s3[2] };
+  assign \$176  = { 2'h0, l0_cell0_s3[2] };
 endmodule
 
 (* generator = "Amaranth" *)

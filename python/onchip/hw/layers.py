@@ -429,7 +429,7 @@ class KanLayer(_Layer):
         """Parameter port: theta[offset + e*(G+k) + q] is word q div (k+1) of bank q mod (k+1) of edge e.
 
         The stage plan's ``port`` entry: 0 decodes in the command's cycle; 4 (fast) registers
-        the command, the edge e (a constant division), q (the local index less a table's e (G + k))
+        the command, the edge e (a constant division, in logic), q (the local index less a table's e (G + k))
         and the bank/word split, one step each, so
         the command reaches the RAM 4 cycles later (the learner waits for it)."""
         nc, k1, l, stages = self.spec.n_coef, self.k1, self.index, self.st["port"]
@@ -445,8 +445,10 @@ class KanLayer(_Layer):
             pre = f"l{l}_port"
             wr, rd, data = self.port_wr, self.port_rd, self.port_data
             local, wr, rd, data = port_step(m, 1, pre, local=self.port_local, wr=wr, rd=rd, data=data)
-            edge, local, wr, rd, data = port_step(m, 2, pre, edge=div_const(local, nc, self.size - 1), local=local,
-                                                  wr=wr, rd=rd, data=data)
+            # the division by G + k as shifts and adds: as a constant multiply Yosys maps it to a
+            # MULT18X18D, whose routing was kan-1-4-1's critical path (sweeps/timing/README.md)
+            edge, local, wr, rd, data = port_step(m, 2, pre, edge=div_const(local, nc, self.size - 1, in_logic=True),
+                                                  local=local, wr=wr, rd=rd, data=data)
             # the edge's first word e (G + k) from a table on e (one LUT level), then one subtraction
             first = Array([Const(e * nc, range(max(2, self.size))) for e in range(self.n_in * self.n_out)])[edge]
             q, edge, wr, rd, data = port_step(m, 3, pre, q=(local - first)[: max(1, (nc - 1).bit_length())],

@@ -80,7 +80,7 @@ from .fixedpoint import fmt_shape, node, overflow, requant, requant_by_carry
 from .layers import staged_tree, tree_sum
 from .pipeline import Pipe, Staged
 from .plan import tree_stages
-from .ram import div_const, port_step, ram_style
+from .ram import div_const, mul_const, port_step, ram_style
 from .serial_front import SerialLearner, serial_front
 
 __all__ = ["SerialMlpLearner", "serial_plan"]
@@ -234,9 +234,11 @@ class SerialMlpLearner(SerialLearner):
                 hb.eq((bus_addr >= o + nw) & (bus_addr < o + nw + ly.n_out)),
             ]
             rel = node(m, (bus_addr - o)[: max(1, (nw - 1).bit_length())], f"l{l}_rel")
-            j = node(m, div_const(rel, ly.n_in, nw - 1)[: max(1, (ly.n_out - 1).bit_length())], f"l{l}_row")
+            # fast: the division by the fan-in and its product in logic, not in MULT18X18Ds (as the KAN ports)
+            j = node(m, div_const(rel, ly.n_in, nw - 1, fast)[: max(1, (ly.n_out - 1).bit_length())], f"l{l}_row")
             i = Signal(range(ly.n_in), name=f"l{l}_col")
-            m.d.comb += i.eq(rel - j * ly.n_in)
+            in_logic = fast and ly.n_in & (ly.n_in - 1)  # a power of two is a shift already
+            m.d.comb += i.eq(rel - (mul_const(j, ly.n_in) if in_logic else j * ly.n_in))
             jb = node(m, (bus_addr - (o + nw))[: max(1, (ly.n_out - 1).bit_length())], f"l{l}_brow")
             hit_w.append(hw), hit_b.append(hb), row.append(j), col.append(i), brow.append(jb)
 
