@@ -351,7 +351,7 @@ class SerialKanLearner(SerialLearner):
         # the parameter bus decoded in n_port registered steps (flat address -> layer, lane, bank,
         # word), one constant multiply per step (fast: as shifts and adds, in logic): a reload word
         # or command reaches the RAM n_port cycles after it enters
-        mul = mul_const if fast else (lambda x, c: x * c)
+        mul = functools.partial(mul_const, in_logic=fast)
         port_we, port_rd, port_data = bus_we, execute & ~cmd_write, bus_data
         carried = []
         for n in range(1, n_port + 1):

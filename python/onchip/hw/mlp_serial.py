@@ -237,8 +237,8 @@ class SerialMlpLearner(SerialLearner):
             # fast: the division by the fan-in and its product in logic, not in MULT18X18Ds (as the KAN ports)
             j = node(m, div_const(rel, ly.n_in, nw - 1, fast)[: max(1, (ly.n_out - 1).bit_length())], f"l{l}_row")
             i = Signal(range(ly.n_in), name=f"l{l}_col")
-            in_logic = fast and ly.n_in & (ly.n_in - 1)  # a power of two is a shift already
-            m.d.comb += i.eq(rel - (mul_const(j, ly.n_in) if in_logic else j * ly.n_in))
+            # a power of two is a shift either way: kept as the generic product there
+            m.d.comb += i.eq(rel - mul_const(j, ly.n_in, in_logic=fast and bool(ly.n_in & (ly.n_in - 1))))
             jb = node(m, (bus_addr - (o + nw))[: max(1, (ly.n_out - 1).bit_length())], f"l{l}_brow")
             hit_w.append(hw), hit_b.append(hb), row.append(j), col.append(i), brow.append(jb)
 

@@ -56,13 +56,16 @@ def div_const(x: Value, d: int, x_max: int, in_logic: bool = False) -> Value:
     mult, s = div_constants(d, x_max)
     if mult == 1:
         return x >> s
-    return (mul_const(x, mult) if in_logic else x * mult) >> s
+    return mul_const(x, mult, in_logic) >> s
 
 
-def mul_const(x: Value, c: int) -> Value:
+def mul_const(x: Value, c: int, in_logic: bool = True) -> Value:
     """x * c for a constant c >= 0 as a sum of shifted copies of ``x``, one per set bit of c: kept
     in logic (Yosys maps even a small constant multiply to an ECP5 MULT18X18D, whose routing
-    in and out of the DSP column was the routed critical path of the serial KAN's port)."""
+    in and out of the DSP column was the routed critical path of the serial KAN's port); with
+    ``in_logic`` false, the generic product ``x * c`` (the ``compact`` plans)."""
+    if not in_logic:
+        return x * c
     terms = [x << b for b in range(c.bit_length()) if c >> b & 1]
     return sum(terms[1:], terms[0]) if terms else Const(0, 1)
 
