@@ -59,11 +59,11 @@ def div_const(x: Value, d: int, x_max: int, in_logic: bool = False) -> Value:
     return mul_const(x, mult, in_logic) >> s
 
 
-def mul_const(x: Value, c: int, in_logic: bool = True) -> Value:
-    """x * c for a constant c >= 0 as a sum of shifted copies of ``x``, one per set bit of c: kept
-    in logic (Yosys maps even a small constant multiply to an ECP5 MULT18X18D, whose routing
-    in and out of the DSP column was the routed critical path of the serial KAN's port); with
-    ``in_logic`` false, the generic product ``x * c`` (the ``compact`` plans)."""
+def mul_const(x: Value, c: int, in_logic: bool = False) -> Value:
+    """x * c for a constant c >= 0: the generic product ``x * c`` (the ``compact`` plans) or, with
+    ``in_logic`` (as :func:`div_const`'s flag), a sum of shifted copies of ``x``, one per set bit of
+    c, kept in logic (Yosys maps even a small constant multiply to an ECP5 MULT18X18D, whose
+    routing in and out of the DSP column was the routed critical path of the serial KAN's port)."""
     if not in_logic:
         return x * c
     terms = [x << b for b in range(c.bit_length()) if c >> b & 1]
