@@ -4,6 +4,7 @@ Each runs in a subprocess that inherits the cache variables (ONCHIP_CACHE, NUMBA
 with warm caches the file takes about two minutes; a cold numba cache adds minutes to the first.
 """
 
+import json
 import re
 import subprocess
 import sys
@@ -47,9 +48,10 @@ def test_hardware_report(tmp_path):
                                         "initiation_interval", "lut", "ff")), numbers
     assert numbers["dsp"] >= 0 and numbers["bram"] >= 0
     assert numbers["latency_cycles_prediction"] <= numbers["latency_cycles_update"]
-    assert (tmp_path / "hw" / "synth" / "report.json").exists()
+    report = json.loads((tmp_path / "hw" / "synth" / "report.json").read_text())
     verilog = (tmp_path / "hw" / "onchip_learner.v").read_text()
     assert verilog.startswith("// onchip_learner: ") and "\nmodule onchip_learner(" in verilog
+    assert f"// Timing plan: {report['timing']} (" in verilog  # the report names the plan it measured
 
 
 def test_rtl_vs_golden(tmp_path):

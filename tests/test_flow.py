@@ -268,6 +268,8 @@ def test_kan_learner_with_random_initial_coefficients_builds_for_icebreaker(tmp_
     assert util["ICESTORM_RAM"]["used"] >= 5  # 4 coefficient banks (one edge, k = 3) and the ROM
     assert util["ICESTORM_DSP"]["used"] > 0 and util["ICESTORM_LC"]["used"] < util["ICESTORM_LC"]["available"]
     assert rep["latency_ns_update"] == pytest.approx(5 * 1e3 / rep["fmax_mhz"])
+    # the plan the cycles come from travels with the numbers
+    assert (rep["datapath"], rep["schedule"], rep["staleness"], rep["timing"]) == ("parallel", "sequential", 0, "compact")
     # the slowest path lies in the learner, and both its ends map back to the learner's signals
     cp = rep["critical_path"]
     assert cp["total_ns"] == pytest.approx(1e3 / rep["fmax_mhz"], abs=2e-3)

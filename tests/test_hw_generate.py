@@ -75,6 +75,16 @@ def test_cli_generate_names_the_flag_a_spec_cannot_take(tmp_path, capsys):
     assert main(["generate", "--spec", str(serial), "--schedule", "pipelined", "--out", str(tmp_path / "b")]) == 2
     assert "--schedule pipelined: datapath='serial'" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    # a spec written for the sequential schedule keeps its staleness field's default: the way out is named
+    deep = LearnerSpec(kind="kan", widths=(2, 3, 1))
+    assert deep.staleness < min_staleness(deep)
+    user = tmp_path / "user.toml"
+    user.write_text(deep.to_toml())
+    assert main(["generate", "--spec", str(user), "--schedule", "pipelined", "--out", str(tmp_path / "c")]) == 2
+    assert (f"the spec's staleness {deep.staleness} is below the {min_staleness(deep)} this pipeline needs; "
+            "add --staleness min") in capsys.readouterr().err
+    assert main(["generate", "--spec", str(user), "--schedule", "pipelined", "--staleness", "min",
+                 "--out", str(tmp_path / "c")]) == 0
 
 
 def test_presets_carry_the_smallest_staleness_their_pipeline_allows():

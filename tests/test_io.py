@@ -28,7 +28,18 @@ def test_an_unwritable_out_names_the_flag_and_the_path(tmp_path, capsys, where):
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"onchip generate: error: --out: cannot write {out!r}: "), err
     assert ".partial" not in err and err.count("\n") == 0
-    with pytest.raises(PermissionError, match="--out: cannot write"):
+    if where == "file/sub":  # the cause named: a file where a folder must be
+        assert f"{str(tmp_path / 'file')!r} is a file, not a folder" in err, err
+    with pytest.raises((PermissionError, NotADirectoryError), match="--out: cannot write"):
         with atomic_output_dir(out):
             pass
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_verify_refuses_an_unwritable_out_before_it_simulates(tmp_path, capsys):
+    (tmp_path / "file").write_text("not a folder")
+    out = str(tmp_path / "file" / "sub")
+    assert main(["verify", "--spec", "kan-paper", "--samples", "50", "--out", out]) == 2
+    captured = capsys.readouterr()
+    assert "is a file, not a folder" in captured.err
+    assert "passed" not in captured.out + captured.err  # refused at parse time: no check ran

@@ -38,6 +38,10 @@ def test_changed_spec_round_trips():
         (dict(grid_range=(2.0, -2.0)), ["grid_range", "lo < hi"]),
         (dict(grid_range=(-16.0, 16.0)), ["formats.input", "too narrow"]),
         (dict(formats=Formats.uniform(8, 4)), ["formats.input", "basis_table_bits"]),
+        # a grid finer than the input's LSB: no negative bit count, the LSB in cells and the ways out
+        (dict(grid_size=1 << 20), ["formats.input", "no position inside a cell", "LSB spans 64 cells",
+                                   "a smaller grid_size or more fractional bits"]),
+        (dict(formats={"coef": 12}), ["formats.coef", "ap_fixed<16,4,RND_CONV,SAT>", "12"]),
         (dict(learning_rate=0.1), ["learning_rate", "power of two"]),
         (dict(widths=(1,)), ["widths"]),
         (dict(kind="svm"), ["kind", "svm"]),
@@ -53,6 +57,15 @@ def test_unbuildable_specs_say_which_field_and_why(changes, words):
         PRESETS["kan-regression"].replace(**changes)
     for word in words:
         assert word in str(info.value)
+
+
+def test_an_mlp_spec_file_with_kan_fields_is_refused_naming_them():
+    text = PRESETS["mlp-readout"].to_toml()
+    assert LearnerSpec.from_toml(text) == PRESETS["mlp-readout"]  # an MLP's own text has none
+    with pytest.raises(ValueError, match=r"^grid_size, basis_table_bits: KAN fields in a spec of kind = 'mlp'"):
+        LearnerSpec.from_toml("grid_size = 8\nbasis_table_bits = 4\n" + text)
+    kan = PRESETS["kan-readout"].to_dict()
+    assert LearnerSpec.from_dict(kan) == PRESETS["kan-readout"]  # a KAN's grid fields stay its own
 
 
 def test_serial_datapath_is_a_sequential_mlp_choice_and_round_trips():

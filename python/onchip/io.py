@@ -58,6 +58,13 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Path:
         raise NotADirectoryError(f"--out: {str(out)!r} exists and is not a folder")
     if out == Path.cwd().resolve() or out in Path.cwd().resolve().parents:
         raise ValueError(f"--out: {str(out)!r} is the current folder or contains it; name a new folder")
+    # the folder the output (or its first missing parent) goes into: a file there, or a folder
+    # that cannot be written, would otherwise fail only when the output is written, after the work
+    base = next(p for p in out.parents if p.exists() or p == p.parent)
+    if not base.is_dir():
+        raise NotADirectoryError(f"--out: cannot write {str(out)!r}: {str(base)!r} is a file, not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise PermissionError(f"--out: cannot write {str(out)!r}: the folder {str(base)!r} is not writable")
     if out.exists() and any(out.iterdir()):
         if not (out / MARKER).exists():
             raise FileExistsError(

@@ -125,7 +125,8 @@ class Formats:
                     raise SpecError(f"formats.{f.name}: {exc}") from None
                 object.__setattr__(self, f.name, value)
             if not isinstance(value, Fmt):
-                raise SpecError(f"formats.{f.name} must be a Fmt or an ap_fixed string, got {value!r}")
+                raise SpecError(f"formats.{f.name} must be an ap_fixed string such as "
+                               f"'ap_fixed<16,4,RND_CONV,SAT>' (or an onchip.Fmt), got {value!r}")
         if self.acc.overflow != "WRAP" or not self.acc.signed:
             raise SpecError(
                 f"formats.acc must be signed with WRAP overflow (sums are then independent of the "
@@ -373,9 +374,11 @@ class LearnerSpec:
             pos_bits = fmt.frac_bits + int(round(e))
             need(
                 pos_bits >= t,
-                f"formats.{name} ({fmt}) has {fmt.frac_bits} fractional bits, leaving "
-                f"{pos_bits} bits of position inside a cell of width {h}: fewer than "
-                f"basis_table_bits={t}",
+                f"formats.{name} ({fmt}) has {fmt.frac_bits} fractional bits, which resolve "
+                + (f"{pos_bits} bits of position inside a cell of width {h}" if pos_bits > 0 else
+                   f"no position inside a cell of width {h} (its LSB spans {2.0 ** -pos_bits:g} "
+                   f"cell{'s' if pos_bits < 0 else ''})")
+                + f": fewer than basis_table_bits={t} (a smaller grid_size or more fractional bits)",
             )
 
     # -- derived quantities ----------------------------------------------------
@@ -500,7 +503,12 @@ class LearnerSpec:
             if bad:
                 raise SpecError(f"unknown format name(s) in [formats]: {', '.join(bad)}")
             d["formats"] = Formats(**fmts)
-        return cls(**d)
+        spec = cls(**d)  # every value checked first: a bad one is named as such
+        grid = [name for name in KAN_ONLY_FIELDS if name in d]
+        if spec.kind == "mlp" and grid:  # written for a KAN: silently ignored, they would mislead
+            raise SpecError(f"{', '.join(grid)}: KAN field{'s' if len(grid) > 1 else ''} in a spec of "
+                            f"kind = 'mlp', which has no spline grid; remove {'them' if len(grid) > 1 else 'it'}")
+        return spec
 
     @classmethod
     def from_toml(cls, text: str) -> "LearnerSpec":
@@ -510,6 +518,11 @@ class LearnerSpec:
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"spec is not valid TOML: {exc}") from None
         return cls.from_dict(data)
+
+
+#: spec fields only a KAN has (:meth:`LearnerSpec.to_dict` writes them for a KAN only; a spec file of
+#: kind = "mlp" that sets one is refused)
+KAN_ONLY_FIELDS = ("grid_size", "spline_order", "grid_range", "basis_table_bits")
 
 
 def _preset(**kw) -> LearnerSpec:

@@ -66,8 +66,16 @@ def add_spec(parser: argparse.ArgumentParser) -> None:
         help="override the spec's register stages: compact (fewest cycles) or fast (a register after every "
              "multiplier and carry chain: more cycles, higher fmax); a pipelined staleness below the "
              "new minimum is raised to it unless --staleness is given (default: the spec's timing, whose "
-             "default 'auto' is fast for the sequential schedule on the parallel datapath, compact otherwise)",
+             "default 'auto' is fast for the sequential schedule, on either datapath, and compact for the pipelined one)",
     )
+
+
+def plan_words(spec, report: dict) -> str:
+    """The plan a design was built with, as the hardware commands print it: ``"sequential, timing fast
+    (auto)"`` or ``"pipelined (staleness 8), timing compact"``, from a report or description holding
+    ``schedule``, ``staleness`` and ``timing`` (:data:`onchip.hw.description.PLAN_KEYS`)."""
+    schedule = f"pipelined (staleness {report['staleness']})" if report["schedule"] == "pipelined" else "sequential"
+    return f"{schedule}, timing {report['timing']}{' (auto)' if spec.timing == 'auto' else ''}"
 
 
 def add_top(parser: argparse.ArgumentParser, what: str = "the core module") -> None:

@@ -69,6 +69,11 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
             spec = spec.replace(staleness=value)
     elif timing and spec.schedule == "pipelined":
         spec = spec.replace(staleness=max(spec.staleness, min_staleness(spec)))
+    elif schedule == "pipelined" and spec.staleness < min_staleness(spec):
+        # the staleness is part of the learner's numbers: not raised behind the user's back, but named
+        raise ValueError(f"--schedule pipelined: the spec's staleness {spec.staleness} is below the "
+                         f"{min_staleness(spec)} this pipeline needs; add --staleness min (or an integer "
+                         f">= {min_staleness(spec)})")
     return spec
 
 
@@ -79,10 +84,8 @@ def run(args: argparse.Namespace) -> int:
     design = generate_to(spec, args.out, top=args.top, theta=_args.load_theta(args.theta, spec),
                          dsp=None if args.dsp == "generic" else args.dsp)
     info = design.info
-    schedule = f"pipelined (staleness {info['staleness']})" if info["staleness"] else "sequential"
     print(
-        f"{design.top}: {info['architecture']}; {schedule}, timing {spec.stage_timing}"
-        f"{' (auto)' if spec.timing == 'auto' else ''}, "
+        f"{design.top}: {info['architecture']}; {_args.plan_words(spec, info)}, "
         f"latency to prediction {info['latency_cycles_prediction']} cycles, "
         f"to update {info['latency_cycles_update']} cycles, II {info['initiation_interval']} -> {args.out}"
     )

@@ -38,7 +38,7 @@ def run(args) -> int:
 
     report = pnr(spec, out=args.out, board=args.board, baud=args.baud, seed=args.seed, top=args.top,
                  theta=_args.load_theta(args.theta, spec))
-    print(f"{args.board}: fmax {report['fmax_mhz']:.1f} MHz (board clock {report['clock_mhz']:.0f} MHz, "
+    print(f"{args.board} ({_args.plan_words(spec, report)}): fmax {report['fmax_mhz']:.1f} MHz (board clock {report['clock_mhz']:.0f} MHz, "
           f"{'met' if report['timing_met'] else 'NOT met'}), update latency {report['latency_cycles_update']} "
           f"cycles = {report['latency_ns_update']:.1f} ns")
     cp = report["critical_path"]

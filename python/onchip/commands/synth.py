@@ -30,7 +30,7 @@ def run(args) -> int:
     spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
 
     report = synth(spec, family=args.family, out=args.out, top=args.top, theta=_args.load_theta(args.theta, spec))
-    print(f"{args.family}: lut={report['lut']} ff={report['ff']} dsp={report['dsp']} bram={report['bram']} "
+    print(f"{args.family} ({_args.plan_words(spec, report)}): lut={report['lut']} ff={report['ff']} dsp={report['dsp']} bram={report['bram']} "
           f"lutram={report['lutram']} latency={report['latency_cycles']} cycles II={report['initiation_interval']}")
     print(f"wrote {args.out}/report.json")
     return 0

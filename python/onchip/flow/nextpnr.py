@@ -226,7 +226,8 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
             tried on the family improved fmax (``sweeps/timing/flow_options.md``).
 
     Returns:
-        the report: board, device, ``fmax_mhz``, ``clock_mhz`` (board clock),
+        the report: board, device, the design's plan (``datapath``, ``schedule``, ``staleness``,
+        ``timing``: :data:`onchip.hw.description.PLAN_KEYS`), ``fmax_mhz``, ``clock_mhz`` (board clock),
         ``timing_met``, ``utilisation``, ``latency_cycles_*`` and
         ``latency_ns_prediction`` / ``latency_ns_update`` at fmax, ``bitstream`` file name,
         ``critical_path`` (:func:`critical_path` of the slowest clock), ``synth_opts`` (the synthesis
@@ -243,6 +244,8 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
             design, before placement.
         ToolError: a tool fails (message has the log tail).
     """
+    from ..hw.description import PLAN_KEYS
+
     spec_board = get_board(board, vendor="lattice")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
@@ -302,6 +305,7 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         "device": platform.device,
         "package": platform.package,
         "top": design.top,
+        **{k: info[k] for k in PLAN_KEYS if k in info},  # a learner's plan (a hand-written core has none)
         "clock_mhz": clk_hz / 1e6,
         **timing,
         "timing_met": fmax >= clk_hz / 1e6,

@@ -109,7 +109,8 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
         theta: raw reset values of the parameters (P,) (default: the spec's initial parameters).
 
     Returns:
-        ``{"spec", "top", "family", "lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry", "latency_cycles",
+        ``{"spec", "top", "datapath", "schedule", "staleness", "timing" (the plan built:
+        :data:`onchip.hw.description.PLAN_KEYS`), "family", "lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry", "latency_cycles",
         "latency_cycles_prediction", "latency_cycles_update", "initiation_interval" (cycles),
         "param_count", "cells", "yosys_version"}``.
 
@@ -118,6 +119,7 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
         onchip.ToolError: Yosys failed.
     """
     from ..hw import generate
+    from ..hw.description import PLAN_KEYS
     from .yosys import _check_family, synthesize
 
     spec = load_spec(spec)
@@ -132,6 +134,7 @@ def synth(spec: "LearnerSpec | str | os.PathLike", *, family: str = "xcup",
         return {
             "spec": spec.name or "custom",
             "top": design.top,
+            **{k: design.info[k] for k in PLAN_KEYS},
             **{k: res[k] for k in ("family", "lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry")},
             "latency_cycles": design.info["latency_cycles_update"],
             "latency_cycles_prediction": design.info["latency_cycles_prediction"],
