@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -86,11 +87,27 @@ def verdict_message(verdict: dict) -> str:
     return f"the design does not fit the {verdict['device']}: " + "; ".join(verdict["over_budget"])
 
 
+def instantiated_dsp_blocks(verilog: str, family: str) -> int:
+    """The DSP primitives a design instantiates by name (the ``fast`` plan's MULT18X18D,
+    :mod:`onchip.hw.dsp`), read from its Verilog without a tool run: a lower bound of
+    :func:`onchip.flow.yosys.dsp_blocks`, as an instance is a black box that Yosys neither shares nor
+    removes while its output is used.
+
+    Args:
+        verilog: the design's Verilog. family: ``"ecp5"`` or ``"ice40"``.
+    """
+    from .yosys import DSP_PRIMITIVES
+
+    # an instance statement starts its line with the cell type, then its parameters or its name
+    return len(re.findall(rf"^[ \t]*{DSP_PRIMITIVES[family]}[ \t]+(?:#|\\|[A-Za-z_])", verilog, re.M))
+
+
 def check_lattice_dsp(verilog: str, top: str, device: str, family: str) -> int | None:
     """Refuse, in seconds to a minute and before the full synthesis, a design that takes more DSP
-    blocks than the Lattice ``device`` has (:func:`onchip.flow.yosys.dsp_blocks`: counted where
-    Yosys's coarse synthesis ends). Any other design is synthesised and packed, and the pack decides
-    every other resource (:func:`main`).
+    blocks than the Lattice ``device`` has: at once when its DSP instances alone are too many
+    (:func:`instantiated_dsp_blocks`: the ``fast`` plan on ECP5), else as counted where Yosys's
+    coarse synthesis ends (:func:`onchip.flow.yosys.dsp_blocks`). Any other design is synthesised
+    and packed, and the pack decides every other resource (:func:`main`).
 
     Args:
         verilog: the core's Verilog. top: its top module. device: e.g. ``LFE5U-85F``. family: ``ecp5``
@@ -108,6 +125,11 @@ def check_lattice_dsp(verilog: str, top: str, device: str, family: str) -> int |
     available = LATTICE_DSP.get(device)
     if available is None:
         return None
+    written = instantiated_dsp_blocks(verilog, family)
+    if written > available:  # no synthesis needed to know (seconds, where coarse synthesis takes a minute)
+        raise DesignTooLarge(f"the design does not fit the {device}: DSP ({DSP_PRIMITIVES[family]}): at least "
+                             f"{written} needed, {available} available (its {DSP_PRIMITIVES[family]} instances; LUT, "
+                             f"FF and BRAM are counted when it fits)")
     needed = dsp_blocks(verilog, top, family)
     if needed > available:
         raise DesignTooLarge(f"the design does not fit the {device}: DSP ({DSP_PRIMITIVES[family]}): {needed} "
