@@ -66,7 +66,10 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
                 value = int(staleness)
             except ValueError:
                 raise ValueError(f"--staleness must be an integer >= 0 or 'min', got {staleness!r}") from None
-            spec = spec.replace(staleness=value)
+            try:
+                spec = spec.replace(staleness=value)
+            except ValueError as exc:
+                raise ValueError(f"--staleness {staleness}: {exc}") from None
     elif timing and spec.schedule == "pipelined":
         spec = spec.replace(staleness=max(spec.staleness, min_staleness(spec)))
     elif schedule == "pipelined" and spec.staleness < min_staleness(spec):
