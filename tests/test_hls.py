@@ -257,6 +257,22 @@ def test_cli_rejects_bad_samples(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("argv, words", [
+    (["--samples", "10000000000"], ["--samples", "[1, 100000000]"]),  # refused before its arrays exist
+    (["--part", "foo"], ["--part", "'foo'", "Xilinx part name"]),
+    (["--part", 'xc7a35t"; puts [pwd]; set x "'], ["--part", "Xilinx part name"]),  # never into the Tcl
+])
+def test_cli_rejects_a_bad_flag_before_writing(tmp_path, capsys, argv, words):
+    from onchip.cli import main
+
+    assert main(["hls", "--spec", "kan-readout", "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert all(word in err for word in words) and "Traceback" not in err, err
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ValueError, match="not a Xilinx part name"):
+        emit(PRESETS["kan-readout"], part='xc7a35t"; puts [pwd]; set x "')
+
+
 # -- requantisation beyond the source width; C-simulation failures --------------------------
 #: Every format 6 bits but the accumulator, learning rate 2^-15: the update e * a * 2^-15
 #: (12 bits, 21 fractional) is rounded into coef (3 fractional) by a shift of 18 > 12 bits,

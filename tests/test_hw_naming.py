@@ -64,6 +64,19 @@ def test_a_bad_top_is_refused_naming_the_flag_and_the_value(bad, why):
     assert check_top("Learner2_x") == "Learner2_x"
 
 
+def test_a_top_too_long_for_a_file_name_is_refused_before_writing(tmp_path, capsys):
+    from onchip.cli import main
+    from onchip.hw.names import MAX_TOP_LENGTH
+
+    assert check_top("a" * MAX_TOP_LENGTH) == "a" * MAX_TOP_LENGTH
+    with pytest.raises(ValueError, match=f"\\({MAX_TOP_LENGTH + 1} characters\\): a module name of at most"):
+        check_top("a" * (MAX_TOP_LENGTH + 1))
+    out = tmp_path / "g"  # 240 characters made the file names too long for the file system
+    assert main(["generate", "--spec", "kan-paper", "--top", "a" * 240, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "(240 characters)" in err and "Traceback" not in err and not out.exists()
+
+
 @pytest.mark.parametrize("command", ["generate", "synth", "pnr", "vivado", "hls", "verify"])
 def test_every_hardware_command_takes_and_checks_top(command, tmp_path, capsys):
     from onchip.cli import main

@@ -210,10 +210,10 @@ def test_quantization_sweep_points_at_its_data_without_unset_variables():
 
 
 def test_misspelled_grid_axis_is_an_unknown_spec_field():
-    with pytest.raises(ValueError, match=r"unknown spec field\(s\): grid_sise"):
+    with pytest.raises(ValueError, match=r"unknown spec field\(s\): grid_sise \(did you mean grid_size\?\)"):
         sweep.validate_definition({"sweep": {"compute": ["accuracy"]},
                                    "grid": [{"preset": "kan-regression", "grid_sise": [4, 8]}]})
-    with pytest.raises(ValueError, match=r"unknown spec field\(s\): lerning_rate"):
+    with pytest.raises(ValueError, match=r"unknown spec field\(s\): lerning_rate \(did you mean learning_rate\?\)"):
         sweep.validate_definition({"sweep": {"compute": ["accuracy"]}, "base": {"lerning_rate": 0.5},
                                    "grid": [{"preset": "kan-regression"}]})
 

@@ -9,6 +9,7 @@ accepts a TOML file or a preset name (:data:`PRESETS`) wherever it wants one
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import tomllib
 import unicodedata
@@ -490,7 +491,7 @@ class LearnerSpec:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise SpecError(f"unknown spec field(s): {', '.join(unknown)}")
+            raise SpecError(unknown_fields(unknown, known))
         if "kind" not in d or "widths" not in d:
             raise SpecError("a spec needs at least the fields 'kind' and 'widths'")
         d = dict(d)
@@ -518,6 +519,16 @@ class LearnerSpec:
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"spec is not valid TOML: {exc}") from None
         return cls.from_dict(data)
+
+
+def unknown_fields(unknown, known) -> str:
+    """The refusal of the fields ``unknown`` of a spec (or a sweep's grid), each with the closest of
+    ``known`` where one is close: ``"unknown spec field(s): gridsize (did you mean grid_size?)"``."""
+    def named(name: str) -> str:
+        near = difflib.get_close_matches(name, sorted(known), n=1)
+        return name + (f" (did you mean {near[0]}?)" if near else "")
+
+    return "unknown spec field(s): " + ", ".join(named(name) for name in sorted(unknown))
 
 
 #: spec fields only a KAN has (:meth:`LearnerSpec.to_dict` writes them for a KAN only; a spec file of

@@ -270,6 +270,17 @@ def output_dir(text: str) -> str:
     return text
 
 
+def xilinx_part(text: str) -> str:
+    """argparse type of ``--part``: a name :func:`onchip.flow.vivado.check_part` accepts (what goes
+    into the Vivado and Vitis HLS scripts)."""
+    from onchip.flow.vivado import check_part
+
+    try:
+        return check_part(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def top_name(text: str) -> str:
     """argparse type of ``--top``: a module name :func:`onchip.hw.names.check_top` accepts."""
     from onchip.hw.names import check_top
@@ -305,6 +316,15 @@ positive_int = int_range(1)
 positive_int.__doc__ = "argparse type: an integer >= 1."
 nonneg_int = int_range(0)
 nonneg_int.__doc__ = "argparse type: an integer >= 0."
+
+#: Most samples a command's stream may have: its arrays are held in memory (tens of bytes a sample,
+#: several arrays), so a mistyped length is refused at parse time instead of exhausting the machine.
+MAX_SAMPLES = 100_000_000
+
+
+def samples(lo: int = 1) -> Callable[[str], int]:
+    """argparse type of a ``--samples`` stream length: an integer in ``[lo, MAX_SAMPLES]``."""
+    return int_range(lo, MAX_SAMPLES)
 
 
 def float_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,

@@ -23,11 +23,11 @@ def add_parser(subparsers) -> None:
     _args.add_theta(p)
     _args.add_out(p)
     _args.add_top(p, "the top function (and the module Vitis makes of it)")
-    p.add_argument("--part", default="xcu250-figd2104-2L-e",
+    p.add_argument("--part", type=_args.xilinx_part, default="xcu250-figd2104-2L-e",
                    help="Xilinx part the Vitis HLS script targets (default: %(default)s)")
     p.add_argument("--clock-ns", type=_args.float_range(0, 1000, lo_open=True), default=5.0,
                    help="clock period the Vitis HLS script constrains, ns, in (0, 1000] (default: %(default)s)")
-    p.add_argument("--samples", type=int, default=256, help="test-bench stream length (default %(default)s)")
+    p.add_argument("--samples", type=_args.samples(), default=256, help="test-bench stream length (default %(default)s)")
     _args.add_seed(p, what="the test-bench stream")
     p.add_argument(
         "--csim", action="store_true",
@@ -61,8 +61,6 @@ def run(args: argparse.Namespace) -> int:
     from ..model import GoldenLearner
     from ..spec import load_spec
 
-    if isinstance(args.samples, bool) or args.samples < 1:
-        raise ValueError(f"--samples must be a positive integer, got {args.samples!r}")
     spec = load_spec(args.spec)
     theta = _args.load_theta(args.theta, spec)
     project = emit(spec, theta=theta, top=args.top, part=args.part, clock_ns=args.clock_ns)

@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
                    help="qubit-readout: drift scenario, a TOML file of [[event]] tables or a preset: "
                         "default, none, slow-rotation, phase-jump, gain-offset (default: default); "
                         "acrobot: dynamics events, presets default, none, heavy-link, light-link")
-    p.add_argument("--samples", type=_args.positive_int, default=None, help="stream length (default: 100000)")
+    p.add_argument("--samples", type=_args.samples(), default=None, help="stream length (default: 100000)")
     p.add_argument("--episodes", type=_args.positive_int, default=None,
                    help="acrobot: episodes of the control loop (default: 200)")
     _args.add_theta(p)

@@ -42,7 +42,7 @@ def add_parser(sub) -> None:
     _args.add_spec(p)
     _args.add_top(p)
     _args.add_theta(p)
-    p.add_argument("--samples", type=_args.int_range(8), default=2000, help="stream length (default: %(default)s)")
+    p.add_argument("--samples", type=_args.samples(8), default=2000, help="stream length (default: %(default)s)")
     _args.add_seed(p, what="the stream and the bench's random stalls")
     p.add_argument("--stream", default="random",
                    help="'random' (full-range, grid-edge, out-of-grid inputs and saturating targets) or a "

@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
     _args.add_spec(p)
     _args.add_top(p, "the core module (the IP and the AXI4-Stream learner are <top>_axis)")
     _args.add_theta(p)
-    p.add_argument("--part", default=None, help=f"Xilinx part (default {DEFAULT_PART})")
+    p.add_argument("--part", type=_args.xilinx_part, default=None, help=f"Xilinx part (default {DEFAULT_PART})")
     p.add_argument("--board", default=None, choices=xilinx_boards(), help="a Xilinx board instead of a bare part")
     p.add_argument("--clock-mhz", type=_args.float_range(0, 1000, lo_open=True), default=None,
                    help=f"clock constraint of the out-of-context flows (default {DEFAULT_CLOCK_MHZ:g})")

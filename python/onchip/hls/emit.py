@@ -679,13 +679,17 @@ def emit(
         :class:`HlsProject` (no test-bench data; :func:`write` adds it).
 
     Raises:
-        ValueError: ``top`` is not a C identifier, ``clock_ns`` is not positive, or
+        ValueError: ``top`` is not a C identifier, ``part`` not shaped like a Xilinx part name
+            (:func:`onchip.flow.vivado.check_part`), ``clock_ns`` is not positive, or
             ``theta`` has the wrong shape or values outside the ``coef`` format.
     """
     if not isinstance(top, str) or not _TOP_NAME.match(top):
         raise ValueError(f"top must be a C identifier, got {top!r}")
     if not (isinstance(clock_ns, (int, float)) and clock_ns > 0):
         raise ValueError(f"clock_ns must be a positive number of nanoseconds, got {clock_ns!r}")
+    from ..flow.vivado import check_part
+
+    check_part(part)  # it goes into the Tcl script as written
     theta = checked_theta(spec, theta)
     files = {
         f"{top}.h": _header(spec, theta, top),

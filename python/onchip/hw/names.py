@@ -62,6 +62,10 @@ typename union unsigned using virtual void volatile wchar_t while xor xor_eq mai
 RESERVED = frozenset((_VERILOG + " " + _SYSTEMVERILOG + " " + _CPP).split())
 VHDL_RESERVED = frozenset(_VHDL.split())
 
+#: Longest top name: it prefixes every file written (``<top>_axis.vhd``, ``<top>_inst.vho``) and every
+#: submodule, within the 255 bytes a file name may have and the name lengths tools print in reports.
+MAX_TOP_LENGTH = 64
+
 # a letter, then letters and digits each preceded by at most one underscore
 _IDENTIFIER = re.compile(r"[A-Za-z](?:_?[A-Za-z0-9])*")
 
@@ -74,12 +78,16 @@ def check_top(name) -> str:
 
     Raises:
         ValueError: not a string, not an identifier of Verilog, VHDL and C++ (a letter first, then
-            letters, digits and single underscores, not ending in one), or a reserved word; the
-            message starts with ``--top`` and the value.
+            letters, digits and single underscores, not ending in one), longer than
+            :data:`MAX_TOP_LENGTH` characters, or a reserved word; the message starts with ``--top``
+            and the value.
     """
     if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
         raise ValueError(f"--top {name!r}: a module name must start with a letter and hold only letters, digits "
                          f"and single underscores, not ending in one (an identifier of Verilog, VHDL and C++)")
+    if len(name) > MAX_TOP_LENGTH:
+        raise ValueError(f"--top {name[:20]!r}... ({len(name)} characters): a module name of at most "
+                         f"{MAX_TOP_LENGTH} characters")
     if name in RESERVED or name.lower() in VHDL_RESERVED:
         raise ValueError(f"--top {name!r}: a reserved word of Verilog, SystemVerilog, VHDL or C++")
     return name

@@ -63,17 +63,17 @@ def point_spec(params: dict, base: dict):
         ValueError: an unknown field (``unknown spec field(s): ...``, as for a spec file)
             or an invalid spec, naming the point.
     """
-    from ..spec import PRESETS, LearnerSpec
+    from ..spec import PRESETS, LearnerSpec, unknown_fields
 
     fields = dict(base)
     settings_axes = axis_names()
     known = {f.name for f in dataclasses.fields(LearnerSpec)} | set(SPECIAL_AXES) | settings_axes
     unknown = sorted(set(base) - known)
     if unknown:
-        raise ValueError(f"[base]: unknown spec field(s): {', '.join(unknown)}")
+        raise ValueError(f"[base]: {unknown_fields(unknown, known)}")
     unknown = sorted(set(params) - known)
     if unknown:
-        raise ValueError(f"grid point {params}: unknown spec field(s): {', '.join(unknown)}")
+        raise ValueError(f"grid point {params}: {unknown_fields(unknown, known)}")
     fields.update({k: v for k, v in params.items() if k not in settings_axes})
     preset = fields.pop("preset", None)
     start = {}
