@@ -60,6 +60,8 @@ def test_bad_definitions_are_rejected_before_running(tmp_path):
                                    "grid": [{"preset": "kan-regression", "grid_size": [3]}]})
     with pytest.raises(ValueError, match="jobs"):
         sweep.run_sweep(_definition(tmp_path), tmp_path / "o", jobs=0)
+    with pytest.raises(ValueError, match=r"grid point \{\}: names no learner: give it \(or \[base\]\) a preset"):
+        sweep.validate_definition({"sweep": {"compute": ["accuracy"]}, "grid": [{}]})
     with pytest.raises(FileNotFoundError):
         sweep.load_definition(tmp_path / "none.toml")
     assert not (tmp_path / "o").exists()
@@ -72,6 +74,15 @@ def local_run(tmp_path_factory):
                                      "preset": "kan-readout"})
     records = sweep.run_sweep(d, tmp / "out", cache=tmp / "cache", progress=False)
     return tmp, d, records
+
+
+def test_a_plot_naming_no_column_of_the_table_is_refused_not_drawn_empty(local_run):
+    tmp, d, _ = local_run
+    bad = {**d, "plot": [{"file": "mse.png", "x": "format_width", "y": ["float_mes"], "series": ["preset"]}]}
+    with pytest.raises(ValueError, match=r"\[\[plot\]\] mse.png: no column 'float_mes' in the table; its "
+                                         r"columns: .*float_mse"):
+        sweep.run_sweep(bad, tmp / "bad-plot", cache=tmp / "cache", progress=False)
+    assert not (tmp / "bad-plot").exists()
 
 
 def test_points_match_an_independent_run_and_failures_are_recorded(local_run):

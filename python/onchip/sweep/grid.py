@@ -82,6 +82,8 @@ def point_spec(params: dict, base: dict):
             raise ValueError(f"grid point {params}: preset must be one of {', '.join(PRESETS)}; got {preset!r}")
         start = PRESETS[preset].to_dict()
         start["formats"] = PRESETS[preset].formats
+    elif not {"kind", "widths"} <= set(fields):
+        raise ValueError(f"grid point {params}: names no learner: give it (or [base]) a preset, or kind and widths")
     try:
         return _build_spec({**start, **fields}, tuned_table="basis_table_bits" not in params
                            and "basis_table_bits" not in base)
@@ -95,9 +97,7 @@ def _build_spec(spec_fields: dict, tuned_table: bool):
     types and ignores them)."""
     from ..spec import Formats, LearnerSpec
 
-    if "hidden" in spec_fields:
-        if "widths" not in spec_fields:
-            raise SpecError("hidden sets the middle of widths, which neither a preset nor an axis gives")
+    if "hidden" in spec_fields:  # widths are there: point_spec refuses a point without a learner
         w = list(spec_fields["widths"])
         spec_fields["widths"] = [w[0], _axis_integer("hidden", spec_fields.pop("hidden")), w[-1]]
     width = spec_fields.pop("format_width", None)

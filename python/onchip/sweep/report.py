@@ -42,11 +42,23 @@ def plot_table(path: Path, records: list[dict], plot: dict) -> None:
 
     Only points with status ``ok`` are drawn. Optional keys: ``logx``, ``logy`` (bool),
     ``title``, ``where`` (column -> value filter).
+
+    Raises:
+        ValueError: a column the plot names (``x``, ``y``, ``series``, ``where``) is in no row while
+            some point is ``ok`` (a misspelt column would draw an empty plot), naming it and the
+            table's columns.
     """
     from ..plotting import pyplot
 
-    plt = pyplot()
     rows = [r for r in table_rows(records) if r["status"] == "ok"]
+    named = [plot["x"], *(plot["y"] if isinstance(plot["y"], list) else [plot["y"]]), *plot.get("series", []),
+             *plot.get("where", {})]
+    have = {column for r in rows for column in r}
+    missing = [column for column in named if column not in have]
+    if rows and missing:
+        raise ValueError(f"[[plot]] {plot.get('file', 'plot.png')}: no column {', '.join(map(repr, missing))} in the "
+                         f"table; its columns: {', '.join(sorted(have))} (the points computed are cached)")
+    plt = pyplot()
     for col, value in plot.get("where", {}).items():
         rows = [r for r in rows if r.get(col) == value]
     ys = plot["y"] if isinstance(plot["y"], list) else [plot["y"]]
