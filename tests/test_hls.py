@@ -250,6 +250,34 @@ def test_cli_writes_a_self_checking_vitis_project(learners, tmp_path):
     assert bad.returncode == 1 and "1 mismatches" in bad.stdout
 
 
+def test_two_learners_share_one_cpp_file_and_one_program(tmp_path):
+    """The headers of two learners of different tops go into one file (their formats, sizes and
+    tables each in the namespace <top>_ns), and both top functions link into one program: each
+    answers a parameter read with its own initial parameters."""
+    from onchip.hls.emit import namespace, write
+    from onchip.model.golden import initial_parameters
+
+    pair = {"qubit_hls": PRESETS["kan-readout"], "mlp_hls": PRESETS["mlp-readout"].replace(init_seed=5)}
+    for top, spec in pair.items():  # each project in its own folder, as onchip hls writes it
+        (tmp_path / top).mkdir()
+        write(emit(spec, top=top), tmp_path / top)
+    main = ['#include <cstdio>', '#include "qubit_hls.h"', '#include "mlp_hls.h"', "int main() {"]
+    for top, spec in pair.items():
+        ns = namespace(top)
+        main += [f"  {{ hls::stream<axis_word> s_in, s_out;",
+                 f"    {top}(s_in, s_out, {ns}::OP_RESET, 0);",
+                 f"    {top}(s_in, s_out, {ns}::OP_READ, 0);",
+                 f"    for (int q = 0; q < {ns}::N_PARAM; q++)",
+                 f'      std::printf("%lld ", (long long) s_out.read().data.to_int64());',
+                 '    std::printf("\\n"); }']
+    (tmp_path / "both.cpp").write_text("\n".join(main + ["  return 0;", "}"]) + "\n")
+    cxx, _ = compiler()
+    subprocess.run([cxx, "-O0", "-std=c++14", "-w", "-Iqubit_hls", "-Imlp_hls", f"-I{ap_types_dir()}", "both.cpp",
+                    "qubit_hls/qubit_hls.cpp", "mlp_hls/mlp_hls.cpp", "-o", "both"], cwd=tmp_path, check=True)
+    out = subprocess.run(["./both"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert [list(map(int, line.split())) for line in out] == [initial_parameters(s).tolist() for s in pair.values()]
+
+
 def test_cli_rejects_bad_samples(tmp_path):
     from onchip.cli import main
 
