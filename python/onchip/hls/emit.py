@@ -135,7 +135,7 @@ def _header(spec: LearnerSpec, theta: np.ndarray, top: str) -> str:
         "#endif",
         '#include "hls_stream.h"',
         "",
-        f"// The learner's formats, sizes and tables, in a namespace of its own: the headers of two",
+        "// The learner's formats, sizes and tables, in a namespace of its own: the headers of two",
         f"// learners of different tops go into one file ({top}.cpp and the test benches use them unqualified).",
         f"namespace {namespace(top)} {{",
         "",
