@@ -35,7 +35,7 @@ def page_dir(tmp_path_factory):
 
 
 def test_the_page_has_every_kind_of_block():
-    assert len(SHELL) == 3 and len(VERILOG) == 1 and len(PYTHON) >= 3
+    assert len(SHELL) == 5 and len(VERILOG) == 1 and len(PYTHON) >= 3
 
 
 def test_shell_blocks_write_what_the_page_uses(page_dir):
@@ -43,6 +43,12 @@ def test_shell_blocks_write_what_the_page_uses(page_dir):
     assert "module mlp_learner" in (page_dir / "gen" / "mlp" / "mlp_learner.v").read_text()
     for q in ("qubit0", "qubit1"):
         assert f"{q}_learner_axis" in (page_dir / "ip" / q / "package_ip.tcl").read_text()
+    # two HLS learners, each header's names in its own namespace; the g++-built test bench exited 0
+    # with golden data to compare with (it exits 1 on a mismatch)
+    assert "namespace qubit_hls_ns {" in (page_dir / "hls" / "qubit" / "qubit_hls.h").read_text()
+    assert "namespace mlp_hls_ns {" in (page_dir / "hls" / "mlp" / "mlp_hls.h").read_text()
+    assert (page_dir / "hls" / "qubit" / "tb_data" / "expected.dat").is_file()
+    assert (page_dir / "hls" / "qubit" / "tb").is_file()
 
 
 def test_the_ecp5_folder_lints_with_its_primitive_model(page_dir):
