@@ -72,11 +72,10 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
                 raise ValueError(f"--staleness {staleness}: {exc}") from None
     elif timing and spec.schedule == "pipelined":
         spec = spec.replace(staleness=max(spec.staleness, min_staleness(spec)))
-    elif schedule == "pipelined" and spec.staleness < min_staleness(spec):
+    elif schedule == "pipelined" and spec.staleness < (need := min_staleness(spec)):
         # the staleness is part of the learner's numbers: not raised behind the user's back, but named
         raise ValueError(f"--schedule pipelined: the spec's staleness {spec.staleness} is below the "
-                         f"{min_staleness(spec)} this pipeline needs; add --staleness min (or an integer "
-                         f">= {min_staleness(spec)})")
+                         f"{need} this pipeline needs; add --staleness min (or an integer >= {need})")
     return spec
 
 

@@ -53,11 +53,11 @@ DEFINITIONS = {
                                  "little-endian int64",
 }
 
-#: The handshake rules every learner keeps (``handshake`` in the JSON).
-#: the design choices behind a design's cycles, which every report of it carries beside its numbers
-#: (keys of :func:`describe`'s dict; ``onchip synth`` and ``onchip pnr`` copy them into report.json)
+#: The design choices behind a design's cycles, which every report of it carries beside its numbers
+#: (keys of :func:`describe`'s dict; ``onchip synth`` and ``onchip pnr`` copy them into report.json).
 PLAN_KEYS = ("datapath", "schedule", "staleness", "timing")
 
+#: The handshake rules every learner keeps (``handshake`` in the JSON).
 HANDSHAKE = [
     "A word moves at a rising edge of the clock at which valid and ready are both high (AXI4-Stream, "
     "ARM IHI 0051).",

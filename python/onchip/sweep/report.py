@@ -51,8 +51,9 @@ def plot_table(path: Path, records: list[dict], plot: dict) -> None:
     from ..plotting import pyplot
 
     rows = [r for r in table_rows(records) if r["status"] == "ok"]
-    named = [plot["x"], *(plot["y"] if isinstance(plot["y"], list) else [plot["y"]]), *plot.get("series", []),
-             *plot.get("where", {})]
+    ys = plot["y"] if isinstance(plot["y"], list) else [plot["y"]]
+    series = plot.get("series", [])
+    named = [plot["x"], *ys, *series, *plot.get("where", {})]
     have = {column for r in rows for column in r}
     missing = [column for column in named if column not in have]
     if rows and missing:
@@ -61,8 +62,6 @@ def plot_table(path: Path, records: list[dict], plot: dict) -> None:
     plt = pyplot()
     for col, value in plot.get("where", {}).items():
         rows = [r for r in rows if r.get(col) == value]
-    ys = plot["y"] if isinstance(plot["y"], list) else [plot["y"]]
-    series = plot.get("series", [])
     ncols = min(3, len(ys))
     nrows = math.ceil(len(ys) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.4 * nrows), squeeze=False)
