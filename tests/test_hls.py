@@ -222,12 +222,15 @@ def test_emitted_types_are_the_golden_formats():
     assert "static const int STALENESS = 2;" in header
 
 
-def test_cli_writes_a_self_checking_vitis_project(learners, tmp_path):
+def test_cli_writes_a_self_checking_vitis_project(learners, tmp_path, capsys):
     """`onchip hls` writes the project; its Vitis test bench, built with g++, passes on the golden data."""
     from onchip.cli import main
 
     out = tmp_path / "proj"
     assert main(["hls", "--spec", "kan-readout", "--out", str(out), "--samples", "200", "--csim"]) == 0
+    wrote = capsys.readouterr().out.splitlines()[-2]
+    listed = wrote.split(": ", 1)[1].split(", ")
+    assert sorted(listed) == sorted(p.name + "/" * p.is_dir() for p in out.iterdir() if p.name[0] != "."), wrote
     for name in ("onchip_learner.cpp", "onchip_learner.h", "onchip_tb.cpp", "run_hls.tcl",
                  "tb_data/stimulus.dat", "tb_data/expected.dat"):
         assert (out / name).is_file(), name

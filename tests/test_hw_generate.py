@@ -48,7 +48,18 @@ def test_pipelined_staleness_below_pipeline_depth_is_refused():
     with pytest.raises(ValueError, match=f"staleness must be >= {d}"):
         generate(spec.replace(schedule="pipelined", staleness=d - 1), axis=False)
     with pytest.raises(ValueError, match="LearnerSpec"):
-        generate("kan-regression")
+        generate(3)
+
+
+def test_generate_takes_a_preset_name_or_spec_file_as_the_flow_steps_do(tmp_path):
+    spec = PRESETS["kan-regression"]
+    want = generate(spec, axis=False).verilog
+    assert generate("kan-regression", axis=False).verilog == want
+    path = tmp_path / "spec.toml"
+    path.write_text(spec.to_toml())
+    assert generate(path, axis=False).verilog == want
+    with pytest.raises(ValueError, match="neither a preset"):
+        generate("kan-regresion", axis=False)
 
 
 def test_cli_generate_writes_verilog_and_json(tmp_path):

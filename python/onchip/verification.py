@@ -557,8 +557,8 @@ def _timing_cases(design, seg, n, backend) -> list[Case]:
     rep_ii = info["initiation_interval"]
     ok = ii == [rep_ii]
     cases.append(Case(f"{backend}.initiation_interval", "passed" if ok else "failed",
-                      f"{'' if ok else 'measured '}II {ii[0] if len(ii) == 1 else ii} cycles between samples "
-                      f"offered back to back (reported {rep_ii})",
+                      f"{'' if ok else 'measured '}II {ii[0] if len(ii) == 1 else ii} (cycles between samples "
+                      f"offered back to back; reported {rep_ii})",
                       measured={"initiation_interval": {"reported": rep_ii, "measured": ii}}))
     return cases
 

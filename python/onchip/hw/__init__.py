@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..spec import LearnerSpec
+import os
+
+from ..spec import LearnerSpec, load_spec
 from .names import DEFAULT_TOP, check_top
 
 __all__ = ["Design", "PARALLEL_MLP_MAX_PARAMS", "build_learner", "check_top", "generate", "TOP"]
@@ -89,11 +91,12 @@ def build_learner(spec: LearnerSpec, theta=None, dsp: str | None = None):
     return OnchipLearner(spec, theta, dsp=dsp)
 
 
-def generate(spec: LearnerSpec, *, axis: bool = True, theta=None, top: str = TOP, dsp: str | None = None) -> Design:
+def generate(spec: "LearnerSpec | str | os.PathLike", *, axis: bool = True, theta=None, top: str = TOP, dsp: str | None = None) -> Design:
     """Generate the Verilog of a learner and describe it.
 
     Args:
-        spec: the learner; ``spec.schedule`` and ``spec.staleness`` select the schedule (a
+        spec: the learner (a spec, a preset name or a spec TOML file, as
+            :func:`onchip.spec.load_spec`); ``spec.schedule`` and ``spec.staleness`` select the schedule (a
             pipelined staleness below the pipeline's minimum is refused), ``spec.datapath``
             the MLP datapath.
         axis: also convert the AXI4-Stream wrapper (``Design.axis_verilog``).
@@ -109,13 +112,14 @@ def generate(spec: LearnerSpec, *, axis: bool = True, theta=None, top: str = TOP
         :class:`Design`.
 
     Raises:
-        ValueError: ``spec`` is not a LearnerSpec, a bad ``top`` (the message names ``--top``), a
+        ValueError: ``spec`` is neither a LearnerSpec, a preset nor a spec file, a bad ``top`` (the message names ``--top``), a
             pipelined staleness the pipeline cannot meet (the message gives the minimum), a
             parallel MLP of more than :data:`PARALLEL_MLP_MAX_PARAMS` parameters, a bad ``theta``
             or ``dsp``.
     """
-    if not isinstance(spec, LearnerSpec):
-        raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
+    if not isinstance(spec, (LearnerSpec, str, os.PathLike)):
+        raise ValueError(f"spec must be a LearnerSpec, a preset name or a spec file, got {type(spec).__name__}")
+    spec = load_spec(spec)
     check_top(top)
     from amaranth.back import verilog
 
