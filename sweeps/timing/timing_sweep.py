@@ -282,6 +282,67 @@ def _cell(row: dict, key: str, fmt: str = "{}") -> str:
     return fmt.format(row[key]) if row.get(key) is not None else "-"
 
 
+#: where --report writes the family table into the README (between these two lines)
+README = HERE.parents[1] / "README.md"
+FAMILY_BEGIN, FAMILY_END = "<!-- family table: written by sweeps/timing/timing_sweep.py --report -->", "<!-- end of family table -->"
+
+
+def _member_cell(row: dict | None, what: str) -> str:
+    """One point of the family table: ``what`` is "seq" (cycles, MHz, ns per update), "pip" (MHz, ns per
+    sample) or "ns" (ns per update); a refusal or a design over budget in a few words; a dagger for a
+    point placed at fewer than 3 seeds."""
+    if row is None or row.get("not_run"):
+        return "not run"
+    note = row.get("note") or ""
+    if "latency_cycles_update" not in row:  # refused by the spec: the serial datapaths are sequential
+        return "sequential only" if "sequential schedule" in note else "refused"
+    over = re.search(r"(\w+) \([A-Z0-9]+\): (\d+) needed, (\d+) available", note)
+    if over:
+        return f"no fit: {over.group(2)} {over.group(1)} of {over.group(3)}"
+    if row.get("fmax_mhz") is None:
+        return "not placed"
+    mhz = f"{row['fmax_mhz']:.1f} MHz"
+    if "below the board clock" in note:
+        return f"{mhz}, below the 25 MHz clock"
+    few = "" if {1, 2, 3} <= set(row["seeds"]) else " \u2020"
+    if what == "seq":
+        return f"{row['latency_cycles_update']} cycles, {mhz}, {row['step_ns']:.1f} ns{few}"
+    if what == "pip":
+        return f"{mhz}, {row['ii_ns']:.1f} ns{few}"
+    return f"{row['step_ns']:.1f} ns{few}"
+
+
+def family_table(rows: list[dict]) -> str:
+    """The family in one table, a line per member: sequential at ``fast`` (update latency in cycles, fmax,
+    ns per update), pipelined at ``fast`` (fmax, ns per sample), sequential at ``compact`` (ns per update),
+    ECP5 LUT / DSP at ``fast`` sequential; from the rows of :func:`table` (``results.json``)."""
+    by = {(r["preset"], r["timing"], r["schedule"]): r for r in rows}
+    lines = ["| learner | sequential, `fast` | pipelined, `fast` (per sample) | sequential, `compact` "
+             "| ECP5 LUT / DSP (sequential, `fast`) |",
+             "|---|---|---|---|---|"]
+    for m in MEMBERS:
+        seq = by.get((m, "fast", "sequential"))
+        lut = f"{seq['ecp5_lut']} / {seq['ecp5_dsp']}" if seq and seq.get("ecp5_lut") is not None else "-"
+        lines.append(f"| {m} | {_member_cell(seq, 'seq')} | {_member_cell(by.get((m, 'fast', 'pipelined')), 'pip')} "
+                     f"| {_member_cell(by.get((m, 'compact', 'sequential')), 'ns')} | {lut} |")
+    if any("\u2020" in line for line in lines):
+        lines += ["", "\u2020 placed at fewer than 3 placer seeds (the others: best of seeds 1-3)."]
+    return "\n".join(lines)
+
+
+def write_family_table(text: str, path: Path = README) -> None:
+    """Replace the lines between :data:`FAMILY_BEGIN` and :data:`FAMILY_END` in ``path`` with ``text``.
+
+    Raises:
+        ValueError: ``path`` lacks either marker line (nothing is written).
+    """
+    lines = path.read_text().split("\n")
+    if FAMILY_BEGIN not in lines or FAMILY_END not in lines:
+        raise ValueError(f"{path}: no family table markers ({FAMILY_BEGIN!r} ... {FAMILY_END!r})")
+    begin, end = lines.index(FAMILY_BEGIN), lines.index(FAMILY_END)
+    path.write_text("\n".join([*lines[:begin + 1], "", text, "", *lines[end:]]))
+
+
 def report(runs: dict) -> None:
     rows = table(runs)
     lines = [
@@ -322,6 +383,7 @@ def report(runs: dict) -> None:
                       f"({gain['max_point']}); a row placed at seed 1 only may be that much below its best of 3."]
     (HERE / "results.md").write_text("\n".join(lines) + "\n")
     (HERE / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
+    write_family_table(family_table(rows))
     plot(rows)
 
 

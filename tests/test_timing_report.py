@@ -1,0 +1,53 @@
+"""The timing sweep's family table (sweeps/timing/timing_sweep.py): the README carries the table its
+report writes from results.json, and the writer never half-edits a file."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def ts():
+    spec = importlib.util.spec_from_file_location("timing_sweep", ROOT / "sweeps" / "timing" / "timing_sweep.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_family_table_is_the_one_results_json_gives(ts):
+    rows = json.loads((ROOT / "sweeps" / "timing" / "results.json").read_text())
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(ts.FAMILY_BEGIN, 1)[1].split(ts.FAMILY_END, 1)[0]
+    assert block.strip() == ts.family_table(rows).strip()
+    # every member has its line
+    assert all(f"| {m} |" in block for m in ts.MEMBERS)
+
+
+def test_family_table_cells(ts):
+    placed = {"preset": "kan-x", "timing": "fast", "schedule": "sequential", "latency_cycles_update": 9,
+              "initiation_interval": 7, "fmax_mhz": 120.0, "step_ns": 75.0, "ii_ns": 58.3, "seeds": [1, 2, 3],
+              "ecp5_lut": 100, "ecp5_dsp": 8}
+    assert ts._member_cell(placed, "seq") == "9 cycles, 120.0 MHz, 75.0 ns"
+    assert ts._member_cell({**placed, "seeds": [1]}, "pip").endswith("\u2020")
+    over = {"note": "the design does not fit the LFE5U-85F: DSP (MULT18X18D): 200 needed, 156 available",
+            "latency_cycles_update": 9, "seeds": []}
+    assert ts._member_cell(over, "seq") == "no fit: 200 DSP of 156"
+    serial = {"note": "--schedule pipelined: datapath='serial' is built for the sequential schedule", "seeds": []}
+    assert ts._member_cell(serial, "pip") == "sequential only"
+    assert ts._member_cell(None, "ns") == "not run"
+
+
+def test_write_family_table_needs_both_markers_and_keeps_the_rest(ts, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# t\n\nbefore\n\n{ts.FAMILY_BEGIN}\n\nold\n\n{ts.FAMILY_END}\n\nafter\n")
+    ts.write_family_table("| new |", readme)
+    assert readme.read_text() == f"# t\n\nbefore\n\n{ts.FAMILY_BEGIN}\n\n| new |\n\n{ts.FAMILY_END}\n\nafter\n"
+    lone = tmp_path / "lone.md"
+    lone.write_text(f"{ts.FAMILY_BEGIN}\nold\n")
+    with pytest.raises(ValueError, match="markers"):
+        ts.write_family_table("| new |", lone)
+    assert lone.read_text() == f"{ts.FAMILY_BEGIN}\nold\n"
