@@ -13,8 +13,8 @@ one sample) takes ``latency_cycles_update / fmax`` ns; a new sample can come eve
 
 Runs are kept in ``runs.json`` next to this script (one entry per place-and-route run and per
 synthesis, with a hash of the core's Verilog), so a rerun only does what is missing or what was
-run on a design that has changed since; ``--report`` rewrites ``results.md`` and ``timing.png``
-from the runs of the current designs.
+run on a design that has changed since; ``--report`` rewrites ``results.md``, ``results.json``,
+``timing.png`` and the top-level README's family table from the runs of the current designs.
 
 Usage (about 4-8 minutes per place-and-route run on a loaded 2-core machine)::
 
@@ -429,9 +429,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="runs at once")
     ap.add_argument("--no-xcup", action="store_true", help="skip the Yosys UltraScale+ counts")
     ap.add_argument("--no-ecp5", action="store_true", help="skip the Yosys ECP5 counts (the BRAM column)")
-    ap.add_argument("--report", action="store_true", help="only rewrite results.md and timing.png")
+    ap.add_argument("--report", action="store_true", help="only rewrite results.md/json, timing.png and the README's family table")
     ap.add_argument("--no-report", action="store_true",
-                    help="only the runs: leave results.md and timing.png (the report hashes every point's design)")
+                    help="only the runs: leave the report (the report hashes every point's design)")
     args = ap.parse_args()
     if not args.report:
         run(args.only, args.seeds, args.jobs, not args.no_xcup, not args.no_ecp5)
