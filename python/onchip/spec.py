@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import tomllib
 import unicodedata
 from dataclasses import dataclass, field
@@ -592,10 +593,13 @@ def load_spec(spec: "str | Path | LearnerSpec") -> LearnerSpec:
     object -> a validated spec.
 
     Raises:
-        ValueError: the name is neither a preset nor a file, or the spec is invalid.
+        ValueError: not a spec, a string or a path; the name is neither a preset nor a file, or the
+            spec is invalid.
     """
     if isinstance(spec, LearnerSpec):
         return spec
+    if not isinstance(spec, (str, os.PathLike)):
+        raise ValueError(f"spec must be a LearnerSpec, a preset name or a spec file, got {type(spec).__name__}")
     text = str(spec)
     named = PRESETS.get(text) or TASK_PRESETS.get(text)
     if named is not None:

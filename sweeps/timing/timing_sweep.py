@@ -302,8 +302,8 @@ def _member_cell(row: dict | None, what: str) -> str:
     if row.get("fmax_mhz") is None:
         return "not placed"
     mhz = f"{row['fmax_mhz']:.1f} MHz"
-    if "below the board clock" in note:
-        return f"{mhz}, below the 25 MHz clock"
+    if "below the board clock" in note:  # "below the board clock (25.00 MHz): ..."
+        return f"{mhz}, {note.split(':')[0]}"
     few = "" if {1, 2, 3} <= set(row["seeds"]) else " \u2020"
     if what == "seq":
         return f"{row['latency_cycles_update']} cycles, {mhz}, {row['step_ns']:.1f} ns{few}"

@@ -11,9 +11,8 @@ the comment at the top of each Verilog file. The design is bit-exact with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import os
+from dataclasses import dataclass, field
 
 from ..spec import LearnerSpec, load_spec
 from .names import DEFAULT_TOP, check_top
@@ -117,8 +116,6 @@ def generate(spec: "LearnerSpec | str | os.PathLike", *, axis: bool = True, thet
             parallel MLP of more than :data:`PARALLEL_MLP_MAX_PARAMS` parameters, a bad ``theta``
             or ``dsp``.
     """
-    if not isinstance(spec, (LearnerSpec, str, os.PathLike)):
-        raise ValueError(f"spec must be a LearnerSpec, a preset name or a spec file, got {type(spec).__name__}")
     spec = load_spec(spec)
     check_top(top)
     from amaranth.back import verilog
