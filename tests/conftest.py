@@ -12,3 +12,21 @@ for _var in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "NUMBA_CACHE_DIR"):
 os.environ.setdefault("MPLBACKEND", "Agg")
 # QKeras 0.9 runs on tf-keras: TensorFlow must see this before any test file imports it
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+
+def pytest_configure(config):
+    """Refuse to test an onchip other than this checkout's: a `pytest` from another environment
+    (a venv that reuses the system's pytest, an old install) would import that onchip and pass
+    or fail on code that is not the one under test."""
+    import importlib.util
+    from pathlib import Path
+
+    import pytest
+
+    found = importlib.util.find_spec("onchip")
+    checkout = Path(__file__).resolve().parents[1] / "python" / "onchip"
+    where = Path(found.origin).resolve().parent if found and found.origin else None
+    if where != checkout:
+        raise pytest.UsageError(f"these tests are {checkout.parent.parent}'s, but this Python imports onchip from "
+                                f"{where or 'nowhere'}: run `pip install -e \".[dev]\"` in the checkout, then "
+                                f"`python -m pytest` with that environment's Python")

@@ -122,6 +122,8 @@ def test_bad_toml_and_unknown_fields(tmp_path):
         LearnerSpec.from_toml("kind = ")
     with pytest.raises(ValueError, match="grid_sise"):
         LearnerSpec.from_toml('kind = "kan"\nwidths = [1, 1]\ngrid_sise = 4\n')
+    with pytest.raises(ValueError, match=r"unknown format name\(s\) in \[formats\]: gradd \(did you mean grad\?\)"):
+        LearnerSpec.from_toml('kind = "kan"\nwidths = [1, 1]\n[formats]\ngradd = "ap_fixed<16,4,RND,SAT>"\n')
     with pytest.raises(ValueError, match=r"formats\.coef"):
         LearnerSpec.from_toml('kind = "kan"\nwidths = [1, 1]\n[formats]\ncoef = "float"\n')
     with pytest.raises(ValueError, match="neither a preset"):
@@ -304,3 +306,22 @@ def test_a_grad_format_coarser_than_every_error_is_refused_naming_the_field():
         LearnerSpec(kind="kan", widths=(1, 1), formats=Formats(grad="ap_fixed<3,9>"))
     # an LSB as coarse as the act range still lets an error through
     LearnerSpec(kind="kan", widths=(1, 1), formats=Formats(grad="ap_fixed<4,7>"))
+
+
+def test_the_defaults_table_of_docs_spec_is_the_dataclasses_defaults():
+    """docs/spec.md lists every optional field's default; a default changed in one place only fails."""
+    import tomllib
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "spec.md").read_text()
+    table = text.split("## Defaults", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:3] for line in table.splitlines() if line.startswith("| `")]
+    documented = {name.strip().strip("`"): tomllib.loads(f"v = {value.strip().strip('`')}")["v"] for name, value in rows}
+    fields = {f.name: f for f in dataclasses.fields(LearnerSpec)}
+    expected = {name: (list(f.default) if isinstance(f.default, tuple) else f.default)
+                for name, f in fields.items() if f.default is not dataclasses.MISSING}
+    expected.update({f"formats.{f.name}": str(getattr(Formats(), f.name)) for f in dataclasses.fields(Formats)})
+    assert documented == expected
+    required = {name for name, f in fields.items()
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    assert required == {"kind", "widths"} and "needs `kind` and `widths`" in table

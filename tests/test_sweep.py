@@ -229,6 +229,27 @@ def test_misspelled_grid_axis_is_an_unknown_spec_field():
                                    "grid": [{"preset": "kan-regression"}]})
 
 
+@pytest.mark.parametrize("extra, message", [
+    ({"plott": [{"x": "grid_size", "y": "lut"}]}, r"sweep definition: unknown key\(s\): plott \(did you mean plot\?\)"),
+    ({"sweep": {"compute": ["accuracy"], "nme": "x"}}, r"\[sweep\]: unknown key\(s\): nme \(did you mean name\?\)"),
+    ({"sweep": {"computations": ["accuracy"]}}, r"\[sweep\]: unknown key\(s\): computations \(did you mean compute\?\)"),
+    ({"accuracy": {"sampels": 100}}, r"\[accuracy\]: unknown key\(s\): sampels \(did you mean samples\?\)"),
+    ({"latency": 3}, r"\[latency\] must be a table; got 3"),
+    ({"plot": [{"x": "grid_size", "y": "lut", "serie": ["kind"]}]},
+     r"\[\[plot\]\] 1: unknown key\(s\): serie \(did you mean series\?\)"),
+    ({"plot": [{"x": "grid_size"}]}, r"\[\[plot\]\] 1: needs y"),
+])
+def test_a_misspelt_table_or_key_of_a_definition_is_refused_not_ignored(extra, message):
+    """A name the reader would skip (a default used in its place, a plot never drawn) is refused,
+    with the closest known name."""
+    d = {"sweep": {"compute": ["accuracy"]}, "grid": [{"preset": "kan-regression"}], **extra}
+    with pytest.raises(ValueError, match=message):
+        sweep.validate_definition(d)
+    sweep.validate_definition({  # the same names, spelt right
+        "sweep": {"compute": ["accuracy"], "name": "x"}, "grid": [{"preset": "kan-regression"}],
+        "accuracy": {"samples": 100}, "latency": {}, "plot": [{"x": "grid_size", "y": "lut", "series": ["kind"]}]})
+
+
 def test_example_sweep_definition_loads():
     from pathlib import Path
 

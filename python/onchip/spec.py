@@ -503,7 +503,7 @@ class LearnerSpec:
             known_f = {f.name for f in dataclasses.fields(Formats)}
             bad = sorted(set(fmts) - known_f)
             if bad:
-                raise SpecError(f"unknown format name(s) in [formats]: {', '.join(bad)}")
+                raise SpecError(unknown_fields(bad, known_f, "unknown format name(s) in [formats]"))
             d["formats"] = Formats(**fmts)
         spec = cls(**d)  # every value checked first: a bad one is named as such
         grid = [name for name in KAN_ONLY_FIELDS if name in d]
@@ -522,14 +522,15 @@ class LearnerSpec:
         return cls.from_dict(data)
 
 
-def unknown_fields(unknown, known) -> str:
-    """The refusal of the fields ``unknown`` of a spec (or a sweep's grid), each with the closest of
-    ``known`` where one is close: ``"unknown spec field(s): gridsize (did you mean grid_size?)"``."""
+def unknown_fields(unknown, known, what: str = "unknown spec field(s)") -> str:
+    """The refusal of the names ``unknown`` (fields of a spec or a sweep's grid, format names, the
+    tables and settings of a sweep definition), each with the closest of ``known`` where one is
+    close: ``"unknown spec field(s): gridsize (did you mean grid_size?)"``; ``what`` opens it."""
     def named(name: str) -> str:
         near = difflib.get_close_matches(name, sorted(known), n=1)
         return name + (f" (did you mean {near[0]}?)" if near else "")
 
-    return "unknown spec field(s): " + ", ".join(named(name) for name in sorted(unknown))
+    return f"{what}: " + ", ".join(named(name) for name in sorted(unknown))
 
 
 #: spec fields only a KAN has (:meth:`LearnerSpec.to_dict` writes them for a KAN only; a spec file of

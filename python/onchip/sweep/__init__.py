@@ -33,7 +33,9 @@ per-sample step time in PyTorch, measured on this CPU in every run (never cached
 with their ratio.
 
 A grid key that is neither a spec field nor one of these is refused as an
-``unknown spec field(s)``, as for a spec file. Environment variables in ``data``
+``unknown spec field(s)``, as for a spec file; so is a table, a ``[sweep]`` or ``[[plot]]``
+key or a computation's setting the reader does not know, with the closest known name
+(a misspelt one would be skipped: a default used in its place, a plot never drawn). Environment variables in ``data``
 (``$NAME``, ``${NAME}``) are filled in; an unset one is refused by name.
 
 Every point is keyed by a SHA-256 of its spec, its computation settings and

@@ -38,8 +38,11 @@ def validate_definition(d: dict) -> None:
 
     Raises:
         ValueError: naming the bad key and value (``sweep.compute``, ``[[grid]]``,
-            ``<computation>.<setting>`` or the grid point).
+            ``<computation>.<setting>`` or the grid point); an unknown table, ``[sweep]`` key,
+            computation setting or ``[[plot]]`` key, with the closest known name (a misspelt one
+            would otherwise be ignored: a default used, a plot not drawn).
     """
+    _check_names(d)
     sweep = d.get("sweep", {})
     compute = sweep.get("compute")
     if not isinstance(compute, list) or not compute or any(c not in tuple(COMPUTATIONS) for c in compute):
@@ -48,3 +51,36 @@ def validate_definition(d: dict) -> None:
     if not isinstance(grids, list) or not grids:
         raise ValueError("sweep definition needs at least one [[grid]] table")
     expand(d)
+
+
+#: the keys of ``[sweep]`` and of a ``[[plot]]`` table (:func:`onchip.sweep.report.plot_table`)
+SWEEP_KEYS = ("name", "compute")
+PLOT_KEYS = ("x", "y", "series", "where", "logx", "logy", "title", "file")
+
+
+def _check_names(d: dict) -> None:
+    """Refuse a name the definition's reader would ignore: a table, a ``[sweep]`` key, a setting of a
+    computation's table (its defaults and grid axes are its settings) or a ``[[plot]]`` key."""
+    from ..spec import unknown_fields
+
+    def refuse(where: str, table, known) -> None:
+        if not isinstance(table, dict):
+            raise ValueError(f"{where} must be a table; got {table!r}")
+        unknown = set(table) - set(known)
+        if unknown:
+            raise ValueError(unknown_fields(unknown, known, f"{where}: unknown key(s)"))
+
+    tables = ("sweep", "base", "grid", "plot", *COMPUTATIONS)
+    refuse("sweep definition", {k: v for k, v in d.items() if k != "_dir"}, tables)
+    refuse("[sweep]", d.get("sweep", {}), SWEEP_KEYS)
+    for name, computation in COMPUTATIONS.items():
+        if name in d:
+            refuse(f"[{name}]", d[name], (*computation.defaults, *computation.axes))
+    plots = d.get("plot", [])
+    if not isinstance(plots, list):
+        raise ValueError(f"[[plot]] must be an array of tables; got {plots!r}")
+    for i, plot in enumerate(plots):
+        refuse(f"[[plot]] {i + 1}", plot, PLOT_KEYS)
+        missing = [key for key in ("x", "y") if key not in plot]
+        if missing:
+            raise ValueError(f"[[plot]] {i + 1}: needs {' and '.join(missing)} (the columns it draws)")
