@@ -454,6 +454,12 @@ def test_over_budget_names_each_resource_needed_and_available():
     assert fit.over_budget(util) == ["BRAM (DP16KD): 209 needed, 208 available",
                                      "DSP (MULT18X18D): 204 needed, 156 available"]
     assert fit.over_budget({"TRELLIS_FF": {"used": 10, "available": 10}}) == []
+    # read back, as tables of refusals do; Xilinx's LUT and FF name no primitive
+    xilinx = fit.over_budget({"LUT": {"used": 30000, "available": 20800}, "DSP (DSP48)": {"used": 91, "available": 90}})
+    assert [(s["resource"], s["cell"], s["needed"], s["available"])
+            for s in fit.shortfalls("; ".join(fit.over_budget(util) + xilinx))] == [
+        ("BRAM", "DP16KD", 209, 208), ("DSP", "MULT18X18D", 204, 156), ("DSP", "DSP48", 91, 90), ("LUT", None, 30000, 20800)]
+    assert fit.shortfalls("nextpnr failed") == []
     # the pack-only run writes its own report and log, and no configuration
     args = ["--quiet", "--report", "pnr_report.json", "--seed", "1", "--log", "top.tim", "--85k",
             "--json", "top.json", "--textcfg", "top.config"]

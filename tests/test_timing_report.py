@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from onchip.flow import fit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,9 +34,14 @@ def test_family_table_cells(ts):
               "ecp5_lut": 100, "ecp5_dsp": 8}
     assert ts._member_cell(placed, "seq") == "9 cycles, 120.0 MHz, 75.0 ns"
     assert ts._member_cell({**placed, "seeds": [1]}, "pip").endswith("\u2020")
-    over = {"note": "the design does not fit the LFE5U-85F: DSP (MULT18X18D): 200 needed, 156 available",
-            "latency_cycles_update": 9, "seeds": []}
+    # the refusals as onchip.flow.fit words them: packed, and from the DSP instances alone
+    packed = fit.verdict_message({"device": "LFE5U-85F",
+                                  "over_budget": fit.over_budget({"MULT18X18D": {"used": 200, "available": 156}})})
+    over = {"note": packed, "latency_cycles_update": 9, "seeds": []}
     assert ts._member_cell(over, "seq") == "no fit: 200 DSP of 156"
+    with pytest.raises(fit.DesignTooLarge) as instances:
+        fit.check_lattice_dsp("".join(f"  MULT18X18D m{i} ();\n" for i in range(160)), "top", "LFE5U-85F", "ecp5")
+    assert ts._member_cell({**over, "note": str(instances.value)}, "seq") == "no fit: at least 160 DSP of 156"
     serial = {"note": "--schedule pipelined: datapath='serial' is built for the sequential schedule", "seeds": []}
     assert ts._member_cell(serial, "pip") == "sequential only"
     assert ts._member_cell(None, "ns") == "not run"

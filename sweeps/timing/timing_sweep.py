@@ -296,9 +296,12 @@ def _member_cell(row: dict | None, what: str) -> str:
     note = row.get("note") or ""
     if "latency_cycles_update" not in row:  # refused by the spec: the serial datapaths are sequential
         return "sequential only" if "sequential schedule" in note else "refused"
-    over = re.search(r"(\w+) \([A-Z0-9]+\): (\d+) needed, (\d+) available", note)
+    from onchip.flow.fit import shortfalls
+
+    over = shortfalls(note)  # a design over the device's budget: its first resource short
     if over:
-        return f"no fit: {over.group(2)} {over.group(1)} of {over.group(3)}"
+        o = over[0]
+        return f"no fit: {'at least ' if o['at_least'] else ''}{o['needed']} {o['resource']} of {o['available']}"
     if row.get("fmax_mhz") is None:
         return "not placed"
     mhz = f"{row['fmax_mhz']:.1f} MHz"

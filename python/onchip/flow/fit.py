@@ -82,6 +82,25 @@ def over_budget(utilisation: dict) -> list[str]:
     return short
 
 
+#: one resource of a refusal: ``DSP (MULT18X18D): 204 needed, 156 available``, ``at least`` before the
+#: count where only the design's DSP instances were counted, no primitive for Xilinx's LUT and FF
+_SHORTFALL = re.compile(r"(?P<resource>[A-Z]+)(?: \((?P<cell>\w+)\))?: (?P<at_least>at least )?"
+                        r"(?P<needed>\d+) needed, (?P<available>\d+) available")
+
+
+def shortfalls(message: str) -> list[dict]:
+    """The resources a :class:`DesignTooLarge` message names, read back (for tables of refusals).
+
+    Returns:
+        ``[{"resource": "DSP", "cell": "MULT18X18D", "needed": 204, "available": 156,
+        "at_least": False}, ...]`` (``cell`` None where the message names none); empty for a message
+        naming none.
+    """
+    return [{"resource": m["resource"], "cell": m["cell"], "needed": int(m["needed"]),
+             "available": int(m["available"]), "at_least": bool(m["at_least"])}
+            for m in _SHORTFALL.finditer(message)]
+
+
 def verdict_message(verdict: dict) -> str:
     """The one-line refusal for a :data:`VERDICT` file's contents."""
     return f"the design does not fit the {verdict['device']}: " + "; ".join(verdict["over_budget"])
