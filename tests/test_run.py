@@ -148,6 +148,44 @@ def test_sigterm_leaves_no_staging_folder(tmp_path, delay_s):
     assert list(tmp_path.iterdir()) == []
 
 
+class _Stopped(Exception):
+    pass
+
+
+def test_a_sigterm_taken_by_another_thread_during_a_held_import_waits_for_the_import():
+    """The float twin's torch import holds SIGINT/SIGTERM (onchip.extras.need). A signal the kernel
+    hands to another thread (one started before the hold, as a BLAS pool is) must not run the
+    handler inside the import, where a bare except can swallow it and the run goes on to exit 0;
+    it runs once the import is over."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from onchip import extras
+
+    def stop(signum, frame):
+        raise _Stopped
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    idle = threading.Event()
+    other = threading.Thread(target=idle.wait)  # does not block SIGTERM: the kernel may pick it
+    other.start()
+    finished = []
+    try:
+        with pytest.raises(_Stopped), extras._interrupts_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(50):  # bytecode boundaries, where a tripped handler would run
+                time.sleep(0.01)
+            finished.append(True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        idle.set()
+        other.join()
+    assert finished == [True]
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
 def test_an_earlier_output_with_a_file_added_is_not_replaced(tmp_path, capsys):
     code, out = _run(tmp_path, "--samples", "1500")
     assert code == 0
