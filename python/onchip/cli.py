@@ -6,12 +6,12 @@ import argparse
 import importlib
 import os
 import pkgutil
-import signal
 import sys
 import textwrap
 
 from . import __version__, commands
 from .extras import extra_for
+from .interrupts import handled
 
 
 class Parser(argparse.ArgumentParser):
@@ -127,8 +127,13 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     # recorded in the outputs (metrics.json "command"): the arguments as they were given
     args.command_line = command_line(argv)
-    # a scheduler's SIGTERM unwinds like Ctrl-C, so staging folders are removed
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    # a scheduler's SIGTERM unwinds like Ctrl-C, so staging folders are removed; either is kept
+    # until unwound, so one swallowed on the way is raised again (onchip.interrupts)
+    with handled():
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
         status = int(args.func(args) or 0)
         # every command that writes a folder names it last, --quiet included (unless it already did)
@@ -152,8 +157,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"onchip {args.command}: interrupted; nothing was written", file=sys.stderr)
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _tool_errors() -> tuple[type, ...]:
@@ -165,17 +168,6 @@ def _tool_errors() -> tuple[type, ...]:
     from .errors import ToolError
 
     return (YosysError, ToolError)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, unwound like Ctrl-C. A subclass on purpose: CPython 3.11 exits by SIGINT
-    (status -2) once a bare KeyboardInterrupt has passed through code it runs with
-    ``PyEval_EvalCode`` (as during the float twin's imports), even after ``main`` caught it."""
-
-
-def _terminate(signum, frame):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: the cleanup must not be cut short
-    raise Terminated
 
 
 if __name__ == "__main__":  # pragma: no cover

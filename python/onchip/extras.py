@@ -9,11 +9,10 @@ executor, the UART host and the seed methods need packages that come with an ext
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import signal
-import threading
 from types import ModuleType
+
+from .interrupts import held
 
 #: top-level module -> the extra that installs it (pyproject.toml ``optional-dependencies``)
 PROVIDERS: dict[str, str] = {
@@ -58,7 +57,7 @@ def need(package: str, purpose: str, extra: str | None = None) -> ModuleType:
         MissingExtra: the package (or one it imports from an extra) is not installed.
     """
     try:
-        with _interrupts_held():
+        with held():
             return importlib.import_module(package)
     except MissingExtra:
         raise
@@ -67,36 +66,6 @@ def need(package: str, purpose: str, extra: str | None = None) -> ModuleType:
         if missing is None:
             raise
         raise MissingExtra((exc.name or package).partition(".")[0], extra or missing, purpose) from None
-
-
-@contextlib.contextmanager
-def _interrupts_held():
-    """Hold Ctrl-C and SIGTERM until the import is over: interrupted half-way, torch's import
-    aborts the process (SIGABRT) before any cleanup, leaving the run's staging folder behind
-    (or a bare ``except`` inside it swallows the interrupt, and the run goes on).
-    A held signal is delivered, and unwinds as usual, as soon as the import returns.
-
-    Blocking the signals covers only the main thread: the kernel hands a process's signal to any
-    thread that does not block it (a BLAS pool started before), and Python then runs the handler
-    in the main thread all the same. So the Python handlers are also swapped for one that only
-    notes the signal, which is raised again once the import is over."""
-    held = (signal.SIGINT, signal.SIGTERM)
-    noted: list[int] = []
-    handlers = {}
-    if threading.current_thread() is threading.main_thread():  # handlers are the main thread's to set
-        handlers = {s: signal.getsignal(s) for s in held}
-        handlers = {s: h for s, h in handlers.items() if h is not None}  # None: set outside Python, kept
-        for s in handlers:
-            signal.signal(s, lambda signum, frame: noted.append(signum))
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-        for s, h in handlers.items():
-            signal.signal(s, h)
-        for s in dict.fromkeys(noted):
-            signal.raise_signal(s)
 
 
 def extra_for(exc: BaseException) -> str | None:

@@ -12,6 +12,8 @@ from typing import Iterator
 
 import numpy as np
 
+from .interrupts import check
+
 
 #: Written into every output folder: only folders holding it may be replaced by a later run.
 #: It lists the files onchip wrote there; a folder holding any other file is not replaced.
@@ -94,8 +96,8 @@ def atomic_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Iter
 
     Everything is written into a hidden sibling folder; on success it is
     renamed onto ``out``, on any exception (SIGTERM included, see
-    :func:`onchip.cli.main`) it is deleted, so a failed run leaves no partial
-    output. An existing ``out`` is replaced only if it is empty or an earlier
+    :mod:`onchip.interrupts`, also one that C code swallowed inside the block) it
+    is deleted, so a failed or interrupted run leaves no partial output. An existing ``out`` is replaced only if it is empty or an earlier
     onchip output (it holds :data:`MARKER`, which lists the files written) with
     nothing added to it, and ``overwrite`` is set: a file of the user's is never
     deleted.
@@ -120,6 +122,7 @@ def atomic_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Iter
     try:
         (stage / MARKER).write_text(_MARKER_TEXT)
         yield stage
+        check()  # an interrupt swallowed inside the block (onchip.interrupts): nothing is committed
         _write_marker(stage)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)

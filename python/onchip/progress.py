@@ -3,6 +3,9 @@
 A redirected or captured stderr (CI logs, ``2> file``, a notebook's pipe) gets no carriage
 returns, so no "0%|" remnant shares a line with the summary that follows: one full line every
 :data:`LINE_INTERVAL` seconds while the work runs, and nothing for work shorter than that.
+
+Each update (and each item of an iterated bar), shown or not, is also where an interrupt that
+C code swallowed is raised again (:func:`onchip.interrupts.check`).
 """
 
 from __future__ import annotations
@@ -11,11 +14,26 @@ import sys
 
 from tqdm import tqdm
 
+from .interrupts import check
+
 #: seconds between two progress lines when stderr is not a terminal
 LINE_INTERVAL = 10.0
 
 
-class _Lines(tqdm):
+class _Checked(tqdm):
+    """tqdm that raises a pending interrupt at each update, a disabled bar's included."""
+
+    def update(self, n=1):
+        check()
+        return super().update(n)
+
+    def __iter__(self):  # tqdm counts an iterated bar's items without calling update
+        for item in super().__iter__():
+            check()
+            yield item
+
+
+class _Lines(_Checked):
     """tqdm writing one plain line per refresh (at most every :data:`LINE_INTERVAL` s)."""
 
     def __init__(self, *args, **kwargs):
@@ -52,4 +70,4 @@ def progress_bar(*args, file=None, **kwargs) -> tqdm:
     """
     file = sys.stderr if file is None else file
     terminal = getattr(file, "isatty", lambda: False)()
-    return (tqdm if terminal else _Lines)(*args, file=file, **kwargs)
+    return (_Checked if terminal else _Lines)(*args, file=file, **kwargs)

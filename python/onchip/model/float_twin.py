@@ -93,7 +93,9 @@ class FloatTwin:
         torch = self._torch
         xs = torch.as_tensor(np.asarray(x, dtype=np.float64))
         ys = torch.as_tensor(np.asarray(y, dtype=np.float64))
-        kinds = check_kind(kind, len(xs))
+        # Python ints: numpy integers compared with SampleKind look __array_ufunc__ up on the enum
+        # three times a sample (and swallow an interrupt raised there: onchip.interrupts)
+        kinds = check_kind(kind, len(xs)).tolist()
         preds = np.zeros((len(xs), self.spec.n_out))
         lr = self.spec.learning_rate
         depth = self.spec.effective_staleness

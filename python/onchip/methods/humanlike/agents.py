@@ -219,14 +219,14 @@ def lm_option_probs(lm, prompts: Sequence[str], options: Sequence[str], *, batch
     Raises:
         ValueError: an option is not a single token, or two options share a token.
     """
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     ids = [lm.tokenizer(o, add_special_tokens=False)["input_ids"] for o in options]
     if any(len(t) != 1 for t in ids) or len({t[0] for t in ids}) != len(ids):
         raise ValueError(f"options: each must be one distinct token, got {dict(zip(options, ids))}")
     cols = [t[0] for t in ids]
     out = np.zeros((len(prompts), len(options)))
-    for k in tqdm(range(0, len(prompts), batch_size), desc=desc, disable=not progress, leave=False):
+    for k in progress_bar(range(0, len(prompts), batch_size), desc=desc, disable=not progress, leave=False):
         lp = np.asarray(lm.next_token_logprobs(list(prompts[k:k + batch_size])), float)[:, cols]
         e = np.exp(lp - lp.max(1, keepdims=True))
         out[k:k + batch_size] = e / e.sum(1, keepdims=True)

@@ -170,9 +170,8 @@ def run(config: HumanlikeConfig) -> dict:
     Returns:
         The content of ``metrics.json``.
     """
-    from tqdm import tqdm
-
     from onchip.io import atomic_output_dir, check_output_dir
+    from onchip.progress import progress_bar
 
     from threadpoolctl import threadpool_limits
 
@@ -196,7 +195,7 @@ def run(config: HumanlikeConfig) -> dict:
     per_seed, ladder = {}, {}  # seed -> domain -> agent -> metric -> row; seed -> x -> aggregate
     # small fits: BLAS threads only add hand-off stalls on a busy machine
     with threadpool_limits(1):
-        for seed in tqdm(c.seeds, desc="seeds", disable=not c.progress, leave=False):
+        for seed in progress_bar(c.seeds, desc="seeds", disable=not c.progress, leave=False):
             per_seed[seed], ladder[seed] = _run_seed(c, seed, data, splits, lm_tables)
 
     summary = _summarise(c, per_seed)

@@ -82,9 +82,9 @@ def run(config: LogicsageConfig) -> dict:
         The content of ``metrics.json``.
     """
     import torch
-    from tqdm import tqdm
 
     from onchip.io import atomic_output_dir, check_output_dir
+    from onchip.progress import progress_bar
 
     from .loop import plant_error, run_arm
     from .problems import DEPTHS, make_problem
@@ -99,7 +99,7 @@ def run(config: LogicsageConfig) -> dict:
     cells: dict[str, dict[str, list]] = {a: {} for a in ARMS}
     versus_neural = {a: {ds: Counter() for ds in c.datasets} for a in ARMS}
     errors: Counter = Counter()
-    bar = tqdm(total=len(c.seeds) * (len(ARMS) + len(CONTROL_ARMS) + 1), desc="logicsage", disable=not c.progress)
+    bar = progress_bar(total=len(c.seeds) * (len(ARMS) + len(CONTROL_ARMS) + 1), desc="logicsage", disable=not c.progress)
     for seed in c.seeds:
         tr, ans, v = train_system_one(seed, SystemOneTraining(
             problems=c.train_problems, answerer_problems=4 * c.train_problems, translator_steps=c.translator_steps,
