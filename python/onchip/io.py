@@ -97,10 +97,10 @@ def atomic_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Iter
     Everything is written into a hidden sibling folder; on success it is
     renamed onto ``out``, on any exception (SIGTERM included, see
     :mod:`onchip.interrupts`, also one that C code swallowed inside the block) it
-    is deleted, so a failed or interrupted run leaves no partial output. An existing ``out`` is replaced only if it is empty or an earlier
-    onchip output (it holds :data:`MARKER`, which lists the files written) with
-    nothing added to it, and ``overwrite`` is set: a file of the user's is never
-    deleted.
+    is deleted, so a failed or interrupted run leaves no partial output. An
+    existing ``out`` is replaced only if it is empty or an earlier onchip output
+    (it holds :data:`MARKER`, which lists the files written) with nothing added to
+    it, and ``overwrite`` is set: a file of the user's is never deleted.
 
     Raises:
         FileExistsError: ``out`` holds files onchip did not write (naming them,
