@@ -400,3 +400,38 @@ def test_four_significant_digits_keep_trailing_zeros():
     from onchip.run import _sig
 
     assert [_sig(v) for v in (0.983, 0.98765, 1.0, 12.5, None)] == ["0.9830", "0.9877", "1.000", "12.50", "None"]
+
+
+def test_an_interrupt_while_the_parser_is_built_is_reported_in_one_line(monkeypatch, capsys):
+    """Building the parser imports every command (about 1 s): an interrupt then was a traceback
+    (Ctrl-C) or a bare kill (SIGTERM, handler not yet installed)."""
+    from onchip import cli
+
+    def cut():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", cut)
+    assert main(["run", "--quiet"]) == 130
+    assert capsys.readouterr().err.strip() == "onchip: interrupted; nothing was written"
+
+
+def test_an_interrupted_generate_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    """Cut off inside a learner's elaborate(), its Module is never used: Amaranth's
+    UnusedElaboratable warning followed the message (3 lines)."""
+    import gc
+    import warnings
+
+    from amaranth.hdl import UnusedElaboratable
+    from onchip.hw import learner
+
+    def cut(*args, **kwargs):  # the interrupt lands inside elaborate(), its Module built
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(learner, "Signal", cut)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert main(["generate", "--spec", "kan-readout", "--out", str(tmp_path / "g")]) == 130
+        gc.collect()
+    assert capsys.readouterr().err.strip().splitlines() == ["onchip generate: interrupted; nothing was written"]
+    assert [w for w in seen if issubclass(w.category, UnusedElaboratable)] == []
+    assert list(tmp_path.iterdir()) == []

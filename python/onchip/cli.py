@@ -8,6 +8,7 @@ import os
 import pkgutil
 import sys
 import textwrap
+import warnings
 
 from . import __version__, commands
 from .extras import extra_for
@@ -120,16 +121,20 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit status (2 for bad input, 0 after ``--help``)."""
     from .commands._args import command_line
 
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # a bad flag (2) or --help/--version (0): a status, also for callers in Python
-        return exc.code if isinstance(exc.code, int) else 2
-    # recorded in the outputs (metrics.json "command"): the arguments as they were given
-    args.command_line = command_line(argv)
     # a scheduler's SIGTERM unwinds like Ctrl-C, so staging folders are removed; either is kept
-    # until unwound, so one swallowed on the way is raised again (onchip.interrupts)
+    # until unwound, so one swallowed on the way is raised again (onchip.interrupts). From the
+    # start: building the parser imports every command (about 1 s)
     with handled():
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # a bad flag (2) or --help/--version (0): a status, also for callers in Python
+            return exc.code if isinstance(exc.code, int) else 2
+        except KeyboardInterrupt:
+            print("onchip: interrupted; nothing was written", file=sys.stderr)
+            return 130
+        # recorded in the outputs (metrics.json "command"): the arguments as they were given
+        args.command_line = command_line(argv)
         return _run(args)
 
 
@@ -156,6 +161,8 @@ def _run(args) -> int:
         return 1
     except KeyboardInterrupt:
         print(f"onchip {args.command}: interrupted; nothing was written", file=sys.stderr)
+        if "amaranth.hdl" in sys.modules:  # the designs cut off before elaboration would each warn after this line
+            warnings.filterwarnings("ignore", category=sys.modules["amaranth.hdl"].UnusedElaboratable)
         return 130
 
 

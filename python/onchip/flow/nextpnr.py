@@ -21,6 +21,7 @@ import subprocess
 import sysconfig
 from pathlib import Path
 
+from .. import processes
 from . import fit
 from .boards import DEFAULT_BAUD, board_top, get_board
 from .tools import ToolError, tool_env
@@ -278,8 +279,8 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
         plan = platform.build(top, name="top", do_build=False,
                               nextpnr_opts=f"--report pnr_report.json --seed {seed} {nextpnr_opts}".strip(), **attempt)
         plan.extract(out)
-        proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+        proc = processes.run(["sh", f"{plan.script}.sh"], cwd=out, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
         (out / "build.log").write_text(proc.stdout)
         if proc.returncode != 0 and (out / fit.VERDICT).exists():
             raise fit.DesignTooLarge(fit.verdict_message(json.loads((out / fit.VERDICT).read_text())))

@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from .. import processes
 from ..errors import ToolError as _ToolError
 
 #: The tools, by the names the flows use, with their PyPI package.
@@ -76,8 +78,8 @@ def run_tool(tool: str, args: list[str], cwd: str | os.PathLike, *, log: str | N
     Raises:
         ToolError: the tool exits non-zero; the message holds the tail of its output.
     """
-    proc = subprocess.run(tool_command(tool) + list(args), cwd=cwd, env=tool_env(),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = processes.run(tool_command(tool) + list(args), cwd=cwd, env=tool_env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if log:
         Path(cwd, log).write_text(proc.stdout)
     if proc.returncode != 0:

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import z3
 
+from .. import processes
 from .protocol import PropertyResult
 from .symbolic import Netlist, free_symbols, write_btor
 
@@ -195,8 +196,8 @@ def _solve(formula, folder: Path, name: str, timeout: float, *, show=()) -> tupl
         query += "(get-value (" + " ".join(t.sexpr() for t in show) + "))\n"
     path.write_text("(set-option :produce-models true)\n(set-logic QF_AUFBV)\n" + query)
     try:
-        proc = subprocess.run([find_tool("yices-smt2") or "yices-smt2", path.name], cwd=folder, capture_output=True,
-                              text=True, timeout=max(1.0, timeout))
+        proc = processes.run([find_tool("yices-smt2") or "yices-smt2", path.name], cwd=folder, capture_output=True,
+                             text=True, timeout=max(1.0, timeout))
     except subprocess.TimeoutExpired:
         return "unknown", ""
     lines = proc.stdout.strip().splitlines()

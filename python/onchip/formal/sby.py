@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from .. import processes
 from ..errors import ToolError
 
 #: the solver a job uses unless told otherwise (SBY engine ``smtbmc yices``)
@@ -183,8 +184,8 @@ def run_job(folder: str | os.PathLike, name: str, *, mode: str, depth: int, scri
                      "[files]", *files, ""])
     (folder / f"{name}.sby").write_text(job)
     t0 = time.perf_counter()
-    proc = subprocess.run(sby_command(f"{name}.sby", solver), cwd=folder, env=tool_env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+    proc = processes.run(sby_command(f"{name}.sby", solver), cwd=folder, env=tool_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
     seconds = time.perf_counter() - t0
     out = proc.stdout
     jobdir = folder / name

@@ -20,6 +20,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from .. import processes
 from ..cache import cached_build, digest
 from ..errors import ToolError
 from .emit import HlsProject
@@ -106,7 +107,7 @@ def _precompiled_headers(opt: str, root) -> Path | None:
     def build(folder: Path) -> None:
         (folder / _PCH).write_text(_PCH_TEXT)
         cmd = [cxx, *flags, f"-I{include}", "-x", "c++-header", _PCH, "-o", f"{_PCH}.gch"]
-        proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
+        proc = processes.run(cmd, cwd=folder, capture_output=True, text=True)
         if proc.returncode != 0:
             raise HlsBuildError(f"g++ could not precompile the ap_types headers:\n{proc.stderr[-2000:]}")
 
@@ -148,7 +149,7 @@ def build_simulator(project: HlsProject, *, root=None, opt: str = "O2") -> tuple
         pch = _precompiled_headers(opt, root)
         pre = [f"-I{pch}", "-include", _PCH] if pch is not None else []
         cmd = [cxx, *flags, *pre, f"-I{folder}", f"-I{include}", "onchip_csim_main.cpp", "-o", PROGRAM]
-        proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
+        proc = processes.run(cmd, cwd=folder, capture_output=True, text=True)
         if proc.returncode != 0:
             raise HlsBuildError(f"g++ failed on the HLS C++ of {project.top}:\n{proc.stderr[-4000:]}")
 

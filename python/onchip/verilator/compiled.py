@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import processes
 from . import toolchain
 from ..cache import cached_build, digest, entry_path
 from .ports import PortLayout, pack_fields, words
@@ -91,7 +92,7 @@ def _run_logged(cmd: list[str], cwd: Path, log: Path, what: str) -> None:
     with open(log, "ab") as out:
         out.write(("$ " + " ".join(cmd) + "\n").encode())
         out.flush()
-        done = subprocess.run(cmd, cwd=cwd, env=toolchain.tool_env(), stdout=out, stderr=subprocess.STDOUT)
+        done = processes.run(cmd, cwd=cwd, env=toolchain.tool_env(), stdout=out, stderr=subprocess.STDOUT)
     if done.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
         raise BuildError(f"{what} failed (exit status {done.returncode}); last lines of the log:\n{tail}")
