@@ -567,7 +567,7 @@ def test_a_failing_yosys_names_its_error_from_its_log(tmp_path, monkeypatch):
         Path(cwd, "top.rpt").write_text(f"{step}\nERROR: Assert `GetSize(conn.first) == GetSize(conn.second)' failed.\n")
         return subprocess.CompletedProcess(cmd, 1, stdout="")
 
-    monkeypatch.setattr(nextpnr.subprocess, "run", failing_build)
+    monkeypatch.setattr(nextpnr.processes, "run", failing_build)
     monkeypatch.setattr(nextpnr.fit, "check_lattice_dsp", lambda *a: 0)  # its Yosys read is not the build's
     design = generate(PRESETS["kan-paper"], axis=False)
     with pytest.raises(ToolError, match=r"Yosys \(top.rpt\): ERROR: Assert `GetSize"):
