@@ -125,17 +125,22 @@ def main(argv: list[str] | None = None) -> int:
     # until unwound, so one swallowed on the way is raised again (onchip.interrupts). From the
     # start: building the parser imports every command (about 1 s)
     with handled():
+        who = "onchip"
         try:
             parser = build_parser()
-            args = parser.parse_args(argv)
-        except SystemExit as exc:  # a bad flag (2) or --help/--version (0): a status, also for callers in Python
-            return exc.code if isinstance(exc.code, int) else 2
+            try:
+                args = parser.parse_args(argv)
+            except SystemExit as exc:  # a bad flag (2) or --help/--version (0): a status, also for callers in Python
+                return exc.code if isinstance(exc.code, int) else 2
+            who = f"onchip {args.command}"
+            # recorded in the outputs (metrics.json "command"): the arguments as they were given
+            args.command_line = command_line(argv)
+            return _run(args)
         except KeyboardInterrupt:
-            print("onchip: interrupted; nothing was written", file=sys.stderr)
+            print(f"{who}: interrupted; nothing was written", file=sys.stderr)
+            if "amaranth.hdl" in sys.modules:  # the designs cut off before elaboration would each warn after this line
+                warnings.filterwarnings("ignore", category=sys.modules["amaranth.hdl"].UnusedElaboratable)
             return 130
-        # recorded in the outputs (metrics.json "command"): the arguments as they were given
-        args.command_line = command_line(argv)
-        return _run(args)
 
 
 def _run(args) -> int:
@@ -159,11 +164,6 @@ def _run(args) -> int:
     except _tool_errors() as exc:
         print(f"onchip {args.command}: tool failed: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print(f"onchip {args.command}: interrupted; nothing was written", file=sys.stderr)
-        if "amaranth.hdl" in sys.modules:  # the designs cut off before elaboration would each warn after this line
-            warnings.filterwarnings("ignore", category=sys.modules["amaranth.hdl"].UnusedElaboratable)
-        return 130
 
 
 def _tool_errors() -> tuple[type, ...]:
