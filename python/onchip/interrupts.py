@@ -85,15 +85,15 @@ def held() -> Iterator[None]:
     thread that does not block it (a BLAS pool started before), and Python then runs the handler
     in the main thread all the same. So the Python handlers are also swapped for one that only
     notes the signal, which is raised again once the block is over."""
-    held = (signal.SIGINT, signal.SIGTERM)
+    signals = (signal.SIGINT, signal.SIGTERM)
     noted: list[int] = []
     handlers = {}
     if threading.current_thread() is threading.main_thread():  # handlers are the main thread's to set
-        handlers = {s: signal.getsignal(s) for s in held}
+        handlers = {s: signal.getsignal(s) for s in signals}
         handlers = {s: h for s, h in handlers.items() if h is not None}  # None: set outside Python, kept
         for s in handlers:
             signal.signal(s, lambda signum, frame: noted.append(signum))
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     try:
         yield
     finally:
