@@ -30,3 +30,21 @@ def pytest_configure(config):
         raise pytest.UsageError(f"these tests are {checkout.parent.parent}'s, but this Python imports onchip from "
                                 f"{where or 'nowhere'}: run `pip install -e \".[dev]\"` in the checkout, then "
                                 f"`python -m pytest` with that environment's Python")
+
+
+#: the first check (``python -m pytest -m quick``, a few minutes on 2 cores): unit tests of the spec, the
+#: fixed point, the golden model, the tasks, the output folders and the command line, none of which
+#: builds Verilator, runs a solver or a seed method. The full default run stays the test command.
+QUICK = frozenset({
+    "test_args.py", "test_cli_help.py", "test_docs_site.py", "test_drift.py", "test_fixed.py", "test_golden.py",
+    "test_io.py", "test_progress.py", "test_spec.py", "test_tasks.py", "test_timing_report.py",
+    "test_readme_figures.py",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        if item.path.name in QUICK:
+            item.add_marker(pytest.mark.quick)

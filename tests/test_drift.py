@@ -159,11 +159,11 @@ def test_positions_outside_the_stream_and_missing_sources_are_refused(tmp_path):
         load_drift(bad, task="qubit-readout")
 
 
-def test_readme_drift_example_is_a_valid_readout_scenario():
+def test_documented_drift_example_is_a_valid_readout_scenario():
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "main-job.md").read_text()
     example = next(b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "[[event]]" in b)
     scenario = load_drift(example, task="qubit-readout")
     events = scenario.stream_events(1000)

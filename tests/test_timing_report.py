@@ -1,4 +1,4 @@
-"""The timing sweep's family table (sweeps/timing/timing_sweep.py): the README carries the table its
+"""The timing sweep's tables (sweeps/timing/timing_sweep.py): the README and docs/results.md carry the tables its
 report writes from results.json, and the writer never half-edits a file."""
 
 import importlib.util
@@ -19,13 +19,27 @@ def ts():
     return module
 
 
-def test_readme_family_table_is_the_one_results_json_gives(ts):
+def test_family_and_preset_tables_are_the_ones_results_json_gives(ts):
     rows = json.loads((ROOT / "sweeps" / "timing" / "results.json").read_text())
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split(ts.FAMILY_BEGIN, 1)[1].split(ts.FAMILY_END, 1)[0]
+    page = (ROOT / "docs" / "results.md").read_text()
+    block = page.split(ts.FAMILY_BEGIN, 1)[1].split(ts.FAMILY_END, 1)[0]
     assert block.strip() == ts.family_table(rows).strip()
     # every member has its line
     assert all(f"| {m} |" in block for m in ts.MEMBERS)
+    readme = (ROOT / "README.md").read_text()
+    presets = readme.split(ts.PRESET_BEGIN, 1)[1].split(ts.PRESET_END, 1)[0]
+    assert presets.strip() == ts.preset_table(rows).strip()
+    assert all(f"| {p} | {s}" in presets for p in ts.PRESETS for s in ts.SCHEDULES)
+
+
+def test_preset_table_cells(ts):
+    placed = {"preset": "kan-paper", "timing": "fast", "schedule": "sequential", "latency_cycles_prediction": 6,
+              "latency_cycles_update": 9, "initiation_interval": 7, "fmax_mhz": 120.0, "step_ns": 75.0,
+              "ii_ns": 58.33, "staleness": 0, "ecp5_lut": 100, "ecp5_ff": 50, "ecp5_dsp": 8}
+    table = ts.preset_table([placed])
+    # 6 cycles at 120 MHz are 50.0 ns; a point never placed says so instead of a number
+    assert "| kan-paper | sequential, `fast` | 120.0 | 6 / 50.0 | 9 / 75.0 | 7 / 58.3 | 100 / 50 / 8 |" in table
+    assert "| kan-paper | pipelined, `fast` | not placed |" in table
 
 
 def test_family_table_cells(ts):

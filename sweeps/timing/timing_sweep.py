@@ -14,7 +14,8 @@ one sample) takes ``latency_cycles_update / fmax`` ns; a new sample can come eve
 Runs are kept in ``runs.json`` next to this script (one entry per place-and-route run and per
 synthesis, with a hash of the core's Verilog), so a rerun only does what is missing or what was
 run on a design that has changed since; ``--report`` rewrites ``results.md``, ``results.json``,
-``timing.png`` and the top-level README's family table from the runs of the current designs.
+``timing.png``, the README's preset table and the family table of ``docs/results.md`` from the runs of
+the current designs.
 
 Usage (about 4-8 minutes per place-and-route run on a loaded 2-core machine)::
 
@@ -282,8 +283,11 @@ def _cell(row: dict, key: str, fmt: str = "{}") -> str:
     return fmt.format(row[key]) if row.get(key) is not None else "-"
 
 
-#: where --report writes the family table into the README (between these two lines)
+#: where --report writes the presets' table (the README's headline) and the family table (the results
+#: page), each between its two marker lines
 README = HERE.parents[1] / "README.md"
+RESULTS_PAGE = HERE.parents[1] / "docs" / "results.md"
+PRESET_BEGIN, PRESET_END = "<!-- preset table: written by sweeps/timing/timing_sweep.py --report -->", "<!-- end of preset table -->"
 FAMILY_BEGIN, FAMILY_END = "<!-- family table: written by sweeps/timing/timing_sweep.py --report -->", "<!-- end of family table -->"
 
 
@@ -333,16 +337,44 @@ def family_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_family_table(text: str, path: Path = README) -> None:
-    """Replace the lines between :data:`FAMILY_BEGIN` and :data:`FAMILY_END` in ``path`` with ``text``.
+def preset_table(rows: list[dict]) -> str:
+    """The presets at the plans a user builds, a line per preset and schedule: the default sequential
+    build (``timing = "auto"`` builds ``fast``) and the pipelined one at ``fast``; fmax, cycles and ns
+    from a sample accepted to its prediction out and to its update committed, II, ECP5 LUT / FF / DSP;
+    from the rows of :func:`table` (``results.json``). A point not placed reads "not placed"."""
+    by = {(r["preset"], r["timing"], r["schedule"]): r for r in rows}
+    lines = ["| preset | schedule, plan | fmax (MHz) | prediction (cycles / ns) | update (cycles / ns) "
+             "| II (cycles / ns) | ECP5 LUT / FF / DSP |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for p in PRESETS:
+        for schedule in SCHEDULES:
+            r = by.get((p, "fast", schedule))
+            if r is None or r.get("fmax_mhz") is None or "latency_cycles_update" not in r:
+                lines.append(f"| {p} | {schedule}, `fast` | not placed | - | - | - | - |")
+                continue
+            ns = 1e3 / r["fmax_mhz"]
+            d = f" (D = {r['staleness']})" if schedule == "pipelined" else ""
+            lines.append(
+                f"| {p} | {schedule}{d}, `fast` | {r['fmax_mhz']:.1f} "
+                f"| {r['latency_cycles_prediction']} / {r['latency_cycles_prediction'] * ns:.1f} "
+                f"| {r['latency_cycles_update']} / {r['step_ns']:.1f} "
+                f"| {r['initiation_interval']} / {r['ii_ns']:.1f} "
+                f"| {_cell(r, 'ecp5_lut')} / {_cell(r, 'ecp5_ff')} / {_cell(r, 'ecp5_dsp')} |")
+    return "\n".join(lines)
+
+
+def write_family_table(text: str, path: Path = RESULTS_PAGE, markers: tuple[str, str] = (FAMILY_BEGIN, FAMILY_END)) -> None:
+    """Replace the lines between the two ``markers`` lines in ``path`` with ``text`` (by default the family
+    table's markers in the results page).
 
     Raises:
         ValueError: ``path`` lacks either marker line (nothing is written).
     """
+    first, last = markers
     lines = path.read_text().split("\n")
-    if FAMILY_BEGIN not in lines or FAMILY_END not in lines:
-        raise ValueError(f"{path}: no family table markers ({FAMILY_BEGIN!r} ... {FAMILY_END!r})")
-    begin, end = lines.index(FAMILY_BEGIN), lines.index(FAMILY_END)
+    if first not in lines or last not in lines:
+        raise ValueError(f"{path}: no table markers ({first!r} ... {last!r})")
+    begin, end = lines.index(first), lines.index(last)
     path.write_text("\n".join([*lines[:begin + 1], "", text, "", *lines[end:]]))
 
 
@@ -387,6 +419,7 @@ def report(runs: dict) -> None:
     (HERE / "results.md").write_text("\n".join(lines) + "\n")
     (HERE / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
     write_family_table(family_table(rows))
+    write_family_table(preset_table(rows), README, (PRESET_BEGIN, PRESET_END))
     plot(rows)
 
 
@@ -432,7 +465,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="runs at once")
     ap.add_argument("--no-xcup", action="store_true", help="skip the Yosys UltraScale+ counts")
     ap.add_argument("--no-ecp5", action="store_true", help="skip the Yosys ECP5 counts (the BRAM column)")
-    ap.add_argument("--report", action="store_true", help="only rewrite results.md/json, timing.png and the README's family table")
+    ap.add_argument("--report", action="store_true", help="only rewrite results.md/json, timing.png, the README's preset table and docs/results.md's family table")
     ap.add_argument("--no-report", action="store_true",
                     help="only the runs: leave the report (the report hashes every point's design)")
     args = ap.parse_args()
