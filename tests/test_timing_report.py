@@ -1,4 +1,4 @@
-"""The timing sweep's tables (sweeps/timing/timing_sweep.py): the README and docs/results.md carry the tables its
+"""The timing sweep's tables (sweeps/timing/timing_sweep.py): the READMEs carry the tables its
 report writes from results.json, and the writer never half-edits a file."""
 
 import importlib.util
@@ -21,7 +21,7 @@ def ts():
 
 def test_family_and_preset_tables_are_the_ones_results_json_gives(ts):
     rows = json.loads((ROOT / "sweeps" / "timing" / "results.json").read_text())
-    page = (ROOT / "docs" / "results.md").read_text()
+    page = (ROOT / "sweeps" / "timing" / "README.md").read_text()
     block = page.split(ts.FAMILY_BEGIN, 1)[1].split(ts.FAMILY_END, 1)[0]
     assert block.strip() == ts.family_table(rows).strip()
     # every member has its line

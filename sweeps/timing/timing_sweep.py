@@ -14,8 +14,8 @@ one sample) takes ``latency_cycles_update / fmax`` ns; a new sample can come eve
 Runs are kept in ``runs.json`` next to this script (one entry per place-and-route run and per
 synthesis, with a hash of the core's Verilog), so a rerun only does what is missing or what was
 run on a design that has changed since; ``--report`` rewrites ``results.md``, ``results.json``,
-``timing.png``, the README's preset table and the family table of ``docs/results.md`` from the runs of
-the current designs.
+``timing.png``, the top-level README's preset table and the family table of this folder's README from
+the runs of the current designs.
 
 Usage (about 4-8 minutes per place-and-route run on a loaded 2-core machine)::
 
@@ -283,10 +283,10 @@ def _cell(row: dict, key: str, fmt: str = "{}") -> str:
     return fmt.format(row[key]) if row.get(key) is not None else "-"
 
 
-#: where --report writes the presets' table (the README's headline) and the family table (the results
-#: page), each between its two marker lines
+#: where --report writes the presets' table (the top-level README's headline) and the family table (this
+#: folder's README, which docs/results.md includes), each between its two marker lines
 README = HERE.parents[1] / "README.md"
-RESULTS_PAGE = HERE.parents[1] / "docs" / "results.md"
+RESULTS_PAGE = HERE / "README.md"
 PRESET_BEGIN, PRESET_END = "<!-- preset table: written by sweeps/timing/timing_sweep.py --report -->", "<!-- end of preset table -->"
 FAMILY_BEGIN, FAMILY_END = "<!-- family table: written by sweeps/timing/timing_sweep.py --report -->", "<!-- end of family table -->"
 
@@ -465,7 +465,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="runs at once")
     ap.add_argument("--no-xcup", action="store_true", help="skip the Yosys UltraScale+ counts")
     ap.add_argument("--no-ecp5", action="store_true", help="skip the Yosys ECP5 counts (the BRAM column)")
-    ap.add_argument("--report", action="store_true", help="only rewrite results.md/json, timing.png, the README's preset table and docs/results.md's family table")
+    ap.add_argument("--report", action="store_true", help="only rewrite results.md/json, timing.png, the README's preset table and this folder's README's family table")
     ap.add_argument("--no-report", action="store_true",
                     help="only the runs: leave the report (the report hashes every point's design)")
     args = ap.parse_args()
