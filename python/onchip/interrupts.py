@@ -52,14 +52,22 @@ def handled() -> Iterator[None]:
         yield
         return
     ours = [signal.SIGTERM] + [signal.SIGINT] * (signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-    previous = {s: signal.signal(s, _on_signal) for s in ours}
-    outer, _requested = _requested, None
+    outer, _requested = _requested, None  # before the handlers: a signal right after them is kept
+    previous = {}
     try:
+        for s in ours:
+            previous[s] = signal.signal(s, _on_signal)
         yield
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
         _requested = outer
+
+
+def status(interrupt: BaseException) -> int:
+    """The exit status of a command stopped by ``interrupt``: 143 (128 + 15) for SIGTERM
+    (:class:`Terminated`), 130 (128 + 2) for Ctrl-C, as a shell reports a process the signal ended."""
+    return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
 
 
 def check() -> None:
