@@ -12,7 +12,7 @@ import warnings
 
 from . import __version__, commands
 from .extras import extra_for
-from .interrupts import handled
+from .interrupts import handled, status
 
 
 class Parser(argparse.ArgumentParser):
@@ -125,16 +125,15 @@ def main(argv: list[str] | None = None) -> int:
     committed (the folder is as it was), ``interrupted; OUT/ was already written whole`` after.
     Run as the program (``argv`` None), a signal arriving after this function has returned is
     reported the same way (:func:`_late_interrupts`)."""
-    from .commands._args import command_line
-    from .interrupts import status
-    from .io import output_policy
-
     who, committed, given = "onchip", [], None
     # a scheduler's SIGTERM unwinds like Ctrl-C, so staging folders are removed; either is kept
     # until unwound, so one swallowed on the way is raised again (onchip.interrupts). From the
-    # start: building the parser imports every command (about 1 s)
+    # start: the imports below and building the parser (every command) take about 1 s
     try:
         with handled():
+            from .commands._args import command_line
+            from .io import output_policy
+
             parser = build_parser()
             try:
                 args = parser.parse_args(argv)
