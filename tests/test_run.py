@@ -143,7 +143,7 @@ def test_sigterm_leaves_no_staging_folder(tmp_path, delay_s):
     assert any(p.name.endswith(".partial") for p in tmp_path.iterdir())  # the run has started
     time.sleep(delay_s)  # well inside the ~1 minute float-twin run
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 130
+    assert proc.wait(timeout=60) == 143  # 128 + SIGTERM, as a shell reports it
     assert "interrupted" in proc.stderr.read()
     assert list(tmp_path.iterdir()) == []
 
@@ -435,3 +435,20 @@ def test_an_interrupted_generate_says_so_in_one_line(tmp_path, monkeypatch, caps
     assert capsys.readouterr().err.strip().splitlines() == ["onchip generate: interrupted; nothing was written"]
     assert [w for w in seen if issubclass(w.category, UnusedElaboratable)] == []
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("task, preset", [("drift-regression", "mlp-regression"), ("acrobot", "mlp-acrobot")])
+def test_the_kind_comes_from_the_spec(tmp_path, capsys, task, preset):
+    """`onchip run --spec my_mlp.toml` runs the MLP it describes; --model only picks a task's preset,
+    and one that contradicts the spec is refused."""
+    from onchip.control import resolve_acrobot_spec
+
+    spec = tmp_path / "my_mlp.toml"
+    spec.write_text((resolve_acrobot_spec("mlp") if task == "acrobot" else PRESETS[preset]).to_toml())
+    length = ["--episodes", "2"] if task == "acrobot" else ["--samples", "300"]
+    code, out = _run(tmp_path, "--task", task, "--spec", str(spec), *length)
+    assert code == 0, capsys.readouterr().err
+    assert json.loads((out / "metrics.json").read_text())["model"] == "mlp"
+    code, _ = _run(tmp_path, "--task", task, "--spec", str(spec), "--model", "kan", *length, name="other")
+    assert code == 2
+    assert "describes a 'mlp' learner but --model is 'kan'" in capsys.readouterr().err
