@@ -263,7 +263,8 @@ def test_console_summary_prints_the_readme_figures_rounded(tmp_path, capsys):
     m = json.loads((tmp_path / "q" / "out" / "metrics.json").read_text())
     assert f"fidelity {m['assignment_fidelity']:.4g} (whole stream)" in text
     assert f"{m['assignment_fidelity_last_5000']:.4g} (last 5000 shots)" in text
-    assert f"recovery shots per drift event {m['recovery_shots']}" in text
+    shown = ", ".join(str(n) if n is not None else why for n, why in zip(m["recovery_shots"], m["recovery_status"]))
+    assert f"recovery shots per drift event [{shown}]" in text
     assert "static discriminator" in text and not re.search(r"\d{7}", text)
 
 
@@ -452,3 +453,15 @@ def test_the_kind_comes_from_the_spec(tmp_path, capsys, task, preset):
     code, _ = _run(tmp_path, "--task", task, "--spec", str(spec), "--model", "kan", *length, name="other")
     assert code == 2
     assert "describes a 'mlp' learner but --model is 'kan'" in capsys.readouterr().err
+
+
+def test_the_summary_says_why_a_recovery_has_no_count():
+    """None was printed both for a learner that never came back and for a stream too short to
+    measure it; metrics.json's recovery_status says which, and the summary prints it."""
+    from onchip.run import summary_lines
+
+    m = {"task": "qubit-readout", "spec": "kan-readout", "backend": "golden", "samples": 3000,
+         "assignment_fidelity": 0.9, "assignment_fidelity_last_5000": 0.9,
+         "recovery_shots": [None, None, 5], "recovery_status": ["not recovered", "too short to measure", "recovered"]}
+    line = next(ln for ln in summary_lines(m) if "online learner" in ln)
+    assert line.endswith("recovery shots per drift event [not recovered, too short to measure, 5]")
