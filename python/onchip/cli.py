@@ -35,7 +35,11 @@ GROUPS = (
     ("hardware", ("generate", "synth", "pnr", "vivado", "vivado-report", "hls", "verify")),
     ("sweeps", ("sweep",)),
 )
-SEED_GROUP = 'seed methods (software baselines; pip install "onchip[methods]")'
+#: the seed methods that run with the core install alone (numpy and scipy); every other one needs
+#: the ``methods`` extra and says so in one line without it
+CORE_METHODS = ("ais",)
+SEED_GROUP = (f'seed methods (software baselines; pip install "onchip[methods]", '
+              f'except for {", ".join(CORE_METHODS)})')
 
 
 def build_parser() -> argparse.ArgumentParser:
