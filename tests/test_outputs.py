@@ -371,3 +371,21 @@ def test_an_interrupt_swallowed_while_main_starts_still_stops_the_command(tmp_pa
     assert swallowed == [KeyboardInterrupt]  # the case to cover: the interrupt was swallowed
     assert capsys.readouterr().err.strip().splitlines() == ["onchip run: interrupted; nothing was written"]
     assert _beside(tmp_path) == []
+
+
+def test_a_commit_that_fails_between_the_renames_puts_the_earlier_output_back(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    _write(out, "old")
+    monkeypatch.setattr(io, "_exchange", lambda a, b: False)  # a file system without the exchange
+    rename = os.rename
+
+    def failing(a, b):
+        if Path(b) == out.resolve() and ".partial" in Path(a).name and Path(a).exists() and \
+                not out.exists():  # the second rename: the staging folder onto OUT
+            raise OSError(28, "No space left on device")
+        rename(a, b)
+
+    monkeypatch.setattr(io.os, "rename", failing)
+    with pytest.raises(OSError, match="No space"):
+        _write(out, "new")
+    assert _contents(out) == "old" and _beside(tmp_path) == ["out"]

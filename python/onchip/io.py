@@ -323,14 +323,26 @@ def _commit(stage: Path, out: Path) -> None:
         return
     except OSError as exc:
         if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            _discard(stage)
             raise
-    if _exchange(stage, out):
+    try:
+        exchanged = _exchange(stage, out)
+    except OSError:
+        _discard(stage)
+        raise
+    if exchanged:
         _discard(stage)  # now the earlier output
         return
     trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
     with _claimed(trash):
         os.rename(out, trash / "old")
-        os.rename(stage, out)
+        try:
+            os.rename(stage, out)
+        except OSError:  # put the earlier output back: a failed commit leaves out as it was
+            os.rename(trash / "old", out)
+            _discard(stage)
+            _discard(trash)
+            raise
     _discard(trash)
 
 
