@@ -97,7 +97,7 @@ def test_a_signal_during_the_commit_waits_until_it_is_done(tmp_path, monkeypatch
 
     monkeypatch.setattr(io, "_discard", signalled)
     with interrupts.handled():
-        expected = interrupts.Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+        expected = interrupts.Terminated if signum == signal.SIGTERM else interrupts.Interrupted
         with pytest.raises(expected), output_policy(None) as committed:
             _write(out, "new")
     assert committed == [out.resolve()]
@@ -333,8 +333,9 @@ def test_a_real_signal_at_any_moment_leaves_out_whole(tmp_path, name):
         else:
             assert proc.returncode == code, (delay, stderr)
             last = stderr.strip().splitlines()[-1]
-            assert last in ("onchip run: interrupted; nothing was written",
-                            f"onchip run: interrupted; {out}/ was already written whole"), (delay, stderr)
+            assert last.partition(": ")[0] in ("onchip", "onchip run"), (delay, stderr)  # before or after parsing
+            assert last.partition(": ")[2] in ("interrupted; nothing was written",
+                                               f"interrupted; {out}/ was already written whole"), (delay, stderr)
             assert (now == earlier) == last.endswith("nothing was written"), (delay, stderr)
         if now != earlier:
             assert _run(out) == 0  # back to the earlier output for the next moment

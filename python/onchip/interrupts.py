@@ -30,13 +30,19 @@ class Terminated(KeyboardInterrupt):
     ``PyEval_EvalCode`` (as during the float twin's imports), even after ``main`` caught it."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, a subclass for the reason :class:`Terminated` is one: a bare KeyboardInterrupt that
+    passed through an import made the process end by SIGINT (status -2) after ``main`` had caught it
+    and returned 130."""
+
+
 def _on_signal(signum, frame):
     global _requested
     if signum == signal.SIGTERM:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: the cleanup must not be cut short
         _requested = Terminated
     else:
-        _requested = KeyboardInterrupt
+        _requested = Interrupted
     raise _requested
 
 
@@ -75,7 +81,7 @@ def check() -> None:
 
     Raises:
         Terminated: SIGTERM was received.
-        KeyboardInterrupt: Ctrl-C was pressed.
+        Interrupted: Ctrl-C was pressed (a KeyboardInterrupt).
     """
     if _requested is not None:
         raise _requested
