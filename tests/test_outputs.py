@@ -369,7 +369,7 @@ def test_an_interrupt_swallowed_while_main_starts_still_stops_the_command(tmp_pa
     swallowed = []  # where Python prints "Exception ignored in ..."
     monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: swallowed.append(unraisable.exc_type))
     assert _run(tmp_path / "job") == 130
-    assert swallowed == [KeyboardInterrupt]  # the case to cover: the interrupt was swallowed
+    assert [issubclass(t, KeyboardInterrupt) for t in swallowed] == [True]  # the case to cover: it was swallowed
     assert capsys.readouterr().err.strip().splitlines() == ["onchip run: interrupted; nothing was written"]
     assert _beside(tmp_path) == []
 

@@ -80,7 +80,7 @@ def test_real_shots_defeat_the_static_discriminator_not_the_learner(tmp_path):
     "args, words",
     [
         (["--samples", "0"], ["--samples", "[1, 100000000]", "'0'"]),
-        (["--spec", "mlp-readout"], ["--spec", "mlp", "--model"]),
+        (["--spec", "mlp-readout", "--model", "kan"], ["--spec", "mlp", "--model"]),
         (["--spec", "kan-regression"], ["widths", "qubit-readout"]),
         (["--spec", "no-such-preset"], ["no-such-preset", "preset"]),
         (["--data", "/nonexistent/shots.npy"], ["/nonexistent/shots.npy"]),
