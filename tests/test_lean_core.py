@@ -110,3 +110,30 @@ def test_need_returns_an_installed_module():
     from onchip.extras import need
 
     assert need("numpy.linalg", "the thing").__name__ == "numpy.linalg"
+
+
+def test_the_seed_methods_said_to_need_no_extra_run_without_any(tmp_path):
+    """`onchip ais` ran in the core install while every page said the seed methods need the
+    `methods` extra: the ones that do not are named in the help and on the seed-methods page, and
+    run (quick) with every optional package blocked. (Every other method, run the same way,
+    stops with the one-line `pip install "onchip[methods]"`: checked by hand, 2026-12-07.)"""
+    from pathlib import Path
+
+    from onchip.cli import CORE_METHODS, SEED_GROUP
+
+    result = run_child(f"""
+        import contextlib, io, sys
+        from onchip.cli import main
+
+        for name in {list(CORE_METHODS)!r}:
+            err = io.StringIO()
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                result[name] = [main([name, "--quick", "--quiet", "--out", name]), err.getvalue()[-2000:]]
+        result["leaked"] = sorted({{m.partition(".")[0] for m in sys.modules}} & BLOCKED)
+    """, tmp_path)
+    page = (Path(__file__).resolve().parents[1] / "seeds" / "README.md").read_text()
+    for name in CORE_METHODS:
+        assert result[name][0] == 0, result[name]
+        assert (tmp_path / name / "metrics.json").exists()
+        assert f"`onchip {name}`" in page and name in SEED_GROUP
+    assert result["leaked"] == []

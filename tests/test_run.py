@@ -80,7 +80,7 @@ def test_real_shots_defeat_the_static_discriminator_not_the_learner(tmp_path):
     "args, words",
     [
         (["--samples", "0"], ["--samples", "[1, 100000000]", "'0'"]),
-        (["--spec", "mlp-readout"], ["--spec", "mlp", "--model"]),
+        (["--spec", "mlp-readout", "--model", "kan"], ["--spec", "mlp", "--model"]),
         (["--spec", "kan-regression"], ["widths", "qubit-readout"]),
         (["--spec", "no-such-preset"], ["no-such-preset", "preset"]),
         (["--data", "/nonexistent/shots.npy"], ["/nonexistent/shots.npy"]),
@@ -143,7 +143,7 @@ def test_sigterm_leaves_no_staging_folder(tmp_path, delay_s):
     assert any(p.name.endswith(".partial") for p in tmp_path.iterdir())  # the run has started
     time.sleep(delay_s)  # well inside the ~1 minute float-twin run
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 130
+    assert proc.wait(timeout=60) == 143  # 128 + SIGTERM, as a shell reports it
     assert "interrupted" in proc.stderr.read()
     assert list(tmp_path.iterdir()) == []
 
@@ -263,7 +263,8 @@ def test_console_summary_prints_the_readme_figures_rounded(tmp_path, capsys):
     m = json.loads((tmp_path / "q" / "out" / "metrics.json").read_text())
     assert f"fidelity {m['assignment_fidelity']:.4g} (whole stream)" in text
     assert f"{m['assignment_fidelity_last_5000']:.4g} (last 5000 shots)" in text
-    assert f"recovery shots per drift event {m['recovery_shots']}" in text
+    shown = ", ".join(str(n) if n is not None else why for n, why in zip(m["recovery_shots"], m["recovery_status"]))
+    assert f"recovery shots per drift event [{shown}]" in text
     assert "static discriminator" in text and not re.search(r"\d{7}", text)
 
 
@@ -435,3 +436,32 @@ def test_an_interrupted_generate_says_so_in_one_line(tmp_path, monkeypatch, caps
     assert capsys.readouterr().err.strip().splitlines() == ["onchip generate: interrupted; nothing was written"]
     assert [w for w in seen if issubclass(w.category, UnusedElaboratable)] == []
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("task, preset", [("drift-regression", "mlp-regression"), ("acrobot", "mlp-acrobot")])
+def test_the_kind_comes_from_the_spec(tmp_path, capsys, task, preset):
+    """`onchip run --spec my_mlp.toml` runs the MLP it describes; --model only picks a task's preset,
+    and one that contradicts the spec is refused."""
+    from onchip.control import resolve_acrobot_spec
+
+    spec = tmp_path / "my_mlp.toml"
+    spec.write_text((resolve_acrobot_spec("mlp") if task == "acrobot" else PRESETS[preset]).to_toml())
+    length = ["--episodes", "2"] if task == "acrobot" else ["--samples", "300"]
+    code, out = _run(tmp_path, "--task", task, "--spec", str(spec), *length)
+    assert code == 0, capsys.readouterr().err
+    assert json.loads((out / "metrics.json").read_text())["model"] == "mlp"
+    code, _ = _run(tmp_path, "--task", task, "--spec", str(spec), "--model", "kan", *length, name="other")
+    assert code == 2
+    assert "describes a 'mlp' learner but --model is 'kan'" in capsys.readouterr().err
+
+
+def test_the_summary_says_why_a_recovery_has_no_count():
+    """None was printed both for a learner that never came back and for a stream too short to
+    measure it; metrics.json's recovery_status says which, and the summary prints it."""
+    from onchip.run import summary_lines
+
+    m = {"task": "qubit-readout", "spec": "kan-readout", "backend": "golden", "samples": 3000,
+         "assignment_fidelity": 0.9, "assignment_fidelity_last_5000": 0.9,
+         "recovery_shots": [None, None, 5], "recovery_status": ["not recovered", "too short to measure", "recovered"]}
+    line = next(ln for ln in summary_lines(m) if "online learner" in ln)
+    assert line.endswith("recovery shots per drift event [not recovered, too short to measure, 5]")

@@ -24,6 +24,7 @@ from onchip.tasks import (
     make_qubit_readout,
     make_stream,
     recovery_shots,
+    recovery_status,
     rolling_fidelity,
     rolling_metric,
     static_baseline_predictions,
@@ -154,6 +155,20 @@ def test_recovery_shots_edge_cases():
     assert recovery_shots(r, [500], 100) == [0]  # undisturbed learner
     assert recovery_shots(r, [50], 100) == [None]  # no full window before the event
     assert recovery_shots(r, [500, 550], 100) == [None, 0]  # no full window between the events
+
+
+def test_recovery_status_tells_a_learner_that_never_came_back_from_a_stream_too_short():
+    r = rolling_fidelity(np.tile([-1.0, 1.0], 500), np.tile([-1.0, 1.0], 500), 100)
+    assert recovery_status(r, [500], 100) == ["recovered"]
+    assert recovery_status(r, [50], 100) == ["too short to measure"]  # no full window before
+    assert recovery_status(r, [500, 550], 100) == ["too short to measure", "recovered"]  # none between
+    assert recovery_status(r, [500, 950], 100) == ["recovered", "too short to measure"]  # none after
+    s = _alternating_stream(8000, [3000, 6000])
+    pred = s.y.copy()
+    pred[3000:3800] *= -1
+    pred[6000:] *= -1  # never recovers, with 2000 shots after the event to show it
+    m = evaluate(s, pred, window=250)
+    assert m["recovery_shots"] == [798, None] and m["recovery_status"] == ["recovered", "not recovered"]
 
 
 # ---------------------------------------------------------------- built-in source

@@ -12,7 +12,7 @@ import warnings
 
 from . import __version__, commands
 from .extras import extra_for
-from .interrupts import handled
+from .interrupts import handled, status
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,7 +35,11 @@ GROUPS = (
     ("hardware", ("generate", "synth", "pnr", "vivado", "vivado-report", "hls", "verify")),
     ("sweeps", ("sweep",)),
 )
-SEED_GROUP = 'seed methods (software baselines; pip install "onchip[methods]")'
+#: the seed methods that run with the core install alone (numpy and scipy); every other one needs
+#: the ``methods`` extra and says so in one line without it
+CORE_METHODS = ("ais",)
+SEED_GROUP = (f'seed methods (software baselines; pip install "onchip[methods]", '
+              f'except for {", ".join(CORE_METHODS)})')
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,33 +122,75 @@ def reference_markdown() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the process exit status (2 for bad input, 0 after ``--help``)."""
-    from .commands._args import command_line
+    """Run the CLI; returns the process exit status (2 for bad input, 0 after ``--help``).
 
+    An interrupt returns 130 (Ctrl-C) or 143 (SIGTERM) wherever it lands, and the last line says
+    what ``--out`` holds: ``interrupted; nothing was written`` before the output folder was
+    committed (the folder is as it was), ``interrupted; OUT/ was already written whole`` after.
+    Run as the program (``argv`` None), a signal arriving after this function has returned is
+    reported the same way (:func:`_late_interrupts`)."""
+    who, committed, given = "onchip", [], None
     # a scheduler's SIGTERM unwinds like Ctrl-C, so staging folders are removed; either is kept
     # until unwound, so one swallowed on the way is raised again (onchip.interrupts). From the
-    # start: building the parser imports every command (about 1 s)
-    with handled():
-        who = "onchip"
-        try:
+    # start: the imports below and building the parser (every command) take about 1 s
+    try:
+        with handled():
+            from .commands._args import command_line
+            from .io import output_policy
+
             parser = build_parser()
             try:
                 args = parser.parse_args(argv)
             except SystemExit as exc:  # a bad flag (2) or --help/--version (0): a status, also for callers in Python
-                return exc.code if isinstance(exc.code, int) else 2
-            who = f"onchip {args.command}"
-            # recorded in the outputs (metrics.json "command"): the arguments as they were given
-            args.command_line = command_line(argv)
-            return _run(args)
-        except KeyboardInterrupt:
-            print(f"{who}: interrupted; nothing was written", file=sys.stderr)
-            if "amaranth.hdl" in sys.modules:  # the designs cut off before elaboration would each warn after this line
-                warnings.filterwarnings("ignore", category=sys.modules["amaranth.hdl"].UnusedElaboratable)
-            return 130
+                code = exc.code if isinstance(exc.code, int) else 2
+            else:
+                who, given = f"onchip {args.command}", getattr(args, "out", None)
+                # recorded in the outputs (metrics.json "command"): the arguments as they were given
+                args.command_line = command_line(argv)
+                with output_policy(who, force=getattr(args, "force", False)) as committed:
+                    code = _run(args)
+    except KeyboardInterrupt as exc:
+        print(f"{who}: interrupted; {_written(committed, given)}", file=sys.stderr)
+        if "amaranth.hdl" in sys.modules:  # the designs cut off before elaboration would each warn after this line
+            warnings.filterwarnings("ignore", category=sys.modules["amaranth.hdl"].UnusedElaboratable)
+        code = status(exc)
+    if argv is None:
+        _late_interrupts(who, committed, given)
+    return code
+
+
+def _written(committed, given) -> str:
+    # what an interrupted command leaves: the folders it committed (as the user named --out), or nothing
+    if not committed:
+        return "nothing was written"
+    from pathlib import Path
+
+    names = [given if given and Path(given).resolve() == path else str(path) for path in committed]
+    return f"{', '.join(name.rstrip('/') + '/' for name in names)} {'was' if len(names) == 1 else 'were'} " \
+           f"already written whole"
+
+
+def _late_interrupts(who: str, committed, given) -> None:
+    """From here to the process's exit (its return, the interpreter's shutdown), Ctrl-C and SIGTERM
+    end it as inside :func:`main`: the line saying what was written, status 130 or 143."""
+    import signal
+
+    def late(signum, frame):
+        sys.stdout.flush()
+        print(f"{who}: interrupted; {_written(committed, given)}", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(s) in (signal.default_int_handler, signal.SIG_DFL):  # an ignored one stays ignored
+            signal.signal(s, late)
 
 
 def _run(args) -> int:
     try:
+        if getattr(args, "out", None) and hasattr(args, "force"):  # the checks --force lifts, now it is parsed
+            from .io import check_output_dir
+
+            check_output_dir(args.out)
         status = int(args.func(args) or 0)
         # every command that writes a folder names it last, --quiet included (unless it already did)
         out = getattr(args, "out", None)

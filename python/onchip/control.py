@@ -158,19 +158,19 @@ def steps_figure(title: str, steps, frozen, changes, window: int = WINDOW):
     return fig
 
 
-def resolve_acrobot_spec(model: str, spec=None) -> LearnerSpec:
+def resolve_acrobot_spec(model: str | None, spec=None) -> LearnerSpec:
     """The Q-function spec: a name of :data:`onchip.tasks.acrobot.SPECS`, any spec file or preset
-    (:func:`onchip.spec.load_spec`), or the default of ``model``; it must be of kind ``model``
-    with 6 inputs and 3 outputs.
+    (:func:`onchip.spec.load_spec`), or the default of ``model`` (None: ``"kan"``); it must have
+    6 inputs and 3 outputs, and be of kind ``model`` where both are given.
 
     Raises:
         ValueError: unknown model, a spec of another kind or widths; FileNotFoundError as load_spec.
     """
-    if model not in DEFAULT_SPECS:
+    if model is not None and model not in DEFAULT_SPECS:
         raise ValueError(f"model must be one of {', '.join(DEFAULT_SPECS)}; got {model!r}")
-    name = DEFAULT_SPECS[model] if spec is None else spec
+    name = DEFAULT_SPECS[model or "kan"] if spec is None else spec
     resolved = SPECS[name] if isinstance(name, str) and name in SPECS else load_spec(name)
-    if resolved.kind != model:
+    if model is not None and resolved.kind != model:
         raise ValueError(f"--spec describes a {resolved.kind!r} learner but --model is {model!r}")
     if resolved.n_in != N_FEATURES or resolved.n_out != len(TORQUES):
         raise ValueError(f"spec widths {list(resolved.widths)} do not fit task 'acrobot', which has "
@@ -178,7 +178,7 @@ def resolve_acrobot_spec(model: str, spec=None) -> LearnerSpec:
     return resolved
 
 
-def run_acrobot_job(*, model: str, out, spec=None, backend: str = "golden", episodes: int | None = None,
+def run_acrobot_job(*, model: str | None = None, out, spec=None, backend: str = "golden", episodes: int | None = None,
                     seed: int = 0, drift=None, progress: bool = True, config: QConfig | None = None) -> dict:
     """``onchip run --task acrobot``: learn the swing-up online under a dynamics change, with the
     frozen policy as the static baseline, and write ``metrics.json``, ``episodes.csv`` (steps and
@@ -201,6 +201,7 @@ def run_acrobot_job(*, model: str, out, spec=None, backend: str = "golden", epis
     if backend not in JOB_BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(JOB_BACKENDS)}; got {backend!r}")
     resolved = resolve_acrobot_spec(model, spec)
+    model = resolved.kind
     cfg = config or QConfig()
     if episodes is not None:
         if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:

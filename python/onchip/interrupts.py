@@ -30,13 +30,19 @@ class Terminated(KeyboardInterrupt):
     ``PyEval_EvalCode`` (as during the float twin's imports), even after ``main`` caught it."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, a subclass for the reason :class:`Terminated` is one: a bare KeyboardInterrupt that
+    passed through an import made the process end by SIGINT (status -2) after ``main`` had caught it
+    and returned 130."""
+
+
 def _on_signal(signum, frame):
     global _requested
     if signum == signal.SIGTERM:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: the cleanup must not be cut short
         _requested = Terminated
     else:
-        _requested = KeyboardInterrupt
+        _requested = Interrupted
     raise _requested
 
 
@@ -52,9 +58,11 @@ def handled() -> Iterator[None]:
         yield
         return
     ours = [signal.SIGTERM] + [signal.SIGINT] * (signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-    previous = {s: signal.signal(s, _on_signal) for s in ours}
-    outer, _requested = _requested, None
+    outer, _requested = _requested, None  # before the handlers: a signal right after them is kept
+    previous = {}
     try:
+        for s in ours:
+            previous[s] = signal.signal(s, _on_signal)
         yield
     finally:
         for s, h in previous.items():
@@ -62,12 +70,18 @@ def handled() -> Iterator[None]:
         _requested = outer
 
 
+def status(interrupt: BaseException) -> int:
+    """The exit status of a command stopped by ``interrupt``: 143 (128 + 15) for SIGTERM
+    (:class:`Terminated`), 130 (128 + 2) for Ctrl-C, as a shell reports a process the signal ended."""
+    return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+
+
 def check() -> None:
     """Raise the interrupt asked for inside :func:`handled`, if any (a no-op otherwise).
 
     Raises:
         Terminated: SIGTERM was received.
-        KeyboardInterrupt: Ctrl-C was pressed.
+        Interrupted: Ctrl-C was pressed (a KeyboardInterrupt).
     """
     if _requested is not None:
         raise _requested

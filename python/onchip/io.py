@@ -1,10 +1,30 @@
-"""Output folders that appear whole or not at all, and never replace what onchip did not write."""
+"""Output folders that appear whole or not at all, and never replace what onchip did not write.
+
+A command writes its output into a hidden staging folder beside ``--out`` (``.OUT.xxxxxxxx.partial``)
+and commits it in one step: where the system has it, an atomic exchange of the two folders
+(Linux ``renameat2(RENAME_EXCHANGE)``), so there is no instant without ``OUT``; elsewhere two
+renames (``OUT`` into ``.OUT.xxxxxxxx.old/old``, then the staging folder onto ``OUT``). Then the
+earlier output is removed. Ctrl-C and SIGTERM are held during the commit (:func:`onchip.interrupts.held`).
+A staging folder a killed run left behind is recovered (an earlier output whose replacement
+was cut between the two renames is put back) or removed by the next command on that ``OUT``.
+
+Each output holds :data:`MARKER`, naming the command that wrote it and the SHA-256 of every file:
+a later command replaces the folder only if nothing was added to it (always), and, unless forced
+(``--force``, :func:`output_policy`), no file was changed since and it is the same command's output.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import ctypes
+import dataclasses
+import errno
+import fcntl
+import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -12,14 +32,55 @@ from typing import Iterator
 
 import numpy as np
 
-from .interrupts import check
+from .interrupts import check, held
 
 
 #: Written into every output folder: only folders holding it may be replaced by a later run.
-#: It lists the files onchip wrote there; a folder holding any other file is not replaced.
+#: It names the command that wrote the folder and lists every entry with each file's SHA-256.
 MARKER = ".onchip-output"
-_MARKER_TEXT = "written by onchip; this folder is replaced whole by the next run\n"
-_MANIFEST_HEAD = "files written (anything else in this folder stops the next run from replacing it):"
+_MARKER_TEXT = "written by onchip; this folder is replaced whole by the next run of the same command\n"
+_COMMAND_HEAD = "command: "
+_MANIFEST_HEAD = ("files written (SHA-256, path; a file added here, or one changed since, stops the next run "
+                  "from replacing this folder):")
+#: the list of earlier outputs, without hashes: their files count as unchanged
+_OLD_MANIFEST_HEAD = "files written (anything else in this folder stops the next run from replacing it):"
+
+
+@dataclasses.dataclass
+class _Policy:
+    command: str | None = None  # "onchip run"; None: the Python API (any command's output may be replaced)
+    force: bool = False  # replace an edited folder or another command's output
+    committed: list[Path] = dataclasses.field(default_factory=list)  # outputs written so far
+
+
+_policy: contextvars.ContextVar[_Policy] = contextvars.ContextVar("onchip_output_policy", default=_Policy())
+
+
+@contextlib.contextmanager
+def output_policy(command: str | None, *, force: bool = False) -> Iterator[list[Path]]:
+    """The command on whose behalf output folders are written inside the block (the CLI sets it).
+
+    Args:
+        command: recorded in :data:`MARKER` (``"onchip run"``); an output another command wrote is
+            not replaced unless ``force``. None (the default outside the block): not recorded, and
+            any command's output may be replaced.
+        force: replace an earlier output even where a file in it changed since it was written,
+            or another command wrote it (files onchip never wrote are still refused).
+
+    Yields:
+        The list of output folders committed inside the block, in order (filled as they are).
+    """
+    policy = _Policy(command, force)
+    token = _policy.set(policy)
+    try:
+        yield policy.committed
+    finally:
+        _policy.reset(token)
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _listing(folder: Path) -> list[str]:
@@ -32,28 +93,124 @@ def _listing(folder: Path) -> list[str]:
     return sorted(e for e in entries if e != MARKER)
 
 
-def _manifest(folder: Path) -> set[str] | None:
-    # the files an earlier run listed in its marker; None for a marker without a list (older
+@dataclasses.dataclass
+class _Record:
+    command: str | None  # the command that wrote the folder; None: not recorded
+    files: dict[str, str | None]  # entry -> SHA-256 (None: a folder, or an older list without hashes)
+
+
+def _record(folder: Path) -> _Record | None:
+    # what an earlier run wrote in its marker; None for a marker without a list (the oldest
     # outputs), whose files cannot be told from the user's
     try:
         lines = (folder / MARKER).read_text().splitlines()
     except (OSError, UnicodeDecodeError):
         return None
-    if _MANIFEST_HEAD not in lines:
-        return None
-    return set(lines[lines.index(_MANIFEST_HEAD) + 1:])
+    command = next((ln.removeprefix(_COMMAND_HEAD) for ln in lines if ln.startswith(_COMMAND_HEAD)), None)
+    for head in (_MANIFEST_HEAD, _OLD_MANIFEST_HEAD):
+        if head in lines:
+            files = {}
+            for line in lines[lines.index(head) + 1:]:
+                digest, sep, name = line.partition("  ")
+                if head == _MANIFEST_HEAD and sep and re.fullmatch(r"[0-9a-f]{64}", digest):
+                    files[name] = digest
+                else:
+                    files[line] = None
+            return _Record(command, files)
+    return None
 
 
-def _write_marker(folder: Path) -> None:
-    listing = _listing(folder)
-    (folder / MARKER).write_text(_MARKER_TEXT + _MANIFEST_HEAD + "\n" + "".join(f"{e}\n" for e in listing))
+def _write_marker(folder: Path, command: str | None) -> None:
+    lines = [f"{_COMMAND_HEAD}{command}"] if command else []
+    lines.append(_MANIFEST_HEAD)
+    lines += [e if e.endswith("/") else f"{_sha256(folder / e)}  {e}" for e in _listing(folder)]
+    (folder / MARKER).write_text(_MARKER_TEXT + "".join(f"{ln}\n" for ln in lines))
 
 
-def check_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Path:
+# ------------------------------------------------------------------ staging folders left behind
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the folders ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``, glibc
+    2.28+); False where the C library or the file system lacks it (the caller falls back)."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _discard(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _claimed(folder: Path) -> Iterator[bool]:
+    # an exclusive lock on the folder, held while the block runs: a live run holds its staging
+    # folder's, so another command on the same OUT leaves it alone (the kernel drops it on exit)
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield False
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _leftovers(out: Path) -> list[Path]:
+    # staging folders of this OUT (mkdtemp's random part is 8 characters of [a-z0-9_])
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.[a-z0-9_]{{8}}\.(partial|old)")
+    try:
+        entries = list(out.parent.iterdir())
+    except OSError:
+        return []
+    return sorted(p for p in entries if pattern.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
+
+
+def recover(out: str | os.PathLike) -> None:
+    """Finish what a killed run left beside ``out``: a ``.old`` folder holding the earlier output
+    while ``out`` is missing (killed between the two renames of the fallback) is renamed back to
+    ``out``; every other staging folder of ``out`` that no live run holds is removed (an
+    uncommitted output, or the earlier output once replaced). Called by :func:`check_output_dir`,
+    so by the next command on that folder."""
+    out = Path(out).resolve()
+    for leftover in _leftovers(out):
+        with _claimed(leftover) as ours:
+            if not ours:
+                continue  # a run in progress
+            earlier = leftover / "old"
+            if leftover.name.endswith(".old") and earlier.is_dir() and not os.path.lexists(out):
+                os.rename(earlier, out)
+            _discard(leftover)
+
+
+# ------------------------------------------------------------------ checks and the commit
+
+
+def check_output_dir(out: str | os.PathLike, *, overwrite: bool = True, changes: bool = True) -> Path:
     """Refuse an output folder :func:`atomic_output_dir` would not replace; returns it resolved.
 
-    Call it before long work, so a bad ``--out`` fails at once. Raises as
-    :func:`atomic_output_dir` does.
+    Call it before long work, so a bad ``--out`` fails at once. Staging folders a killed run left
+    beside ``out`` are recovered first (:func:`recover`). Raises as :func:`atomic_output_dir` does;
+    ``changes=False`` skips the checks :func:`output_policy`'s ``force`` lifts (files changed since
+    they were written, another command's output), for a check made before the policy is known.
     """
     out = Path(out).resolve()
     if out.exists() and not out.is_dir():
@@ -67,23 +224,42 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Path:
         raise NotADirectoryError(f"--out: cannot write {str(out)!r}: {str(base)!r} is a file, not a folder")
     if not os.access(base, os.W_OK | os.X_OK):
         raise PermissionError(f"--out: cannot write {str(out)!r}: the folder {str(base)!r} is not writable")
+    recover(out)
     if out.exists() and any(out.iterdir()):
         if not (out / MARKER).exists():
             raise FileExistsError(
                 f"--out: {str(out)!r} holds files onchip did not write ({_shown(_listing(out))}); "
                 f"choose a new or empty folder"
             )
-        written = _manifest(out)
-        extra = [] if written is None else [e for e in _listing(out) if e not in written]
+        record = _record(out)
+        extra = [] if record is None else [e for e in _listing(out) if e not in record.files]
         if extra:
-            shown = _shown(extra)
             raise FileExistsError(
-                f"--out: {str(out)!r} is an earlier onchip output but also holds {shown}, which onchip "
+                f"--out: {str(out)!r} is an earlier onchip output but also holds {_shown(extra)}, which onchip "
                 f"did not write; move them away or choose a new folder"
             )
         if not overwrite:
             raise FileExistsError(f"--out: {str(out)!r} exists and is not empty")
+        policy = _policy.get()
+        if changes and record is not None and not policy.force:
+            _refuse_changes(out, record, policy.command)
     return out
+
+
+def _refuse_changes(out: Path, record: _Record, command: str | None) -> None:
+    # an edit would be lost, or another command's output replaced: refused, naming what and why
+    changed = [name for name, digest in record.files.items()
+               if digest is not None and (out / name).is_file() and _sha256(out / name) != digest]
+    other = command is not None and record.command is not None and record.command != command
+    if not changed and not other:
+        return
+    why = []
+    if other:
+        why.append(f"is the output of `{record.command}`, not `{command}`")
+    if changed:
+        why.append(f"holds {_shown(changed)}, changed since onchip wrote {'it' if len(changed) == 1 else 'them'}")
+    raise FileExistsError(f"--out: {str(out)!r} {', and '.join(why)}; choose another folder, or pass --force "
+                          f"to replace it")
 
 
 def _shown(entries: list[str]) -> str:
@@ -95,22 +271,27 @@ def atomic_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Iter
     """Yield a staging folder that replaces ``out`` only if the block succeeds.
 
     Everything is written into a hidden sibling folder; on success it is
-    renamed onto ``out``, on any exception (SIGTERM included, see
+    committed onto ``out`` in one step (an atomic exchange where the system has
+    one, see the module docstring), on any exception (SIGTERM included, see
     :mod:`onchip.interrupts`, also one that C code swallowed inside the block) it
-    is deleted, so a failed or interrupted run leaves no partial output. An
-    existing ``out`` is replaced only if it is empty or an earlier onchip output
-    (it holds :data:`MARKER`, which lists the files written) with nothing added to
-    it, and ``overwrite`` is set: a file of the user's is never deleted.
+    is deleted, so a failed or interrupted run leaves no partial output and the
+    earlier ``out`` as it was. An existing ``out`` is replaced only if it is
+    empty or an earlier onchip output (it holds :data:`MARKER`) with nothing added
+    to it, and ``overwrite`` is set: a file of the user's is never deleted; unless
+    :func:`output_policy` forces it, also only if no file in it changed since and
+    the same command wrote it. ``out`` is checked again just before the commit.
 
     Raises:
         FileExistsError: ``out`` holds files onchip did not write (naming them,
-            for an earlier output), or is not empty and ``overwrite`` is False.
+            for an earlier output), a file changed since it was written or another
+            command's output (naming them), or is not empty and ``overwrite`` is False.
         NotADirectoryError: ``out`` exists and is a file.
         ValueError: ``out`` is the current folder or one of its parents.
         PermissionError: ``out``'s folder cannot be created or written (``--out`` and the path
             named, not the staging folder).
     """
     out = check_output_dir(out, overwrite=overwrite)
+    policy = _policy.get()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
@@ -119,21 +300,50 @@ def atomic_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Iter
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(stage, 0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary folder
+    with _claimed(stage):  # ours while the run lasts: another command on OUT leaves it alone
+        try:
+            (stage / MARKER).write_text(_MARKER_TEXT)
+            yield stage
+            check()  # an interrupt swallowed inside the block (onchip.interrupts): nothing is committed
+            _write_marker(stage, policy.command)
+            check_output_dir(out, overwrite=overwrite)  # changed during the run: still refused
+        except BaseException:
+            _discard(stage)
+            raise
+        with held():  # the commit and its record are one step for an interrupt
+            _commit(stage, out)
+            policy.committed.append(out)
+
+
+def _commit(stage: Path, out: Path) -> None:
+    # stage becomes out; the earlier out, if any, is removed. No instant without out where the
+    # exchange exists; in the fallback a kill between the renames is undone by recover()
     try:
-        (stage / MARKER).write_text(_MARKER_TEXT)
-        yield stage
-        check()  # an interrupt swallowed inside the block (onchip.interrupts): nothing is committed
-        _write_marker(stage)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
+        os.rename(stage, out)  # a new (or empty) out: one rename
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            _discard(stage)
+            raise
+    try:
+        exchanged = _exchange(stage, out)
+    except OSError:
+        _discard(stage)
         raise
-    if out.exists():
-        trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-        os.replace(out, trash / "old")
-        os.replace(stage, out)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        os.replace(stage, out)
+    if exchanged:
+        _discard(stage)  # now the earlier output
+        return
+    trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+    with _claimed(trash):
+        os.rename(out, trash / "old")
+        try:
+            os.rename(stage, out)
+        except OSError:  # put the earlier output back: a failed commit leaves out as it was
+            os.rename(trash / "old", out)
+            _discard(stage)
+            _discard(trash)
+            raise
+    _discard(trash)
 
 
 def _jsonable(obj):

@@ -77,17 +77,24 @@ def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True,
     return BackendRun(golden.dequantize_outputs(raw), raw, final, seconds, getattr(result, "kernel", None))
 
 
-def resolve_spec(task: str, model: str, spec: "str | Path | LearnerSpec | None", n_in: int, n_out: int) -> LearnerSpec:
+def resolve_spec(task: str, model: str | None, spec: "str | Path | LearnerSpec | None", n_in: int,
+                 n_out: int) -> LearnerSpec:
     """The spec of a run: the given file/preset, or the default preset of (task, model); a
     preset whose output width differs from the task's ``n_out`` is widened to (n_in, ..., n_out)
     and named ``<preset>-<n_out>out``.
 
+    Args:
+        model: the learner kind of the task's preset (None: ``"kan"``); with ``spec`` the
+            spec's own kind is taken, and ``model``, if given, must agree with it.
+
     Raises:
-        ValueError: unknown model, a spec of another kind, or widths that do not fit the task.
+        ValueError: unknown model, a spec of another kind than a given ``model``, or widths that
+            do not fit the task.
     """
-    if model not in MODELS:
+    if model is not None and model not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODELS)}; got {model!r}")
-    resolved = load_spec(spec if spec is not None else DEFAULT_PRESETS[(task, model)])
+    resolved = load_spec(spec if spec is not None else DEFAULT_PRESETS[(task, model or "kan")])
+    model = model or resolved.kind
     if spec is None and resolved.n_out != n_out:
         # the task's preset with one output per class (e.g. S readout states): widths (n_in, ..., S)
         resolved = resolved.replace(widths=resolved.widths[:-1] + (n_out,), name=f"{resolved.name}-{n_out}out")
@@ -180,6 +187,15 @@ def _sig(value) -> str:
     return str(value)
 
 
+def _recovery(m: dict) -> str:
+    # the shots per event, and in place of None why there is none: not recovered, or a stream too
+    # short to measure it (metrics.json's recovery_status; older metrics without it print None)
+    shots, status = m.get("recovery_shots"), m.get("recovery_status")
+    if shots is None or status is None:
+        return _sig(shots)
+    return "[" + ", ".join(_sig(n) if n is not None else why for n, why in zip(shots, status)) + "]"
+
+
 def _sci(value) -> str:
     # 4 significant digits in scientific notation (MSE spans decades)
     return "None" if value is None else f"{value:.3e}"
@@ -234,7 +250,7 @@ def summary_lines(metrics: dict) -> list[str]:
                 return "not calibrated (its calibration shots lack a state)"
             return (f"fidelity {_sig(m.get('assignment_fidelity'))} (whole stream), "
                     f"{_sig(m.get('assignment_fidelity_last_5000'))} ({last}); "
-                    f"recovery shots per drift event {_sig(m.get('recovery_shots'))}")
+                    f"recovery shots per drift event {_recovery(m)}")
 
         lines.append(f"  {source_line(metrics.get('stream', {}))}")
         lines.append(f"  online learner:       {fidelity(metrics)}")
@@ -254,7 +270,7 @@ def summary_lines(metrics: dict) -> list[str]:
 def run_job(
     *,
     task: str,
-    model: str,
+    model: str | None = None,
     out: str | Path,
     spec: "str | Path | LearnerSpec | None" = None,
     backend: str = "golden",
@@ -320,6 +336,7 @@ def run_job(
         raise ValueError(f"drift: the {task} task takes no drift option, got {str(drift)!r}")
     stream = tasks.make_stream(task, samples=int(samples), seed=seed, data=data, states=states, drift=scenario)
     resolved = resolve_spec(task, model, spec, stream.x.shape[1], stream.y.shape[1])
+    model = resolved.kind
     if theta is not None:
         from .model.golden import check_parameters
 

@@ -16,16 +16,20 @@ import sys
 from typing import Callable, Sequence
 
 #: One wording of ``--out`` for every command.
-OUT_HELP = ("output folder, new or an earlier onchip output (replaced whole on success; "
+OUT_HELP = ("output folder, new or an earlier output of this command (replaced whole on success; "
             "default: %(default)s)")
+FORCE_HELP = ("replace --out even if a file in it changed since onchip wrote it, or another command wrote it "
+              "(files onchip never wrote there are still refused)")
 
 
 def add_out(parser: argparse.ArgumentParser, command: str | None = None) -> None:
-    """Add ``--out`` (default ``out/<command>``), checked at parse time.
+    """Add ``--out`` (default ``out/<command>``), checked at parse time, and :func:`add_force`.
 
     The folder is refused up front for the same reasons
     :func:`onchip.io.atomic_output_dir` refuses it later (a file, the current folder or a
-    parent, a folder of files onchip did not write), so a bad ``--out`` fails before any work.
+    parent, a folder of files onchip did not write), so a bad ``--out`` fails before any work;
+    a changed file or another command's output (which ``--force`` allows) is refused by
+    :func:`onchip.cli.main` once the flags are parsed.
 
     Args:
         parser: the sub-command's parser.
@@ -33,6 +37,13 @@ def add_out(parser: argparse.ArgumentParser, command: str | None = None) -> None
     """
     command = command or parser.prog.split()[-1]
     parser.add_argument("--out", type=output_dir, default=f"out/{command}", help=OUT_HELP)
+    add_force(parser)
+
+
+def add_force(parser: argparse.ArgumentParser) -> None:
+    """Add ``--force`` (``args.force``): replace an ``--out`` holding a file changed since onchip
+    wrote it, or another command's output (:func:`onchip.io.output_policy`)."""
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
 def add_seed(parser: argparse.ArgumentParser, *, many: bool = False, what: str = "", default: int = 0) -> None:
@@ -260,11 +271,12 @@ def flag_message(message: str, fields: Sequence[str], flags: dict[str, str] | No
 
 
 def output_dir(text: str) -> str:
-    """argparse type of ``--out``: the folder as given, if :func:`onchip.io.check_output_dir` accepts it."""
+    """argparse type of ``--out``: the folder as given, if :func:`onchip.io.check_output_dir` accepts it
+    (all but the checks ``--force`` lifts, which wait until ``--force`` is parsed)."""
     from onchip.io import check_output_dir
 
     try:
-        check_output_dir(text)
+        check_output_dir(text, changes=False)
     except (ValueError, OSError) as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--out: ")) from None
     return text

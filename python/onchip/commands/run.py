@@ -19,9 +19,11 @@ def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run a learner over a task stream (the main job)", description=DESCRIPTION)
     p.add_argument("--task", default="qubit-readout", choices=("drift-regression", "qubit-readout", "acrobot"),
                    help="task stream (default: %(default)s)")
-    p.add_argument("--model", default="kan", choices=MODELS, help="learner kind (default: %(default)s)")
+    p.add_argument("--model", default=None, choices=MODELS,
+                   help="learner kind of the task's preset (default: kan); with --spec the spec's kind is "
+                        "taken, and a different --model is refused")
     p.add_argument("--spec", default=None,
-                   help="TOML spec file or preset name (default: the preset of the task and model)")
+                   help="TOML spec file or preset name, of either kind (default: the preset of the task and model)")
     p.add_argument("--backend", default="golden", choices=JOB_BACKENDS,
                    help="golden: integer reference; float: PyTorch float twin; rtl: Verilated RTL; "
                         "hls: HLS C simulation (default: %(default)s)")

@@ -64,6 +64,7 @@ def add_parser(sub) -> None:
     p.add_argument("--junit", type=junit_path, default=None, help="write a JUnit XML report to this file")
     p.add_argument("--out", type=_args.output_dir, default=None,
                    help="write report.json and junit.xml into this folder (replaced whole; optional)")
+    _args.add_force(p)
     _args.add_quiet(p)
     p.set_defaults(func=run, reports_out=True)
 

@@ -112,6 +112,14 @@ def rolling_fidelity(targets, predictions, window: int = DEFAULT_WINDOW) -> np.n
     return f
 
 
+#: :func:`recovery_status` of an event: the fidelity came back (``recovery_shots`` holds the count)
+RECOVERED = "recovered"
+#: ... it did not come back before the next event or the end, with a full window after the event
+NOT_RECOVERED = "not recovered"
+#: ... there is no full window before the event to compare with, or none after it to measure
+TOO_SHORT = "too short to measure"
+
+
 def recovery_shots(rolling: np.ndarray, event_indices, window: int,
                    tolerance: float = RECOVERY_TOLERANCE) -> list[int | None]:
     """Shots after each drift event until the fidelity is back near its level before the drift.
@@ -136,29 +144,42 @@ def recovery_shots(rolling: np.ndarray, event_indices, window: int,
     Returns:
         One entry per event: the shot count, or None if there is no full window
         before the event (and no unrecovered earlier reference) or the fidelity never
-        comes back in time.
+        comes back in time; :func:`recovery_status` says which.
     """
+    return [shots for shots, _ in _recovery(rolling, event_indices, window, tolerance)]
+
+
+def recovery_status(rolling: np.ndarray, event_indices, window: int,
+                    tolerance: float = RECOVERY_TOLERANCE) -> list[str]:
+    """Why each entry of :func:`recovery_shots` (same arguments) is what it is: :data:`RECOVERED`
+    (a count), :data:`NOT_RECOVERED` (None: full windows after the event, none back at the
+    reference) or :data:`TOO_SHORT` (None: no full window before the event and no earlier
+    reference, or no full window between it and the next event or the end)."""
+    return [status for _, status in _recovery(rolling, event_indices, window, tolerance)]
+
+
+def _recovery(rolling, event_indices, window, tolerance) -> list[tuple[int | None, str]]:
     rolling = np.asarray(rolling, dtype=np.float64)
     n = len(rolling)
     idx = [int(e) for e in event_indices]
-    out: list[int | None] = []
+    out: list[tuple[int | None, str]] = []
     carried = None  # reference of the first event not recovered from
     for k, e in enumerate(idx):
         stop = idx[k + 1] if k + 1 < len(idx) else n
         if carried is not None:
             reference = carried
         elif e < window or np.isnan(rolling[e - 1]):
-            out.append(None)
+            out.append((None, TOO_SHORT))
             continue
         else:
             reference = rolling[e - 1]
         after = rolling[e + window - 1 : stop]  # windows starting at e, e+1, ...
         hit = np.flatnonzero(after >= reference - tolerance - _TIE)
         if hit.size:
-            out.append(int(hit[0]))
+            out.append((int(hit[0]), RECOVERED))
             carried = None
         else:
-            out.append(None)
+            out.append((None, NOT_RECOVERED if after.size else TOO_SHORT))
             carried = reference
     return out
 
@@ -223,6 +244,7 @@ def readout_figures(stream: Stream, pred: np.ndarray, window: int) -> dict:
         "confusion_counts": counts.tolist(),
         "confusion_counts_last_5000": confusion_counts(y[-last:], p[-last:]).tolist(),
         "recovery_shots": recovery_shots(rolling, [e.index for e in stream.events], window),
+        "recovery_status": recovery_status(rolling, [e.index for e in stream.events], window),
     }
     if len(errors) == 2:
         out["error_0_as_1"], out["error_1_as_0"] = errors
@@ -244,7 +266,8 @@ def evaluate_readout(stream: Stream, predictions, window: int | None = None) -> 
         ``error_per_state``, ``confusion_matrix``, ``confusion_counts``,
         ``confusion_counts_last_5000``, ``error_0_as_1`` and ``error_1_as_0`` (two
         states), ``states`` (the prepared state of each index), ``recovery_shots`` (one per drift
-        event, see :func:`recovery_shots`), ``window``, ``events`` and
+        event, see :func:`recovery_shots`), ``recovery_status`` (why each is what it is, see
+        :func:`recovery_status`), ``window``, ``events`` and
         ``static_baseline`` (the same figures for
         :func:`static_baseline_predictions`; None if it cannot be calibrated).
 
