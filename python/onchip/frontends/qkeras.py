@@ -311,8 +311,9 @@ def _steps(layers) -> tuple[list[_Step], list[dict]]:
             if step is None:
                 skipped.append({"layer": layer.name, "kind": f"{kind}({show(layer.activation)})"})
         elif kind == "ReLU":
-            bounded = [f"{k}={getattr(layer, k)!r}" for k in ("max_value", "negative_slope", "threshold")
-                       if getattr(layer, k, None) not in (None, 0)]
+            bounded = [f"{k}={float(np.asarray(getattr(layer, k))):g}" for k in ("max_value", "negative_slope",
+                                                                                "threshold")
+                       if getattr(layer, k, None) is not None and float(np.asarray(getattr(layer, k))) != 0.0]
             if bounded:
                 raise ValueError(f"layer {layer.name!r} (ReLU): {', '.join(bounded)}; only the plain ReLU maps "
                                  "onto the learner")
@@ -367,11 +368,19 @@ def _structure(steps: list[_Step]) -> tuple[_Step | None, list[tuple[_Step, _Ste
 _POINT = {"output": "its unquantized output", "relu": "the unquantized ReLU"}
 
 
-def _holding(lo: float, hi: float, frac: int) -> Fmt:
-    """The narrowest signed RND_CONV/SAT format with ``frac`` fractional bits holding [lo, hi]."""
+def _holding(name: str, what: str, lo: float, hi: float, frac: int) -> Fmt:
+    """The narrowest signed RND_CONV/SAT format with ``frac`` fractional bits holding [lo, hi].
+
+    Raises:
+        ValueError: naming the layer, when that is wider than :data:`MAX_ACT_BITS`.
+    """
     int_bits = 1 - frac  # a one-bit format
     while not (-(2.0 ** (int_bits - 1)) <= lo and hi <= 2.0 ** (int_bits - 1) - 2.0**-frac):
         int_bits += 1
+    if int_bits + frac > MAX_ACT_BITS:
+        raise ValueError(f"layer {name!r}: {_POINT[what]} needs ap_fixed<{int_bits + frac},{int_bits}> to be exact "
+                         f"(values in [{lo:g}, {hi:g}] on a 2^-{frac} grid), {int_bits + frac} bits (more than "
+                         f"{MAX_ACT_BITS}); quantize it with quantized_relu / quantized_bits")
     return Fmt(int_bits + frac, int_bits, True, "RND_CONV", "SAT")
 
 
@@ -420,10 +429,10 @@ def _act_plan(blocks, dense: list[DenseLayer], in_fmt: Fmt, output_format: Fmt |
         s_hi = b + np.maximum(w * lo, w * hi).sum(axis=1)
         f_sum = max(frac + _frac_of(w), _frac_of(b))  # the grid every exact sum lies on
         if after is None and output_format is None:
-            exact.append((d.name, "output", _holding(float(s_lo.min()), float(s_hi.max()), f_sum)))
+            exact.append((d.name, "output", _holding(d.name, "output", float(s_lo.min()), float(s_hi.max()), f_sum)))
         elif after is not None and after.kind == "relu":
             top = max(float(s_hi.max()), 0.0)
-            exact.append((after.name, "relu", _holding(0.0, top, f_sum)))
+            exact.append((after.name, "relu", _holding(after.name, "relu", 0.0, top, f_sum)))
             lo, hi, frac = np.maximum(s_lo, 0.0), np.maximum(s_hi, 0.0), f_sum
             continue
         if not last:  # a quantized ReLU: rounded and saturated into act
@@ -432,12 +441,12 @@ def _act_plan(blocks, dense: list[DenseLayer], in_fmt: Fmt, output_format: Fmt |
     if act is None:
         frac = max(fmt.frac_bits for _, _, fmt in exact)
         int_bits = max(fmt.int_bits for _, _, fmt in exact)
-        act = Fmt(int_bits + frac, int_bits, True, "RND_CONV", "SAT")
-        if act.width > MAX_ACT_BITS:
+        if int_bits + frac > MAX_ACT_BITS:
             name, what, fmt = max(exact, key=lambda e: e[2].width)
             raise ValueError(f"layer {name!r}: {_POINT[what]} needs {fmt} to be exact, and act must hold every "
-                             f"unquantized point: {act}, {act.width} bits (more than {MAX_ACT_BITS}); quantize it "
-                             "with quantized_relu / quantized_bits")
+                             f"unquantized point: ap_fixed<{int_bits + frac},{int_bits}>, {int_bits + frac} bits "
+                             f"(more than {MAX_ACT_BITS}); quantize it with quantized_relu / quantized_bits")
+        act = Fmt(int_bits + frac, int_bits, True, "RND_CONV", "SAT")
     for name, what, fmt in exact:
         holds = act.frac_bits >= fmt.frac_bits and act.min_value <= fmt.min_value and fmt.max_value <= act.max_value
         if not holds and what == "output":
