@@ -456,3 +456,29 @@ def test_a_refused_quantizer_is_one_line_and_exit_2_from_the_command(tmp_path, c
     err = capsys.readouterr().err
     assert "layer 'act': the relu activation is quantized_tanh(4) (quantized_tanh)" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_the_tutorial_form_imports_from_the_command_and_its_verilog_verifies_with_theta(tmp_path, capsys):
+    """The done-criterion, end to end: a tutorial-form .h5 (no input or output quantizer), imported
+    with a stated input format, equals QKeras on the probe; `onchip verify --theta` then checks the
+    generated Verilog, reset to that theta, against the golden model."""
+    import onchip
+    from onchip.cli import main
+
+    if "rtl" not in onchip.available_backends():
+        pytest.skip("no Verilator toolchain")
+    path, out = tmp_path / "tutorial.h5", tmp_path / "imp"
+    _tutorial().save(path)
+    assert main(["import", str(path), "--out", str(out), "--input-format", TUTORIAL_INPUT,
+                 "--output-format", "ap_fixed<7,3,RND_CONV,SAT>"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    check = report["check"]
+    assert check["differing"] == 0 and check["inputs_on_grid"] and check["outputs_rounded"]
+    assert [s["layer"] for s in report["skipped"]] == ["drop", "lin"]
+    printed = capsys.readouterr().out
+    assert "identity at inference, skipped: drop (Dropout), lin (Activation(linear))" in printed
+    assert main(["import", str(path), "--out", str(tmp_path / "no")]) == 2
+    assert "--input-format" in capsys.readouterr().err and not (tmp_path / "no").exists()
+    assert main(["verify", "--spec", str(out / "spec.toml"), "--theta", str(out / "theta.npy"), "--backends", "rtl",
+                 "--samples", "64"]) == 0
