@@ -2,9 +2,17 @@
 
 Accepted networks (``Sequential`` or a functional chain, one input, one output) run::
 
-    QActivation(quantized_bits) -> [QDense -> quantized_relu] * h -> QDense -> quantized_bits
+    [QActivation(quantized_bits)] -> [QDense -> quantized_relu | relu] * h -> QDense [-> quantized_bits]
 
-where a QDense's activation is its own ``activation=`` argument or the QActivation after it.
+where a QDense's activation is its own ``activation=`` argument or the layer after it; layers
+that are the identity at inference (``Dropout``, ``Activation("linear")``, ...) are skipped.
+Without an input quantizer the ``input`` format is given (``input_format``) or derived from
+data, and the learner equals QKeras on inputs on its grid. The learner rounds every layer output
+into one ``act`` format: a quantizer fixes it; an unquantized ReLU or output must be held exactly
+in it (interval bounds of each sum over the inputs' ranges, on the sum's exact grid); with no
+quantizer after any layer, ``act`` is the narrowest format holding them all (at most 32 bits).
+An unquantized output after quantized ReLUs is therefore rounded into ``output_format``, which
+must be that ``act``.
 Kernels and biases have ``quantized_bits`` quantizers whose scale is a power of two
 (``alpha`` None, 1, another power of two, or ``"auto_po2"``, resolved per output channel from the
 trained kernel); a QDense without bias has zero biases.
@@ -43,8 +51,11 @@ scale (``alpha`` a float other than a power of two, or ``"auto"``), a symmetric 
 quantizer (``symmetric=1``: ap_fixed SAT has no symmetric range), an ``alpha`` on an
 activation quantizer, stochastic rounding, ``qnoise_factor`` other than 1, a quantized_relu
 with a sigmoid, negative slope or separate upper bound, an unsigned input or output quantizer,
-an unquantized kernel, bias or activation, batch normalisation that is not folded into the
-kernel and bias, and any other layer (Dense, Dropout, ...).
+an unquantized kernel or bias, an unquantized activation other than ReLU, every other QKeras
+quantizer (binary, ternary, po2, tanh, sigmoid, mu-law, hard-swish, bernoulli), batch
+normalisation that is not folded into the kernel and bias, and any other layer (Dense, ...).
+``quantized_bits(1, i)`` kernels and biases (QKeras' sign function, +/-scale) get two integer
+bits; the returned theta always passes the spec's own check.
 
 Sources: QKeras (Coelho et al., "Automatic heterogeneous quantization of deep neural networks
 for low-latency inference on the edge for particle detectors", Nature Machine Intelligence
