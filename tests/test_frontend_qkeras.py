@@ -280,19 +280,23 @@ def test_a_missing_qkeras_names_its_extra():
 def _tutorial(seed=0, hidden="quantized_relu"):
     """3 -> 8 -> 4 -> 2 as QKeras' and hls4ml's examples write it: QDense -> ReLU -> ... -> QDense,
     no input or output quantizer, a Dropout and an Activation('linear') in between. ``hidden``:
-    "quantized_relu" (QActivation(quantized_relu(6, 2))) or "relu" (QDense's activation="relu"
-    and a Keras ReLU layer: unquantized)."""
+    "quantized_relu" (QActivation(quantized_relu(6, 2))), or unquantized: QDense's
+    activation="relu" then a Keras ReLU layer ("relu"), QActivation("relu") ("string") or
+    Activation("relu") ("activation")."""
     tf.keras.utils.set_random_seed(seed)
     kq, bq = quantized_bits(4, 0, alpha=1), quantized_bits(4, 0, alpha=1)
     inp = tf.keras.Input((3,))
-    if hidden == "relu":
+    if hidden != "quantized_relu":
         x = QDense(8, kernel_quantizer=kq, bias_quantizer=bq, activation="relu", name="d1")(inp)
     else:
         x = QDense(8, kernel_quantizer=kq, bias_quantizer=bq, name="d1")(inp)
         x = QActivation(quantized_relu(6, 2), name="r1")(x)
     x = tf.keras.layers.Dropout(0.2, name="drop")(x)
     x = QDense(4, kernel_quantizer=kq, bias_quantizer=bq, name="d2")(x)
-    x = tf.keras.layers.ReLU(name="r2")(x) if hidden == "relu" else QActivation(quantized_relu(6, 2), name="r2")(x)
+    second = {"relu": lambda: tf.keras.layers.ReLU(name="r2"), "string": lambda: QActivation("relu", name="r2"),
+              "activation": lambda: tf.keras.layers.Activation("relu", name="r2"),
+              "quantized_relu": lambda: QActivation(quantized_relu(6, 2), name="r2")}
+    x = second[hidden]()(x)
     x = tf.keras.layers.Activation("linear", name="lin")(x)
     model = tf.keras.Model(inp, QDense(2, kernel_quantizer=kq, bias_quantizer=bq, name="d3")(x))
     rng = np.random.default_rng(seed)
@@ -311,13 +315,15 @@ def _on_grid(n, fmt=TUTORIAL_INPUT, seed=3):
     return f.dequantize(np.random.default_rng(seed).integers(f.min_raw, f.max_raw + 1, (n, 3)))
 
 
-def test_unquantized_relus_and_output_are_held_exactly_and_identity_layers_skipped():
-    model = _tutorial(hidden="relu")
+@pytest.mark.parametrize("hidden", ["relu", "string", "activation"])
+def test_unquantized_relus_and_output_are_held_exactly_and_identity_layers_skipped(hidden):
+    model = _tutorial(hidden=hidden)
     imp = from_qkeras(model, input_format=TUTORIAL_INPUT)
     act = imp.spec.formats.act
     assert str(imp.spec.formats.input) == TUTORIAL_INPUT and imp.spec.widths == (3, 8, 4, 2)
     # 4-bit kernels (3 fractional bits) over three layers on 5-bit inputs: the output's exact grid is 2^-14
     assert act.frac_bits == 5 + 3 * 3 and act.width <= 24  # float32 holds every value
+    assert all(d["exact"] for d in imp.float32_exact)
     assert [s["layer"] for s in imp.skipped] == ["drop", "lin"]
     assert any("skipped: drop (Dropout), lin (Activation(linear))" in n for n in imp.notes)
     assert any(n.startswith("layer 'd1': the unquantized ReLU is exact in act") for n in imp.notes)

@@ -402,8 +402,10 @@ def _parse_format(what: str, fmt) -> Fmt:
         raise ValueError(f"{what}: {exc}") from None
 
 
-def _act_plan(blocks, dense: list[DenseLayer], in_fmt: Fmt, output_format: Fmt | None) -> tuple[Fmt, list[str]]:
-    """The learner's one ``act`` format, and what it means for each rounding point (report notes).
+def _act_plan(blocks, dense: list[DenseLayer], in_fmt: Fmt,
+              output_format: Fmt | None) -> tuple[Fmt, list[str], list[tuple[float, int]]]:
+    """The learner's one ``act`` format, what it means for each rounding point (report notes), and
+    each layer's input bounds ``(largest |input|, fractional bits of its grid)``.
 
     Every layer output of the learner is rounded into ``act``. A quantizer forces it (its
     format); an unquantized ReLU or output must be held exactly: its values (interval bounds
@@ -434,8 +436,10 @@ def _act_plan(blocks, dense: list[DenseLayer], in_fmt: Fmt, output_format: Fmt |
     lo, hi, frac = np.full(dense[0].weight.shape[1], in_fmt.min_value), np.full(dense[0].weight.shape[1],
                                                                                   in_fmt.max_value), in_fmt.frac_bits
     exact = []  # (layer, what, needed format)
+    inputs = []  # per layer: (largest |input|, fractional bits of the inputs' grid), for float32_exact
     for n, ((d, after), layer) in enumerate(zip(blocks, dense)):
         w, b, last = layer.weight, layer.bias, n == len(blocks) - 1
+        inputs.append((float(np.maximum(np.abs(lo), np.abs(hi)).max()), int(frac)))
         s_lo = b + np.minimum(w * lo, w * hi).sum(axis=1)
         s_hi = b + np.maximum(w * lo, w * hi).sum(axis=1)
         f_sum = max(frac + _frac_of(w), _frac_of(b))  # the grid every exact sum lies on
@@ -472,7 +476,7 @@ def _act_plan(blocks, dense: list[DenseLayer], in_fmt: Fmt, output_format: Fmt |
                 f"into one act format, here {act} (the {what0} of layer {name0!r}); use quantized_relu of that "
                 "format instead")
         notes.append(f"layer {name!r}: {_POINT[what]} is exact in act {act} (its values need {fmt})")
-    return act, notes
+    return act, notes, inputs
 
 
 def data_input_format(x, width: int = 16) -> Fmt:
@@ -490,21 +494,32 @@ def data_input_format(x, width: int = 16) -> Fmt:
     raise ValueError(f"data: values in [{lo:g}, {hi:g}] do not fit a {width}-bit format; give input_format")
 
 
-def float32_exact(layers: list[DenseLayer], in_fmt: Fmt, act: Fmt) -> list[dict]:
+def float32_exact(layers: list[DenseLayer], in_fmt: Fmt, act: Fmt, inputs=None) -> list[dict]:
     """Whether QKeras' float32 dot products are exact, per dense layer (condition 1 of the module doc).
 
-    The worst case of ``|sum_i w_ji a_i| + |b_j|`` over the inputs' formats (``input`` for the first
-    layer, the ReLU range ``[0, act.max]`` after it), in units of the finest grid of the products
-    and the bias; exact when that is below 2^24.
+    The worst case of ``|sum_i w_ji a_i| + |b_j|`` over the inputs' ranges, in units of the finest
+    grid of the products and the bias; exact when that is below 2^24.
+
+    Args:
+        layers: the dense layers in execution order.
+        in_fmt: the first layer's input format.
+        act: the learner's act format (a later layer's input: the ReLU range ``[0, act.max]``
+            on act's grid), unless ``inputs`` says more.
+        inputs: per layer ``(largest |input|, fractional bits of the inputs' grid)``, e.g. the
+            bounds of an unquantized ReLU held exactly (:func:`_act_plan`); None: from the formats.
 
     Returns:
         ``[{"layer", "accumulator_bits", "exact"}]``: ``accumulator_bits`` = bits of that worst case.
     """
     out = []
     for n, layer in enumerate(layers):
-        fmt = in_fmt if n == 0 else act
-        a_max = max(-fmt.min_value, fmt.max_value) if n == 0 else fmt.max_value
-        unit_frac = max(fmt.frac_bits + _frac_of(layer.weight), _frac_of(layer.bias))
+        if inputs is not None:
+            a_max, a_frac = inputs[n]
+        else:
+            fmt = in_fmt if n == 0 else act
+            a_max = max(-fmt.min_value, fmt.max_value) if n == 0 else fmt.max_value
+            a_frac = fmt.frac_bits
+        unit_frac = max(a_frac + _frac_of(layer.weight), _frac_of(layer.bias))
         worst = float((np.abs(layer.weight).sum(axis=1) * a_max + np.abs(layer.bias)).max())
         bits = math.ceil(math.log2(worst * 2.0**unit_frac + 1)) if worst > 0 else 0
         out.append({"layer": layer.name, "accumulator_bits": bits, "exact": bits <= FLOAT32_BITS})
@@ -612,7 +627,7 @@ def from_qkeras(
         else:
             b, b_range = np.zeros(w.shape[1]), w_range
         dense.append(DenseLayer(lname, w.T.copy(), b.reshape(-1), w_range, b_range))
-    act, plan_notes = _act_plan(blocks, dense, in_fmt, out_fmt)
+    act, plan_notes, inputs = _act_plan(blocks, dense, in_fmt, out_fmt)
     for n, ((d, after), layer) in enumerate(zip(blocks, dense)):
         q = d.obj
         described.append({"layer": d.name, "kind": "dense", "quantizer": f"kernel {show(q.kernel_quantizer_internal)}"
@@ -633,7 +648,7 @@ def from_qkeras(
         notes.append("identity at inference, skipped: " + ", ".join(f"{s['layer']} ({s['kind']})" for s in skipped))
     spec, theta = exact_mlp_spec(dense, in_fmt, act, grad=grad, coef=coef, coef_extra_int_bits=coef_extra_int_bits,
                                  learning_rate=learning_rate, schedule=schedule, staleness=staleness, name=name)
-    return QKerasImport(spec, theta, tuple(described), tuple(float32_exact(dense, in_fmt, act)),
+    return QKerasImport(spec, theta, tuple(described), tuple(float32_exact(dense, in_fmt, act, inputs)),
                         skipped=tuple(skipped), notes=tuple(notes), input_quantized=in_step is not None,
                         output_rounded=out_fmt is not None and blocks[-1][1] is None)
 
