@@ -488,3 +488,38 @@ def test_the_tutorial_form_imports_from_the_command_and_its_verilog_verifies_wit
     assert "--input-format" in capsys.readouterr().err and not (tmp_path / "no").exists()
     assert main(["verify", "--spec", str(out / "spec.toml"), "--theta", str(out / "theta.npy"), "--backends", "rtl",
                  "--samples", "64"]) == 0
+
+
+def test_batchnorm_is_refused_unless_folded_and_then_its_error_is_measured(tmp_path, capsys):
+    from onchip.cli import main
+
+    tf.keras.utils.set_random_seed(0)
+    model = _seq(QActivation(quantized_bits(8, 2, alpha=1), name="q_in"),
+                 QDense(4, kernel_quantizer=quantized_bits(8, 2, alpha=1), bias_quantizer=quantized_bits(8, 2, alpha=1),
+                        name="d1"),
+                 tf.keras.layers.BatchNormalization(name="bn"), QActivation(quantized_relu(7, 2), name="r1"),
+                 QDense(2, kernel_quantizer=quantized_bits(8, 2, alpha=1), bias_quantizer=quantized_bits(8, 2, alpha=1),
+                        name="d2"),
+                 QActivation(quantized_bits(8, 2, alpha=1), name="q_out"))
+    bn = model.get_layer("bn")
+    rng = np.random.default_rng(0)
+    bn.set_weights([rng.uniform(0.5, 1.5, 4), rng.uniform(-0.5, 0.5, 4), rng.uniform(-0.5, 0.5, 4),
+                    rng.uniform(0.5, 2.0, 4)])  # gamma, beta, moving mean, moving variance
+    with pytest.raises(ValueError, match=r"layer 'bn' \(BatchNormalization\): batch normalisation that is not folded"):
+        from_qkeras(model)
+    imp = from_qkeras(model, fold_batchnorm=True)
+    assert imp.folded == ({"layer": "bn", "into": "d1"},) and any("not exact" in n for n in imp.notes)
+    d1 = model.get_layer("d1")  # the folded kernel differs from the trained one: the normalisation is in it
+    assert not np.array_equal(imp.spec.formats.coef.dequantize(imp.theta[:12]).reshape(4, 3),
+                              d1.kernel_quantizer_internal(d1.kernel).numpy().T)
+    x = _inputs(2000)
+    diff = np.abs(_golden(imp, x) - qkeras_outputs(model, x, imp.spec.formats.act))
+    assert np.count_nonzero(diff) > 0  # not equal by construction
+    path, data = tmp_path / "bn.h5", tmp_path / "x.npy"
+    model.save(path)
+    np.save(data, x.astype(np.float64))
+    assert main(["import", str(path), "--out", str(tmp_path / "out"), "--fold-batchnorm", "--data", str(data)]) == 0
+    check = json.loads((tmp_path / "out" / "report.json").read_text())["check"]
+    assert (check["differing"], check["max_lsb"]) == (np.count_nonzero(diff), diff.max())  # the measured error
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "Batch normalisation is folded: the import is not exact" in text and "(bit-exact)" not in text

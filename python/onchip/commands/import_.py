@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
     p.add_argument("--output-format", default=None,
                    help="QKeras: the format a model without an output quantizer rounds its outputs into "
                         "(default: the exact format of the last layer's sum)")
+    p.add_argument("--fold-batchnorm", action="store_true",
+                   help="QKeras: fold each BatchNormalization into the QDense before it and re-quantize (not exact: "
+                        "the report gives the measured output error)")
     p.add_argument("--data", default=None,
                    help="a .npy of inputs (N, n_in) to check the conversion on (default: a seeded probe)")
     p.add_argument("--name", default=None, help="the spec's name (default: the model file's name)")
@@ -38,7 +41,8 @@ def run(args) -> int:
     from ..frontends.saved import import_model
 
     report = import_model(args.model, args.out, template=args.template, data=args.data, coef=args.coef,
-                          name=args.name, input_format=args.input_format, output_format=args.output_format)
+                          name=args.name, input_format=args.input_format, output_format=args.output_format,
+                          fold_batchnorm=args.fold_batchnorm)
     spec = report["spec"]
     if report["framework"] == "qkeras":
         c = report["check"]

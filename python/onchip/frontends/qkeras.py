@@ -126,6 +126,8 @@ class QKerasImport:
         input_quantized: whether the model has an input quantizer (else the learner equals QKeras
             on inputs on the ``input`` format's grid: :func:`reference_outputs`).
         output_rounded: whether an unquantized output is rounded into ``output_format``.
+        folded: ``[{"layer", "into"}]``: batch normalisations folded into a QDense
+            (``fold_batchnorm``); the import is then not exact.
     """
 
     spec: LearnerSpec
@@ -136,6 +138,7 @@ class QKerasImport:
     notes: tuple[str, ...] = ()
     input_quantized: bool = True
     output_rounded: bool = False
+    folded: tuple[dict, ...] = ()
 
 
 def _int(value) -> int:
@@ -300,9 +303,10 @@ def _function_step(name: str, owner: str, fn) -> _Step | None:
                      "use quantized_relu(bits, integer) or relu")
 
 
-def _steps(layers) -> tuple[list[_Step], list[dict]]:
-    """The layers as steps in execution order, and the identity layers skipped (``{"layer", "kind"}``)."""
-    steps, skipped = [], []
+def _steps(layers, fold_batchnorm: bool = False) -> tuple[list[_Step], list[dict], dict]:
+    """The layers as steps in execution order, the identity layers skipped (``{"layer", "kind"}``),
+    and the batch normalisations to fold (``{QDense name: BatchNormalization layer}``)."""
+    steps, skipped, folded = [], [], {}
     for layer in layers:
         kind = type(layer).__name__
         step = None
@@ -331,10 +335,20 @@ def _steps(layers) -> tuple[list[_Step], list[dict]]:
             step = _Step(layer.name, "relu", None)
         elif kind in IDENTITY_LAYERS:
             skipped.append({"layer": layer.name, "kind": kind})
+        elif "BatchNormalization" in kind and fold_batchnorm:
+            before = steps[-1] if steps else None
+            if before is None or before.kind != "dense" or before.name in folded:
+                raise ValueError(f"layer {layer.name!r} ({kind}): folding needs a QDense right before it, got "
+                                 f"{'nothing' if before is None else before.name!r}")
+            axis = np.asarray(layer.axis).reshape(-1).tolist()
+            if axis not in ([-1], [1]):
+                raise ValueError(f"layer {layer.name!r} ({kind}): axis={layer.axis}; only the feature axis folds")
+            folded[before.name] = layer
         elif "BatchNormalization" in kind:
             raise ValueError(f"layer {layer.name!r} ({kind}): batch normalisation that is not folded; fold its "
                              "scale and shift into the preceding QDense's kernel and bias (and quantize those) "
-                             "before importing")
+                             "before importing, or let the import fold it (fold_batchnorm, onchip import "
+                             "--fold-batchnorm: not exact, the error is measured)")
         elif kind == "Dense":
             raise ValueError(f"layer {layer.name!r} (Dense) is not quantized; use QDense with quantized_bits "
                              "kernel and bias quantizers")
@@ -344,7 +358,24 @@ def _steps(layers) -> tuple[list[_Step], list[dict]]:
                              f"{', '.join(IDENTITY_LAYERS)}, Activation('linear')")
         if step is not None:
             steps.append(step)
-    return steps, skipped
+    return steps, skipped, folded
+
+
+def _folded(name: str, layer, bn) -> tuple[np.ndarray, np.ndarray]:
+    """QDense ``layer``'s float kernel and bias with batch normalisation ``bn`` folded in (float64).
+
+    ``bn(y) = (y - mean) gamma / sqrt(var + eps) + beta`` per output channel, so the kernel's
+    columns scale by ``s = gamma / sqrt(var + eps)`` and the bias becomes ``(b - mean) s + beta``
+    (the folding of QKeras' ``QDenseBatchnorm``). Not exact: the folded values are re-quantized.
+    """
+    if not layer.use_bias or layer.bias_quantizer_internal is None:
+        raise ValueError(f"layer {name!r} (QDense): folding {bn.name!r} needs a bias with a bias_quantizer")
+    gamma = np.asarray(bn.gamma.numpy() if bn.scale else 1.0, np.float64)
+    beta = np.asarray(bn.beta.numpy() if bn.center else 0.0, np.float64)
+    s = gamma / np.sqrt(np.asarray(bn.moving_variance.numpy(), np.float64) + float(bn.epsilon))
+    kernel = np.asarray(layer.kernel.numpy(), np.float64) * s
+    bias = (np.asarray(layer.bias.numpy(), np.float64) - np.asarray(bn.moving_mean.numpy(), np.float64)) * s + beta
+    return kernel, bias
 
 
 def _structure(steps: list[_Step]) -> tuple[_Step | None, list[tuple[_Step, _Step | None]]]:
@@ -541,6 +572,7 @@ def from_qkeras(
     input_format: str | Fmt | None = None,
     output_format: str | Fmt | None = None,
     data=None,
+    fold_batchnorm: bool = False,
     learning_rate: float = 2.0**-6,
     grad: str | Fmt = "ap_fixed<16,4,RND_CONV,SAT>",
     coef: str | Fmt | None = None,
@@ -563,6 +595,10 @@ def from_qkeras(
         data: inputs (N, n_in) from which to derive ``input_format`` when the model has no input
             quantizer and none is given (:func:`data_input_format`: the narrowest 16-bit format
             holding their range).
+        fold_batchnorm: fold each BatchNormalization into the QDense before it and re-quantize
+            the folded kernel and bias with that layer's quantizers (as QKeras' QDenseBatchnorm
+            does). Not exact: QKeras applies the normalisation in float; the import's check
+            measures the difference. False: batch normalisation is refused.
         learning_rate: copied into the spec (on-chip training after import).
         grad: format of the errors for on-chip training (not used by inference).
         coef: the ``coef`` format, e.g. ``"ap_fixed<16,4,RND_CONV,SAT>"`` to give on-chip training
@@ -584,7 +620,7 @@ def from_qkeras(
         onchip.extras.MissingExtra: QKeras or TensorFlow is not installed (the ``qkeras`` extra).
     """
     tf, _ = modules()
-    steps, skipped = _steps(_chain(model, tf))
+    steps, skipped, folded = _steps(_chain(model, tf), fold_batchnorm)
     in_step, blocks = _structure(steps)
     given_in = None if input_format is None else _parse_format("input_format", input_format)
     out_fmt = None if output_format is None else _parse_format("output_format", output_format)
@@ -618,12 +654,17 @@ def from_qkeras(
         if layer.kernel_quantizer_internal is None:
             raise ValueError(f"layer {lname!r} (QDense): the kernel is not quantized; set kernel_quantizer="
                              "quantized_bits(...)")
-        w, w_range = _tensor_values(lname, "kernel", layer.kernel_quantizer_internal, layer.kernel)
+        kernel, bias = layer.kernel, layer.bias
+        if lname in folded:
+            kernel, bias = (tf.constant(v.astype(np.float32)) for v in _folded(lname, layer, folded[lname]))
+            notes.append(f"batch normalisation {folded[lname].name!r} folded into {lname!r} and re-quantized with its "
+                         "quantizers (fold_batchnorm): not exact; the check measures the output error")
+        w, w_range = _tensor_values(lname, "kernel", layer.kernel_quantizer_internal, kernel)
         if layer.use_bias:
             if layer.bias_quantizer_internal is None:
                 raise ValueError(f"layer {lname!r} (QDense): the bias is not quantized; set bias_quantizer="
                                  "quantized_bits(...)")
-            b, b_range = _tensor_values(lname, "bias", layer.bias_quantizer_internal, layer.bias)
+            b, b_range = _tensor_values(lname, "bias", layer.bias_quantizer_internal, bias)
         else:
             b, b_range = np.zeros(w.shape[1]), w_range
         dense.append(DenseLayer(lname, w.T.copy(), b.reshape(-1), w_range, b_range))
@@ -650,6 +691,7 @@ def from_qkeras(
                                  learning_rate=learning_rate, schedule=schedule, staleness=staleness, name=name)
     return QKerasImport(spec, theta, tuple(described), tuple(float32_exact(dense, in_fmt, act, inputs)),
                         skipped=tuple(skipped), notes=tuple(notes), input_quantized=in_step is not None,
+                        folded=tuple({"layer": bn.name, "into": name} for name, bn in folded.items()),
                         output_rounded=out_fmt is not None and blocks[-1][1] is None)
 
 

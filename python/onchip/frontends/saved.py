@@ -85,8 +85,11 @@ def _markdown(report: dict) -> str:
             f"Check on {c['samples']} inputs ({c['source']}"
             + (", rounded onto the input format's grid" if c.get("inputs_on_grid") else "")
             + f"): {c['outputs'] - c['differing']} of {c['outputs']} outputs equal QKeras' own outputs"
-            + (" rounded into output_format" if c.get("outputs_rounded") else "") + (f", the others differ by at most {c['max_lsb']} LSB."
-                                                               if c["differing"] else " (bit-exact).")]
+            + (" rounded into output_format" if c.get("outputs_rounded") else "")
+            + (f", the others differ by at most {c['max_lsb']} LSB." if c["differing"] else
+               "." if report.get("folded") else " (bit-exact).")
+            + (" Batch normalisation is folded: the import is not exact, this is its measured error."
+               if report.get("folded") else "")]
     else:
         g = report["grid"]
         lines += [f"Grid: [{g['lo']}, {g['hi']}), G = {g['grid_size']}, k = {g['spline_order']}, cell width "
@@ -110,7 +113,7 @@ def _markdown(report: dict) -> str:
 
 def import_model(path: str | os.PathLike, out: str | os.PathLike, *, template=None, data=None,
                  coef: str | None = None, name: str | None = None, input_format: str | None = None,
-                 output_format: str | None = None) -> dict:
+                 output_format: str | None = None, fold_batchnorm: bool = False) -> dict:
     """Convert a saved model and write the import folder ``out``.
 
     Args:
@@ -123,6 +126,8 @@ def import_model(path: str | os.PathLike, out: str | os.PathLike, *, template=No
         input_format: QKeras only: the input format of a model without an input quantizer
             (default: derived from ``data``, see :func:`onchip.from_qkeras`).
         output_format: QKeras only: the format an unquantized output is rounded into.
+        fold_batchnorm: QKeras only: fold batch normalisation into the QDense before it (not
+            exact; the check measures the error).
         name: the spec's name (default: the model file's stem).
 
     Returns:
@@ -157,18 +162,20 @@ def import_model(path: str | os.PathLike, out: str | os.PathLike, *, template=No
         x = _load_inputs(data, int(model.inputs[0].shape[-1]))
         try:
             imported = from_qkeras(model, coef=coef, name=name, input_format=input_format,
-                                   output_format=output_format, data=x)
+                                   output_format=output_format, data=x, fold_batchnorm=fold_batchnorm)
         except ValueError as exc:  # the API's argument names as the command's flags
             text = str(exc)
             for arg, flag in (("input_format", "--input-format"), ("output_format", "--output-format")):
                 text = text.replace(f"{arg}: ", f"{flag}: ")
             raise ValueError(text) from None
         report.update(layers=list(imported.layers), notes=list(imported.notes), skipped=list(imported.skipped),
+                      folded=list(imported.folded),
                       float32_exact=list(imported.float32_exact), check=qkeras_check(model, imported, x))
     else:
         if coef is not None:
             raise ValueError("--coef applies to QKeras models (give a pykan import's formats with --template)")
-        for flag, value in (("--input-format", input_format), ("--output-format", output_format)):
+        for flag, value in (("--input-format", input_format), ("--output-format", output_format),
+                            ("--fold-batchnorm", fold_batchnorm or None)):
             if value is not None:
                 raise ValueError(f"{flag} applies to QKeras models (give a pykan import's formats with --template)")
         from .pykan import from_pykan, load_pykan
