@@ -11,10 +11,9 @@ pytest.importorskip("qkeras")  # TensorFlow with tf-keras: conftest sets TF_USE_
 from onchip.frontends.qkeras import from_qkeras, modules, qkeras_outputs, show  # noqa: E402
 
 tf, _ = modules()
-from qkeras import QActivation, QDense, quantized_bits, quantized_relu  # noqa: E402
-
 from onchip.fixed import Fmt, quantize  # noqa: E402
 from onchip.model import GoldenLearner  # noqa: E402
+from qkeras import QActivation, QDense, quantized_bits, quantized_relu  # noqa: E402
 
 
 def _mlp(seed=0, alpha=1, n_in=3):
@@ -201,8 +200,8 @@ def _seq(*layers):
                              activation="relu", name="d"),
                       QDense(2, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
                       QActivation(quantized_bits(8, 2))),
-         r"layer 'd': the unquantized ReLU needs ap_fixed<\d+,\d+,RND_CONV,SAT> to be exact, but the learner rounds every "
-         r"layer into one act format, here ap_fixed<8,3,RND_CONV,SAT>"),
+         (r"layer 'd': the unquantized ReLU needs ap_fixed<\d+,\d+,RND_CONV,SAT> to be exact, but the learner rounds "
+          r"every layer into one act format, here ap_fixed<8,3,RND_CONV,SAT>")),
         (lambda: _seq(QActivation(quantized_bits(8, 2)),
                       QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
                       QActivation(quantized_relu(5, 2), name="r"),
@@ -453,7 +452,6 @@ def test_a_binary_kernel_maps_onto_two_integer_bits():
 
 def test_a_refused_quantizer_is_one_line_and_exit_2_from_the_command(tmp_path, capsys):
     from onchip.cli import main
-
     from qkeras import quantized_tanh
 
     path = tmp_path / "tanh.h5"
