@@ -8,13 +8,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("qkeras")  # TensorFlow with tf-keras: conftest sets TF_USE_LEGACY_KERAS=1
-from onchip.frontends.qkeras import from_qkeras, modules, qkeras_outputs  # noqa: E402
+from onchip.frontends.qkeras import from_qkeras, modules, qkeras_outputs, show  # noqa: E402
 
 tf, _ = modules()
-from qkeras import QActivation, QDense, quantized_bits, quantized_relu  # noqa: E402
-
-from onchip.fixed import quantize  # noqa: E402
+from onchip.fixed import Fmt, quantize  # noqa: E402
 from onchip.model import GoldenLearner  # noqa: E402
+from qkeras import QActivation, QDense, quantized_bits, quantized_relu  # noqa: E402
 
 
 def _mlp(seed=0, alpha=1, n_in=3):
@@ -180,17 +179,29 @@ def _seq(*layers):
          r"layer 'bn' \(BatchNormalization\): batch normalisation that is not folded"),
         (lambda: _seq(QActivation(quantized_bits(8, 2)),
                       QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
-                      tf.keras.layers.Dropout(0.1, name="drop"), QActivation(quantized_relu(7, 2)),
+                      tf.keras.layers.LeakyReLU(name="leaky"), QActivation(quantized_relu(7, 2)),
                       QDense(2, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
                       QActivation(quantized_bits(8, 2))),
-         r"layer 'drop' \(Dropout\) is an unsupported layer"),
+         r"layer 'leaky' \(LeakyReLU\) is an unsupported layer"),
         (lambda: _seq(QActivation(quantized_bits(8, 2)), tf.keras.layers.Dense(2, name="plain"),
                       QActivation(quantized_bits(8, 2))),
          r"layer 'plain' \(Dense\) is not quantized"),
         (lambda: _seq(QActivation(quantized_bits(8, 2)),
                       QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2),
-                             activation="relu", name="d")),
-         r"layer 'd' \(QDense\): activation 'relu' is not quantized"),
+                             activation="tanh", name="d")),
+         r"layer 'd' \(QDense\): activation 'tanh' is not quantized and not a ReLU"),
+        (lambda: _seq(QActivation(quantized_bits(8, 2)),
+                      QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
+                      tf.keras.layers.ReLU(max_value=1.0, name="capped"),
+                      QDense(2, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2))),
+         r"layer 'capped' \(ReLU\): max_value=1; only the plain ReLU"),
+        (lambda: _seq(QActivation(quantized_bits(8, 2)),
+                      QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2),
+                             activation="relu", name="d"),
+                      QDense(2, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
+                      QActivation(quantized_bits(8, 2))),
+         (r"layer 'd': the unquantized ReLU needs ap_fixed<\d+,\d+,RND_CONV,SAT> to be exact, but the learner rounds "
+          r"every layer into one act format, here ap_fixed<8,3,RND_CONV,SAT>")),
         (lambda: _seq(QActivation(quantized_bits(8, 2)),
                       QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
                       QActivation(quantized_relu(5, 2), name="r"),
@@ -261,3 +272,252 @@ def test_a_missing_qkeras_names_its_extra():
 
     for package in ("qkeras", "tensorflow", "tf_keras"):
         assert extra_for(ModuleNotFoundError(name=package)) == "qkeras"
+
+
+# -- the form of the hls4ml tutorials: no input quantizer, no output quantizer --------------------
+
+def _tutorial(seed=0, hidden="quantized_relu"):
+    """3 -> 8 -> 4 -> 2 as QKeras' and hls4ml's examples write it: QDense -> ReLU -> ... -> QDense,
+    no input or output quantizer, a Dropout and an Activation('linear') in between. ``hidden``:
+    "quantized_relu" (QActivation(quantized_relu(6, 2))), or unquantized: QDense's
+    activation="relu" then a Keras ReLU layer ("relu"), QActivation("relu") ("string") or
+    Activation("relu") ("activation")."""
+    tf.keras.utils.set_random_seed(seed)
+    kq, bq = quantized_bits(4, 0, alpha=1), quantized_bits(4, 0, alpha=1)
+    inp = tf.keras.Input((3,))
+    if hidden != "quantized_relu":
+        x = QDense(8, kernel_quantizer=kq, bias_quantizer=bq, activation="relu", name="d1")(inp)
+    else:
+        x = QDense(8, kernel_quantizer=kq, bias_quantizer=bq, name="d1")(inp)
+        x = QActivation(quantized_relu(6, 2), name="r1")(x)
+    x = tf.keras.layers.Dropout(0.2, name="drop")(x)
+    x = QDense(4, kernel_quantizer=kq, bias_quantizer=bq, name="d2")(x)
+    second = {"relu": lambda: tf.keras.layers.ReLU(name="r2"), "string": lambda: QActivation("relu", name="r2"),
+              "activation": lambda: tf.keras.layers.Activation("relu", name="r2"),
+              "quantized_relu": lambda: QActivation(quantized_relu(6, 2), name="r2")}
+    x = second[hidden]()(x)
+    x = tf.keras.layers.Activation("linear", name="lin")(x)
+    model = tf.keras.Model(inp, QDense(2, kernel_quantizer=kq, bias_quantizer=bq, name="d3")(x))
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        if isinstance(layer, QDense):
+            layer.kernel.assign(rng.uniform(-1.0, 1.0, layer.kernel.shape).astype(np.float32))
+            layer.bias.assign(rng.uniform(-0.5, 0.5, layer.bias.shape).astype(np.float32))
+    return model
+
+
+TUTORIAL_INPUT = "ap_fixed<8,3,RND_CONV,SAT>"
+
+
+def _on_grid(n, fmt=TUTORIAL_INPUT, seed=3):
+    f = Fmt.parse(fmt)
+    return f.dequantize(np.random.default_rng(seed).integers(f.min_raw, f.max_raw + 1, (n, 3)))
+
+
+@pytest.mark.parametrize("hidden", ["relu", "string", "activation"])
+def test_unquantized_relus_and_output_are_held_exactly_and_identity_layers_skipped(hidden):
+    model = _tutorial(hidden=hidden)
+    imp = from_qkeras(model, input_format=TUTORIAL_INPUT)
+    act = imp.spec.formats.act
+    assert str(imp.spec.formats.input) == TUTORIAL_INPUT and imp.spec.widths == (3, 8, 4, 2)
+    # 4-bit kernels (3 fractional bits) over three layers on 5-bit inputs: the output's exact grid is 2^-14
+    assert act.frac_bits == 5 + 3 * 3 and act.width <= 24  # float32 holds every value
+    assert all(d["exact"] for d in imp.float32_exact)
+    assert [s["layer"] for s in imp.skipped] == ["drop", "lin"]
+    assert any("skipped: drop (Dropout), lin (Activation(linear))" in n for n in imp.notes)
+    assert any(n.startswith("layer 'd1': the unquantized ReLU is exact in act") for n in imp.notes)
+    x = _on_grid(3000)
+    want = qkeras_outputs(model, x, act)  # model.predict itself: refuses outputs off act's grid
+    assert len(np.unique(want)) > 1000 and want.min() < 0 < want.max()
+    np.testing.assert_array_equal(_golden(imp, x), want)
+
+
+def test_the_tutorial_form_rounds_its_output_into_the_one_act_format():
+    """With quantized ReLUs the learner's one act format is theirs, so the unquantized output (a
+    finer sum) is refused unless output_format rounds it into that format; the learner then equals
+    model.predict rounded so, on inputs on the input format's grid."""
+    model = _tutorial()
+    with pytest.raises(ValueError, match=r"layer 'd3': its unquantized output needs ap_fixed<\d+,\d+,RND_CONV,SAT> "
+                                         r"to be exact, .* here ap_fixed<7,3,RND_CONV,SAT> \(the quantizer "
+                                         r"quantized_relu\(6,2\) of layer 'r2'\); give output_format \(onchip "
+                                         r"import --output-format\) ap_fixed<7,3,RND_CONV,SAT>"):
+        from_qkeras(model, input_format=TUTORIAL_INPUT)
+    imp = from_qkeras(model, input_format=TUTORIAL_INPUT, output_format="ap_fixed<7,3,RND_CONV,SAT>")
+    assert imp.output_rounded and not imp.input_quantized
+    x = _on_grid(3000)
+    y = model.predict(x.astype(np.float32), verbose=0).astype(np.float64)
+    want = quantize(y, imp.spec.formats.act)
+    assert not np.array_equal(np.ldexp(y, 5), want)  # rounding and saturation do happen
+    np.testing.assert_array_equal(_golden(imp, x), want)
+    with pytest.raises(ValueError, match=r"output_format: ap_fixed<9,3,RND_CONV,SAT> differs from "
+                                         r"ap_fixed<8,3,RND_CONV,SAT>, the format of the output quantizer"):
+        from_qkeras(_mlp(), output_format="ap_fixed<9,3,RND_CONV,SAT>")
+
+
+def test_an_input_format_is_given_derived_from_data_or_asked_for():
+    model = _tutorial(hidden="relu")
+    with pytest.raises(ValueError, match=r"model: no input quantizer \(its first layer is QDense 'd1'\): give the "
+                                         r"input format \(input_format=, onchip import --input-format\)"):
+        from_qkeras(model)
+    data = np.random.default_rng(0).uniform(-2.7, 1.9, (200, 3))
+    imp = from_qkeras(model, data=data)
+    assert str(imp.spec.formats.input) == "ap_fixed<16,3,RND_CONV,SAT>"  # [-4, 4): the fewest integer bits
+    assert any(n.startswith("input format ap_fixed<16,3,RND_CONV,SAT>: derived") for n in imp.notes)
+    with pytest.raises(ValueError, match=r"input_format: ap_fixed<8,2,RND_CONV,SAT> differs from "
+                                         r"ap_fixed<8,3,RND_CONV,SAT>, the format of the input quantizer"):
+        from_qkeras(_mlp(), input_format="ap_fixed<8,2,RND_CONV,SAT>")
+
+
+def test_an_unquantized_relu_wider_than_32_bits_is_refused():
+    tf.keras.utils.set_random_seed(0)
+    kq = quantized_bits(12, 0, alpha=1)
+    model = _seq(QDense(3, kernel_quantizer=kq, bias_quantizer=kq, activation="relu", name="d1"),
+                 QDense(3, kernel_quantizer=kq, bias_quantizer=kq, activation="relu", name="d2"),
+                 QDense(1, kernel_quantizer=kq, bias_quantizer=kq, name="d3"))
+    with pytest.raises(ValueError, match=r"layer 'd2': the unquantized ReLU needs ap_fixed<(3[3-9]|[4-9]\d),\d+> to be "
+                                         r"exact \(values in \[0, [0-9.]+\] on a 2\^-\d+ grid\), \d+ bits \(more than 32\)"):
+        from_qkeras(model, input_format="ap_fixed<16,4,RND_CONV,SAT>")
+
+
+# -- every quantizer QKeras exports: converted bit-exactly, or refused naming layer, quantizer, reason -----
+
+def _exported_quantizers():
+    import inspect
+
+    import qkeras.quantizers as qq
+
+    classes = [c for _, c in sorted(vars(qq).items()) if inspect.isclass(c) and issubclass(c, qq.BaseQuantizer)
+               and c is not qq.BaseQuantizer and c.__module__ == qq.__name__]
+    assert len(classes) >= 13  # QKeras 0.9.0 exports 13
+    return [c() for c in classes] + [quantized_bits(1, 0, alpha=1), quantized_bits(4, 0, alpha="auto_po2"),
+                                     quantized_relu(5, 1)]
+
+
+def _walk_model(role, q):
+    """q_in -> d1 -> act -> d2 -> q_out with ``q`` as d1's kernel or bias quantizer, or as ``act``."""
+    default = quantized_bits(5, 0, alpha=1)
+    kernel, bias = (q, default) if role == "kernel" else (default, q) if role == "bias" else (default, default)
+    act = q if role == "activation" else quantized_relu(5, 1)
+    out = quantized_bits(int(act.bits) + 1, int(act.integer)) if type(act).__name__ == "quantized_relu" else \
+        quantized_bits(7, 2)
+    tf.keras.utils.set_random_seed(1)
+    model = _seq(QActivation(quantized_bits(8, 2, alpha=1), name="q_in"),
+                 QDense(4, kernel_quantizer=kernel, bias_quantizer=bias, name="d1"),
+                 QActivation(act, name="act"),
+                 QDense(2, kernel_quantizer=default, bias_quantizer=default, name="d2"),
+                 QActivation(out, name="q_out"))
+    rng = np.random.default_rng(2)
+    for layer in model.layers:
+        if isinstance(layer, QDense):
+            layer.kernel.assign(rng.uniform(-1.5, 1.5, layer.kernel.shape).astype(np.float32))
+            layer.bias.assign(rng.uniform(-1.0, 1.0, layer.bias.shape).astype(np.float32))
+    return model
+
+
+@pytest.mark.parametrize("role", ["kernel", "bias", "activation"])
+def test_every_exported_quantizer_converts_exactly_or_is_refused_by_name(role):
+    from onchip.model.golden import check_parameters
+
+    layer = "d1" if role != "activation" else "act"
+    x = _inputs(500)
+    outcome = {}
+    for q in _exported_quantizers():
+        kind = type(q).__name__
+        model = _walk_model(role, q)
+        try:
+            imp = from_qkeras(model)
+        except ValueError as exc:
+            message = str(exc)
+            assert f"layer {layer!r}" in message and kind in message and len(message.splitlines()) == 1, message
+            outcome[(kind, show(q))] = "refused"
+            continue
+        check_parameters(imp.spec, imp.theta)  # never a theta its own spec refuses
+        np.testing.assert_array_equal(_golden(imp, x), qkeras_outputs(model, x, imp.spec.formats.act))
+        outcome[(kind, show(q))] = "exact"
+    mapped = "quantized_relu" if role == "activation" else "quantized_bits"
+    for (kind, shown), result in outcome.items():
+        if kind != mapped:
+            assert result == "refused", shown
+        elif not (role == "bias" and "auto_po2" in shown):  # a per-channel scale of a bias may be refused
+            assert result == "exact", shown
+    assert sum(kind == mapped for kind, _ in outcome) >= 2
+
+
+def test_a_binary_kernel_maps_onto_two_integer_bits():
+    model = _walk_model("kernel", quantized_bits(1, 0, alpha=1))
+    imp = from_qkeras(model)
+    w = imp.spec.formats.coef.dequantize(imp.theta[:12])
+    assert set(np.unique(w)) == {-1.0, 1.0} and imp.spec.formats.coef.int_bits >= 2
+
+
+def test_a_refused_quantizer_is_one_line_and_exit_2_from_the_command(tmp_path, capsys):
+    from onchip.cli import main
+    from qkeras import quantized_tanh
+
+    path = tmp_path / "tanh.h5"
+    _walk_model("activation", quantized_tanh(4)).save(path)
+    assert main(["import", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "layer 'act': the relu activation is quantized_tanh(4) (quantized_tanh)" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_the_tutorial_form_imports_from_the_command_and_its_verilog_verifies_with_theta(tmp_path, capsys):
+    """The done-criterion, end to end: a tutorial-form .h5 (no input or output quantizer), imported
+    with a stated input format, equals QKeras on the probe; `onchip verify --theta` then checks the
+    generated Verilog, reset to that theta, against the golden model."""
+    import onchip
+    from onchip.cli import main
+
+    if "rtl" not in onchip.available_backends():
+        pytest.skip("no Verilator toolchain")
+    path, out = tmp_path / "tutorial.h5", tmp_path / "imp"
+    _tutorial().save(path)
+    assert main(["import", str(path), "--out", str(out), "--input-format", TUTORIAL_INPUT,
+                 "--output-format", "ap_fixed<7,3,RND_CONV,SAT>"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    check = report["check"]
+    assert check["differing"] == 0 and check["inputs_on_grid"] and check["outputs_rounded"]
+    assert [s["layer"] for s in report["skipped"]] == ["drop", "lin"]
+    printed = capsys.readouterr().out
+    assert "identity at inference, skipped: drop (Dropout), lin (Activation(linear))" in printed
+    assert main(["import", str(path), "--out", str(tmp_path / "no")]) == 2
+    assert "--input-format" in capsys.readouterr().err and not (tmp_path / "no").exists()
+    assert main(["verify", "--spec", str(out / "spec.toml"), "--theta", str(out / "theta.npy"), "--backends", "rtl",
+                 "--samples", "64"]) == 0
+
+
+def test_batchnorm_is_refused_unless_folded_and_then_its_error_is_measured(tmp_path, capsys):
+    from onchip.cli import main
+
+    tf.keras.utils.set_random_seed(0)
+    model = _seq(QActivation(quantized_bits(8, 2, alpha=1), name="q_in"),
+                 QDense(4, kernel_quantizer=quantized_bits(8, 2, alpha=1), bias_quantizer=quantized_bits(8, 2, alpha=1),
+                        name="d1"),
+                 tf.keras.layers.BatchNormalization(name="bn"), QActivation(quantized_relu(7, 2), name="r1"),
+                 QDense(2, kernel_quantizer=quantized_bits(8, 2, alpha=1), bias_quantizer=quantized_bits(8, 2, alpha=1),
+                        name="d2"),
+                 QActivation(quantized_bits(8, 2, alpha=1), name="q_out"))
+    bn = model.get_layer("bn")
+    rng = np.random.default_rng(0)
+    bn.set_weights([rng.uniform(0.5, 1.5, 4), rng.uniform(-0.5, 0.5, 4), rng.uniform(-0.5, 0.5, 4),
+                    rng.uniform(0.5, 2.0, 4)])  # gamma, beta, moving mean, moving variance
+    with pytest.raises(ValueError, match=r"layer 'bn' \(BatchNormalization\): batch normalisation that is not folded"):
+        from_qkeras(model)
+    imp = from_qkeras(model, fold_batchnorm=True)
+    assert imp.folded == ({"layer": "bn", "into": "d1"},) and any("not exact" in n for n in imp.notes)
+    d1 = model.get_layer("d1")  # the folded kernel differs from the trained one: the normalisation is in it
+    assert not np.array_equal(imp.spec.formats.coef.dequantize(imp.theta[:12]).reshape(4, 3),
+                              d1.kernel_quantizer_internal(d1.kernel).numpy().T)
+    x = _inputs(2000)
+    diff = np.abs(_golden(imp, x) - qkeras_outputs(model, x, imp.spec.formats.act))
+    assert np.count_nonzero(diff) > 0  # not equal by construction
+    path, data = tmp_path / "bn.h5", tmp_path / "x.npy"
+    model.save(path)
+    np.save(data, x.astype(np.float64))
+    assert main(["import", str(path), "--out", str(tmp_path / "out"), "--fold-batchnorm", "--data", str(data)]) == 0
+    check = json.loads((tmp_path / "out" / "report.json").read_text())["check"]
+    assert (check["differing"], check["max_lsb"]) == (np.count_nonzero(diff), diff.max())  # the measured error
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "Batch normalisation is folded: the import is not exact" in text and "(bit-exact)" not in text

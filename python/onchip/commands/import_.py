@@ -21,6 +21,15 @@ def add_parser(sub) -> None:
     p.add_argument("--coef", default=None,
                    help="QKeras: the coef format, e.g. 'ap_fixed<16,4,RND_CONV,SAT>' (default: the narrowest "
                         "holding every quantizer's values)")
+    p.add_argument("--input-format", default=None,
+                   help="QKeras: the input format of a model without an input quantizer, e.g. "
+                        "'ap_fixed<16,6,RND_CONV,SAT>' (default: the narrowest 16-bit format holding --data's range)")
+    p.add_argument("--output-format", default=None,
+                   help="QKeras: the format a model without an output quantizer rounds its outputs into "
+                        "(default: the exact format of the last layer's sum)")
+    p.add_argument("--fold-batchnorm", action="store_true",
+                   help="QKeras: fold each BatchNormalization into the QDense before it and re-quantize (not exact: "
+                        "the report gives the measured output error)")
     p.add_argument("--data", default=None,
                    help="a .npy of inputs (N, n_in) to check the conversion on (default: a seeded probe)")
     p.add_argument("--name", default=None, help="the spec's name (default: the model file's name)")
@@ -32,7 +41,8 @@ def run(args) -> int:
     from ..frontends.saved import import_model
 
     report = import_model(args.model, args.out, template=args.template, data=args.data, coef=args.coef,
-                          name=args.name)
+                          name=args.name, input_format=args.input_format, output_format=args.output_format,
+                          fold_batchnorm=args.fold_batchnorm)
     spec = report["spec"]
     if report["framework"] == "qkeras":
         c = report["check"]
@@ -43,5 +53,7 @@ def run(args) -> int:
         check = (f"output error against pykan on {o['samples']} inputs: max {o['max_error']:.3g}, "
                  f"RMS {o['rms_error']:.3g} ({o['rms_error_lsb']:.3g} LSB)")
     print(f"{report['framework']} -> {spec['kind']} {spec['widths']}, {report['parameters']} parameters; {check}")
+    for note in report.get("notes", ()):
+        print(f"  {note}")
     print(f"wrote {args.out}/ (spec.toml, theta.npy, report.json, report.md)")
     return 0

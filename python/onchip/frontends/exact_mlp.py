@@ -77,7 +77,9 @@ def exact_mlp_spec(
 
     Raises:
         ValueError: a ``coef`` that cannot hold a value exactly (names the layer and the value),
-            a derived ``coef`` wider than 32 bits or an exact accumulator wider than 48 bits.
+            a value outside its layer's declared range (so that the returned theta always passes
+            :func:`onchip.model.golden.check_parameters`), a derived ``coef`` wider than 32 bits
+            or an exact accumulator wider than 48 bits.
     """
     if coef is None:
         frac = max(max(l.weight_range.frac_bits, l.bias_range.frac_bits) for l in layers)
@@ -89,12 +91,17 @@ def exact_mlp_spec(
         coef_fmt = Fmt(width, int_bits, True, "RND_CONV", "SAT")
     else:
         coef_fmt = Fmt.parse(coef) if isinstance(coef, str) else coef
-        for layer in layers:
-            for what, values in (("weight", layer.weight), ("bias", layer.bias)):
-                bad = [float(v) for v in values.reshape(-1) if not coef_fmt.contains(v)]
-                if bad:
-                    raise ValueError(f"coef: {coef_fmt} cannot hold the {what} {bad[0]!r} of layer "
-                                     f"{layer.name!r} exactly")
+    # every value on coef's grid and inside its range: never a theta the spec refuses
+    for layer in layers:
+        for what, values in (("weight", layer.weight), ("bias", layer.bias)):
+            bad = [float(v) for v in values.reshape(-1) if not coef_fmt.contains(v)]
+            if bad and coef is not None:
+                raise ValueError(f"coef: {coef_fmt} cannot hold the {what} {bad[0]!r} of layer "
+                                 f"{layer.name!r} exactly")
+            if bad:  # a quantizer that produced a value outside the range its parameters declare
+                rng = layer.weight_range if what == "weight" else layer.bias_range
+                raise ValueError(f"layer {layer.name!r}: {what} {bad[0]!r} is not representable in {rng}, the "
+                                 f"format its quantizer declares, so the derived coef {coef_fmt} cannot hold it")
     grad_fmt = Fmt.parse(grad) if isinstance(grad, str) else grad
     widths = (layers[0].weight.shape[1], *[l.weight.shape[0] for l in layers])
     fan_in = max(widths[:-1]) + 1
@@ -113,6 +120,4 @@ def exact_mlp_spec(
         parts += [layer.weight.reshape(-1), layer.bias.reshape(-1)]
     values = np.concatenate(parts)
     theta = np.round(np.ldexp(values, coef_fmt.frac_bits)).astype(np.int64)
-    if not np.array_equal(coef_fmt.dequantize(theta), values):  # a quantizer range that lied
-        raise ValueError(f"model: a weight or bias is not exactly representable in {coef_fmt}")
     return spec, theta

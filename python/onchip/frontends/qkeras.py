@@ -2,9 +2,17 @@
 
 Accepted networks (``Sequential`` or a functional chain, one input, one output) run::
 
-    QActivation(quantized_bits) -> [QDense -> quantized_relu] * h -> QDense -> quantized_bits
+    [QActivation(quantized_bits)] -> [QDense -> quantized_relu | relu] * h -> QDense [-> quantized_bits]
 
-where a QDense's activation is its own ``activation=`` argument or the QActivation after it.
+where a QDense's activation is its own ``activation=`` argument or the layer after it; layers
+that are the identity at inference (``Dropout``, ``Activation("linear")``, ...) are skipped.
+Without an input quantizer the ``input`` format is given (``input_format``) or derived from
+data, and the learner equals QKeras on inputs on its grid. The learner rounds every layer output
+into one ``act`` format: a quantizer fixes it; an unquantized ReLU or output must be held exactly
+in it (interval bounds of each sum over the inputs' ranges, on the sum's exact grid); with no
+quantizer after any layer, ``act`` is the narrowest format holding them all (at most 32 bits).
+An unquantized output after quantized ReLUs is therefore rounded into ``output_format``, which
+must be that ``act``.
 Kernels and biases have ``quantized_bits`` quantizers whose scale is a power of two
 (``alpha`` None, 1, another power of two, or ``"auto_po2"``, resolved per output channel from the
 trained kernel); a QDense without bias has zero biases.
@@ -43,8 +51,11 @@ scale (``alpha`` a float other than a power of two, or ``"auto"``), a symmetric 
 quantizer (``symmetric=1``: ap_fixed SAT has no symmetric range), an ``alpha`` on an
 activation quantizer, stochastic rounding, ``qnoise_factor`` other than 1, a quantized_relu
 with a sigmoid, negative slope or separate upper bound, an unsigned input or output quantizer,
-an unquantized kernel, bias or activation, batch normalisation that is not folded into the
-kernel and bias, and any other layer (Dense, Dropout, ...).
+an unquantized kernel or bias, an unquantized activation other than ReLU, every other QKeras
+quantizer (binary, ternary, po2, tanh, sigmoid, mu-law, hard-swish, bernoulli), batch
+normalisation that is not folded into the kernel and bias, and any other layer (Dense, ...).
+``quantized_bits(1, i)`` kernels and biases (QKeras' sign function, +/-scale) get two integer
+bits; the returned theta always passes the spec's own check.
 
 Sources: QKeras (Coelho et al., "Automatic heterogeneous quantization of deep neural networks
 for low-latency inference on the edge for particle detectors", Nature Machine Intelligence
@@ -58,15 +69,18 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from ..fixed import Fmt
+from ..fixed import Fmt, quantize
 from ..spec import LearnerSpec
 from .exact_mlp import DenseLayer, exact_mlp_spec
 
 #: float32 significand bits (with the hidden bit)
 FLOAT32_BITS = 24
+#: widest act format an unquantized ReLU or output may need (the spec's limit for a data format)
+MAX_ACT_BITS = 32
 
 
 def modules():
@@ -105,12 +119,26 @@ class QKerasImport:
         float32_exact: per dense layer ``{"layer", "accumulator_bits", "exact"}``: the worst-case
             dot product plus bias in bits of its finest grid, and whether float32 holds it
             (:func:`float32_exact`).
+        skipped: ``[{"layer", "kind"}]``: the layers that are the identity at inference.
+        notes: one sentence per choice the import made (a given or derived input format, an
+            unquantized ReLU or output held exactly, an output rounded into ``output_format``,
+            skipped layers), for the report.
+        input_quantized: whether the model has an input quantizer (else the learner equals QKeras
+            on inputs on the ``input`` format's grid: :func:`reference_outputs`).
+        output_rounded: whether an unquantized output is rounded into ``output_format``.
+        folded: ``[{"layer", "into"}]``: batch normalisations folded into a QDense
+            (``fold_batchnorm``); the import is then not exact.
     """
 
     spec: LearnerSpec
     theta: np.ndarray
     layers: tuple[dict, ...]
     float32_exact: tuple[dict, ...]
+    skipped: tuple[dict, ...] = ()
+    notes: tuple[str, ...] = ()
+    input_quantized: bool = True
+    output_rounded: bool = False
+    folded: tuple[dict, ...] = ()
 
 
 def _int(value) -> int:
@@ -127,12 +155,51 @@ def _common_checks(name: str, q) -> None:
                          "and unquantized values); set it to 1")
 
 
+#: why an activation quantizer other than the one a role needs cannot map onto the learner
+_NOT_A_GRID = {
+    "quantized_tanh": "a tanh curve, which the learner has no unit for",
+    "quantized_sigmoid": "a sigmoid curve, which the learner has no unit for",
+    "quantized_hswish": "a hard-swish curve, which the learner has no unit for",
+    "quantized_ulaw": "a mu-law companding curve, not rounding to a fixed-point grid",
+    "quantized_po2": "rounding to powers of two, not to a fixed-point grid",
+    "quantized_relu_po2": "rounding to powers of two, not to a fixed-point grid",
+    "binary": "a sign function, not rounding to a fixed-point grid",
+    "stochastic_binary": "a random sign, not rounding to a fixed-point grid",
+    "ternary": "a threshold function, not rounding to a fixed-point grid",
+    "stochastic_ternary": "a random threshold function, not rounding to a fixed-point grid",
+    "bernoulli": "a random 0/1 draw, not rounding to a fixed-point grid",
+}
+
+
+def show(q) -> str:
+    """A quantizer as QKeras prints it (a plain function, e.g. Keras' relu, by its name)."""
+    if type(q).__module__.startswith("qkeras"):
+        try:
+            return str(q)
+        except Exception:  # noqa: BLE001 - a __str__ that needs attributes this instance lacks
+            return type(q).__name__
+    return getattr(q, "__name__", None) or type(q).__name__
+
+
 def act_format(name: str, q, *, role: str) -> Fmt:
-    """The ap_fixed format of an activation quantizer (``role`` "input", "relu" or "output")."""
+    """The ap_fixed format of an activation quantizer (``role`` "input", "relu" or "output").
+
+    Raises:
+        ValueError: naming the layer, the quantizer and the reason, for any quantizer that is not
+            the role's (``quantized_bits`` for input and output, ``quantized_relu`` for a hidden
+            ReLU) or that one with settings that have no ap_fixed equivalent.
+    """
     kind = type(q).__name__
+    want = "quantized_relu" if role == "relu" else "quantized_bits"
+    if kind != want:
+        why = _NOT_A_GRID.get(kind) or {
+            "quantized_bits": "it keeps negative values, and a hidden layer of the learner ends in a ReLU",
+            "quantized_relu": "a ReLU, and the learner's input and output are not rectified",
+        }.get(kind, "not a QKeras fixed-point quantizer")
+        raise ValueError(f"layer {name!r}: the {role} activation is {show(q)} ({kind}): {why}; expected {want}")
     _common_checks(name, q)
     bits, integer = _int(q.bits), _int(q.integer)
-    if kind == "quantized_bits" and role != "relu":
+    if kind == "quantized_bits":
         if q.symmetric:
             raise ValueError(f"layer {name!r}: quantizer {q} is symmetric (symmetric=1): its range "
                              f"[-(2^{bits - 1} - 1), 2^{bits - 1} - 1] LSB has no ap_fixed SAT equivalent")
@@ -145,17 +212,14 @@ def act_format(name: str, q, *, role: str) -> Fmt:
         if bits < 2:
             raise ValueError(f"layer {name!r}: quantizer {q} has {bits} bit (a sign only)")
         return Fmt(bits, integer + 1, True, "RND_CONV", "SAT")
-    if kind == "quantized_relu" and role == "relu":
-        if q.use_sigmoid or q.negative_slope:
-            what = "a sigmoid" if q.use_sigmoid else f"negative slope {q.negative_slope}"
-            raise ValueError(f"layer {name!r}: quantizer {q} has {what}; only the plain quantized ReLU maps "
-                             "onto the learner")
-        if q.relu_upper_bound is not None and not q.is_quantized_clip:
-            raise ValueError(f"layer {name!r}: quantizer {q} clips at relu_upper_bound={q.relu_upper_bound}, "
-                             "below its own range; leave relu_upper_bound unset")
-        return Fmt(bits + 1, integer + 1, True, "RND_CONV", "SAT")  # b unsigned bits = non-negative half
-    want = "quantized_relu" if role == "relu" else "quantized_bits"
-    raise ValueError(f"layer {name!r}: the {role} activation is {q} ({kind}); expected {want}")
+    if q.use_sigmoid or q.negative_slope:
+        what = "a sigmoid" if q.use_sigmoid else f"negative slope {q.negative_slope}"
+        raise ValueError(f"layer {name!r}: quantizer {q} has {what}; only the plain quantized ReLU maps "
+                         "onto the learner")
+    if q.relu_upper_bound is not None and not q.is_quantized_clip:
+        raise ValueError(f"layer {name!r}: quantizer {q} clips at relu_upper_bound={q.relu_upper_bound}, "
+                         "below its own range; leave relu_upper_bound unset")
+    return Fmt(bits + 1, integer + 1, True, "RND_CONV", "SAT")  # b unsigned bits = non-negative half
 
 
 def _scale_exponents(name: str, what: str, q) -> np.ndarray:
@@ -174,7 +238,10 @@ def _tensor_values(name: str, what: str, q, variable) -> tuple[np.ndarray, Fmt]:
     """QKeras' quantized values of ``variable`` and the format holding every value ``q`` can produce."""
     kind = type(q).__name__
     if kind != "quantized_bits":
-        raise ValueError(f"layer {name!r}: {what} quantizer {q} ({kind}) is not quantized_bits")
+        why = _NOT_A_GRID.get(kind, "not a QKeras fixed-point quantizer")
+        raise ValueError(f"layer {name!r}: {what} quantizer {show(q)} ({kind}) is {why.split(',')[0]}; only "
+                         "quantized_bits kernels and biases are mapped (binary weights: quantized_bits(1, 0, "
+                         "alpha=1))")
     _common_checks(name, q)
     if isinstance(q.alpha, str) and q.alpha != "auto_po2":
         raise ValueError(f"layer {name!r}: {what} quantizer {q} has alpha={q.alpha!r}, a float scale; use "
@@ -182,9 +249,14 @@ def _tensor_values(name: str, what: str, q, variable) -> tuple[np.ndarray, Fmt]:
     values = np.asarray(q(variable).numpy(), dtype=np.float64)  # sets q.scale
     e = _scale_exponents(name, what, q)
     bits, integer = _int(q.bits), _int(q.integer)
-    signed_bits = bits if q.keep_negative else bits + 1  # an unsigned grid as the non-negative half
-    frac = signed_bits - 1 - integer - int(e.min())
-    int_bits = integer + 1 + int(e.max())
+    if bits - int(bool(q.keep_negative)) == 0:
+        # QKeras' 1-bit signed quantized_bits is sign(x) with sign(0) = +1: {-scale, +scale},
+        # which needs two integer bits (+1 is beyond a 1-integer-bit signed format's max)
+        frac, int_bits = -int(e.min()), 2 + int(e.max())
+    else:
+        signed_bits = bits if q.keep_negative else bits + 1  # an unsigned grid as the non-negative half
+        frac = signed_bits - 1 - integer - int(e.min())
+        int_bits = integer + 1 + int(e.max())
     return values, Fmt(int_bits + frac, int_bits, True)
 
 
@@ -210,50 +282,275 @@ def _chain(model, tf) -> list:
     return layers
 
 
-def _steps(layers) -> list[tuple[str, str, object]]:
-    """``(layer name, kind, object)``: kind "dense" (object: the layer) or "act" (object: its quantizer)."""
-    steps = []
+#: Keras layers that are the identity at inference (``training=False``): skipped and listed
+IDENTITY_LAYERS = ("Dropout", "AlphaDropout", "GaussianDropout", "GaussianNoise")
+
+
+class _Step(NamedTuple):
+    name: str  # the layer's name
+    kind: str  # "dense" (obj: the QDense), "quant" (obj: a QKeras quantizer) or "relu" (unquantized)
+    obj: object
+
+
+def _function_step(name: str, owner: str, fn) -> _Step | None:
+    """A plain (unquantized) activation function: ReLU, the identity (None), or refused."""
+    fn_name = getattr(fn, "__name__", "") if fn is not None else "linear"
+    if fn_name == "linear":
+        return None
+    if fn_name == "relu":
+        return _Step(name, "relu", None)
+    raise ValueError(f"layer {name!r} ({owner}): activation {fn_name or fn!r} is not quantized and not a ReLU; "
+                     "use quantized_relu(bits, integer) or relu")
+
+
+def _steps(layers, fold_batchnorm: bool = False) -> tuple[list[_Step], list[dict], dict]:
+    """The layers as steps in execution order, the identity layers skipped (``{"layer", "kind"}``),
+    and the batch normalisations to fold (``{QDense name: BatchNormalization layer}``)."""
+    steps, skipped, folded = [], [], {}
     for layer in layers:
         kind = type(layer).__name__
+        step = None
         if kind == "QDense":
-            steps.append((layer.name, "dense", layer))
+            steps.append(_Step(layer.name, "dense", layer))
             act = layer.activation
-            act_name = getattr(act, "__name__", "")
-            if type(act).__module__.startswith("qkeras"):
-                steps.append((layer.name, "act", act))
-            elif act is not None and act_name != "linear":
-                raise ValueError(f"layer {layer.name!r} (QDense): activation {act_name or act!r} is not "
-                                 "quantized; use quantized_relu(bits, integer)")
+            step = (_Step(layer.name, "quant", act) if type(act).__module__.startswith("qkeras")
+                    else _function_step(layer.name, kind, act))
         elif kind == "QActivation":
-            steps.append((layer.name, "act", layer.quantizer))
+            q = layer.quantizer
+            step = (_Step(layer.name, "quant", q) if type(q).__module__.startswith("qkeras")
+                    else _function_step(layer.name, kind, q))
+            if step is None:
+                skipped.append({"layer": layer.name, "kind": f"{kind}({show(q)})"})
+        elif kind == "Activation":
+            step = _function_step(layer.name, kind, layer.activation)
+            if step is None:
+                skipped.append({"layer": layer.name, "kind": f"{kind}({show(layer.activation)})"})
+        elif kind == "ReLU":
+            bounded = [f"{k}={float(np.asarray(getattr(layer, k))):g}" for k in ("max_value", "negative_slope",
+                                                                                "threshold")
+                       if getattr(layer, k, None) is not None and float(np.asarray(getattr(layer, k))) != 0.0]
+            if bounded:
+                raise ValueError(f"layer {layer.name!r} (ReLU): {', '.join(bounded)}; only the plain ReLU maps "
+                                 "onto the learner")
+            step = _Step(layer.name, "relu", None)
+        elif kind in IDENTITY_LAYERS:
+            skipped.append({"layer": layer.name, "kind": kind})
+        elif "BatchNormalization" in kind and fold_batchnorm:
+            before = steps[-1] if steps else None
+            if before is None or before.kind != "dense" or before.name in folded:
+                raise ValueError(f"layer {layer.name!r} ({kind}): folding needs a QDense right before it, got "
+                                 f"{'nothing' if before is None else before.name!r}")
+            axis = np.asarray(layer.axis).reshape(-1).tolist()
+            if axis not in ([-1], [1]):
+                raise ValueError(f"layer {layer.name!r} ({kind}): axis={layer.axis}; only the feature axis folds")
+            folded[before.name] = layer
         elif "BatchNormalization" in kind:
             raise ValueError(f"layer {layer.name!r} ({kind}): batch normalisation that is not folded; fold its "
                              "scale and shift into the preceding QDense's kernel and bias (and quantize those) "
-                             "before importing")
+                             "before importing, or let the import fold it (fold_batchnorm, onchip import "
+                             "--fold-batchnorm: not exact, the error is measured)")
         elif kind == "Dense":
             raise ValueError(f"layer {layer.name!r} (Dense) is not quantized; use QDense with quantized_bits "
                              "kernel and bias quantizers")
         else:
             raise ValueError(f"layer {layer.name!r} ({kind}) is an unsupported layer; accepted: QDense, "
-                             "QActivation(quantized_bits | quantized_relu)")
-    return steps
+                             "QActivation(quantized_bits | quantized_relu), ReLU, and the identity layers "
+                             f"{', '.join(IDENTITY_LAYERS)}, Activation('linear')")
+        if step is not None:
+            steps.append(step)
+    return steps, skipped, folded
 
 
-def float32_exact(layers: list[DenseLayer], in_fmt: Fmt, act: Fmt) -> list[dict]:
+def _folded(name: str, layer, bn) -> tuple[np.ndarray, np.ndarray]:
+    """QDense ``layer``'s float kernel and bias with batch normalisation ``bn`` folded in (float64).
+
+    ``bn(y) = (y - mean) gamma / sqrt(var + eps) + beta`` per output channel, so the kernel's
+    columns scale by ``s = gamma / sqrt(var + eps)`` and the bias becomes ``(b - mean) s + beta``
+    (the folding of QKeras' ``QDenseBatchnorm``). Not exact: the folded values are re-quantized.
+    """
+    if not layer.use_bias or layer.bias_quantizer_internal is None:
+        raise ValueError(f"layer {name!r} (QDense): folding {bn.name!r} needs a bias with a bias_quantizer")
+    gamma = np.asarray(bn.gamma.numpy() if bn.scale else 1.0, np.float64)
+    beta = np.asarray(bn.beta.numpy() if bn.center else 0.0, np.float64)
+    s = gamma / np.sqrt(np.asarray(bn.moving_variance.numpy(), np.float64) + float(bn.epsilon))
+    kernel = np.asarray(layer.kernel.numpy(), np.float64) * s
+    bias = (np.asarray(layer.bias.numpy(), np.float64) - np.asarray(bn.moving_mean.numpy(), np.float64)) * s + beta
+    return kernel, bias
+
+
+def _structure(steps: list[_Step]) -> tuple[_Step | None, list[tuple[_Step, _Step | None]]]:
+    """``(input quantizer step or None, [(dense step, the rounding step after it or None)])``.
+
+    Raises:
+        ValueError: any other order, naming every layer as it runs.
+    """
+    first = steps[0] if steps and steps[0].kind == "quant" else None
+    rest = steps[1:] if first else steps
+    blocks, k, ok = [], 0, True
+    while k < len(rest) and ok:
+        ok = rest[k].kind == "dense"
+        after = rest[k + 1] if k + 1 < len(rest) and rest[k + 1].kind != "dense" else None
+        blocks.append((rest[k], after))
+        k += 2 if after else 1
+    hidden_ok = all(after is not None for _, after in blocks[:-1])
+    if not (ok and blocks and hidden_ok):
+        def what(s):
+            return "QDense" if s.kind == "dense" else "relu" if s.kind == "relu" else show(s.obj)
+
+        names = " -> ".join(f"{s.name} ({what(s)})" for s in steps)
+        raise ValueError(f"model: layers run as {names}; expected [QActivation(quantized_bits)] -> [QDense -> "
+                         "quantized_relu or relu]* -> QDense [-> quantized_bits]")
+    last = blocks[-1][1]
+    if last is not None and last.kind == "relu":
+        raise ValueError(f"layer {last.name!r}: a ReLU after the last QDense; the learner's output layer is "
+                         "linear (end in QActivation(quantized_bits(...)) or nothing)")
+    return first, blocks
+
+
+_POINT = {"output": "its unquantized output", "relu": "the unquantized ReLU"}
+
+
+def _holding(name: str, what: str, lo: float, hi: float, frac: int) -> Fmt:
+    """The narrowest signed RND_CONV/SAT format with ``frac`` fractional bits holding [lo, hi].
+
+    Raises:
+        ValueError: naming the layer, when that is wider than :data:`MAX_ACT_BITS`.
+    """
+    int_bits = 1 - frac  # a one-bit format
+    while not (-(2.0 ** (int_bits - 1)) <= lo and hi <= 2.0 ** (int_bits - 1) - 2.0**-frac):
+        int_bits += 1
+    if int_bits + frac > MAX_ACT_BITS:
+        raise ValueError(f"layer {name!r}: {_POINT[what]} needs ap_fixed<{int_bits + frac},{int_bits}> to be exact "
+                         f"(values in [{lo:g}, {hi:g}] on a 2^-{frac} grid), {int_bits + frac} bits (more than "
+                         f"{MAX_ACT_BITS}); quantize it with quantized_relu / quantized_bits")
+    return Fmt(int_bits + frac, int_bits, True, "RND_CONV", "SAT")
+
+
+def _parse_format(what: str, fmt) -> Fmt:
+    try:
+        return Fmt.parse(fmt) if isinstance(fmt, str) else fmt if isinstance(fmt, Fmt) else Fmt.parse(str(fmt))
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+
+
+def _act_plan(blocks, dense: list[DenseLayer], in_fmt: Fmt,
+              output_format: Fmt | None) -> tuple[Fmt, list[str], list[tuple[float, int]]]:
+    """The learner's one ``act`` format, what it means for each rounding point (report notes), and
+    each layer's input bounds ``(largest |input|, fractional bits of its grid)``.
+
+    Every layer output of the learner is rounded into ``act``. A quantizer forces it (its
+    format); an unquantized ReLU or output must be held exactly: its values (interval bounds
+    over the inputs' ranges, per neuron) on the grid of its exact sum. With no quantizer after
+    any layer, ``act`` is the narrowest format holding every such point (at most 32 bits).
+    """
+    forced = []  # (layer, format, what forces it)
+    for n, (d, after) in enumerate(blocks):
+        if after is not None and after.kind == "quant":
+            role = "output" if n == len(blocks) - 1 else "relu"
+            forced.append((after.name, act_format(after.name, after.obj, role=role), f"quantizer {show(after.obj)}"))
+    out_step = blocks[-1][1]
+    if output_format is not None:
+        if out_step is None:
+            forced.append((blocks[-1][0].name, output_format, "output_format"))
+        elif forced[-1][1] != output_format:
+            raise ValueError(f"output_format: {output_format} differs from {forced[-1][1]}, the format of the output "
+                             f"quantizer {show(out_step.obj)} of layer {out_step.name!r}; leave it unset")
+    act = None
+    if forced:
+        name0, act, what0 = forced[-1]
+        for name, fmt, what in forced:
+            if fmt != act:
+                raise ValueError(
+                    f"layer {name!r}: {what} gives the activation format {fmt}, which differs from {act} of the "
+                    f"{what0} of layer {name0!r} (the learner has one act format: give every quantized_relu(b, i) "
+                    "and the output quantized_bits(b+1, i))")
+    lo, hi, frac = np.full(dense[0].weight.shape[1], in_fmt.min_value), np.full(dense[0].weight.shape[1],
+                                                                                  in_fmt.max_value), in_fmt.frac_bits
+    exact = []  # (layer, what, needed format)
+    inputs = []  # per layer: (largest |input|, fractional bits of the inputs' grid), for float32_exact
+    for n, ((d, after), layer) in enumerate(zip(blocks, dense)):
+        w, b, last = layer.weight, layer.bias, n == len(blocks) - 1
+        inputs.append((float(np.maximum(np.abs(lo), np.abs(hi)).max()), int(frac)))
+        s_lo = b + np.minimum(w * lo, w * hi).sum(axis=1)
+        s_hi = b + np.maximum(w * lo, w * hi).sum(axis=1)
+        f_sum = max(frac + _frac_of(w), _frac_of(b))  # the grid every exact sum lies on
+        if after is None and output_format is None:
+            exact.append((d.name, "output", _holding(d.name, "output", float(s_lo.min()), float(s_hi.max()), f_sum)))
+        elif after is not None and after.kind == "relu":
+            top = max(float(s_hi.max()), 0.0)
+            exact.append((after.name, "relu", _holding(after.name, "relu", 0.0, top, f_sum)))
+            lo, hi, frac = np.maximum(s_lo, 0.0), np.maximum(s_hi, 0.0), f_sum
+            continue
+        if not last:  # a quantized ReLU: rounded and saturated into act
+            lo, hi, frac = np.zeros_like(s_lo), np.clip(s_hi, 0.0, act.max_value), act.frac_bits
+    notes = []
+    if act is None:
+        frac = max(fmt.frac_bits for _, _, fmt in exact)
+        int_bits = max(fmt.int_bits for _, _, fmt in exact)
+        if int_bits + frac > MAX_ACT_BITS:
+            name, what, fmt = max(exact, key=lambda e: e[2].width)
+            raise ValueError(f"layer {name!r}: {_POINT[what]} needs {fmt} to be exact, and act must hold every "
+                             f"unquantized point: ap_fixed<{int_bits + frac},{int_bits}>, {int_bits + frac} bits "
+                             f"(more than {MAX_ACT_BITS}); quantize it with quantized_relu / quantized_bits")
+        act = Fmt(int_bits + frac, int_bits, True, "RND_CONV", "SAT")
+    for name, what, fmt in exact:
+        holds = act.frac_bits >= fmt.frac_bits and act.min_value <= fmt.min_value and fmt.max_value <= act.max_value
+        if not holds and what == "output":
+            raise ValueError(
+                f"layer {name!r}: its unquantized output needs {fmt} to be exact, but the learner rounds every layer "
+                f"into one act format, here {act} (the {what0} of layer {name0!r}); give output_format "
+                f"(onchip import --output-format) {act} to round the outputs into it, or end the model in "
+                "QActivation(quantized_bits(...)) of that format")
+        if not holds:
+            raise ValueError(
+                f"layer {name!r}: the unquantized ReLU needs {fmt} to be exact, but the learner rounds every layer "
+                f"into one act format, here {act} (the {what0} of layer {name0!r}); use quantized_relu of that "
+                "format instead")
+        notes.append(f"layer {name!r}: {_POINT[what]} is exact in act {act} (its values need {fmt})")
+    return act, notes, inputs
+
+
+def data_input_format(x, width: int = 16) -> Fmt:
+    """The narrowest ``width``-bit signed format (fewest integer bits, at least 1) holding ``x``'s range.
+
+    Raises:
+        ValueError: ``data:`` values beyond the widest such format (``width`` integer bits).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    lo, hi = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
+    for int_bits in range(1, width + 1):
+        fmt = Fmt(width, int_bits, True, "RND_CONV", "SAT")
+        if fmt.min_value <= lo and hi <= fmt.max_value:
+            return fmt
+    raise ValueError(f"data: values in [{lo:g}, {hi:g}] do not fit a {width}-bit format; give input_format")
+
+
+def float32_exact(layers: list[DenseLayer], in_fmt: Fmt, act: Fmt, inputs=None) -> list[dict]:
     """Whether QKeras' float32 dot products are exact, per dense layer (condition 1 of the module doc).
 
-    The worst case of ``|sum_i w_ji a_i| + |b_j|`` over the inputs' formats (``input`` for the first
-    layer, the ReLU range ``[0, act.max]`` after it), in units of the finest grid of the products
-    and the bias; exact when that is below 2^24.
+    The worst case of ``|sum_i w_ji a_i| + |b_j|`` over the inputs' ranges, in units of the finest
+    grid of the products and the bias; exact when that is below 2^24.
+
+    Args:
+        layers: the dense layers in execution order.
+        in_fmt: the first layer's input format.
+        act: the learner's act format (a later layer's input: the ReLU range ``[0, act.max]``
+            on act's grid), unless ``inputs`` says more.
+        inputs: per layer ``(largest |input|, fractional bits of the inputs' grid)``, e.g. the
+            bounds of an unquantized ReLU held exactly (:func:`_act_plan`); None: from the formats.
 
     Returns:
         ``[{"layer", "accumulator_bits", "exact"}]``: ``accumulator_bits`` = bits of that worst case.
     """
     out = []
     for n, layer in enumerate(layers):
-        fmt = in_fmt if n == 0 else act
-        a_max = max(-fmt.min_value, fmt.max_value) if n == 0 else fmt.max_value
-        unit_frac = max(fmt.frac_bits + _frac_of(layer.weight), _frac_of(layer.bias))
+        if inputs is not None:
+            a_max, a_frac = inputs[n]
+        else:
+            fmt = in_fmt if n == 0 else act
+            a_max = max(-fmt.min_value, fmt.max_value) if n == 0 else fmt.max_value
+            a_frac = fmt.frac_bits
+        unit_frac = max(a_frac + _frac_of(layer.weight), _frac_of(layer.bias))
         worst = float((np.abs(layer.weight).sum(axis=1) * a_max + np.abs(layer.bias)).max())
         bits = math.ceil(math.log2(worst * 2.0**unit_frac + 1)) if worst > 0 else 0
         out.append({"layer": layer.name, "accumulator_bits": bits, "exact": bits <= FLOAT32_BITS})
@@ -272,6 +569,10 @@ def _frac_of(values: np.ndarray) -> int:
 def from_qkeras(
     model,
     *,
+    input_format: str | Fmt | None = None,
+    output_format: str | Fmt | None = None,
+    data=None,
+    fold_batchnorm: bool = False,
     learning_rate: float = 2.0**-6,
     grad: str | Fmt = "ap_fixed<16,4,RND_CONV,SAT>",
     coef: str | Fmt | None = None,
@@ -283,7 +584,21 @@ def from_qkeras(
     """Convert a trained QKeras MLP (see the module docstring for what is accepted and how).
 
     Args:
-        model: a built ``tf.keras`` Sequential or functional model of QActivation and QDense layers.
+        model: a built ``tf.keras`` Sequential or functional model of QDense and QActivation
+            layers (ReLU and identity layers allowed, see the module docstring).
+        input_format: the ``input`` format (e.g. ``"ap_fixed<16,6,RND_CONV,SAT>"``) of a model
+            without an input quantizer: the learner rounds its inputs into it, and equals
+            QKeras on inputs on its grid. With an input quantizer it must equal its format.
+        output_format: the format the learner rounds an unquantized output into (it must be the
+            one ``act`` format of the learner; see the module docstring). None: the exact format
+            of the last layer's sum.
+        data: inputs (N, n_in) from which to derive ``input_format`` when the model has no input
+            quantizer and none is given (:func:`data_input_format`: the narrowest 16-bit format
+            holding their range).
+        fold_batchnorm: fold each BatchNormalization into the QDense before it and re-quantize
+            the folded kernel and bias with that layer's quantizers (as QKeras' QDenseBatchnorm
+            does). Not exact: QKeras applies the normalisation in float; the import's check
+            measures the difference. False: batch normalisation is refused.
         learning_rate: copied into the spec (on-chip training after import).
         grad: format of the errors for on-chip training (not used by inference).
         coef: the ``coef`` format, e.g. ``"ap_fixed<16,4,RND_CONV,SAT>"`` to give on-chip training
@@ -295,78 +610,126 @@ def from_qkeras(
         name: copied into the spec.
 
     Returns:
-        :class:`QKerasImport`.
+        :class:`QKerasImport`; its ``theta`` always passes the spec's own check
+        (:func:`onchip.model.golden.check_parameters`).
 
     Raises:
-        ValueError: a layer or quantizer that cannot be mapped exactly; the message names the
-            layer, the quantizer and the reason.
+        ValueError: a layer or quantizer that cannot be mapped exactly (the message names the
+            layer, the quantizer and the reason); a model without an input quantizer given
+            neither ``input_format`` nor ``data``; a bad ``input_format`` or ``output_format``.
         onchip.extras.MissingExtra: QKeras or TensorFlow is not installed (the ``qkeras`` extra).
     """
     tf, _ = modules()
-    steps = _steps(_chain(model, tf))
-    kinds = "".join("L" if kind == "dense" else "A" for _, kind, _ in steps)
-    ok = len(kinds) >= 3 and kinds[0] == "A" and kinds[-2:] == "LA" and len(kinds) % 2 == 1 and \
-        all(kinds[k : k + 2] == "LA" for k in range(1, len(kinds), 2))
-    if not ok:
-        names = " -> ".join(f"{n} ({'QDense' if k == 'dense' else str(o)})" for n, k, o in steps)
-        raise ValueError(f"model: layers run as {names}; expected QActivation(quantized_bits) -> [QDense -> "
-                         "quantized_relu]* -> QDense -> quantized_bits")
-    in_name, _, in_q = steps[0]
-    in_fmt = act_format(in_name, in_q, role="input")
-    out_name, _, out_q = steps[-1]
-    act = act_format(out_name, out_q, role="output")
-    described = [{"layer": in_name, "kind": "input", "quantizer": str(in_q), "format": str(in_fmt)}]
+    steps, skipped, folded = _steps(_chain(model, tf), fold_batchnorm)
+    in_step, blocks = _structure(steps)
+    given_in = None if input_format is None else _parse_format("input_format", input_format)
+    out_fmt = None if output_format is None else _parse_format("output_format", output_format)
+    notes = []
+    if in_step is not None:
+        in_fmt = act_format(in_step.name, in_step.obj, role="input")
+        if given_in is not None and given_in != in_fmt:
+            raise ValueError(f"input_format: {given_in} differs from {in_fmt}, the format of the input quantizer "
+                             f"{show(in_step.obj)} of layer {in_step.name!r}; leave it unset")
+        described = [{"layer": in_step.name, "kind": "input", "quantizer": show(in_step.obj), "format": str(in_fmt)}]
+    else:
+        if given_in is not None:
+            in_fmt = given_in
+            notes.append(f"input format {in_fmt}: given (the model has no input quantizer); the learner rounds its "
+                         "inputs into it and equals QKeras on inputs on its grid")
+        elif data is not None:
+            in_fmt = data_input_format(data)
+            x = np.asarray(data, dtype=np.float64)
+            notes.append(f"input format {in_fmt}: derived, the narrowest 16-bit format holding the data's range "
+                         f"[{x.min():g}, {x.max():g}] (the model has no input quantizer); the learner rounds its "
+                         "inputs into it and equals QKeras on inputs on its grid")
+        else:
+            first = blocks[0][0].name
+            raise ValueError(f"model: no input quantizer (its first layer is QDense {first!r}): give the input format "
+                             "(input_format=, onchip import --input-format), e.g. 'ap_fixed<16,6,RND_CONV,SAT>', or "
+                             "inputs to derive it from (data=, --data)")
+        described = [{"layer": "(input)", "kind": "input", "quantizer": "none", "format": str(in_fmt)}]
     dense = []
-    for k in range(1, len(steps), 2):
-        lname, _, layer = steps[k]
-        q_name, _, q = steps[k + 1]
-        if k + 2 < len(steps):
-            fmt = act_format(q_name, q, role="relu")
-            if fmt != act:
-                raise ValueError(
-                    f"layer {q_name!r}: quantizer {q} gives the activation format {fmt}, which differs from "
-                    f"{act} of the output quantizer {out_q} of layer {out_name!r} (the learner has one act "
-                    "format: give every quantized_relu(b, i) and the output quantized_bits(b+1, i))")
+    for d, _ in blocks:
+        lname, layer = d.name, d.obj
         if layer.kernel_quantizer_internal is None:
             raise ValueError(f"layer {lname!r} (QDense): the kernel is not quantized; set kernel_quantizer="
                              "quantized_bits(...)")
-        w, w_range = _tensor_values(lname, "kernel", layer.kernel_quantizer_internal, layer.kernel)
+        kernel, bias = layer.kernel, layer.bias
+        if lname in folded:
+            kernel, bias = (tf.constant(v.astype(np.float32)) for v in _folded(lname, layer, folded[lname]))
+            notes.append(f"batch normalisation {folded[lname].name!r} folded into {lname!r} and re-quantized with its "
+                         "quantizers (fold_batchnorm): not exact; the check measures the output error")
+        w, w_range = _tensor_values(lname, "kernel", layer.kernel_quantizer_internal, kernel)
         if layer.use_bias:
             if layer.bias_quantizer_internal is None:
                 raise ValueError(f"layer {lname!r} (QDense): the bias is not quantized; set bias_quantizer="
                                  "quantized_bits(...)")
-            b, b_range = _tensor_values(lname, "bias", layer.bias_quantizer_internal, layer.bias)
+            b, b_range = _tensor_values(lname, "bias", layer.bias_quantizer_internal, bias)
         else:
             b, b_range = np.zeros(w.shape[1]), w_range
         dense.append(DenseLayer(lname, w.T.copy(), b.reshape(-1), w_range, b_range))
-        described.append({"layer": lname, "kind": "dense", "quantizer": f"kernel {layer.kernel_quantizer_internal}"
-                          + (f", bias {layer.bias_quantizer_internal}" if layer.use_bias else ", no bias"),
-                          "format": f"weights within ap_fixed<{w_range.width},{w_range.int_bits}>, biases within "
-                                    f"ap_fixed<{b_range.width},{b_range.int_bits}>"})
-        described.append({"layer": q_name, "kind": "relu" if k + 2 < len(steps) else "output",
-                          "quantizer": str(q), "format": str(act)})
+    act, plan_notes, inputs = _act_plan(blocks, dense, in_fmt, out_fmt)
+    for n, ((d, after), layer) in enumerate(zip(blocks, dense)):
+        q = d.obj
+        described.append({"layer": d.name, "kind": "dense", "quantizer": f"kernel {show(q.kernel_quantizer_internal)}"
+                          + (f", bias {show(q.bias_quantizer_internal)}" if q.use_bias else ", no bias"),
+                          "format": f"weights within ap_fixed<{layer.weight_range.width},{layer.weight_range.int_bits}>,"
+                                    f" biases within ap_fixed<{layer.bias_range.width},{layer.bias_range.int_bits}>"})
+        last = n == len(blocks) - 1
+        quantizer = ("none" if after is None else "relu (unquantized)" if after.kind == "relu" else show(after.obj))
+        if last and after is None and out_fmt is not None:
+            quantizer = "none: rounded into output_format"
+        described.append({"layer": d.name if after is None else after.name, "kind": "output" if last else "relu",
+                          "quantizer": quantizer, "format": str(act)})
+    if out_fmt is not None and blocks[-1][1] is None:
+        notes.append(f"unquantized output of {blocks[-1][0].name!r}: rounded into output_format {act}; the "
+                     "learner equals QKeras' outputs rounded the same way")
+    notes += plan_notes
+    if skipped:
+        notes.append("identity at inference, skipped: " + ", ".join(f"{s['layer']} ({s['kind']})" for s in skipped))
     spec, theta = exact_mlp_spec(dense, in_fmt, act, grad=grad, coef=coef, coef_extra_int_bits=coef_extra_int_bits,
                                  learning_rate=learning_rate, schedule=schedule, staleness=staleness, name=name)
-    return QKerasImport(spec, theta, tuple(described), tuple(float32_exact(dense, in_fmt, act)))
+    return QKerasImport(spec, theta, tuple(described), tuple(float32_exact(dense, in_fmt, act, inputs)),
+                        skipped=tuple(skipped), notes=tuple(notes), input_quantized=in_step is not None,
+                        folded=tuple({"layer": bn.name, "into": name} for name, bn in folded.items()),
+                        output_rounded=out_fmt is not None and blocks[-1][1] is None)
 
 
-def qkeras_outputs(model, x, act: Fmt) -> np.ndarray:
-    """QKeras' own quantized outputs as raw integers of ``act``, int64 (N, n_out).
+def qkeras_outputs(model, x, act: Fmt, *, round_outputs: bool = False) -> np.ndarray:
+    """QKeras' own outputs as raw integers of ``act``, int64 (N, n_out).
 
     Args:
         model: the network given to :func:`from_qkeras`.
         x: float inputs (N, n_in), used as float32 (QKeras' precision).
-        act: the imported spec's ``act`` format (the output quantizer's).
+        act: the imported spec's ``act`` format (the output quantizer's, or the exact format
+            of an unquantized output).
+        round_outputs: round the outputs into ``act`` (:func:`onchip.fixed.quantize`), for an
+            unquantized output imported with ``output_format``.
 
     Raises:
-        ValueError: an output that is not on ``act``'s grid (not the output quantizer's).
+        ValueError: an output that is not on ``act``'s grid when not rounding.
     """
     x = np.asarray(x, dtype=np.float32)
     y = np.asarray(model(x, training=False).numpy(), dtype=np.float64)
+    if round_outputs:
+        return quantize(y, act)
     raw = np.ldexp(y, act.frac_bits)
     if not np.array_equal(raw, np.round(raw)):
         raise ValueError(f"model: its outputs are not on the grid of {act}")
     return raw.astype(np.int64)
+
+
+def reference_outputs(model, imported: QKerasImport, x) -> tuple[np.ndarray, np.ndarray]:
+    """What the learner must equal: ``(inputs as QKeras saw them (N, n_in) float64, QKeras' raw outputs)``.
+
+    A model without an input quantizer sees the inputs rounded onto the input format's grid (as
+    the learner does); with ``output_format``, its outputs are rounded into ``act``.
+    """
+    x = np.asarray(x, dtype=np.float32).astype(np.float64)
+    if not imported.input_quantized:
+        f = imported.spec.formats.input
+        x = f.dequantize(quantize(x, f))
+    return x, qkeras_outputs(model, x, imported.spec.formats.act, round_outputs=imported.output_rounded)
 
 
 def load_qkeras(path: str | Path):

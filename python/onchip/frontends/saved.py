@@ -42,28 +42,30 @@ def qkeras_check(model, imported, x=None, seed: int = 0) -> dict:
     """The golden model against QKeras' own forward pass on ``x`` or a seeded probe.
 
     The probe: :data:`QKERAS_PROBE` inputs uniform over 1.25 times the input format's range
-    (saturating inputs included).
+    (saturating inputs included). A model without an input quantizer is compared on the inputs
+    rounded onto the input format's grid (:func:`onchip.frontends.qkeras.reference_outputs`).
 
     Returns:
         ``{"source": "data" | "probe", "samples", "outputs", "differing", "max_lsb",
-        "float32_exact"}``: outputs compared, how many differ and by how many ``act`` LSB at most.
+        "float32_exact", "inputs_on_grid", "outputs_rounded"}``: outputs compared, how many
+        differ and by how many ``act`` LSB at most.
     """
     from ..model import GoldenLearner
-    from .qkeras import qkeras_outputs
+    from .qkeras import reference_outputs
 
     spec = imported.spec
     source = "data" if x is not None else "probe"
     if x is None:
         f = spec.formats.input
         x = np.random.default_rng(seed).uniform(1.25 * f.min_value, 1.25 * f.max_value, (QKERAS_PROBE, spec.n_in))
-    x = np.asarray(x, dtype=np.float32).astype(np.float64)  # the values QKeras sees
+    x, theirs = reference_outputs(model, imported, x)  # the values QKeras sees, and its outputs
     golden = GoldenLearner(spec, imported.theta)
     ours = golden.predict(golden.quantize_inputs(x))
-    theirs = qkeras_outputs(model, x, spec.formats.act)
     diff = np.abs(ours - theirs)
     return {"source": source, "samples": int(len(x)), "outputs": int(diff.size),
             "differing": int(np.count_nonzero(diff)), "max_lsb": int(diff.max()) if diff.size else 0,
-            "float32_exact": all(d["exact"] for d in imported.float32_exact)}
+            "float32_exact": all(d["exact"] for d in imported.float32_exact),
+            "inputs_on_grid": not imported.input_quantized, "outputs_rounded": imported.output_rounded}
 
 
 def _markdown(report: dict) -> str:
@@ -76,12 +78,18 @@ def _markdown(report: dict) -> str:
         lines += ["| layer | kind | quantizer | format |", "|---|---|---|---|"]
         lines += [f"| {l['layer']} | {l['kind']} | `{l['quantizer']}` | `{l['format']}` |" for l in report["layers"]]
         c = report["check"]
+        lines += [f"- {note}" for note in report["notes"]] + ([""] if report["notes"] else [])
         exact = "exact" if c["float32_exact"] else "not exact for every input (wide accumulators)"
         lines += ["", "QKeras' float32 dot products: " + exact + "; per dense layer: " + ", ".join(
             f"{d['layer']} {d['accumulator_bits']} bits" for d in report["float32_exact"]) + ".", "",
-            f"Check on {c['samples']} inputs ({c['source']}): {c['outputs'] - c['differing']} of {c['outputs']} "
-            f"outputs equal QKeras' own quantized outputs" + (f", the others differ by at most {c['max_lsb']} LSB."
-                                                               if c["differing"] else " (bit-exact).")]
+            f"Check on {c['samples']} inputs ({c['source']}"
+            + (", rounded onto the input format's grid" if c.get("inputs_on_grid") else "")
+            + f"): {c['outputs'] - c['differing']} of {c['outputs']} outputs equal QKeras' own outputs"
+            + (" rounded into output_format" if c.get("outputs_rounded") else "")
+            + (f", the others differ by at most {c['max_lsb']} LSB." if c["differing"] else
+               "." if report.get("folded") else " (bit-exact).")
+            + (" Batch normalisation is folded: the import is not exact, this is its measured error."
+               if report.get("folded") else "")]
     else:
         g = report["grid"]
         lines += [f"Grid: [{g['lo']}, {g['hi']}), G = {g['grid_size']}, k = {g['spline_order']}, cell width "
@@ -104,7 +112,8 @@ def _markdown(report: dict) -> str:
 
 
 def import_model(path: str | os.PathLike, out: str | os.PathLike, *, template=None, data=None,
-                 coef: str | None = None, name: str | None = None) -> dict:
+                 coef: str | None = None, name: str | None = None, input_format: str | None = None,
+                 output_format: str | None = None, fold_batchnorm: bool = False) -> dict:
     """Convert a saved model and write the import folder ``out``.
 
     Args:
@@ -114,11 +123,16 @@ def import_model(path: str | os.PathLike, out: str | os.PathLike, *, template=No
         template: pykan only: a KAN spec whose grid and formats to take.
         data: a ``.npy`` of inputs (N, n_in) to check the conversion on (default: a seeded probe).
         coef: QKeras only: the ``coef`` format (see :func:`onchip.from_qkeras`).
+        input_format: QKeras only: the input format of a model without an input quantizer
+            (default: derived from ``data``, see :func:`onchip.from_qkeras`).
+        output_format: QKeras only: the format an unquantized output is rounded into.
+        fold_batchnorm: QKeras only: fold batch normalisation into the QDense before it (not
+            exact; the check measures the error).
         name: the spec's name (default: the model file's stem).
 
     Returns:
         the report (also ``report.json``): ``model``, ``framework``, ``spec`` (its dict),
-        ``parameters``, and for QKeras ``layers``, ``float32_exact`` and ``check``
+        ``parameters``, and for QKeras ``layers``, ``notes``, ``skipped``, ``float32_exact`` and ``check``
         (:func:`qkeras_check`), for pykan ``grid``, ``edges`` and ``output``
         (:class:`onchip.frontends.pykan.PykanImport`).
 
@@ -145,13 +159,25 @@ def import_model(path: str | os.PathLike, out: str | os.PathLike, *, template=No
         from .qkeras import from_qkeras, load_qkeras
 
         model = load_qkeras(path)
-        imported = from_qkeras(model, coef=coef, name=name)
-        x = _load_inputs(data, imported.spec.n_in)
-        report.update(layers=list(imported.layers), float32_exact=list(imported.float32_exact),
-                      check=qkeras_check(model, imported, x))
+        x = _load_inputs(data, int(model.inputs[0].shape[-1]))
+        try:
+            imported = from_qkeras(model, coef=coef, name=name, input_format=input_format,
+                                   output_format=output_format, data=x, fold_batchnorm=fold_batchnorm)
+        except ValueError as exc:  # the API's argument names as the command's flags
+            text = str(exc)
+            for arg, flag in (("input_format", "--input-format"), ("output_format", "--output-format")):
+                text = text.replace(f"{arg}: ", f"{flag}: ")
+            raise ValueError(text) from None
+        report.update(layers=list(imported.layers), notes=list(imported.notes), skipped=list(imported.skipped),
+                      folded=list(imported.folded),
+                      float32_exact=list(imported.float32_exact), check=qkeras_check(model, imported, x))
     else:
         if coef is not None:
             raise ValueError("--coef applies to QKeras models (give a pykan import's formats with --template)")
+        for flag, value in (("--input-format", input_format), ("--output-format", output_format),
+                            ("--fold-batchnorm", fold_batchnorm or None)):
+            if value is not None:
+                raise ValueError(f"{flag} applies to QKeras models (give a pykan import's formats with --template)")
         from .pykan import from_pykan, load_pykan
 
         model = load_pykan(path)
