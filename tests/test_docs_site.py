@@ -21,7 +21,7 @@ def test_readme_starts_with_setup_tests_and_the_main_job():
     lines = (ROOT / "README.md").read_text().splitlines()
     first_text = next(i for i, line in enumerate(lines[1:], 1) if line and not line.startswith("    "))
     commands = [line.strip() for line in lines[1:first_text] if line.strip()]
-    setup = 'pip install -e ".[dev]" --extra-index-url https://download.pytorch.org/whl/cpu'
+    setup = 'pip install -e ".[dev]" --extra-index-url https://download.pytorch.org/whl/cpu --retries 1'
     assert commands == [setup, "python -m pytest", "onchip run"]  # one pip install: torch's CPU build
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     # CI installs and tests the README's way (`python -m`: the pytest of the environment that was set up)

@@ -16,7 +16,7 @@ for kind in core dev; do
   load=$(cut -d' ' -f1 /proc/loadavg)
   start=$(date +%s.%N)
   "$venv/bin/python" -m pip install --no-cache-dir -q -e "$target" \
-    --extra-index-url https://download.pytorch.org/whl/cpu > "$work/$kind.log" 2>&1
+    --extra-index-url https://download.pytorch.org/whl/cpu --retries 1 > "$work/$kind.log" 2>&1
   end=$(date +%s.%N)
   site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   size=$(du -sm "$site" | cut -f1)
