@@ -1,7 +1,8 @@
 """Rebuild sweeps/unlearning/README.md from the committed metrics.json / results.md of each configuration.
 
 Run: python sweeps/unlearning/make_readme.py  (reads only files in this folder; the hardware section is kept
-from the current README, everything above it is rewritten)
+from the current README, everything above it is rewritten). The page opens with the summary tables and the
+commands that make them, then the method.
 """
 
 from __future__ import annotations
@@ -22,6 +23,22 @@ def ci(p: dict, digits: int = 1) -> str:
     return f"{p['difference']:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
+def commands(configs: list[tuple[int, str]]) -> list[str]:
+    """The ``onchip unlearn`` command lines of ``configs`` (from each folder's results.md) as indented code
+    lines: one line with ``B`` and ``F`` for bits and forget set when they differ only there and in
+    ``--ablation`` (named in a comment), else one line each."""
+    lines = {c: (folder(*c) / "results.md").read_text().split("Command: `", 1)[1].split("`", 1)[0] for c in configs}
+    general = {c: line.replace(f"--bits {c[0]} ", "--bits B ").replace(f"--forget {c[1]} ", "--forget F ")
+               .replace(f"--out sweeps/unlearning/{folder(*c).name}", "--out sweeps/unlearning/digits-Bbit-F")
+               .replace(" --ablation", "") for c, line in lines.items()}
+    if len(set(general.values())) != 1:
+        return [f"    {line}" for line in lines.values()]
+    ablation = [f"{b}-bit {f}" for (b, f), line in lines.items() if " --ablation" in line]
+    return [f"    {next(iter(general.values()))}",
+            f"    # B in {' '.join(sorted({str(b) for b, _ in configs}, key=int, reverse=True))}, "
+            f"F in {' '.join(dict.fromkeys(f for _, f in configs))} (the folder writes ':' as '-')"
+            + (f"; {', '.join(ablation)} adds --ablation" if ablation else "")]
+
 def main() -> None:
     old = (HERE / "README.md").read_text()
     hardware = old[old.index("## On the simulated hardware"):]
@@ -30,17 +47,8 @@ def main() -> None:
     cols = [f"{b}-bit {f}" for b, f in fresh]
     out = ["# Unlearning on digits: OEU vs baselines (brevitas QAT MLP 64-64-32-10, power-of-two scales, `--act fixed`)",
            "",
-           "Every configuration: 10 seeds (0-9); on each seed one original model (QAT on the whole training set) "
-           "that every arm starts from (its fingerprint is recorded in each arm's row of metrics.json); SGD lr "
-           "0.5, chosen by the rule in [lr-rule/lr_rule.md](lr-rule/lr_rule.md) (the smallest rate of "
-           "{0.2, 0.5, 1, 2} at which both entropy arms leave the 8-bit forget set above 0.5 log C, on "
-           "calibration seeds 100-102, not the reported ones) and used by every arm at every bit width; every "
-           "unlearning arm spends the same number of gradient evaluations, 80 (10 epochs x 4 forget batches of 32 x "
-           "2 gradients, forget and retain batch, for OEU, OEU-noproj and relabel; fine-tuning and gradient ascent, "
-           "one gradient per step, take 80 steps). Metric: average gap to the retrained model (mean "
-           "|difference| of forget, retain, test accuracy and MIA on the forget set, pp; lower is better).",
-           "",
-           "Mean ± std over seeds (ddof 0):", "",
+           "Average gap to the retrained model (mean |difference| of forget, retain, test accuracy and MIA on "
+           "the forget set, pp; lower is better), mean ± std over seeds (ddof 0):", "",
            "| method | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     names = list(next(iter(fresh.values()))["summary"])
     for n in names:
@@ -57,6 +65,19 @@ def main() -> None:
             lo, hi = p["ci95"]
             cells.append(f"**{ci(p)}**" if lo > 0 or hi < 0 else ci(p))
         out.append(f"| {n} | " + " | ".join(cells) + " |")
+    out += ["", "Made by one command per configuration (each section below gives its own), then this page:", "",
+            *commands(list(fresh)), "    python sweeps/unlearning/make_readme.py", "",
+            "## Method", "",
+            "- Every configuration: 10 seeds (0-9); on each seed one original model (QAT on the whole training set) "
+            "that every arm starts from (its fingerprint is recorded in each arm's row of metrics.json).",
+            "- SGD lr 0.5, chosen by the rule in [lr-rule/lr_rule.md](lr-rule/lr_rule.md) (the smallest rate of "
+            "{0.2, 0.5, 1, 2} at which both entropy arms leave the 8-bit forget set above 0.5 log C, on "
+            "calibration seeds 100-102, not the reported ones) and used by every arm at every bit width.",
+            "- Every unlearning arm spends the same number of gradient evaluations, 80 (10 epochs x 4 forget "
+            "batches of 32 x 2 gradients, forget and retain batch, for OEU, OEU-noproj and relabel; fine-tuning "
+            "and gradient ascent, one gradient per step, take 80 steps).",
+            "- Metric: the average gap to the retrained model above; per seed, per arm and per metric in each "
+            "configuration's section."]
     out += ["", "Positive control (the same in every configuration: a 2-bit original per seed, forget random:0.5, no "
             "retain term, lr 0.05, 10 epochs; OEU - OEU-noproj retain accuracy, pp):", "",
             "| configuration | oeu retain % per seed | oeu-noproj retain % per seed | paired difference | sensitive |",
