@@ -56,7 +56,7 @@ def test_node_and_subnode_affine_terms_fold_into_the_coefficients():
         model.node_bias[0].copy_(torch.tensor([0.25, -1.0]))
         model.subnode_scale[0].copy_(torch.tensor([0.5, 2.0]))
         model.subnode_bias[0].copy_(torch.tensor([-0.125, 0.375]))
-    imp = from_pykan(model)
+    imp = from_pykan(model, fit_to="spline")
     assert max(e["max_error"] for e in imp.edges) < 1e-12 and imp.output["float_max_error"] < 1e-12
     x = np.random.default_rng(0).uniform(-2, 2, (256, 2))
     with torch.no_grad():  # the float64 replica of MultKAN.forward the errors are measured against
@@ -354,8 +354,10 @@ def test_only_saveckpt_checkpoints_are_offered_and_other_files_refused(tmp_path,
     """pykan cannot torch.save a KAN (a lambda in its symbolic layers), so import does not offer it."""
     from onchip.cli import main
 
-    with pytest.raises(SystemExit):
+    try:
         main(["import", "--help"])
+    except SystemExit:  # argparse's exit after printing the help
+        pass
     assert "torch.save" not in (help_text := capsys.readouterr().out) and "saveckpt" in help_text
     with pytest.raises(Exception, match="pickle"):
         torch.save(_kan(), tmp_path / "whole.pt")

@@ -95,12 +95,16 @@ class PykanImport:
             :func:`onchip.model.golden.layout` order (coef[j, i, :] of each layer).
         coef: the fitted coefficients before quantization, float64 (P,), same order.
         grid: ``{"source": "model" | "template", "lo", "hi", "grid_size", "spline_order",
-            "cell_width", "model_grids": [per layer {"G", "k", "lo", "hi", "uniform"}],
-            "hidden_maps": [per hidden layer {"scale", "shift"}]}`` (:func:`hidden_maps`).
+            "cell_width", "basis_table_bits", "model_grids": [per layer {"G", "k", "lo", "hi",
+            "uniform"}], "reach": [per layer {"lo": [per input], "hi": [per input]}] (:func:`reach`),
+            "reach_source": "data" | "probe", "hidden_maps": [per hidden layer {"scale",
+            "shift"}]}`` (:func:`hidden_maps`).
         edges: per edge ``{"layer", "i", "j", "max_error", "rms_error", "max_error_lsb",
             "rms_error_lsb", "max_error_quantized", "rms_error_quantized",
             "max_error_quantized_lsb", "rms_error_quantized_lsb"}``: the fitted edge (after
-            folding) against pykan's over the grid range, in function units and LSB of ``act``.
+            folding) against pykan's over the grid range, in function units and LSB of ``act``:
+            its float coefficients on the exact B-splines, and its ``theta`` read through the
+            basis table as the hardware does (``_quantized``).
         output: the network's outputs against pykan's (:func:`output_error`), or None when not
             measured.
         warnings: one line each, what a user should know: samples that leave pykan's grids (the
@@ -440,10 +444,11 @@ def from_pykan(
     edges, offset = [], 0
     for l, (coef, target) in enumerate(zip(fitted, targets)):
         n_out, n_in = coef.shape[:2]
+        table = table_basis(xs, spec, in_fmts[l])
         for j in range(n_out):
             for i in range(n_in):
                 err = basis @ coef[j, i] - target[:, j, i]
-                q = table_basis(xs, spec, in_fmts[l]) @ (theta[offset : offset + size + k] * c.lsb) - target[:, j, i]
+                q = table @ (theta[offset : offset + size + k] * c.lsb) - target[:, j, i]
                 offset += size + k
                 mx, rms = float(np.abs(err).max()), float(np.sqrt(np.mean(err**2)))
                 qmx, qrms = float(np.abs(q).max()), float(np.sqrt(np.mean(q**2)))
