@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 
@@ -121,7 +122,7 @@ def test_refusals_name_the_edge_or_layer():
 def _shifted(trained):
     """The trained fixture with its hidden nodes moved off layer 1's grid, as training without
     update_grid or prune_input leave them: a copy, hidden node biases shifted."""
-    model = trained[0].copy()
+    model = copy.deepcopy(trained[0])  # not model.copy(), which writes files into the working folder
     with torch.no_grad():
         model.node_bias[0] += torch.tensor([0.3, -0.2, 0.25])
     return model
@@ -153,7 +154,7 @@ def pykan_hidden(model, x):
 
 def test_derived_defaults_pass_their_own_check(trained):
     """Large outputs leave act few fractional bits: too few for the basis table in a fine grid."""
-    model, x = trained[0].copy(), trained[1]
+    model, x = copy.deepcopy(trained[0]), trained[1]
     with torch.no_grad():
         model.node_scale[1] *= 2000
     imp = from_pykan(model, x=x)

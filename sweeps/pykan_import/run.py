@@ -20,6 +20,7 @@ Each row changes one knob, so that the error's sources separate:
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
 import platform
@@ -63,7 +64,7 @@ def part(model, keep: str):
     """A copy of ``model`` whose edges keep only their spline part or only their base part."""
     import torch
 
-    out = model.copy()
+    out = copy.deepcopy(model)  # model.copy() writes files into the working folder
     with torch.no_grad():
         for layer in out.act_fun:
             (layer.scale_base if keep == "spline" else layer.scale_sp).zero_()
