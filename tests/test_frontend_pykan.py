@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 
@@ -119,17 +118,24 @@ def test_refusals_name_the_edge_or_layer():
     from_pykan(_kan(k=4), PRESETS["kan-readout"])  # a template of k = 3 is a projection target
 
 
-def _shifted(trained):
+def _copy(model, folder):
+    # through a checkpoint in ``folder``, as model.copy() does in the working folder (a deepcopy
+    # fails on the cached activations)
+    model.saveckpt(str(folder / "copy"))
+    return kan.MultKAN.loadckpt(str(folder / "copy"))
+
+
+def _shifted(trained, folder):
     """The trained fixture with its hidden nodes moved off layer 1's grid, as training without
     update_grid or prune_input leave them: a copy, hidden node biases shifted."""
-    model = copy.deepcopy(trained[0])  # not model.copy(), which writes files into the working folder
+    model = _copy(trained[0], folder)
     with torch.no_grad():
         model.node_bias[0] += torch.tensor([0.3, -0.2, 0.25])
     return model
 
 
-def test_hidden_values_beyond_the_pykan_grid_are_followed_and_reported(trained):
-    model, x = _shifted(trained), trained[1]
+def test_hidden_values_beyond_the_pykan_grid_are_followed_and_reported(trained, tmp_path):
+    model, x = _shifted(trained, tmp_path), trained[1]
     imp = from_pykan(model, x=x)
     out = imp.output
     assert out["outside_model_grid_fraction"] > 0.5  # measured: 0.734
@@ -152,9 +158,9 @@ def pykan_hidden(model, x):
     return model.acts[1].numpy().astype(np.float64)
 
 
-def test_derived_defaults_pass_their_own_check(trained):
+def test_derived_defaults_pass_their_own_check(trained, tmp_path):
     """Large outputs leave act few fractional bits: too few for the basis table in a fine grid."""
-    model, x = copy.deepcopy(trained[0]), trained[1]
+    model, x = _copy(trained[0], tmp_path), trained[1]
     with torch.no_grad():
         model.node_scale[1] *= 2000
     imp = from_pykan(model, x=x)
@@ -319,7 +325,7 @@ def test_a_missing_pykan_names_its_extra():
 def test_import_puts_the_out_of_grid_warning_first(trained, tmp_path, capsys):
     from onchip.cli import main
 
-    model, x = _shifted(trained), trained[1]
+    model, x = _shifted(trained, tmp_path), trained[1]
     model.saveckpt(str(tmp_path / "shifted"))
     np.save(tmp_path / "x.npy", x)
     assert main(["import", str(tmp_path / "shifted"), "--data", str(tmp_path / "x.npy"),

@@ -20,10 +20,10 @@ Each row changes one knob, so that the error's sources separate:
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime
 import json
 import platform
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,7 +64,9 @@ def part(model, keep: str):
     """A copy of ``model`` whose edges keep only their spline part or only their base part."""
     import torch
 
-    out = copy.deepcopy(model)  # model.copy() writes files into the working folder
+    with tempfile.TemporaryDirectory() as tmp:  # model.copy() would write its checkpoint into the working folder
+        model.saveckpt(f"{tmp}/copy")
+        out = type(model).loadckpt(f"{tmp}/copy")
     with torch.no_grad():
         for layer in out.act_fun:
             (layer.scale_base if keep == "spline" else layer.scale_sp).zero_()
