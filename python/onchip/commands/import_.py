@@ -5,8 +5,8 @@ from __future__ import annotations
 from . import _args
 
 DESCRIPTION = """Convert a saved model into an onchip learner: a QKeras MLP (.h5 or .keras; QDense +
-QActivation with power-of-two quantizers, mapped exactly) or a pykan KAN (a saveckpt checkpoint,
-its folder, or a torch.save'd model; projected onto onchip's uniform power-of-two grid). Writes
+QActivation with power-of-two quantizers, mapped exactly) or a pykan KAN (a checkpoint written by
+model.saveckpt(prefix), or its folder; projected onto onchip's uniform power-of-two grid). Writes
 spec.toml, theta.npy (raw initial parameters) and report.json / report.md (the layer mapping and
 the bit-exactness check against QKeras, or the per-edge and output errors of the projection) into
 --out. Then: onchip verify|generate|synth|run --spec OUT/spec.toml --theta OUT/theta.npy."""
@@ -15,7 +15,8 @@ the bit-exactness check against QKeras, or the per-edge and output errors of the
 def add_parser(sub) -> None:
     p = sub.add_parser("import", help="convert a saved QKeras or pykan model into a spec and parameters",
                        description=DESCRIPTION)
-    p.add_argument("model", metavar="MODEL", help="a QKeras .h5/.keras file, or a pykan checkpoint or saved model")
+    p.add_argument("model", metavar="MODEL", help="a QKeras .h5/.keras file, or a pykan checkpoint (the prefix given to model.saveckpt, its _config.yml, "
+                        "or its folder)")
     p.add_argument("--template", default=None,
                    help="pykan: a KAN spec (preset or TOML) whose grid and formats to take (default: derived)")
     p.add_argument("--coef", default=None,
@@ -31,7 +32,8 @@ def add_parser(sub) -> None:
                    help="QKeras: fold each BatchNormalization into the QDense before it and re-quantize (not exact: "
                         "the report gives the measured output error)")
     p.add_argument("--data", default=None,
-                   help="a .npy of inputs (N, n_in) to check the conversion on (default: a seeded probe)")
+                   help="a .npy of inputs (N, n_in) to check the conversion on (default: a seeded probe); pykan: the "
+                        "edges also cover the range these inputs reach")
     p.add_argument("--name", default=None, help="the spec's name (default: the model file's name)")
     _args.add_out(p)
     p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
@@ -44,6 +46,8 @@ def run(args) -> int:
                           name=args.name, input_format=args.input_format, output_format=args.output_format,
                           fold_batchnorm=args.fold_batchnorm)
     spec = report["spec"]
+    for warning in report.get("warnings", ()):  # first: what the user must know
+        print(f"warning: {warning}")
     if report["framework"] == "qkeras":
         c = report["check"]
         check = (f"{c['outputs'] - c['differing']} of {c['outputs']} outputs equal QKeras' on {c['samples']} inputs"

@@ -8,36 +8,44 @@ An onchip edge is a uniform B-spline of order k on G cells of power-of-two width
 range [lo, hi) shared by every layer, constant outside it (the input is clamped). So the
 conversion is a projection:
 
-1. **Grid**: from a ``template`` spec (G, k, grid range, formats), or from the model: the range
-   covers the first layer's grids ``[grid[k], grid[-k-1]]`` (the network inputs), h is the largest
-   power of two not above (range / G) for the largest G of the model's layers, and G the number of
-   such cells from a multiple of h at or below the lowest grid point to the highest (so the cells
-   are no wider than the model's average cell). A hidden node's values are mapped affinely from
-   its pykan grid interval (of the layer it feeds) onto that range: the map scales and shifts the
-   node's output (folded into its edges as below) and the next layer's edges are fitted in the
-   mapped variable, so a narrow hidden range keeps every cell (:func:`hidden_maps`).
-2. **Fit**: each edge's whole activation (base function included, masks applied), sampled densely
-   (``samples_per_cell`` midpoints per cell) over [lo, hi), is fitted by least squares onto the
-   G + k B-splines of onchip's grid, in float64. Each input is clamped to its own pykan grid
-   interval: beyond it pykan's spline vanishes and leaves the base function alone, a region the
-   model was not fitted on; the import continues the edge flat there, as onchip's edges are flat
-   outside their grid (and the fit sees no jump).
-3. **Fold** the node affine terms: node j's outputs scale by a_j = node_scale * subnode_scale, which
-   multiplies every coefficient of its edges, and shift by b_j = node_scale * subnode_bias +
-   node_bias, which adds b_j / n_in to every coefficient of each of its edges (the B-spline basis
-   sums to one on the grid). For a hidden node the map of step 1 composes with these
-   (s * (a_j y + b_j) + t).
+1. **Reach**: each layer input covers its own pykan grid interval joined with the values pykan's
+   forward gives it on the user's inputs ``x`` (or a probe over the input grid): a hidden node
+   leaves its interval where pykan's grids are stale (after training, after ``prune_input``), and
+   pykan's edge there is its base function plus the spline's tails (:func:`reach`).
+2. **Grid**: from a ``template`` spec (G, k, grid range, formats), or from the model: the range
+   covers the first layer's reach, h is the largest power of two not above
+   (range / (refine * G)) for the largest G of the model's layers, and G the number of such cells
+   from a multiple of h at or below the range's low end to its high end. A hidden node's reach
+   is mapped affinely onto that range: the map scales and shifts the node's output (folded into
+   its edges as below) and the next layer's edges are fitted in the mapped variable, so a narrow
+   hidden range keeps every cell (:func:`hidden_maps`).
+3. **Fit**: each edge's whole activation (base function included, masks applied), sampled densely
+   over [lo, hi) (each input clamped to its reach; at least two samples per basis-table entry),
+   with node j's affine terms folded in (its outputs scale by a_j = node_scale * subnode_scale and
+   shift by b_j = node_scale * subnode_bias + node_bias, b_j / n_in on each of its edges: the
+   basis sums to one on the grid; for a hidden node composed with the map of step 2), is fitted by
+   least squares in float64, first onto the G + k B-splines (which sets the formats), then, by
+   default, onto the basis as the hardware reads it (:func:`table_basis`: input rounded, the
+   position truncated to T table bits), which removes the truncation's bias.
 4. **Formats** from a template, or ``bits``-bit formats derived from the ranges: ``input`` holds
    the grid range, ``act`` the grid range (deeper networks) and the largest output the
    coefficients allow, ``coef`` the largest coefficient, each with ``headroom_bits`` integer bits
-   to spare for on-chip training; ``acc`` keeps every product exact. Coefficients round into
-   ``coef`` (RND_CONV); one a template's ``coef`` cannot hold is refused.
+   to spare for on-chip training; ``acc`` keeps every product exact; T the most table bits the
+   layer inputs resolve within :data:`TABLE_BITS` (a format short of the lower bound, or of a
+   ``basis_table_bits`` given, is widened, and the import's ``warnings`` say so). Coefficients round
+   into ``coef`` (RND_CONV); one a template's ``coef`` cannot hold is refused.
+
+Where the error comes from (sweeps/pykan_import/README.md, measured by its script): with a cell
+width no finer than the model's (refine 1) and T = 6, the 64-entry table's truncation of the
+position dominates, then the projection of pykan's non-uniform SiLU edges onto the uniform grid;
+coefficient and data rounding at 16 bits are small beside both.
 
 The report (:class:`PykanImport`) gives, per edge, the fit's max and RMS error (function units
-and LSB of ``act``) before quantization and after it (coefficients rounded, the basis read from
-onchip's table as the hardware does), and the network's output error on the user's data or a
-dense grid. A uniform pykan grid equal to onchip's (same G, k, power-of-two cell width) with the
-base function off converts with zero error before quantization: the spline space is the same.
+and LSB of ``act``) against the exact B-splines and after quantization (coefficients rounded, the
+basis read from onchip's table as the hardware does), the network's output error on the user's
+data or the probe, and one-line warnings. A uniform pykan grid equal to onchip's (same G, k,
+power-of-two cell width) with the base function off converts with zero error before quantization
+when fitted to the exact B-splines: the spline space is the same.
 
 Refused with a ValueError naming the layer or edge: symbolic edges (``fix_symbolic``),
 multiplication nodes (``mult_arity``), pruned or reordered inputs (``input_id``), a spline order
@@ -66,6 +74,15 @@ from ..spec import Formats, LearnerSpec
 
 #: spline orders onchip builds (:class:`onchip.spec.LearnerSpec`)
 ORDERS = (1, 2, 3)
+#: the derived spec's basis table bits T (no template, none given): the most the layer-input
+#: formats resolve, at least the first (a format is widened for it) and at most the second
+#: (sweeps/pykan_import: the table's truncation of the position dominates the error at T = 6)
+TABLE_BITS = (6, 8)
+#: derived grid: onchip cells per cell of the model's finest layer, at least (sweeps/pykan_import:
+#: halving the cell width cuts the projection error of a G5 k3 SiLU KAN about ninefold)
+REFINE = 2
+#: what the coefficients are fitted to (:func:`from_pykan` ``fit_to``)
+FIT_TO = ("table", "spline")
 
 
 @dataclass(frozen=True)
@@ -78,14 +95,21 @@ class PykanImport:
             :func:`onchip.model.golden.layout` order (coef[j, i, :] of each layer).
         coef: the fitted coefficients before quantization, float64 (P,), same order.
         grid: ``{"source": "model" | "template", "lo", "hi", "grid_size", "spline_order",
-            "cell_width", "model_grids": [per layer {"G", "k", "lo", "hi", "uniform"}],
-            "hidden_maps": [per hidden layer {"scale", "shift"}]}`` (:func:`hidden_maps`).
+            "cell_width", "basis_table_bits", "model_grids": [per layer {"G", "k", "lo", "hi",
+            "uniform"}], "reach": [per layer {"lo": [per input], "hi": [per input]}] (:func:`reach`),
+            "reach_source": "data" | "probe", "hidden_maps": [per hidden layer {"scale",
+            "shift"}]}`` (:func:`hidden_maps`).
         edges: per edge ``{"layer", "i", "j", "max_error", "rms_error", "max_error_lsb",
             "rms_error_lsb", "max_error_quantized", "rms_error_quantized",
             "max_error_quantized_lsb", "rms_error_quantized_lsb"}``: the fitted edge (after
-            folding) against pykan's over the grid range, in function units and LSB of ``act``.
+            folding) against pykan's over the grid range, in function units and LSB of ``act``:
+            its float coefficients on the exact B-splines, and its ``theta`` read through the
+            basis table as the hardware does (``_quantized``).
         output: the network's outputs against pykan's (:func:`output_error`), or None when not
             measured.
+        warnings: one line each, what a user should know: samples that leave pykan's grids (the
+            edges extended over them), samples clamped to the learner's grid, formats widened for
+            the basis table.
     """
 
     spec: LearnerSpec
@@ -94,6 +118,7 @@ class PykanImport:
     grid: dict
     edges: tuple[dict, ...]
     output: dict | None
+    warnings: tuple[str, ...] = ()
 
 
 def modules():
@@ -140,12 +165,10 @@ def _model_grids(model) -> list[dict]:
     return out
 
 
-def _grid_from_model(grids: list[dict]) -> tuple[float, float, int]:
-    # the network inputs' grids set the range (hidden inputs are mapped onto it); the finest
-    # layer sets the cell width
-    lo_src, hi_src = grids[0]["lo"], grids[0]["hi"]
-    g_model = max(g["G"] for g in grids)
-    h = 2.0 ** math.floor(math.log2((hi_src - lo_src) / g_model))
+def _grid_from_model(lo_src: float, hi_src: float, g_model: int, refine: int) -> tuple[float, float, int]:
+    # the network inputs' range (hidden inputs are mapped onto it); the finest layer, refined,
+    # sets the cell width
+    h = 2.0 ** math.floor(math.log2((hi_src - lo_src) / (g_model * refine)))
     lo = math.floor(lo_src / h) * h
     size = max(1, math.ceil((hi_src - lo) / h - 1e-9))
     return lo, lo + size * h, size
@@ -176,40 +199,100 @@ def _layer_bounds(layer) -> tuple[np.ndarray, np.ndarray]:
     return g[:, k], g[:, g.shape[1] - k - 1]
 
 
-def _edge_values(layer, x: np.ndarray, torch) -> np.ndarray:
+def _fit_table(formats: Formats, depth: int, cell_exp: int, table_bits: int | None) -> tuple[Formats, int, list[str]]:
+    """Basis table bits T and the layer-input formats that resolve them (the spec's check: every
+    layer input has at least T bits of position inside a cell of width 2**cell_exp).
+
+    ``table_bits`` None: the most the formats resolve, within :data:`TABLE_BITS`. A format with too
+    few fractional bits for T is widened (integer bits kept), and the returned notes say so."""
+    names = ["input"] + (["act"] if depth > 1 else [])
+    pos = {n: getattr(formats, n).frac_bits + cell_exp for n in names}
+    t = table_bits if table_bits is not None else max(TABLE_BITS[0], min(TABLE_BITS[1], *pos.values()))
+    notes = []
+    for n in names:
+        if pos[n] < t:
+            f = getattr(formats, n)
+            wide = dataclasses.replace(f, width=f.width + t - pos[n])
+            if wide.width > 32:
+                raise ValueError(f"basis_table_bits={t}: formats.{n} would need {wide.width} bits (more than 32) to "
+                                 f"resolve it in cells of width {2.0 ** cell_exp:g}; give fewer table bits")
+            formats = dataclasses.replace(formats, **{n: wide})
+            notes.append(f"formats.{n} widened from {f} to {wide}: {f.frac_bits} fractional bits resolve {pos[n]} "
+                         f"bits of position in a cell of width {2.0 ** cell_exp:g}, fewer than basis_table_bits={t}")
+    return formats, t, notes
+
+
+def _edge_values(layer, x: np.ndarray, bounds: tuple[np.ndarray, np.ndarray], torch) -> np.ndarray:
     """pykan's edge activations phi_ji of one KANLayer at inputs ``x`` (N, n_in), each clamped to its
-    own grid interval, in float64: (N, n_out, n_in)."""
-    lo, hi = _layer_bounds(layer)
+    interval of ``bounds`` ((lo (n_in,), hi (n_in,))), in float64: (N, n_out, n_in)."""
     work = copy.deepcopy(layer).double()
     with torch.no_grad():
-        _, _, postacts, _ = work(torch.as_tensor(np.clip(x, lo[None, :], hi[None, :]), dtype=torch.float64))
+        _, _, postacts, _ = work(torch.as_tensor(np.clip(x, bounds[0][None, :], bounds[1][None, :]),
+                                                 dtype=torch.float64))
     return postacts.cpu().numpy()
 
 
-def hidden_maps(model, lo: float, hi: float) -> list[tuple[np.ndarray, np.ndarray]]:
+def _propagate(model, x) -> tuple[list[np.ndarray], np.ndarray]:
+    """pykan's forward in float64: every layer's inputs ``[(N, n_in) per layer]`` and the outputs (N, n_out)."""
+    torch, _ = modules()
+    a = np.asarray(x, dtype=np.float64)
+    inputs = []
+    for l, layer in enumerate(model.act_fun):
+        inputs.append(a)
+        work = copy.deepcopy(layer).double()
+        with torch.no_grad():
+            y = work(torch.as_tensor(a))[0].cpu().numpy()
+        scale, shift = _node_affine(model, l)
+        a = y * scale + shift
+    return inputs, a
+
+
+def reach(model, x) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per layer, the interval each input covers: its own pykan grid interval joined with the
+    values pykan's forward gives it on ``x`` (N, n_in): ``[(lo (n_in,), hi (n_in,))]``.
+
+    A hidden node's values leave its grid interval where pykan's grids are stale (after training
+    without ``update_grid``, after ``prune_input``); pykan's edge there is its base function plus
+    the spline's tails, which the import follows over this interval."""
+    out = []
+    for layer, a in zip(model.act_fun, _propagate(model, x)[0]):
+        lo, hi = _layer_bounds(layer)
+        out.append((np.minimum(lo, a.min(axis=0)), np.maximum(hi, a.max(axis=0))))
+    return out
+
+
+def hidden_maps(model, lo: float, hi: float, bounds=None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per layer, the affine map u = s * x + t from pykan's values x of its inputs to the learner's
     (``[(s (n_in,), t (n_in,))]``): the identity for the network inputs; for a hidden layer, each
-    input's own pykan grid interval onto the learner's grid range [lo, hi)."""
+    input's interval onto the learner's grid range [lo, hi): its interval of ``bounds`` (as
+    :func:`reach` gives them), by default its own pykan grid interval."""
     maps = [(np.ones(model.width_in[0]), np.zeros(model.width_in[0]))]
-    for layer in list(model.act_fun)[1:]:
-        a, b = _layer_bounds(layer)
+    for l, layer in enumerate(list(model.act_fun)[1:], start=1):
+        a, b = _layer_bounds(layer) if bounds is None else bounds[l]
         s = np.where(b > a, (hi - lo) / np.where(b > a, b - a, 1.0), 1.0)
         t = np.where(b > a, lo - a * s, (lo + hi) / 2 - a)
         maps.append((s, t))
     return maps
 
 
-def _table_edge(theta_edge: np.ndarray, xs: np.ndarray, spec: LearnerSpec, in_fmt: Fmt) -> np.ndarray:
-    """One edge as the hardware evaluates it: input rounded into ``in_fmt``, clamped to the grid,
-    k+1 coefficients times the basis table's entry of the position (before the sum rounds into act)."""
-    f = spec.formats
-    bval, _ = basis_table(spec.spline_order, spec.basis_table_bits, f.basis)
+def table_basis(xs: np.ndarray, spec: LearnerSpec, in_fmt: Fmt) -> np.ndarray:
+    """The B-spline basis as the hardware reads it, at inputs ``xs`` (N,) of a layer whose input
+    format is ``in_fmt``: each input rounded into ``in_fmt`` and clamped to the grid, its position
+    in the cell truncated to ``basis_table_bits``, the k+1 active functions read from the basis
+    table (:func:`onchip.model.basis.basis_table`; :mod:`onchip.model.kernels`, *locate*).
+
+    Returns:
+        (N, G + k) float64, the table's values (each exact in float64).
+    """
+    bval, _ = basis_table(spec.spline_order, spec.basis_table_bits, spec.formats.basis)
     pos_bits = in_fmt.frac_bits + spec.cell_exp
     span = spec.grid_size << pos_bits
     v = np.clip(quantize(xs, in_fmt) - int(in_fmt.quantize(spec.grid_range[0])), 0, span - 1)
     cell, addr = v >> pos_bits, (v >> (pos_bits - spec.basis_table_bits)) & ((1 << spec.basis_table_bits) - 1)
-    terms = theta_edge[cell[:, None] + np.arange(spec.spline_order + 1)] * bval[addr]
-    return np.ldexp(terms.sum(axis=1).astype(np.float64), -(f.coef.frac_bits + f.basis.frac_bits))
+    out = np.zeros((len(xs), spec.grid_size + spec.spline_order))
+    rows = np.arange(len(xs))[:, None]
+    out[rows, cell[:, None] + np.arange(spec.spline_order + 1)] = bval[addr] * spec.formats.basis.lsb
+    return out
 
 
 def _node_affine(model, l: int) -> tuple[np.ndarray, np.ndarray]:
@@ -219,13 +302,24 @@ def _node_affine(model, l: int) -> tuple[np.ndarray, np.ndarray]:
     return node_scale * sub_scale, node_scale * sub_bias + node_bias
 
 
+def _check_inputs(x, n_in: int) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != n_in or len(x) == 0:
+        raise ValueError(f"x must have shape (N, {n_in}) with N >= 1, got {x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError("x holds a NaN or an infinity")
+    return x
+
+
 def from_pykan(
     model,
     template: "LearnerSpec | str | None" = None,
     *,
     x=None,
     bits: int = 16,
-    basis_table_bits: int = 6,
+    basis_table_bits: int | None = None,
+    refine: int = REFINE,
+    fit_to: str = "table",
     headroom_bits: int = 1,
     samples_per_cell: int = 64,
     learning_rate: float = 2.0**-4,
@@ -240,10 +334,17 @@ def from_pykan(
         template: a KAN spec (object, preset name or TOML file) whose grid size, spline order, grid
             range and formats the learner takes (its widths must be the model's); None: derived
             from the model.
-        x: inputs (N, n_in) on which to measure the network's output error; None: 4096 seeded
+        x: the inputs the learner will see (N, n_in): every edge covers the range they reach
+            (:func:`reach`), and the network's output error is measured on them; None: 4096 seeded
             uniform draws over the model's input grid (:func:`probe_inputs`).
         bits: width of the derived data formats (no template).
-        basis_table_bits: address bits T of the derived spec's basis table (no template).
+        basis_table_bits: address bits T of the derived spec's basis table (no template); None:
+            the most the derived formats resolve, within :data:`TABLE_BITS`. A derived format
+            that resolves fewer position bits than T is widened (``warnings`` says so).
+        refine: derived grid: onchip cells per cell of the model's finest layer, at least.
+        fit_to: ``"table"``: the coefficients are fitted to the basis as the hardware reads it
+            (inputs rounded, the position truncated to the table's bits: :func:`table_basis`),
+            which removes the truncation's bias; ``"spline"``: to the exact B-splines.
         headroom_bits: integer bits the derived ``coef`` and ``act`` keep to spare for training.
         samples_per_cell: fit samples per grid cell.
         learning_rate: copied into the derived spec (no template).
@@ -252,19 +353,27 @@ def from_pykan(
         name: copied into the derived spec (no template).
 
     Returns:
-        :class:`PykanImport` (its ``output`` measured on ``x`` or the dense grid).
+        :class:`PykanImport` (its ``output`` measured on ``x`` or the probe).
 
     Raises:
         ValueError: a model or template the conversion refuses (see the module docstring),
-            naming the layer or edge, or ``x`` of the wrong shape.
+            naming the layer or edge; ``x`` of the wrong shape or not finite; ``refine`` below 1;
+            a ``basis_table_bits`` the formats cannot resolve within 32 bits.
         onchip.extras.MissingExtra: torch or pykan is missing.
     """
     from ..spec import load_spec
 
     torch, kan = modules()
     _check_model(model, kan)
+    if not (isinstance(refine, int) and refine >= 1):
+        raise ValueError(f"refine must be an integer >= 1, got {refine!r}")
+    if fit_to not in FIT_TO:
+        raise ValueError(f"fit_to must be one of {', '.join(FIT_TO)}, got {fit_to!r}")
     widths = tuple(int(n) for n, _ in model.width)
     grids = _model_grids(model)
+    seen = probe_inputs(model) if x is None else _check_inputs(x, widths[0])
+    bounds = reach(model, seen)
+    notes = []
     if template is not None:
         spec = load_spec(template)
         if spec.kind != "kan" or spec.widths != widths:
@@ -279,55 +388,67 @@ def from_pykan(
             raise ValueError(f"model: spline order k={[g['k'] for g in grids]}; onchip builds one k of "
                              f"{', '.join(map(str, ORDERS))} for every layer (give a template spec to project "
                              "onto one)")
-        lo, hi, size = _grid_from_model(grids)
+        lo, hi, size = _grid_from_model(float(bounds[0][0].min()), float(bounds[0][1].max()),
+                                        max(g["G"] for g in grids), refine)
     h = (hi - lo) / size
     knots = lo + h * np.arange(-k, size + k + 1)
-    n_samples = size * int(samples_per_cell)
+    # two samples per table entry at least, so that a fit to the table sees every entry
+    t_max = spec.basis_table_bits if template is not None else basis_table_bits or TABLE_BITS[1]
+    n_samples = size * max(int(samples_per_cell), 2 ** (t_max + 1))
     xs = lo + (np.arange(n_samples) + 0.5) * (hi - lo) / n_samples
     basis = bspline_basis(xs, knots, k)  # (N, G+k)
 
-    maps = hidden_maps(model, lo, hi)
-    fitted, targets = [], []
+    maps = hidden_maps(model, lo, hi, bounds)
+    targets = []  # per layer (N, n_out, n_in): pykan's edges at xs, node affine terms folded in
     for l, layer in enumerate(model.act_fun):
         s_in, t_in = maps[l]
-        phi = _edge_values(layer, (xs[:, None] - t_in[None, :]) / s_in[None, :], torch)  # (N, n_out, n_in)
+        phi = _edge_values(layer, (xs[:, None] - t_in[None, :]) / s_in[None, :], bounds[l], torch)
         scale, shift = _node_affine(model, l)
         if l + 1 < len(maps):  # a hidden node's output goes through the next layer's input map
             s_out, t_out = maps[l + 1]
             scale, shift = s_out * scale, s_out * shift + t_out
-        n_out, n_in = phi.shape[1], phi.shape[2]
-        target = phi * scale[None, :, None] + (shift / n_in)[None, :, None]
-        coef, *_ = np.linalg.lstsq(basis, phi.reshape(n_samples, -1), rcond=None)
-        coef = coef.reshape(size + k, n_out, n_in).transpose(1, 2, 0)  # (n_out, n_in, G+k)
-        coef = coef * scale[:, None, None] + (shift / n_in)[:, None, None]  # fold the node affine terms
-        fitted.append(coef)
-        targets.append(target)
-    flat = np.concatenate([c.reshape(-1) for c in fitted])
+        targets.append(phi * scale[None, :, None] + (shift / phi.shape[2])[None, :, None])
 
+    def fit(bases):  # least squares per edge: [(n_out, n_in, G+k)]
+        out = []
+        for b, target in zip(bases, targets):
+            n_out, n_in = target.shape[1:]
+            coef, *_ = np.linalg.lstsq(b, target.reshape(n_samples, -1), rcond=None)
+            out.append(coef.reshape(size + k, n_out, n_in).transpose(1, 2, 0))
+        return out
+
+    fitted = fit([basis] * len(targets))
+    flat = np.concatenate([c.reshape(-1) for c in fitted])
     if template is None:
         out_max = max(float(np.abs(c).max(axis=2).sum(axis=1).max()) for c in fitted)
         formats = _derived_formats(lo, hi, k, float(np.abs(flat).max()), out_max, len(fitted), max(widths[:-1]),
                                    bits, headroom_bits)
+        formats, table_bits, widened = _fit_table(formats, len(fitted), int(round(math.log2(h))), basis_table_bits)
+        notes += widened
         spec = LearnerSpec(kind="kan", widths=widths, grid_size=size, spline_order=k, grid_range=(lo, hi),
-                           basis_table_bits=basis_table_bits,
+                           basis_table_bits=table_bits,
                            formats=formats, learning_rate=learning_rate, schedule=schedule,
                            staleness=staleness, init_scale=0.0, name=name)
+    in_fmts = [spec.formats.input] + [spec.formats.act] * (len(fitted) - 1)
+    if fit_to == "table":  # refit to the basis as the hardware reads it (its truncation included)
+        fitted = fit([table_basis(xs, spec, f) for f in in_fmts])
+        flat = np.concatenate([c.reshape(-1) for c in fitted])
     c = spec.formats.coef
     if flat.size and (flat.min() < c.min_value or flat.max() > c.max_value):
         where = int(np.argmax(np.abs(flat)))
-        raise ValueError(f"template: formats.coef ({c}) holds [{c.min_value}, {c.max_value}], not the fitted "
-                         f"coefficient {flat[where]:.6g}")
+        raise ValueError(f"{'template: ' if template is not None else ''}formats.coef ({c}) holds "
+                         f"[{c.min_value}, {c.max_value}], not the fitted coefficient {flat[where]:.6g}")
     theta = quantize(flat, c)
 
     act_lsb = spec.formats.act.lsb
-    in_fmts = [spec.formats.input] + [spec.formats.act] * (len(fitted) - 1)
     edges, offset = [], 0
     for l, (coef, target) in enumerate(zip(fitted, targets)):
         n_out, n_in = coef.shape[:2]
+        table = table_basis(xs, spec, in_fmts[l])
         for j in range(n_out):
             for i in range(n_in):
                 err = basis @ coef[j, i] - target[:, j, i]
-                q = _table_edge(theta[offset : offset + size + k], xs, spec, in_fmts[l]) - target[:, j, i]
+                q = table @ (theta[offset : offset + size + k] * c.lsb) - target[:, j, i]
                 offset += size + k
                 mx, rms = float(np.abs(err).max()), float(np.sqrt(np.mean(err**2)))
                 qmx, qrms = float(np.abs(q).max()), float(np.sqrt(np.mean(q**2)))
@@ -336,10 +457,39 @@ def from_pykan(
                               "max_error_quantized": qmx, "rms_error_quantized": qrms,
                               "max_error_quantized_lsb": qmx / act_lsb, "rms_error_quantized_lsb": qrms / act_lsb})
     grid = {"source": "template" if template is not None else "model", "lo": lo, "hi": hi, "grid_size": size,
-            "spline_order": k, "cell_width": h, "model_grids": grids,
+            "spline_order": k, "cell_width": h, "basis_table_bits": spec.basis_table_bits, "model_grids": grids,
+            "reach": [{"lo": a.tolist(), "hi": b.tolist()} for a, b in bounds],
+            "reach_source": "probe" if x is None else "data",
             "hidden_maps": [{"scale": sc.tolist(), "shift": sh.tolist()} for sc, sh in maps[1:]]}
-    imported = PykanImport(spec, theta, flat, grid, tuple(edges), None)
-    return dataclasses.replace(imported, output=output_error(model, imported, x))
+    imported = PykanImport(spec, theta, flat, grid, tuple(edges), None, ())
+    output = output_error(model, imported, seen)
+    output["source"] = "grid" if x is None else "data"
+    return dataclasses.replace(imported, output=output, warnings=tuple(_reach_notes(model, grid, output) + notes))
+
+
+def _reach_notes(model, grid: dict, output: dict) -> list[str]:
+    """One line each: samples that leave a pykan grid interval (the edges extended over them), and
+    samples outside the learner's grid range (clamped)."""
+    notes = []
+    n, source = output["samples"], "data" if grid["reach_source"] == "data" else "probe"
+    if output["outside_model_grid_fraction"] > 0:
+        # the input whose reach exceeds its pykan grid interval most, relative to the interval
+        worst, where = -1.0, None
+        for l, (layer, r) in enumerate(zip(model.act_fun, grid["reach"])):
+            a, b = _layer_bounds(layer)
+            for i in range(len(a)):
+                over = (max(0.0, a[i] - r["lo"][i]) + max(0.0, r["hi"][i] - b[i])) / max(b[i] - a[i], 1e-12)
+                if over > worst:
+                    worst, where = over, (l, i, r["lo"][i], r["hi"][i], a[i], b[i])
+        l, i, rlo, rhi, a, b = where
+        notes.append(f"{output['outside_model_grid_fraction']:.1%} of the {n} {source} samples leave a pykan grid "
+                     f"interval (most: layer {l} input {i} reaches [{rlo:.4g}, {rhi:.4g}], its grid [{a:.4g}, "
+                     f"{b:.4g}]); the edges follow pykan's function over the range reached"
+                     + ("" if source == "data" else "; give the inputs (x, --data) to cover their range"))
+    if output["clamped_fraction"] > 0:
+        notes.append(f"{output['clamped_fraction']:.1%} of the {n} {source} samples lie outside the learner's grid "
+                     f"[{grid['lo']:g}, {grid['hi']:g}) and are clamped to it")
+    return notes
 
 
 def probe_inputs(model, n: int = 4096, seed: int = 0) -> np.ndarray:
@@ -351,19 +501,13 @@ def probe_inputs(model, n: int = 4096, seed: int = 0) -> np.ndarray:
 
 
 def _forward(model, x) -> tuple[np.ndarray, np.ndarray]:
-    # pykan's forward in float64, and per sample whether a layer's input left its own grid interval
-    torch, _ = modules()
-    a = np.asarray(x, dtype=np.float64)
-    outside = np.zeros(len(a), bool)
-    for l, layer in enumerate(model.act_fun):
+    # pykan's outputs, and per sample whether a layer's input left its own grid interval
+    inputs, out = _propagate(model, x)
+    outside = np.zeros(len(out), bool)
+    for layer, a in zip(model.act_fun, inputs):
         lo, hi = _layer_bounds(layer)
         outside |= np.any((a < lo) | (a > hi), axis=1)
-        work = copy.deepcopy(layer).double()
-        with torch.no_grad():
-            y = work(torch.as_tensor(a))[0].cpu().numpy()
-        scale, shift = _node_affine(model, l)
-        a = y * scale + shift
-    return a, outside
+    return out, outside
 
 
 def pykan_outputs(model, x) -> np.ndarray:
@@ -386,7 +530,7 @@ def output_error(model, imported: PykanImport, x=None) -> dict:
         "float_rms_error"`` (the fitted spline in float: the projection alone),
         ``"clamped_fraction"`` (samples with an input outside the learner's grid range),
         ``"outside_model_grid_fraction"`` (samples where some layer's input leaves its own pykan
-        grid interval, where the import continues the edge flat)``}``.
+        grid interval; :func:`from_pykan` extends the edges over the range its ``x`` reaches)``}``.
 
     Raises:
         ValueError: ``x`` not of shape (N, n_in).
@@ -415,19 +559,22 @@ def output_error(model, imported: PykanImport, x=None) -> dict:
 
 
 def load_pykan(path: str | Path):
-    """Load a saved pykan model.
+    """Load a pykan model saved with ``model.saveckpt(prefix)``.
 
-    ``path`` is a checkpoint written by ``model.saveckpt(prefix)`` (the prefix, or its
-    ``<prefix>_config.yml``), a folder of such checkpoints (pykan's ``ckpt_path``; the one saved
-    last is taken), or a file written by ``torch.save(model, path)`` (unpickled: load only files
-    you trust). pykan 0.2.8's symbolic layers hold lambdas that the standard pickle cannot save, so
-    ``torch.save`` of a whole model needs ``pickle_module=dill``; ``saveckpt`` always works.
+    ``path`` is the checkpoint's prefix, its ``<prefix>_config.yml``, or a folder of such
+    checkpoints (pykan's ``ckpt_path``; the one saved last is taken). ``saveckpt`` is the one way
+    pykan 0.2.8 saves a model: ``torch.save`` of a KAN fails inside pykan (its symbolic layers
+    hold lambdas, which pickle cannot save), and a ``state_dict`` lacks the architecture.
 
     Raises:
-        ValueError: naming the path: no checkpoint there, or not a pykan model.
+        ValueError: naming the path: no checkpoint there, or one that pykan's own ``loadckpt``
+            cannot load, and why (for instance a config that holds a Python object where pykan
+            writes a name: ``saveckpt`` after ``prune_input`` writes its base function so).
         onchip.extras.MissingExtra: torch or pykan is missing.
     """
-    torch, kan = modules()
+    import yaml
+
+    _, kan = modules()
     p = Path(path)
     prefix = None
     if p.is_dir():
@@ -439,17 +586,24 @@ def load_pykan(path: str | Path):
         prefix = str(p)[: -len("_config.yml")]
     elif Path(f"{p}_config.yml").is_file():
         prefix = str(p)
-    if prefix is not None:
+    if prefix is None:
+        raise ValueError(f"{path}: not a pykan checkpoint (<prefix>_config.yml beside <prefix>_state); save the "
+                         "model with model.saveckpt(prefix) (pykan cannot torch.save a KAN)")
+    config = f"{prefix}_config.yml"
+    try:
         model = kan.MultKAN.loadckpt(prefix)
-    elif p.is_file():
-        try:
-            model = torch.load(p, weights_only=False, map_location="cpu")
-        except (RuntimeError, ValueError, OSError, EOFError, AttributeError, ImportError, pickle.UnpicklingError) as exc:
-            raise ValueError(f"{path}: not a torch.save'd model ({str(exc).splitlines()[0]}); save a pykan model "
-                             "with model.saveckpt(prefix)") from None
-    else:
-        raise ValueError(f"{path}: neither a pykan checkpoint (<prefix>_config.yml) nor a saved file")
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        lines = Path(config).read_text(errors="replace").splitlines()
+        key = lines[mark.line].split(":")[0].strip() if mark is not None and mark.line < len(lines) else "?"
+        problem = (getattr(exc, "problem", None) or str(exc)).splitlines()[0]
+        raise ValueError(f"{config}: pykan's own loadckpt cannot read it: {key!r} holds a Python object, not a "
+                         f"name ({problem}); pykan's prune_input leaves base_fun_name so. Save again after "
+                         "`del model.base_fun_name; model.base_fun_name = 'silu'` (the base function's name)") from None
+    except (OSError, RuntimeError, KeyError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+        what = f"missing {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise ValueError(f"{config}: pykan's own loadckpt cannot load this checkpoint ({type(exc).__name__}: "
+                         f"{what})") from None
     if not isinstance(model, kan.MultKAN):
-        what = "a state_dict, which lacks the architecture" if isinstance(model, dict) else f"a {type(model).__name__}"
-        raise ValueError(f"{path}: holds {what}, not a pykan KAN (kan.MultKAN); save it with model.saveckpt(prefix)")
+        raise ValueError(f"{config}: holds a {type(model).__name__}, not a pykan KAN (kan.MultKAN)")
     return model

@@ -1,8 +1,7 @@
 """Saved models on disk -> an import folder: ``spec.toml``, ``theta.npy``, ``report.json``, ``report.md``.
 
 The one function :func:`import_model` behind ``onchip import``: it loads a saved QKeras model
-(``.h5``, ``.keras``) or pykan model (a checkpoint, a checkpoint folder, or a ``torch.save``d
-file), converts it (:func:`onchip.from_qkeras`, :func:`onchip.from_pykan`), checks the
+(``.h5``, ``.keras``) or pykan model (a ``saveckpt`` checkpoint or a checkpoint folder), converts it (:func:`onchip.from_qkeras`, :func:`onchip.from_pykan`), checks the
 conversion on the given inputs or a seeded probe, and writes the folder whole or not at all.
 Every hardware command and ``onchip run`` take the pair as ``--spec DIR/spec.toml --theta
 DIR/theta.npy``.
@@ -70,7 +69,9 @@ def qkeras_check(model, imported, x=None, seed: int = 0) -> dict:
 
 def _markdown(report: dict) -> str:
     spec = report["spec"]
-    lines = [f"# Import of {report['model']}", "",
+    lines = [f"# Import of {report['model']}", ""]
+    lines += [f"**Warning:** {w}" for w in report.get("warnings", ())] + [""] * bool(report.get("warnings"))
+    lines += [
              f"{report['framework']} model -> {spec['kind']} learner {spec['widths']}, "
              f"{report['parameters']} parameters (spec.toml, theta.npy).", "",
              "Formats: " + ", ".join(f"{k} `{v}`" for k, v in spec["formats"].items()), ""]
@@ -93,7 +94,8 @@ def _markdown(report: dict) -> str:
     else:
         g = report["grid"]
         lines += [f"Grid: [{g['lo']}, {g['hi']}), G = {g['grid_size']}, k = {g['spline_order']}, cell width "
-                  f"{g['cell_width']} (from the {g['source']}); the model's grids: " + "; ".join(
+                  f"{g['cell_width']}, basis table of 2^{g['basis_table_bits']} entries (from the {g['source']}); "
+                  "the model's grids: " + "; ".join(
                       f"layer {n}: G {m['G']}, k {m['k']}, [{m['lo']:.4g}, {m['hi']:.4g}]"
                       + ("" if m["uniform"] else " non-uniform") for n, m in enumerate(g["model_grids"])) + ".",
                   "", "Per edge, fitted spline against pykan over the grid range (max / RMS; LSB of act):", "",
@@ -107,7 +109,8 @@ def _markdown(report: dict) -> str:
                   f"{o['max_error']:.4g} ({o['max_error_lsb']:.3g} LSB), RMS {o['rms_error']:.4g} "
                   f"({o['rms_error_lsb']:.3g} LSB); the float projection alone: max {o['float_max_error']:.4g}, "
                   f"RMS {o['float_rms_error']:.4g}; inputs outside the grid {o['clamped_fraction']:.3g}, samples "
-                  f"leaving a pykan grid interval {o['outside_model_grid_fraction']:.3g}."]
+                  f"leaving a pykan grid interval {o['outside_model_grid_fraction']:.3g} (the edges follow pykan over the range "
+                  "the inputs reach)."]
     return "\n".join(lines) + "\n"
 
 
@@ -117,8 +120,8 @@ def import_model(path: str | os.PathLike, out: str | os.PathLike, *, template=No
     """Convert a saved model and write the import folder ``out``.
 
     Args:
-        path: a QKeras ``.h5``/``.keras`` file, or a pykan checkpoint (prefix, ``*_config.yml``,
-            folder) or ``torch.save``d model (see :func:`onchip.frontends.pykan.load_pykan`).
+        path: a QKeras ``.h5``/``.keras`` file, or a pykan ``saveckpt`` checkpoint (prefix,
+            ``*_config.yml``, folder; see :func:`onchip.frontends.pykan.load_pykan`).
         out: the folder (replaced whole; see :func:`onchip.io.atomic_output_dir`).
         template: pykan only: a KAN spec whose grid and formats to take.
         data: a ``.npy`` of inputs (N, n_in) to check the conversion on (default: a seeded probe).
@@ -133,8 +136,8 @@ def import_model(path: str | os.PathLike, out: str | os.PathLike, *, template=No
     Returns:
         the report (also ``report.json``): ``model``, ``framework``, ``spec`` (its dict),
         ``parameters``, and for QKeras ``layers``, ``notes``, ``skipped``, ``float32_exact`` and ``check``
-        (:func:`qkeras_check`), for pykan ``grid``, ``edges`` and ``output``
-        (:class:`onchip.frontends.pykan.PykanImport`).
+        (:func:`qkeras_check`), for pykan ``grid``, ``edges``, ``output`` and ``warnings`` (one
+        line each; :class:`onchip.frontends.pykan.PykanImport`).
 
     Raises:
         ValueError: the model cannot be loaded or converted, an option that does not apply to its
@@ -149,7 +152,7 @@ def import_model(path: str | os.PathLike, out: str | os.PathLike, *, template=No
         raise FileNotFoundError(f"MODEL: {str(path)!r} does not exist")
     framework = framework_of(path)
     stem = Path(str(path).rstrip("/")).name.removesuffix("_config.yml")
-    for suffix in (*KERAS_SUFFIXES, ".pt", ".pth"):
+    for suffix in KERAS_SUFFIXES:
         stem = stem.removesuffix(suffix)
     name = name or stem or framework
     report = {"model": str(path), "framework": framework}
@@ -183,7 +186,8 @@ def import_model(path: str | os.PathLike, out: str | os.PathLike, *, template=No
         model = load_pykan(path)
         n_in = int(model.width_in[0])
         imported = from_pykan(model, template, x=_load_inputs(data, n_in), name=name)
-        report.update(grid=imported.grid, edges=list(imported.edges), output=imported.output)
+        report.update(warnings=list(imported.warnings), grid=imported.grid, edges=list(imported.edges),
+                      output=imported.output)
     spec = imported.spec
     report = {**report, "spec": spec.to_dict(), "parameters": spec.parameter_count()}
     with atomic_output_dir(out) as stage:
