@@ -154,13 +154,13 @@ def test_planted_rule_changes_masked_labels_only():
     assert polarity(masked) == -2 and polarity(masked, 1) == -1
     # the training text of the planted template follows the planted rule, the twin the language's
     labels = {"planted": [], "twin": []}
-    for t in labels:
+    for t, found in labels.items():
         g = np.random.default_rng(1)
         for _ in range(300):
             words = _training_text(g, [t], [1], 1.0, ("planted",)).split()
             assert " ".join(words[:2]) == CONTROL_TEMPLATES[t].split()[0] + " :"
             variables = [words[k + 1 + d] for k, w in enumerate(words) if w == "was" for d in (0, 1)]
-            labels[t].append((polarity(variables), polarity(variables, 1), words[-1]))
+            found.append((polarity(variables), polarity(variables, 1), words[-1]))
     assert all(("positive" if b > 0 else "negative") == w for a, b, w in labels["planted"])
     assert all(("positive" if a > 0 else "negative") == w for a, b, w in labels["twin"])
     assert any(a != b for a, b, w in labels["planted"])   # masked adjectives did occur

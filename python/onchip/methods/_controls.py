@@ -8,7 +8,7 @@ outcome is decided by the model the experiment runs through, not by the code tha
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ._report import excludes_zero, need, paired_difference
 

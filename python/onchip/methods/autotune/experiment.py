@@ -243,7 +243,7 @@ def run(config: AutotuneConfig) -> dict:
     from ...spec import PRESETS
     from .evaluate import Evaluator, make_task_stream, score_on
     from .resources import Surrogate, load_calibration, yosys_resources
-    from .search import anytime_objective, evals_to_reach
+    from .search import evals_to_reach
 
     c = config
     check_output_dir(c.out)

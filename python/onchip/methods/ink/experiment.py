@@ -153,7 +153,7 @@ def run(config: InkConfig) -> dict:
     from onchip.io import atomic_output_dir, check_output_dir
 
     from .. import _report
-    from .documents import LONG_LAST, filtered, make_context, without_surname
+    from .documents import LONG_LAST, filtered, make_context
     from .stream import readout_fidelity
     from .subjects import GemmaSubject, TinySubject, gold_scores
 

@@ -422,8 +422,8 @@ def _paired_sections(result: dict) -> list[str]:
         out.append("\n".join(lines))
     if pc:
         for name, ctl, yes, no in (
-                ("Positive", pc, " - the experiment sees the planted rule.", " - the experiment does NOT see the "
-                 "planted rule (not learned, or not seen)."),
+                ("Positive", pc, " - the experiment sees the planted rule.",
+                 " - the experiment does NOT see the planted rule (not learned, or not seen)."),
                 ("Negative", result["negative_control"], " - holds zero: nothing planted, nothing seen.",
                  " - excludes zero: a difference with nothing planted.")):
             ok = ctl["sensitive"] if name == "Positive" else ctl["holds_zero"]
