@@ -410,15 +410,15 @@ def test_quick_run_writes_results_and_a_spec_run_accepts(tmp_path):
     tangled = {search.pair_name(a, b) for a, b in cp["entangled"]}
     assert not tangled & set(m["arms"]["spark"]["cross_factor_pairs_evaluated"])
     # the controls: a leak across the most coupled pair (the guard refuses it) and across the least coupled
-    # one (the guard lets it through: nothing to refuse, and the negative control's interval holds zero)
+    # one (the guard lets the leaks through, refusing only its ordinary cases; the interval holds zero)
     pc, nc = m["positive_control"], m["negative_control"]
     assert (pc["method"], pc["ablation"]) == ("spark", "spark-noguard") and len(pc["seeds"]) >= 2
     assert len(pc["paired"]["ci95"]) == 2 and isinstance(pc["sensitive"], bool)
     shares = {(r["a"], r["b"]): r["interaction_share"] for r in cp["pairs"]}
     assert shares[tuple(pc["leak_pair"])] == max(s for p, s in shares.items() if list(p) in cp["entangled"])
     assert list(nc["leak_pair"]) not in cp["entangled"]
-    assert sum(d["scope_rejected"] for d in pc["per_seed"]["spark"]) > 0
-    assert all(d["scope_rejected"] == 0 for d in nc["per_seed"]["spark"]) and nc["holds_zero"]
+    refused = [sum(d["scope_rejected"] for d in x["per_seed"]["spark"]) for x in (pc, nc)]
+    assert refused[0] > refused[1] and nc["holds_zero"]
     # the returned spec: within the LUT budget (surrogate: no Yosys in --quick), accepted by run / generate
     spec = LearnerSpec.from_toml((out / "best_spec.toml").read_text())
     assert tomllib.loads((out / "best_spec.toml").read_text())["kind"] == spec.kind

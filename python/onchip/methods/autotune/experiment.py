@@ -278,7 +278,7 @@ def run(config: AutotuneConfig) -> dict:
     # ---- positive control through the real evaluator: a rewriter that leaks across the pair the coupling test
     # found most entangled; SPARK (the guard refuses those leaks) vs SPARK without the guard, scored by the
     # golden model alone. Negative control: the same leak across the pair found least coupled (the guard
-    # lets it through), so the two arms differ only in their random streams.
+    # lets the leaks through and refuses only its ordinary cases), nothing for the guard to act on.
     control = negative = None
     if c.control_seeds:
         from .interaction import coupling_base, entangled_pairs, measure_coupling
