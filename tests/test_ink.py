@@ -172,6 +172,7 @@ def test_readout_analogue_clean_window_and_all_flipped():
     (["--docs", "1"], "--docs"), (["--hard-counts", "0,2,1"], "--hard-counts"), (["--hard-counts", "1,2"], "--hard-counts"),
     (["--subjects", "gpt"], "--subjects"), (["--filter-hard", "30"], "--filter-hard"),
     (["--seeds", "0"], "--seeds"), (["--filter-docs", "4"], "--filter-docs"), (["--filter-docs", "161"], "--filter-docs"),
+    (["--docs", "20", "--hard-counts", "0,19"], "--hard-counts"),   # the control needs a free surname
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
     out = tmp_path / "o"

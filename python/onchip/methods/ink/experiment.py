@@ -105,6 +105,9 @@ class InkConfig:
              "hard_counts", list(h), f"need increasing counts from 0 to at most n_docs - 1 = {self.n_docs - 1}")
         need(self.items >= 1, "items", self.items, "must be >= 1")
         need(self.control_items >= 1, "control_items", self.control_items, "must be >= 1")
+        need("tiny" not in self.subjects or h[-1] + 2 <= len(LAST_DEFAULT), "hard_counts", list(h),
+             f"the tiny model's positive control asks about a surname no document holds: at most "
+             f"{len(LAST_DEFAULT) - 2} hard distractors")
         need(0 <= self.filter_hard <= self.n_docs - 1, "filter_hard", self.filter_hard,
              f"must be in 0..{self.n_docs - 1}")
         need(self.n_docs <= self.filter_docs <= 160, "filter_docs", self.filter_docs, f"must be in {self.n_docs}..160")
@@ -302,8 +305,13 @@ def _control_rows(subject, c: InkConfig, seed: int) -> list[dict]:
     rows = []
     for h in c.hard_counts:
         for i in range(c.control_items):
-            ctx = without_surname(make_context(_report.rng(seed, "control-ctx", h, i), c.n_docs, h),
-                                  _report.rng(seed, "control-query", h, i))   # the plant: no document's surname
+            ctx, k = None, 0
+            while ctx is None:   # redraw the rare context whose filler holds every other surname
+                base = make_context(_report.rng(seed, "control-ctx", h, i, *([k] if k else [])), c.n_docs, h)
+                try:
+                    ctx = without_surname(base, _report.rng(seed, "control-query", h, i))  # the plant
+                except ValueError:
+                    k += 1
             arms = {"confusable": ctx,
                     "filler": filtered(ctx, "swap-hard-to-easy", _report.rng(seed, "control-swap", h, i))}
             for arm, x in arms.items():
