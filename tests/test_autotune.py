@@ -148,25 +148,6 @@ def test_the_guard_refuses_followups_only_into_entangled_factors():
     assert counts["noguard"]["scope"] == 0 and counts["noguard"]["cross"] > 20
 
 
-def test_planted_coupling_penalises_only_a_joint_departure():
-    """The positive control's plant: leaving the preset in BASIS alone or SCHEDULE alone is free, in both
-    costs the penalty; the planted evaluator's score carries it and the interaction test finds the pair."""
-    from onchip.methods.autotune.evaluate import PLANTED_PENALTY, planted_penalty
-
-    p = PRESETS["kan-regression"]
-    assert planted_penalty(p.replace(grid_size=16), p) == 0.0
-    assert planted_penalty(p.replace(learning_rate=1.0), p) == 0.0
-    assert planted_penalty(p.replace(grid_size=16, formats=p.formats), p) == 0.0
-    assert planted_penalty(p.replace(grid_size=16, staleness=5), p) == PLANTED_PENALTY
-    base = interaction.coupling_base(p)
-    m = interaction.measure_coupling(lambda spec, s: 0.01 * s - planted_penalty(spec, base), base, [0, 1],
-                                     permutations=200)
-    assert m["entangled"] == [["BASIS", "SCHEDULE"]]
-    with pytest.raises(ValueError, match="factors"):
-        planted_penalty(p, p, ("BASIS", "LAYOUT"))
-
-
-# ------------------------------------------------------------------------------ measured coupling
 def _table(rng, interaction: float, n: int = 4, noise: float = 0.05) -> np.ndarray:
     a, b = np.array([-1.0, 0.0, 1.0]), np.array([-1.0, 0.0, 1.0])
     mean = 0.3 * a[:, None] + 0.2 * b[None, :] + interaction * a[:, None] * b[None, :]
@@ -428,9 +409,16 @@ def test_quick_run_writes_results_and_a_spec_run_accepts(tmp_path):
     # SPARK never evaluated an edit joining its routed factor with an entangled one
     tangled = {search.pair_name(a, b) for a, b in cp["entangled"]}
     assert not tangled & set(m["arms"]["spark"]["cross_factor_pairs_evaluated"])
-    pc = m["positive_control"]
+    # the controls: a leak across the most coupled pair (the guard refuses it) and across the least coupled
+    # one (the guard lets the leaks through, refusing only its ordinary cases; the interval holds zero)
+    pc, nc = m["positive_control"], m["negative_control"]
     assert (pc["method"], pc["ablation"]) == ("spark", "spark-noguard") and len(pc["seeds"]) >= 2
     assert len(pc["paired"]["ci95"]) == 2 and isinstance(pc["sensitive"], bool)
+    shares = {(r["a"], r["b"]): r["interaction_share"] for r in cp["pairs"]}
+    assert shares[tuple(pc["leak_pair"])] == max(s for p, s in shares.items() if list(p) in cp["entangled"])
+    assert list(nc["leak_pair"]) not in cp["entangled"]
+    refused = [sum(d["scope_rejected"] for d in x["per_seed"]["spark"]) for x in (pc, nc)]
+    assert refused[0] > refused[1] and nc["holds_zero"]
     # the returned spec: within the LUT budget (surrogate: no Yosys in --quick), accepted by run / generate
     spec = LearnerSpec.from_toml((out / "best_spec.toml").read_text())
     assert tomllib.loads((out / "best_spec.toml").read_text())["kind"] == spec.kind

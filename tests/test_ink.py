@@ -1,6 +1,6 @@
 """The first drop of ink: context construction (fixed length, exact proportion, conflicting values),
-the filtering arms, the first-drop statistic, the four readings of an answer, the planted positive
-control, the readout analogue, refusals, one --quick run."""
+the filtering arms, the first-drop statistic, the four readings of an answer, the positive control
+through a reader and its negative control, the readout analogue, refusals, one --quick run."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import pytest
 import torch
 from method_support import quick_run
 from onchip.cli import main
-from onchip.methods.ink.documents import COLOURS, LONG_LAST, filtered, make_context
-from onchip.methods.ink.experiment import LINEAR, first_drop_share
+from onchip.methods.ink.documents import COLOURS, LAST, LONG_LAST, filtered, make_context, without_surname
+from onchip.methods.ink.experiment import LINEAR, InkConfig, excess_first_drop, first_drop_share
 from onchip.methods.ink.stream import readout_fidelity
 from onchip.methods.ink.subjects import (
-    DilutionSubject,
     _shares,
     accuracy_margin,
     gold_scores,
@@ -105,22 +104,60 @@ def test_gold_scores_and_long_contexts():
         make_context(np.random.default_rng(5), 48, 26)
 
 
-def _dilution_share(reader, n_docs=12, hard=(0, 1, 2, 4, 8, 11), items=8, key="gold_prob"):
-    curve = {}
-    for h in hard:
-        rng = np.random.default_rng(h)
-        ctxs = [make_context(rng, n_docs, h) for _ in range(items)]
-        curve[h / (n_docs - 1)] = np.mean([gold_scores(c, reader.score([c], rng)[0]["logp"])[key] for c in ctxs])
-    return first_drop_share(curve)
+def test_without_surname_asks_about_a_surname_no_document_holds():
+    for h in (0, 4, 11):
+        ctx = make_context(np.random.default_rng(h), 12, h)
+        q = without_surname(ctx, np.random.default_rng(1))
+        assert q.last in LAST and q.last not in {d.last for d in ctx.docs}
+        assert (q.docs, q.first, q.answer) == (ctx.docs, ctx.first, ctx.answer)
+        # gold and hard distractors now match the query by first name only
+        assert sum(d.first == q.first for d in q.docs if d.value is not None) == h + 1
+    with pytest.raises(ValueError, match="surnames"):
+        without_surname(ctx, np.random.default_rng(1), surnames=tuple(d.last for d in ctx.docs))
 
 
-def test_planted_dilution_gives_a_first_drop_and_its_ablation_a_line():
-    # noise-free: with filler as salient as the hard distractors p(gold) falls exactly linearly in p
-    assert _dilution_share(DilutionSubject(s_hard=0.0, s_easy=0.0, noise=0.0)) == pytest.approx(1 / 11)
-    planted = _dilution_share(DilutionSubject(s_hard=0.0, s_easy=-3.0, noise=0.0))
-    assert planted > 0.35   # hyperbolic: (1/1.55 - 1/2.5) / (1/1.55 - 1/12) of the p(gold) loss at p = 1/11
-    with pytest.raises(ValueError, match="noise"):
-        DilutionSubject(noise=-1.0)
+def test_excess_first_drop_is_zero_for_lines_and_flat_curves():
+    assert excess_first_drop({0.0: 0.9, 0.5: 0.6, 1.0: 0.3}) == pytest.approx(0.0)
+    assert excess_first_drop({0.0: 0.9, 0.5: 0.9, 1.0: 0.9}) == pytest.approx(0.0)
+    # concave: half the drop at the first step of a quarter of the range
+    assert excess_first_drop({0.0: 1.0, 0.25: 0.5, 1.0: 0.0}) == pytest.approx(0.25)
+
+
+class _RuleReader:
+    """A reader by rule: ``partial`` answers the colour of the last document whose first name matches the
+    query (it answers from documents it cannot tell apart), else the one matching first and last name;
+    without a match it answers red."""
+
+    def __init__(self, partial: bool):
+        self.partial = partial
+
+    def score(self, contexts):
+        out = []
+        for ctx in contexts:
+            match = [d for d in ctx.docs if d.value is not None and d.first == ctx.first
+                     and (self.partial or d.last == ctx.last)]
+            pick = match[-1].value if match else "red"
+            out.append({"logp": {c: 0.0 if c == pick else -5.0 for c in COLOURS}, "tokens": len(ctx.docs)})
+        return out
+
+
+def test_positive_control_is_decided_by_the_reader_and_its_negative_control_holds_zero():
+    from onchip.methods.ink.experiment import _control_rows, _positive_control
+
+    c = InkConfig(seeds=(0, 1, 2), hard_counts=(0, 1, 2, 4, 8, 11), control_items=40)
+    ps = [h / (c.n_docs - 1) for h in c.hard_counts]
+
+    def controls(reader):
+        rows = [r for seed in c.seeds for r in _control_rows(reader, c, seed)]
+        return _positive_control(rows, c, ps)
+
+    # a reader that answers from the documents matching the first name: about 1/(h+1) right, a first drop
+    pc, nc = controls(_RuleReader(partial=True))
+    assert pc["sensitive"] and pc["paired"]["difference"] > 0.2 and nc["holds_zero"]
+    assert nc["method_values"] == pc["ablation_values"]
+    # a reader that needs the full name finds nothing in either arm: the control fails, the negative holds
+    pc, nc = controls(_RuleReader(partial=False))
+    assert not pc["sensitive"] and pc["paired"]["difference"] == pytest.approx(0.0) and nc["holds_zero"]
 
 
 def test_readout_analogue_clean_window_and_all_flipped():
@@ -135,6 +172,7 @@ def test_readout_analogue_clean_window_and_all_flipped():
     (["--docs", "1"], "--docs"), (["--hard-counts", "0,2,1"], "--hard-counts"), (["--hard-counts", "1,2"], "--hard-counts"),
     (["--subjects", "gpt"], "--subjects"), (["--filter-hard", "30"], "--filter-hard"),
     (["--seeds", "0"], "--seeds"), (["--filter-docs", "4"], "--filter-docs"), (["--filter-docs", "161"], "--filter-docs"),
+    (["--docs", "20", "--hard-counts", "0,19"], "--hard-counts"),   # the control needs a free surname
 ])
 def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
     out = tmp_path / "o"
@@ -154,9 +192,11 @@ def test_cli_quick_run(tmp_path):
         assert pair["n"] >= 2 and pair["ci95"][0] <= pair["difference"] <= pair["ci95"][1], name
     # the quick run has no Gemma and an untrained tiny model: the headline falls back along the chain
     assert h["method"] in ("tiny: accuracy", "KAN readout learner (analogue): fidelity")
-    pc = m["positive_control"]
-    assert pc["method"] == "dilution" and pc["ablation"] == "no-dilution" and len(pc["paired"]["ci95"]) == 2
-    assert isinstance(pc["sensitive"], bool) and pc["paired"]["difference"] > 0   # planted first drop shows
+    # the positive control reads the tiny model, untrained at quick scale: it sees no first drop (the control
+    # can fail), and its negative control holds zero
+    pc, nc = m["positive_control"], m["negative_control"]
+    assert pc["method"] == "confusable" and pc["ablation"] == "filler" and len(pc["paired"]["ci95"]) == 2
+    assert not pc["sensitive"] and nc["holds_zero"] and nc["method_values"] == pc["ablation_values"]
     assert set(m["first_drop"]["per_seed"]) >= {"tiny: accuracy", "tiny: p(gold)", "tiny: log p(gold)",
                                                 "tiny: answer margin"}
     assert set(m["curves"]) == {"tiny", "learner"} and set(m["filtering"]["tiny"]) == {

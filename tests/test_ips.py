@@ -13,7 +13,7 @@ import torch
 from onchip.cli import main
 from onchip.methods.ips.harsanyi import (compare, harsanyi, harsanyi_brute_force, popcount, reconstruct, salient,
                                          subset_masks)
-from onchip.methods.ips.language import BASELINE, Review, polarity, tiny_words
+from onchip.methods.ips.language import BASELINE, Review, polarity, sample_reviews, tiny_words
 from onchip.methods.ips.learners import learner_spec, masked_outputs_raw, train_learner, with_formats
 
 
@@ -143,18 +143,59 @@ def test_mlp_has_interactions_and_format_change_requantizes(kan1):
 # ------------------------------------------------------------------ the sentiment language
 
 
-def test_planted_change_moves_two_interactions_and_not_the_output():
-    from onchip.methods.ips.experiment import planted_change
+def test_planted_rule_changes_masked_labels_only():
+    from onchip.methods.ips.language import CONTROL_TEMPLATES, _training_text
 
-    v = np.random.default_rng(0).normal(size=64)
-    a, b = harsanyi(v), harsanyi(planted_change(v))
-    delta = np.abs(a[1:]).max()
-    diff = b - a
-    assert diff[0b011] == pytest.approx(delta) and diff[0b101] == pytest.approx(-delta)
-    diff[[0b011, 0b101]] = 0
-    assert np.abs(diff).max() < 1e-9 and b[1:].sum() == pytest.approx(a[1:].sum())  # output unchanged
-    with pytest.raises(ValueError, match="values"):
-        planted_change(np.zeros(32))
+    rng = np.random.default_rng(0)
+    for r in sample_reviews(rng, 20):
+        assert polarity(r.variables, 1) == polarity(r.variables)   # unmasked: the same label under the plant
+    r = Review(("food", "staff", "room"), ("very", "not", "quite"), ("bad", "nice", "good"))
+    masked = [w if k else BASELINE for w, k in zip(r.variables, [True, True, True, True, True, False])]
+    assert polarity(masked) == -2 and polarity(masked, 1) == -1
+    # the training text of the planted template follows the planted rule, the twin the language's
+    labels = {"planted": [], "twin": []}
+    for t, found in labels.items():
+        g = np.random.default_rng(1)
+        for _ in range(300):
+            words = _training_text(g, [t], [1], 1.0, ("planted",)).split()
+            assert " ".join(words[:2]) == CONTROL_TEMPLATES[t].split()[0] + " :"
+            variables = [words[k + 1 + d] for k, w in enumerate(words) if w == "was" for d in (0, 1)]
+            found.append((polarity(variables), polarity(variables, 1), words[-1]))
+    assert all(("positive" if b > 0 else "negative") == w for a, b, w in labels["planted"])
+    assert all(("positive" if a > 0 else "negative") == w for a, b, w in labels["twin"])
+    assert any(a != b for a, b, w in labels["planted"])   # masked adjectives did occur
+
+
+class _RuleModel:
+    """A stand-in for the control's tiny model: its score is the rule's polarity, the planted rule on the
+    ``planted`` template when ``planted``."""
+
+    def __init__(self, planted):
+        self.planted = planted
+
+
+def _rule_scores(model, vocab, texts):
+    out = []
+    for text in texts:
+        words = text.split()
+        variables = [words[k + 1 + d] for k, w in enumerate(words) if w == "was" for d in (0, 1)]
+        out.append(float(polarity(variables, int(model.planted and words[0] == "label"))))
+    return np.array(out)
+
+
+def test_control_is_decided_by_the_model_and_its_negative_holds_zero(monkeypatch):
+    """Through the control's own code: a model that follows the planted rule is seen (positive control
+    sensitive), one trained without it gives exactly the twin's IPS (negative control holds zero)."""
+    from onchip.methods.ips import experiment, language
+
+    monkeypatch.setattr(language, "train_control_tiny", lambda planted, **k: (_RuleModel(planted), None))
+    monkeypatch.setattr(language, "tiny_scores", _rule_scores)
+    c = experiment.IpsConfig(subjects=("tiny",), seeds=(0, 1, 2), reviews=6)
+    rows = [r for s in c.seeds for r in experiment._control_pairs(c, s, sample_reviews(np.random.default_rng(s), 6))]
+    pc, nc = experiment._controls(rows, c)
+    assert pc["sensitive"] and pc["paired"]["difference"] > 0 and min(pc["method_values"]) > 0
+    assert pc["ablation_values"] == [0.0] * 3   # the twin follows the language's rule: nothing changes
+    assert nc["holds_zero"] and nc["method_values"] == nc["ablation_values"] == [0.0] * 3
 
 
 def test_sentiment_rule_and_masking():
@@ -196,12 +237,14 @@ def test_cli_quick_run(tmp_path):
     assert h["direction"] == "higher" and h["seeds"] == [0, 1] and 0 <= h["value"] <= 1
     assert {r["subject"] for r in m["summary"]} == {"tiny", "learners"}
     assert set(h["paired"]) == set(h["baselines"]) and all(len(p["ci95"]) == 2 for p in h["paired"].values())
-    pc = m["positive_control"]
+    # the controls read tiny models trained for 16 steps: the planted rule is not learned, the positive control
+    # sees nothing (it can fail) and the negative control holds zero
+    pc, nc = m["positive_control"], m["negative_control"]
     assert pc["seeds"] == [0, 1] and len(pc["method_values"]) == 2 and len(pc["paired"]["ci95"]) == 2
-    assert all(v == 0 for v in pc["ablation_values"])  # the planted change leaves the output exactly as it was
+    assert not pc["sensitive"] and nc["holds_zero"]
     assert "unstable_share_minus_answer_flip" in m["over_prompt_pairs"]
     text = (out / "results.md").read_text()
-    assert "Positive control" in text and "Paired difference" in text
+    assert "Positive control" in text and "Negative control" in text and "Paired difference" in text
     # the additive KAN: only rounding-sized interactions of order >= 2 in the base format
     assert m["kan_oracle"]["0"]["base"]["max_abs_order2plus_lsb"] <= 32
     assert m["command"].startswith("onchip ips --quick")

@@ -18,7 +18,8 @@ staleness, init scale) for the most accurate learner within LUT / DSP / II / lat
 or with --target X for the smallest learner (fewest LUTs) whose stream accuracy holds X.
 First measures which factors interact (a two-way factorial design per factor pair): the scope
 guard refuses edits that reach into a factor entangled with the chosen one. Then a positive
-control (a planted coupled pair, SPARK with and without the guard), and the comparison of SPARK's
+control (a rewriter leaking across the most coupled pair, SPARK with and without the guard, scored by
+the golden model alone) with its negative control (the leak across the least coupled pair), and the comparison of SPARK's
 factor-conditioned edits with SPARK without its guard, free-form edits, two ablations, random
 search and optuna TPE at the same number of golden-model evaluations; re-scores each arm's winner
 on a drift the search never saw, and checks the finalists with Yosys."""
@@ -61,7 +62,7 @@ def add_parser(subparsers) -> None:
                         "(default 2; --quick 0; cached)")
     p.add_argument("--control-seeds", type=_args.int_list(0), default=None,
                    help="seeds of the positive control, SPARK vs SPARK without its scope guard under a leaky "
-                        "rewriter (at least 2; default 0..9; --quick 0,1,2)")
+                        "rewriter, and of its negative control (at least 2; default 0..9; --quick 0,1,2)")
     p.add_argument("--no-coupling", action="store_true",
                    help="skip the factor-coupling measurement: the guard then treats every factor pair as "
                         "entangled (the paper's guard)")

@@ -23,7 +23,8 @@ def add_parser(subparsers) -> None:
         description="Contexts of fixed length about fictional entities: one relevant document, a proportion p "
         "of hard distractors (same relation, conflicting value, confusable name) among easy filler. Reports "
         "accuracy, p(gold), log p(gold) and answer margin against p with their first-drop shares (paired over "
-        "seeds), a planted softmax-dilution positive control, the attention shares of the answer position, "
+        "seeds), a positive control through the tiny transformer (query surname erased) with its negative "
+        "control, the attention shares of the answer position, "
         "filtering experiments on long contexts (shorten vs remove hard distractors at equal length) and an "
         "analogue on the readout learner (mislabelled shots in a window). Subjects: Gemma 3 270M, a tiny "
         "transformer trained here.",
@@ -36,6 +37,8 @@ def add_parser(subparsers) -> None:
                    help="hard distractors among the other docs-1 slots, from 0 (default 0,1,2,4,8,11)")
     p.add_argument("--items", type=_args.positive_int, default=10,
                    help="contexts per proportion and seed (default 10: 30 per proportion over 3 seeds)")
+    p.add_argument("--control-items", type=_args.positive_int, default=40,
+                   help="contexts per proportion and seed of the positive control, tiny model (default 40)")
     p.add_argument("--filter-hard", type=_args.nonneg_int, default=6,
                    help="hard distractors in the contexts the filtering arms start from (default 6)")
     p.add_argument("--filter-docs", type=_args.int_range(2, 160), default=48,
@@ -60,12 +63,12 @@ def run(args: argparse.Namespace) -> int:
     from onchip.methods.ink.experiment import InkConfig, run as run_experiment
 
     values = dict(subjects=args.subjects, seeds=args.seeds, n_docs=args.docs, hard_counts=args.hard_counts,
-                  items=args.items, filter_hard=args.filter_hard, filter_docs=args.filter_docs,
+                  items=args.items, control_items=args.control_items, filter_hard=args.filter_hard, filter_docs=args.filter_docs,
                   filter_items=args.filter_items, attention_items=args.attention_items,
                   tiny_steps=args.tiny_steps, window=args.window)
     if args.quick:
         values.update(subjects=[s for s in args.subjects if s != "gemma"] or ["tiny"], n_docs=6,
-                      hard_counts=[0, 1, 5], items=3, filter_hard=3, filter_docs=6, filter_items=2, tiny_steps=min(args.tiny_steps, 10),
+                      hard_counts=[0, 1, 5], items=3, control_items=min(args.control_items, 10), filter_hard=3, filter_docs=6, filter_items=2, tiny_steps=min(args.tiny_steps, 10),
                       window=min(args.window, 64))
     config = _args.build_config(InkConfig, flags={"n_docs": "--docs"}, out=args.out, progress=not args.quiet,
                                 command=args.command_line, **values)

@@ -247,9 +247,8 @@ class Evaluator:
         return {**self.surrogate.predict(spec), "initiation_interval": int(learner.initiation_interval),
                 "latency_cycles_update": int(learner.latency_update)}
 
-    def __call__(self, spec: LearnerSpec, *, count: bool = True, parent: LearnerSpec | None = None) -> Evaluation:
-        """Evaluate ``spec`` (a spec already evaluated is returned from memory and not counted again);
-        ``parent``, the spec it was edited from, is read by :class:`PlantedCoupling` only."""
+    def __call__(self, spec: LearnerSpec, *, count: bool = True) -> Evaluation:
+        """Evaluate ``spec`` (a spec already evaluated is returned from memory and not counted again)."""
         key = spec.to_toml()
         if key in self._memo:
             return self._memo[key]
@@ -286,55 +285,3 @@ def score_on(spec: LearnerSpec, stream: Stream, kind: str) -> float:
     golden = GoldenLearner(spec)
     pred_raw = golden.run(golden.quantize_inputs(stream.x), golden.quantize_targets(stream.y))
     return accuracy_of(kind, stream, golden.dequantize_outputs(pred_raw))
-
-
-
-
-#: the positive control's planted pair: an edit may not change both factors at once
-PLANTED_FACTORS = ("BASIS", "SCHEDULE")
-#: what a design produced by an edit across the planted pair loses (accuracy and objective)
-PLANTED_PENALTY = 1.0
-
-
-def planted_penalty(spec: LearnerSpec, parent: LearnerSpec, factors: tuple[str, str] = PLANTED_FACTORS,
-                    penalty: float = PLANTED_PENALTY) -> float:
-    """The positive control's planted coupling: ``penalty`` when the edit ``parent`` -> ``spec`` changed
-    a field of each of the two ``factors``, else 0 (either factor alone may change freely: a pure
-    A x B interaction of the edit, the way two program regions rewritten at once break each other's
-    interface in the paper's setting).
-
-    Raises:
-        ValueError: a factor not in :data:`~.space.FACTORS`.
-    """
-    from .space import FACTORS, factors_touched
-
-    for f in factors:
-        if f not in FACTORS:
-            raise ValueError(f"factors: {f!r} is not one of {', '.join(FACTORS)}")
-    return penalty if set(factors) <= factors_touched(parent, spec) else 0.0
-
-
-class PlantedCoupling(Evaluator):
-    """An :class:`Evaluator` with the positive control's planted coupling: a design produced by an edit
-    that changed both :data:`PLANTED_FACTORS` (relative to the ``parent`` it was edited from; to
-    ``preset`` when no parent is given) scores :data:`PLANTED_PENALTY` lower. The diagnostics are
-    the golden run's own (the knowledge rules do not see the plant).
-
-    Attributes:
-        broken: evaluations that carried the penalty.
-    """
-
-    def __init__(self, stream: Stream, kind: str, budgets: Budgets, surrogate, preset: LearnerSpec,
-                 target: float | None = None):
-        super().__init__(stream, kind, budgets, surrogate, target)
-        self.preset = preset
-        self.broken = 0
-
-    def __call__(self, spec: LearnerSpec, *, count: bool = True, parent: LearnerSpec | None = None) -> Evaluation:
-        fresh = spec.to_toml() not in self._memo
-        ev = super().__call__(spec, count=count)
-        p = planted_penalty(spec, self.preset if parent is None else parent)
-        if not p:
-            return ev
-        self.broken += fresh and count
-        return Evaluation(ev.spec, ev.accuracy - p, ev.feasible, ev.objective - p, ev.diagnostics, ev.resources)

@@ -3,8 +3,9 @@
 First the factors' coupling is measured (:mod:`.interaction`: a two-way factorial design per
 factor pair on the search streams of the run's seeds); the pairs found entangled are the scope
 guard's entanglement map. Then the positive control: SPARK against SPARK without its guard
-when the rewriter leaks random moves into entangled factors (the obstacle the guard exists for),
-``control_seeds`` seeds, paired bootstrap CI. Then, per seed: build the search stream and the
+when the rewriter leaks random moves across the pair measured most coupled (the obstacle the guard
+exists for), scored by the golden model alone, and its negative control (the leak across the pair
+measured least coupled, which the guard lets through), ``control_seeds`` seeds, paired CI. Then, per seed: build the search stream and the
 held-out-drift stream, run every arm of
 :data:`~.search.ARMS` for ``budget`` golden-model evaluations from the task's preset, take each
 arm's most accurate design within the budgets (surrogate resources) and re-score it on the
@@ -15,7 +16,8 @@ resources are within the budgets.
 
 Writes ``metrics.json`` (headline: held-out-drift accuracy of each arm's best design, mean over
 seeds, with paired differences; with ``target``: the surrogate LUT of each arm's smallest design
-holding the target; ``coupling``: the interaction tests; ``positive_control``), ``results.md``,
+holding the target; ``coupling``: the interaction tests; ``positive_control``, ``negative_control``),
+``results.md``,
 ``best_spec.toml`` (usable by ``onchip run --spec`` and ``onchip generate --spec``),
 ``pareto.csv`` and the plots ``pareto.png`` (accuracy vs LUT, every evaluated candidate),
 ``curves.png`` (gap of each arm's best-so-far to the best any arm found, against evaluations)
@@ -133,6 +135,61 @@ class AutotuneConfig:
         return Budgets(self.lut_budget, self.dsp_budget, self.ii_max, self.latency_max_ns, self.fmax_mhz)
 
 
+def _controls(c, cp: dict, preset, evaluator, run_edit_arm, entangled) -> tuple[dict | None, dict | None]:
+    """The positive and negative controls of the guard (see :func:`run`); ``(None, None)`` with a reason
+    printed when the coupling test found no entangled pair or no free pair to leak across.
+
+    Args:
+        c: the run.
+        cp: the coupling measurement (:func:`~.interaction.measure_coupling`) on the real evaluator.
+        preset: the start design.
+        evaluator: ``seed -> Evaluator`` on that seed's search stream (no plant).
+        run_edit_arm: :func:`~.search.run_edit_arm`.
+        entangled: the guard's map made of ``cp``.
+    """
+    from tqdm import tqdm
+
+    from .._controls import negative_control
+    from .search import anytime_objective
+
+    rows = sorted(cp["pairs"], key=lambda r: -r["interaction_share"])
+    coupled = next((r for r in rows if r["entangled"]), None)
+    free = next((r for r in reversed(rows) if not r["entangled"]), None)
+    if coupled is None or free is None:
+        print("autotune: no control (the coupling test found " + ("no entangled pair" if coupled is None else
+                                                                  "every pair entangled") + ")")
+        return None, None
+    metric = ("anytime objective: mean over the budget of the best search objective so far (golden-model accuracy "
+              "when within the budgets, else accuracy - 1 - overshoot; with a target, 2 - LUT/LUT budget once it "
+              "holds); higher is better")
+    out = {}
+    bar = tqdm(total=4 * len(c.control_seeds), desc="autotune: controls", disable=not c.progress)
+    for which, row in (("positive", coupled), ("negative", free)):
+        pair = frozenset({frozenset((row["a"], row["b"]))})
+        vals, counts = {"spark": [], "spark-noguard": []}, {"spark": [], "spark-noguard": []}
+        for seed in c.control_seeds:
+            for arm in vals:
+                ev = evaluator(seed)
+                res = run_edit_arm(arm, preset, ev, c.budget, rng(seed, "autotune-control", which, arm),
+                                   entangled=entangled, leak=CONTROL_LEAK, leak_pairs=pair)
+                vals[arm].append(anytime_objective(res, c.budget))
+                counts[arm].append({"scope_rejected": res.scope_rejected, "cross_factor": res.cross_factor,
+                                    "evaluations": ev.evaluations, "proposals": res.proposals})
+                bar.update(1)
+        setting = (f"the rewriter leaks across {row['a']} x {row['b']} (measured interaction share "
+                   f"{row['interaction_share']:.3f}, permutation p {row['p_ab_perm']:.3g}, entangled: "
+                   f"{row['entangled']}): each proposal routed to one of them also carries, with probability "
+                   f"{CONTROL_LEAK}, a uniformly random move of the other; every design is scored by the golden "
+                   f"model alone (nothing planted in the score); {c.task}, {c.budget} evaluations per arm and seed")
+        make = positive_control if which == "positive" else negative_control
+        out[which] = make(setting, "spark", "spark-noguard", vals["spark"], vals["spark-noguard"],
+                          seeds=list(c.control_seeds), metric=metric)
+        out[which].update(leak_pair=[row["a"], row["b"]], per_seed=counts,
+                          entangled_pairs=[list(p) for p in cp["entangled"]])
+    bar.close()
+    return out["positive"], out["negative"]
+
+
 def _run_arm(arm, start, evaluator, budget, seed, entangled=None):
     from .search import EDIT_ARMS, run_edit_arm, run_random, run_tpe
 
@@ -186,7 +243,7 @@ def run(config: AutotuneConfig) -> dict:
     from ...spec import PRESETS
     from .evaluate import Evaluator, make_task_stream, score_on
     from .resources import Surrogate, load_calibration, yosys_resources
-    from .search import anytime_objective, evals_to_reach
+    from .search import evals_to_reach
 
     c = config
     check_output_dir(c.out)
@@ -218,59 +275,24 @@ def run(config: AutotuneConfig) -> dict:
         coupling["base_init_scale"] = float(coupling_base(preset).init_scale)
         entangled = entangled_pairs(coupling)
 
-    # ---- positive control: a planted strongly coupled pair and a rewriter that leaks across it;
-    # the guard's map is measured on the planted score; SPARK vs SPARK without the guard
-    control = None
+    # ---- positive control through the real evaluator: a rewriter that leaks across the pair the coupling test
+    # found most entangled; SPARK (the guard refuses those leaks) vs SPARK without the guard, scored by the
+    # golden model alone. Negative control: the same leak across the pair found least coupled (the guard
+    # lets the leaks through and refuses only its ordinary cases), nothing for the guard to act on.
+    control = negative = None
     if c.control_seeds:
-        from .evaluate import PLANTED_FACTORS, PLANTED_PENALTY, PlantedCoupling, planted_penalty, score_on
         from .interaction import coupling_base, entangled_pairs, measure_coupling
         from .search import run_edit_arm
 
-        pair = PLANTED_FACTORS
-        pbar = tqdm(total=6 + 2 * len(c.control_seeds), desc="autotune: positive control", disable=not c.progress)
-        cseeds = list(c.control_seeds[:3])
-        base = coupling_base(preset)
-        planted_cp = measure_coupling(
-            lambda spec, s: score_on(spec, stream_of(s), kind) - planted_penalty(spec, base), base, cseeds,
-            progress=lambda k, n: pbar.update(1))
-        planted_map = entangled_pairs(planted_cp)
-        vals: dict[str, list] = {"spark": [], "spark-noguard": []}
-        anytime: dict[str, list] = {"spark": [], "spark-noguard": []}
-        counts: dict[str, list] = {"spark": [], "spark-noguard": []}
-        for seed in c.control_seeds:
-            for arm in vals:
-                ev = PlantedCoupling(stream_of(seed), kind, budgets, surrogate, preset, c.target)
-                res = run_edit_arm(arm, preset, ev, c.budget, rng(seed, "autotune-control", arm),
-                                   entangled=planted_map, leak=CONTROL_LEAK, leak_pairs=frozenset({frozenset(pair)}))
-                broken = int(ev.broken)
-                vals[arm].append(broken)
-                anytime[arm].append(anytime_objective(res, c.budget))
-                counts[arm].append({"scope_rejected": res.scope_rejected, "cross_factor": res.cross_factor,
-                                    "evaluations": ev.evaluations, "proposals": res.proposals,
-                                    "planted_penalised_evaluations": broken})
-                pbar.update(1)
-        pbar.close()
-        control = positive_control(
-            f"planted strongly coupled pair {pair[0]} x {pair[1]}: a design made by an edit that changed both "
-            f"factors at once loses {PLANTED_PENALTY:g} (either alone is free; in the factorial design, a cell "
-            "that leaves the base in both); "
-            f"the rewriter leaks across that pair: each proposal routed to one of them also carries, with "
-            f"probability {CONTROL_LEAK}, a uniformly random move of the other; the guard's map is measured on "
-            f"the planted score; {c.task}, {c.budget} evaluations per arm and seed",
-            "spark", "spark-noguard", vals["spark"], vals["spark-noguard"], seeds=list(c.control_seeds),
-            metric=f"evaluations (of {c.budget}) spent on designs the planted coupling breaks (lower is better)")
-        control["direction"] = "lower"
-        control["anytime_objective"] = {
-            "metric": "mean over the budget of the best search objective so far (accuracy when within the budgets, "
-                      "else accuracy - 1 - overshoot; with a target, 2 - LUT/LUT budget once it holds)",
-            "spark": anytime["spark"], "spark-noguard": anytime["spark-noguard"],
-            "paired": paired_difference(anytime["spark"], anytime["spark-noguard"])}
-        control["planted_pair"] = list(pair)
-        control["planted_pair_measured"] = {k: next(r for r in planted_cp["pairs"] if (r["a"], r["b"]) == pair)[k]
-                                            for k in ("interaction_share", "p_ab_perm", "max_abs_interaction",
-                                                      "entangled")}
-        control["entangled_pairs"] = planted_cp["entangled"]
-        control["per_seed"] = counts
+        cp = coupling
+        if cp is None:
+            cbar = tqdm(total=6, desc="autotune: coupling for the control", disable=not c.progress)
+            cp = measure_coupling(lambda spec, s: score_on(spec, stream_of(s), kind), coupling_base(preset),
+                                  list(c.control_seeds[:3]), progress=lambda k, n: cbar.update(1))
+            cbar.close()
+        control, negative = _controls(c, cp, preset, lambda seed: Evaluator(stream_of(seed), kind, budgets,
+                                                                             surrogate, c.target), run_edit_arm,
+                                      entangled_pairs(cp))
 
     runs: dict[int, dict] = {}
     bar = tqdm(total=len(c.seeds) * len(c.arms), desc="autotune", disable=not c.progress)
@@ -395,6 +417,8 @@ def run(config: AutotuneConfig) -> dict:
     }
     if control is not None:
         result["positive_control"] = control
+    if negative is not None:
+        result["negative_control"] = negative
     budget_obj = {"evaluations_per_arm": c.budget, "unit": "golden-model stream evaluations"}
     if c.target is None:
         base = {a: rows[a]["heldout_accuracy"][0] for a in c.arms if a != "spark"}
@@ -557,16 +581,19 @@ def _plots(stage, runs, c, kind, front, result) -> None:
             ax.axis("off")
         ax = axes[1]
         if pc:
+            nc = result.get("negative_control")
             x = np.arange(len(pc["seeds"]))
-            ax.plot(x, pc["method_values"], "o-", color=colors["spark"], label="spark (guard)")
-            ax.plot(x, pc["ablation_values"], "s--", color=colors["spark-noguard"], label="spark-noguard")
+            for ctl, style in ((pc, "-"), (nc, ":")):
+                diff = np.subtract(ctl["method_values"], ctl["ablation_values"])
+                ax.plot(x, diff, "o" + style, label=f"leak across {' x '.join(ctl['leak_pair'])}: "
+                        + paired_line("spark - noguard", ctl["paired"], 3).split(": ", 1)[1])
+            ax.axhline(0, color="0.5", lw=0.8)
             ax.set_xticks(x, [str(s) for s in pc["seeds"]])
             ax.set_xlabel("seed")
-            ax.set_ylabel(f"evaluations (of {c.budget}) on designs\nthe planted coupling breaks")
-            lo, hi = pc["paired"]["ci95"]
-            ax.set_title(f"positive control (planted {' x '.join(pc['planted_pair'])}, leaky rewriter):\n"
-                         f"spark - noguard {pc['paired']['difference']:+.1f} [{lo:+.1f}, {hi:+.1f}]", fontsize=10)
-            ax.legend(fontsize=8)
+            ax.set_ylabel("anytime objective, spark - spark-noguard")
+            ax.set_title("controls: leaky rewriter, golden model only\n(solid: most coupled pair; dotted: least)",
+                         fontsize=10)
+            ax.legend(fontsize=7)
         else:
             ax.axis("off")
         save(fig, stage / "coupling.png")
@@ -622,27 +649,18 @@ def _markdown(result, c, kind) -> str:
                                  "F (AxB)", "p (F)", "p (permutation)", "entangled"], prow), "",
                  "Scope guard's entanglement map: " + (", ".join(f"{a} x {b}" for a, b in cp["entangled"]) or "none")
                  + f" (used by {', '.join(GUARDED_ARMS)}).", ""]
-    pc = result.get("positive_control")
+    pc, nc = result.get("positive_control"), result.get("negative_control")
     if pc:
-        rej = [d["scope_rejected"] for d in pc["per_seed"]["spark"]]
-        leaks = [d["cross_factor"] for d in pc["per_seed"]["spark-noguard"]]
-        text += ["## Positive control", "", f"Setting: {pc['setting']}. Metric: {pc['metric']}.", "",
-                 f"- spark {np.mean(pc['method_values']):.1f}, spark-noguard {np.mean(pc['ablation_values']):.1f} "
-                 "evaluations on broken designs; " + paired_line("spark - spark-noguard", pc["paired"], 1)
-                 + f"; sensitive: {pc['sensitive']}",
-                 f"- {pc['anytime_objective']['metric']}: spark {np.mean(pc['anytime_objective']['spark']):.4f}, "
-                 f"spark-noguard {np.mean(pc['anytime_objective']['spark-noguard']):.4f}; "
-                 + paired_line("spark - spark-noguard", pc["anytime_objective"]["paired"], 4),
-                 f"- proposals the guard refused per seed (spark): {'/'.join(map(str, rej))}; cross-factor proposals "
-                 f"evaluated without the guard per seed: {'/'.join(map(str, leaks))}; evaluations on broken designs "
-                 "per seed: spark " + "/".join(str(int(v)) for v in pc["method_values"])
-                 + ", spark-noguard " + "/".join(str(int(v)) for v in pc["ablation_values"]),
-                 f"- the planted pair as the interaction test measures it on the planted score: share "
-                 f"{pc['planted_pair_measured']['interaction_share']:.3f}, permutation p "
-                 f"{pc['planted_pair_measured']['p_ab_perm']:.3g}, largest |interaction| "
-                 f"{pc['planted_pair_measured']['max_abs_interaction']:.3f}, entangled: "
-                 f"{pc['planted_pair_measured']['entangled']}; map used by the control's guard: "
-                 + (", ".join(f"{a} x {b}" for a, b in pc["entangled_pairs"]) or "none"), ""]
+        text += ["## Positive and negative control", "", f"Metric: {pc['metric']}.", ""]
+        for name, ctl, verdict in (("Positive", pc, "sensitive" if pc["sensitive"] else "not sensitive: the "
+                                    "experiment does not see the guard matter where the factors are measured coupled"),
+                                   ("Negative", nc, "holds zero" if nc["holds_zero"] else "excludes zero: the arms "
+                                    "differ with nothing for the guard to refuse")):
+            rej = [d["scope_rejected"] for d in ctl["per_seed"]["spark"]]
+            text += [f"- {name} control ({ctl['setting']}): spark {np.mean(ctl['method_values']):.4f}, spark-noguard "
+                     f"{np.mean(ctl['ablation_values']):.4f}; " + paired_line("spark - spark-noguard", ctl["paired"], 4)
+                     + f"; {verdict}; proposals the guard refused per seed: {'/'.join(map(str, rej))}"]
+        text += [""]
     text += ["## Search comparison", "", markdown_table(header, rows)]
     h = result["headline"]
     if h.get("paired"):

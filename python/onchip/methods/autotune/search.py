@@ -377,7 +377,7 @@ def run_edit_arm(arm: str, start: LearnerSpec, evaluator: Evaluator, budget: int
             res.factors[f] = res.factors.get(f, 0) + 1
         for pair in _pairs(touched, factor):
             res.cross_pairs[pair] = res.cross_pairs.get(pair, 0) + 1
-        res.history.append(evaluator(child, parent=parent.spec))
+        res.history.append(evaluator(child))
     return res
 
 

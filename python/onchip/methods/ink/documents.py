@@ -123,6 +123,20 @@ def make_context(rng: np.random.Generator, n_docs: int, n_hard: int, surnames: t
     return Context(tuple(docs), first, lasts[0], answer)
 
 
+def without_surname(ctx: Context, rng: np.random.Generator, surnames: tuple[str, ...] = LAST) -> Context:
+    """``ctx`` asked about a surname that no document holds (the positive control's plant): the gold
+    document and every hard distractor then match the query only by first name, so no reader can tell
+    them apart from the context; the answer stays the gold colour.
+
+    Raises:
+        ValueError: every surname of ``surnames`` is used by a document of ``ctx``.
+    """
+    free = [s for s in surnames if s not in {d.last for d in ctx.docs}]
+    if not free:
+        raise ValueError(f"surnames: every one of the {len(surnames)} surnames is used by a document")
+    return replace(ctx, last=str(rng.choice(free)))
+
+
 def filtered(ctx: Context, how: str, rng: np.random.Generator) -> Context:
     """A filtered version of ``ctx`` (the paper's filtering experiments, separated):
 

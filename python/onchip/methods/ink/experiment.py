@@ -1,11 +1,13 @@
 """The ``onchip ink`` experiment: accuracy, p(gold), log p(gold), answer margin and attention against the
-proportion of hard distractors at fixed context length (arXiv 2605.10828), a planted softmax-dilution
-positive control, filtering experiments on long contexts, and the readout-learner analogue.
+proportion of hard distractors at fixed context length (arXiv 2605.10828), a positive control through the
+tiny transformer (the query's surname erased, so the hard distractors cannot be told from the gold document)
+with its negative control, filtering experiments on long contexts, and the readout-learner analogue.
 
 The headline is the first-drop share (:func:`first_drop_share`) of accuracy, per seed, with the other
 readings and subjects beside it, each paired seed by seed (:func:`onchip.methods._report.paired_difference`).
 
-Writes ``metrics.json`` (config, per-context records, summaries, headline, positive_control), ``results.md``,
+Writes ``metrics.json`` (config, per-context records, summaries, headline, positive_control,
+negative_control), ``results.md``,
 ``contexts.csv``, ``curves.png`` and ``filtering.png``.
 """
 
@@ -36,10 +38,12 @@ from .documents import LAST as LAST_DEFAULT
 #: the readings of one answer whose first-drop share is reported (record key -> label); accuracy and
 #: p(gold) are linear in the answer probability, the two log readings bend it (see ``subjects.gold_scores``)
 METRICS = {"correct": "accuracy", "gold_prob": "p(gold)", "gold_logp": "log p(gold)", "margin": "answer margin"}
-#: the positive control's two planted readers (``subjects.DilutionSubject`` scores)
-CONTROL_ARMS = {"dilution": {"s_hard": 0.0, "s_easy": -3.0}, "no-dilution": {"s_hard": 0.0, "s_easy": 0.0}}
-#: std of the per-document salience noise of the positive control's readers
-CONTROL_NOISE = 0.25
+#: the positive control's arms, both read by the tiny transformer with the query's surname replaced by one no
+#: document holds (``documents.without_surname``): ``confusable`` keeps the hard distractors (the gold and h
+#: distractors then match the query equally, so accuracy cannot exceed about 1/(h+1): a first drop, if the
+#: reader still answers from the documents that match the first name); ``filler`` swaps every hard distractor
+#: for filler in place (``documents.filtered(..., "swap-hard-to-easy")``: only the gold document matches)
+CONTROL_ARMS = ("confusable", "filler")
 LINEAR = "linear in p (no first-drop effect)"
 
 
@@ -54,7 +58,8 @@ class InkConfig:
         n_docs: documents per context of the p-curves (fixed length), 2..20.
         hard_counts: numbers of hard distractors among the ``n_docs - 1`` other slots (p = h / (n_docs - 1)),
             increasing, starting at 0, at most ``n_docs - 1``.
-        items: contexts per proportion, seed and language subject (also the positive control's).
+        items: contexts per proportion, seed and language subject.
+        control_items: contexts per proportion and seed of the positive control (tiny model only).
         filter_hard: hard distractors (of ``n_docs - 1``) of the contexts the filtering arms start from;
             the long filtering contexts keep the same proportion.
         filter_docs: documents per context of Gemma's filtering arm (long contexts; the tiny model
@@ -74,6 +79,7 @@ class InkConfig:
     n_docs: int = 12
     hard_counts: tuple[int, ...] = (0, 1, 2, 4, 8, 11)
     items: int = 10
+    control_items: int = 40
     filter_hard: int = 6
     filter_docs: int = 48
     filter_items: int = 4
@@ -98,6 +104,10 @@ class InkConfig:
         need(len(h) >= 2 and h[0] == 0 and all(b > a for a, b in zip(h, h[1:])) and h[-1] <= self.n_docs - 1,
              "hard_counts", list(h), f"need increasing counts from 0 to at most n_docs - 1 = {self.n_docs - 1}")
         need(self.items >= 1, "items", self.items, "must be >= 1")
+        need(self.control_items >= 1, "control_items", self.control_items, "must be >= 1")
+        need("tiny" not in self.subjects or h[-1] + 2 <= len(LAST_DEFAULT), "hard_counts", list(h),
+             f"the tiny model's positive control asks about a surname no document holds: at most "
+             f"{len(LAST_DEFAULT) - 2} hard distractors")
         need(0 <= self.filter_hard <= self.n_docs - 1, "filter_hard", self.filter_hard,
              f"must be in 0..{self.n_docs - 1}")
         need(self.n_docs <= self.filter_docs <= 160, "filter_docs", self.filter_docs, f"must be in {self.n_docs}..160")
@@ -126,6 +136,17 @@ def first_drop_share(curve: dict[float, float]) -> float:
     return float((curve[ps[0]] - curve[ps[1]]) / total) if total > 0 else float("nan")
 
 
+def excess_first_drop(curve: dict[float, float]) -> float:
+    """The first drop beyond a line: ``f(0) - f(p1) - (p1 / p_max) (f(0) - f(p_max))`` (the reading's units).
+
+    0 for a curve linear in p and for a flat one (no drop, where :func:`first_drop_share` is NaN);
+    > 0 for a concave "first drop" curve.
+    """
+    ps = sorted(curve)
+    f0, f1, fm = curve[ps[0]], curve[ps[1]], curve[ps[-1]]
+    return float(f0 - f1 - ps[1] / ps[-1] * (f0 - fm))
+
+
 def run(config: InkConfig) -> dict:
     """Run every subject over every seed, the positive control and the filtering arms, and write the
     output folder; returns metrics.json's content."""
@@ -137,7 +158,7 @@ def run(config: InkConfig) -> dict:
     from .. import _report
     from .documents import LONG_LAST, filtered, make_context
     from .stream import readout_fidelity
-    from .subjects import DilutionSubject, GemmaSubject, TinySubject, gold_scores
+    from .subjects import GemmaSubject, TinySubject, gold_scores
 
     c = config
     check_output_dir(c.out)
@@ -162,13 +183,6 @@ def run(config: InkConfig) -> dict:
     for seed in c.seeds:
         curve_ctxs = {h: [make_context(_report.rng(seed, "ctx", h, i), c.n_docs, h) for i in range(c.items)]
                       for h in c.hard_counts}
-        for arm, scores in CONTROL_ARMS.items():   # the planted control: same contexts, same noise per arm
-            reader = DilutionSubject(noise=CONTROL_NOISE, **scores)
-            for h, p in zip(c.hard_counts, ps):
-                for i, ctx in enumerate(curve_ctxs[h]):
-                    row = reader.score([ctx], _report.rng(seed, "control-noise", h, i))[0]
-                    control.append({"arm": arm, "seed": seed, "p": p, "hard": h, "item": i,
-                                    **gold_scores(ctx, row["logp"])})
         for name, make in subjects:
             subject = make(seed)
             long = name == "gemma"
@@ -191,6 +205,8 @@ def run(config: InkConfig) -> dict:
                                         "filter": how, "item": i, **gold_scores(f, row["logp"]),
                                         "tokens": row["tokens"], "n_docs": len(f.docs), "attention": None})
                         bar.update()
+                if name == "tiny":   # the positive control, through the trained reader
+                    control += _control_rows(subject, c, seed)
         if "learner" in c.subjects:
             for h, p in zip(c.hard_counts, ps):
                 readout.append({"seed": seed, "p": p, "fidelity": readout_fidelity(p, seed=seed, window=c.window)})
@@ -198,14 +214,14 @@ def run(config: InkConfig) -> dict:
     bar.close()
 
     curves, filters, attention = summarise(records, readout, c)
-    positive = _positive_control(control, c, ps)
+    positive, negative = _positive_control(control, c, ps)
     head, first_drop = _headline(curves, c, ps)
     settings = recorded_config(c)
     seconds = time.perf_counter() - t0
     settings.update(proportions=ps, long_filter_hard=c.long_filter_hard, torch_threads=torch.get_num_threads(),
                     prompt_format="documents, then 'Question: What is the favourite colour of <name>?\\n"
                                   "Answer: The favourite colour of <name> is' -> next word among 12 colours")
-    result = {"headline": head, "positive_control": positive, "first_drop": first_drop, "seconds": seconds,
+    result = {"headline": head, "positive_control": positive, "negative_control": negative, "first_drop": first_drop, "seconds": seconds,
               "config": settings, "curves": curves, "filtering": filters, "attention": attention,
               "control_curves": _control_curves(control, c), "contexts": records, "control": control,
               "readout": readout}
@@ -280,38 +296,71 @@ def summarise(records, readout, c: InkConfig):
     return curves, filters, attention
 
 
+def _control_rows(subject, c: InkConfig, seed: int) -> list[dict]:
+    """The positive control's records of one seed: both :data:`CONTROL_ARMS` on the same contexts."""
+    from .. import _report
+    from .documents import filtered, make_context, without_surname
+    from .subjects import gold_scores
+
+    rows = []
+    for h in c.hard_counts:
+        for i in range(c.control_items):
+            ctx, k = None, 0
+            while ctx is None:   # redraw the rare context whose filler holds every other surname
+                base = make_context(_report.rng(seed, "control-ctx", h, i, *([k] if k else [])), c.n_docs, h)
+                try:
+                    ctx = without_surname(base, _report.rng(seed, "control-query", h, i))  # the plant
+                except ValueError:
+                    k += 1
+            arms = {"confusable": ctx,
+                    "filler": filtered(ctx, "swap-hard-to-easy", _report.rng(seed, "control-swap", h, i))}
+            for arm, x in arms.items():
+                row = subject.score([x])[0]
+                rows.append({"arm": arm, "seed": seed, "p": h / (c.n_docs - 1), "hard": h, "item": i,
+                             **gold_scores(x, row["logp"])})
+    return rows
+
+
 def _control_curves(control, c: InkConfig) -> dict:
     out = {}
     for arm in CONTROL_ARMS:
         rows = [r for r in control if r["arm"] == arm]
+        if not rows:
+            continue
         ps = sorted({r["p"] for r in rows})
         out[arm] = {"p": ps}
         for key in ("correct", "gold_prob"):
             per_seed = [_per_seed_curve(rows, s, key) for s in c.seeds]
             out[arm][key] = [mean_std([d[p] for d in per_seed]) for p in ps]
-            out[arm][f"share_{key}"] = [first_drop_share(d) for d in per_seed]
+            out[arm][f"excess_{key}"] = [excess_first_drop(d) for d in per_seed]
     return out
 
 
-def _positive_control(control, c: InkConfig, ps) -> dict:
-    """The planted control: first-drop share of p(gold) for the dilution reader against its ablation on
-    the same contexts and noise, per seed (:func:`onchip.methods._report.positive_control`)."""
+def _positive_control(control, c: InkConfig, ps) -> tuple[dict | None, dict | None]:
+    """The positive control (:data:`CONTROL_ARMS`, confusable against filler: excess first drop of accuracy,
+    paired per seed) and its negative control (filler against a line through its own end points); None
+    when the tiny model did not run."""
+    from .._controls import negative_control
     from .._report import positive_control
 
     curves = _control_curves(control, c)
-    seeds = [s for s, a, b in zip(c.seeds, curves["dilution"]["share_gold_prob"], curves["no-dilution"]["share_gold_prob"])
-             if np.isfinite(a) and np.isfinite(b)]
-    vals = {arm: [v for s, v in zip(c.seeds, curves[arm]["share_gold_prob"]) if s in seeds] for arm in CONTROL_ARMS}
+    if set(curves) != set(CONTROL_ARMS):
+        return None, None
+    metric = (f"first drop of accuracy beyond a line: acc(0) - acc({ps[1]:.3f}) - {ps[1] / ps[-1]:.3f} "
+              f"(acc(0) - acc({ps[-1]:.3f})); 0 for a linear or flat curve")
     pc = positive_control(
-        "planted softmax dilution: a reader whose attention over the documents is a softmax of salience "
-        f"scores, hard distractors as salient as the gold document (s_hard = {CONTROL_ARMS['dilution']['s_hard']}, "
-        f"s_easy = {CONTROL_ARMS['dilution']['s_easy']}, noise std {CONTROL_NOISE}), on the same contexts as the "
-        "language models; ablation: no selective pull, filler as salient as the hard distractors "
-        f"(s_easy = s_hard = {CONTROL_ARMS['no-dilution']['s_easy']}): p(gold) falls linearly in p",
-        "dilution", "no-dilution", vals["dilution"], vals["no-dilution"], seeds=seeds,
-        metric=f"first-drop share of p(gold) at p = {ps[1]:.3f} (linear in p: {ps[1] / ps[-1]:.3f})")
-    pc["accuracy_share"] = {arm: curves[arm]["share_correct"] for arm in CONTROL_ARMS}
-    return pc
+        f"the tiny transformer asked about a surname no document holds (documents.without_surname), "
+        f"{c.control_items} contexts per proportion and seed: the gold document and the h hard distractors then "
+        "match the query only by its first name, so a reader that answers from them is right about 1/(h+1) of "
+        "the time (a first drop), one that does not answer from the documents shows no drop; ablation: the same "
+        "contexts with every hard distractor swapped for filler in place (only the gold document matches)",
+        "confusable", "filler", curves["confusable"]["excess_correct"], curves["filler"]["excess_correct"],
+        seeds=c.seeds, metric=metric)
+    nc = negative_control(
+        "the ablation alone (hard distractors swapped for filler, surname erased): no document competes with "
+        "the gold one, so no first drop should be seen", "filler", "no first drop (0)",
+        curves["filler"]["excess_correct"], [0.0] * len(c.seeds), seeds=c.seeds, metric=metric)
+    return pc, nc
 
 
 def _finite_pairs(a, b):
@@ -424,17 +473,21 @@ def filter_table(filters) -> str:
                            "accuracy - none (ci95 over contexts)", "p(gold) - none (ci95)"], rows)
 
 
-def control_table(pc, control_curves) -> str:
-    """The positive control: per arm, p(gold) and accuracy against p and the per-seed shares."""
+def control_table(pc, nc, control_curves) -> str:
+    """The positive and negative controls: per arm, accuracy and p(gold) against p, and the per-seed excess."""
+    if pc is None:
+        return "Positive control: not run (it reads the tiny transformer, not among the subjects)."
     rows = []
     for arm, cur in control_curves.items():
         for i, p in enumerate(cur["p"]):
-            rows.append((arm, f"{p:.3f}", _ms(cur["gold_prob"][i]), _ms(cur["correct"][i])))
+            rows.append((arm, f"{p:.3f}", _ms(cur["correct"][i]), _ms(cur["gold_prob"][i])))
     lines = [f"Positive control ({pc['setting']}). Metric: {pc['metric']}.",
-             (f"Per seed: dilution {', '.join(f'{v:.3f}' for v in pc['method_values'])}; no-dilution "
+             (f"Per seed: confusable {', '.join(f'{v:.3f}' for v in pc['method_values'])}; filler "
               f"{', '.join(f'{v:.3f}' for v in pc['ablation_values'])}; "
-              f"{paired_line('dilution - no-dilution', pc['paired'])}; sensitive: {pc['sensitive']}."),
-             markdown_table(["arm", "p", "p(gold)", "accuracy"], rows)]
+              f"{paired_line('confusable - filler', pc['paired'])}; sensitive: {pc['sensitive']}."),
+             (f"Negative control ({nc['setting']}): {paired_line('filler - 0', nc['paired'])}; holds zero: "
+              f"{nc['holds_zero']}."),
+             markdown_table(["arm", "p", "accuracy", "p(gold)"], rows)]
     return "\n\n".join(lines)
 
 
@@ -448,7 +501,7 @@ def _write(stage, c: InkConfig, result: dict) -> None:
     pairs = "; ".join(paired_line(k, v) for k, v in h["paired"].items())
     sections = [headline_line(h), f"Paired over seeds ({h['method']} minus each): {pairs}.",
                 f"Run time: {result['seconds']:.0f} s (torch threads: {result['config']['torch_threads']}).",
-                control_table(result["positive_control"], result["control_curves"]),
+                control_table(result["positive_control"], result["negative_control"], result["control_curves"]),
                 first_drop_table(result["first_drop"]), curve_table(result["curves"]),
                 (f"Filtering (starting from {c.filter_hard} hard distractors among {c.n_docs - 1}; Gemma's filtering "
                  f"contexts hold {c.filter_docs} documents with {c.long_filter_hard} hard distractors, the tiny "
@@ -485,9 +538,9 @@ def _write(stage, c: InkConfig, result: dict) -> None:
         ax.legend(fontsize=6)
     axes[0].set_title("language models and analogue")
     for arm, cur in result["control_curves"].items():
-        axes[2].plot(cur["p"], norm(cur["gold_prob"]), marker="o", label=f"{arm}, p(gold)")
-    axes[2].plot([0, 1], [1, 0], color="grey", lw=3, alpha=0.4, label="linear")
-    axes[2].set_title("positive control (planted)")
+        axes[2].errorbar(cur["p"], [v[0] for v in cur["correct"]], yerr=[v[1] for v in cur["correct"]], marker="o",
+                         label=f"{arm}, accuracy")
+    axes[2].set_title("positive control (tiny model, surname erased)")
     axes[2].legend(fontsize=7)
     axes[1].set_ylabel("accuracy / p(gold)")
     axes[1].legend(fontsize=7)

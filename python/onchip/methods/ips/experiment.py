@@ -1,8 +1,10 @@
 """The ``onchip ips`` experiment: interaction-based prompt sensitivity of Gemma 3 270M, tiny
-transformers (scale, mixture of experts, fine-tuning, few-shot) and the fixed-point learners.
+transformers (scale, mixture of experts, fine-tuning, few-shot) and the fixed-point learners, with a
+positive control through a tiny model trained with a planted rule on one template and its negative
+control (the same model trained without it).
 
 Writes ``metrics.json`` (config, per-pair records, per-arm summary with mean/std over seeds,
-the headline), ``results.md``, ``pairs.csv``, ``ips_by_order.png`` and ``learners.png``.
+the headline, ``positive_control`` and ``negative_control``), ``results.md``, ``pairs.csv``, ``ips_by_order.png`` and ``learners.png``.
 """
 
 from __future__ import annotations
@@ -76,37 +78,6 @@ class IpsConfig:
 
 
 VARIANTS = ("punct", "paraphrase")
-#: the positive control's changed "prompt": the base prompt's scores with a planted hidden change
-PLANTED = "planted"
-
-
-def planted_change(values: np.ndarray) -> np.ndarray:
-    """The positive control of IPS: ``v_B = v_A + delta * g`` over the ``2**6`` masked prompts, where
-    ``g(T) = [0, 1 in T] - [0, 2 in T]`` (variables m1 x a1 minus m1 x m2) and ``delta`` = the
-    largest non-empty ``|I_A(S)|``. ``g`` is 0 on the full and on the empty prompt, so the output
-    ``v(N) - v(empty)`` and the answer do not change at all, while the interactions {0, 1} and
-    {0, 2} move by ``+delta`` and ``-delta`` (both salient): the hidden instability that the paper
-    says output-level measures miss, planted with a known size.
-
-    Args:
-        values: ``(64,)`` scores ``v(x_T)`` of the base prompt, index = bit mask of ``T``.
-
-    Returns:
-        ``(64,)`` the planted scores.
-
-    Raises:
-        ValueError: ``values`` is not of length 64.
-    """
-    from .harsanyi import harsanyi
-
-    v = np.asarray(values, dtype=np.float64)
-    need(v.shape == (64,), "values", v.shape, "the 64 scores of 6 variables")
-    t = np.arange(64)
-    g = ((t & 0b011) == 0b011).astype(float) - ((t & 0b101) == 0b101).astype(float)
-    delta = float(np.abs(harsanyi(v)[1:]).max())
-    return v + delta * g
-
-
 def _record(subject, arm, seed, item, shots, variant, comp, unchanged, **extra) -> dict:
     return {"subject": subject, "arm": arm, "seed": int(seed), "item": int(item), "shots": int(shots),
             "variant": variant, "ips": comp.ips, "num_by_order": list(comp.num_by_order),
@@ -130,14 +101,73 @@ def _lm_pairs(score, reviews, shot_pool, c: IpsConfig, subject: str, arm: str, s
             v = score(flat).reshape(len(prompts), -1)
             v = v if r.label else -v                      # log-odds of the correct label
             div = {t: harsanyi(v[j]) for j, t in enumerate(prompts)}
-            div[PLANTED] = harsanyi(planted_change(v[0]))
-            for t in (*VARIANTS, PLANTED):
+            for t in VARIANTS:
                 comp = compare(div["base"], div[t], tau=c.tau)
                 ans_a, ans_b = div["base"][1:].sum() > 0, div[t][1:].sum() > 0   # calibrated answers
                 rows.append(_record(subject, arm, seed, i, k, t, comp, ans_a == ans_b,
                                     correct_base=bool(ans_a), correct_variant=bool(ans_b),
                                     max_abs_interaction=float(np.abs(div["base"][1:]).max())))
     return rows
+
+
+#: the positive control's arms: the tiny model trained with the planted rule, and without it
+CONTROL_MODELS = {"control-planted": True, "control-unplanted": False}
+
+
+def _control_pairs(c: IpsConfig, seed: int, reviews) -> list[dict]:
+    """Records of the positive control on one seed: for each of :data:`CONTROL_MODELS`, every review's base
+    prompt against its ``planted`` and ``twin`` templates (:data:`~.language.CONTROL_TEMPLATES`), 0-shot."""
+    import torch
+
+    from .harsanyi import compare, harsanyi, subset_masks
+    from .language import train_control_tiny, tiny_scores, tiny_words
+
+    masks = subset_masks(6)
+    rows = []
+    for arm, planted in CONTROL_MODELS.items():
+        model, vocab = train_control_tiny(planted, seed=seed, steps=c.tiny_steps, progress=c.progress)
+        for i, r in enumerate(reviews):
+            with torch.no_grad():
+                v = tiny_scores(model, vocab, [tiny_words(r, t, m) for t in ("base", "planted", "twin")
+                                               for m in masks]).reshape(3, -1)
+            v = v if r.label else -v
+            div = [harsanyi(x) for x in v]
+            for j, t in ((1, "planted"), (2, "twin")):
+                comp = compare(div[0], div[j], tau=c.tau)
+                same = (div[0][1:].sum() > 0) == (div[j][1:].sum() > 0)
+                rows.append(_record("tiny", arm, seed, i, 0, t, comp, same,
+                                    max_abs_interaction=float(np.abs(div[0][1:]).max())))
+    return rows
+
+
+def _controls(control: list[dict], c: IpsConfig) -> tuple[dict | None, dict | None]:
+    """The positive control (planted model: IPS of base vs ``planted`` template minus base vs ``twin``, per
+    seed) and its negative control (the same difference on the model trained without the plant)."""
+    from .._controls import negative_control
+
+    if not control or len(c.seeds) < 2:
+        return None, None
+    rows = {(r["arm"], r["variant"]): r for r in summarise(control, c.seeds)}
+
+    def ips(arm, t):
+        return rows[(arm, t)]["ips_per_seed"]
+
+    metric = "IPS (pooled relative change of the salient interactions) of the base prompt against the template"
+    setting = ("the tiny model (the tiny arm's size) trained on the five templates with the 'planted' template's "
+               "labels following a planted rule: a masked adjective counts as positive (language.polarity); "
+               "unmasked reviews get the same label under every template, so only the interactions of masked "
+               "prompts can move, and only as far as the model learned the rule; IPS of base vs 'planted' "
+               "against base vs 'twin' (a template trained at the same rate under the language's rule)")
+    pc = positive_control(setting, "planted template", "twin template", ips("control-planted", "planted"),
+                          ips("control-planted", "twin"), seeds=c.seeds, metric=metric)
+    nc = negative_control(
+        "the same model trained without the plant (every template under the language's rule): IPS of base vs "
+        "'planted' against base vs 'twin'", "planted template", "twin template", ips("control-unplanted", "planted"),
+        ips("control-unplanted", "twin"), seeds=c.seeds, metric=metric)
+    for ctl, arm in ((pc, "control-planted"), (nc, "control-unplanted")):
+        ctl["output_change"] = {t: rows[(arm, t)]["output_change_per_seed"] for t in ("planted", "twin")}
+        ctl["answer_flip"] = {t: rows[(arm, t)]["output_flip_per_seed"] for t in ("planted", "twin")}
+    return pc, nc
 
 
 def run(config: IpsConfig) -> dict:
@@ -157,6 +187,7 @@ def run(config: IpsConfig) -> dict:
     torch.set_num_threads(1)  # one thread: the run shares two cores; results do not depend on it
     t_start = time.perf_counter()
     records: list[dict] = []
+    control: list[dict] = []
     extra: dict = {"gemma_pool_accuracy": {}, "tiny_accuracy": {}, "learner_fit_mse": {}, "kan_oracle": {}}
     lm = None
     if "gemma" in c.subjects:
@@ -193,6 +224,7 @@ def run(config: IpsConfig) -> dict:
                     records += _lm_pairs(lambda t, m=model, v=vocab: tiny_scores(m, v, t), pool[:c.reviews],
                                          shot_pool, c, "tiny", arm, seed, lambda r, t, k, sh: tiny_words(r, t, k, sh),
                                          shots=(0,))
+            control += _control_pairs(c, seed, pool[:c.reviews])
             bar.update()
         if "learners" in c.subjects:
             x = _report.rng(seed, "learner-points").uniform(-2.0, 2.0, size=(c.learner_points, 6))
@@ -224,24 +256,16 @@ def run(config: IpsConfig) -> dict:
             bar.update()
     bar.close()
 
-    control = [r for r in records if r["variant"] == PLANTED]
-    records = [r for r in records if r["variant"] != PLANTED]
     summary = summarise(records, c.seeds)
     head, head_per_seed = _headline(summary, c)
     pick, k = _pick(c)
-    control_rows = [r for r in summarise(control, c.seeds) if (r["subject"], r["arm"]) == pick and r["shots"] == k]
-    pc = positive_control(
-        "the base prompt against its own scores with a planted hidden change (interactions {m1,a1} +delta and "
-        "{m1,m2} -delta, delta = the largest |I|; output and answer unchanged by construction), "
-        f"{pick[1]}, {k}-shot, every review of every seed",
-        "IPS (relative change of the salient interactions)", "output-level relative change of the score",
-        control_rows[0]["ips_per_seed"], control_rows[0]["output_change_per_seed"], seeds=c.seeds,
-        metric="sensitivity to the planted change (0 = none seen)") if len(c.seeds) >= 2 and control_rows else None
+    pc, nc = _controls(control, c)
     over_pairs = _over_prompt_pairs(records, pick, k)
     settings = recorded_config(c)
     settings.update(n_variables=6, baseline_word="___", learner_baseline_value=0.0,
                     evaluations_per_prompt=64, seconds=time.perf_counter() - t_start)
-    result = {"headline": head, "headline_per_seed": head_per_seed, **({"positive_control": pc} if pc is not None else {}),
+    result = {"headline": head, "headline_per_seed": head_per_seed,
+              **({"positive_control": pc, "negative_control": nc} if pc is not None else {}),
               "over_prompt_pairs": over_pairs, "config": settings, "summary": summary,
               "control_summary": summarise(control, c.seeds), **extra, "pairs": records, "control_pairs": control}
     with atomic_output_dir(c.out) as stage:
@@ -397,12 +421,19 @@ def _paired_sections(result: dict) -> list[str]:
                 lines.append(f"- {paired_line(label, pairs[key])}")
         out.append("\n".join(lines))
     if pc:
-        out.append(f"Positive control ({pc['setting']}): {pc['method']} per seed "
-                   + ", ".join(f"{v:.3f}" for v in pc["method_values"]) + f"; {pc['ablation']} per seed "
-                   + ", ".join(f"{v:.3f}" for v in pc["ablation_values"]) + "; "
-                   + paired_line("difference", pc["paired"])
-                   + (" - the experiment sees the planted change." if pc["sensitive"]
-                      else " - the experiment does NOT see the planted change."))
+        for name, ctl, yes, no in (
+                ("Positive", pc, " - the experiment sees the planted rule.",
+                 " - the experiment does NOT see the planted rule (not learned, or not seen)."),
+                ("Negative", result["negative_control"], " - holds zero: nothing planted, nothing seen.",
+                 " - excludes zero: a difference with nothing planted.")):
+            ok = ctl["sensitive"] if name == "Positive" else ctl["holds_zero"]
+            out.append(f"{name} control ({ctl['setting']}): {ctl['method']} per seed "
+                       + ", ".join(f"{v:.3f}" for v in ctl["method_values"]) + f"; {ctl['ablation']} per seed "
+                       + ", ".join(f"{v:.3f}" for v in ctl["ablation_values"]) + "; "
+                       + paired_line("difference", ctl["paired"]) + (yes if ok else no)
+                       + " Answer flips per seed (planted / twin): "
+                       + "; ".join(f"{a:.2f} / {b:.2f}" for a, b in zip(ctl["answer_flip"]["planted"],
+                                                                         ctl["answer_flip"]["twin"])) + ".")
     return out
 
 

@@ -38,6 +38,14 @@ TEMPLATES: dict[str, tuple[str, str]] = {
 }
 
 
+#: the positive control's two extra templates (tiny models only, words the vocabulary already holds): the
+#: control model is trained with ``planted`` following the planted rule (a masked adjective counts as
+#: positive, :func:`polarity`) and ``twin`` following the language's rule. Unmasked reviews get the same
+#: label under both, so the plant changes what the model does on masked prompts only: its interactions.
+CONTROL_TEMPLATES = {"planted": "label : {s} text :", "twin": "sentiment : {s} review :"}
+_WORDS = {**{t: w for t, (_, w) in TEMPLATES.items()}, **CONTROL_TEMPLATES}
+
+
 @dataclass(frozen=True)
 class Review:
     """Three clauses: ``nouns``, ``modifiers``, ``adjectives`` (3 each); ``label`` 1 = positive."""
@@ -65,12 +73,12 @@ class Review:
         return out
 
 
-def polarity(variables: Sequence[str]) -> int:
-    """Sum of clause polarities of (m1, a1, m2, a2, m3, a3); masked adjectives count 0, a masked
-    modifier does not flip."""
+def polarity(variables: Sequence[str], masked_adjective: int = 0) -> int:
+    """Sum of clause polarities of (m1, a1, m2, a2, m3, a3); masked adjectives count ``masked_adjective``
+    (0: neutral; the positive control's planted rule counts them +1), a masked modifier does not flip."""
     total = 0
     for m, a in zip(variables[0::2], variables[1::2]):
-        p = 1 if a in POSITIVE else -1 if a in NEGATIVE else 0
+        p = 1 if a in POSITIVE else -1 if a in NEGATIVE else masked_adjective
         total += -p if m == "not" else p
     return total
 
@@ -106,7 +114,7 @@ def gemma_text(review: Review, template: str, keep=None, shots: Sequence[Review]
 def tiny_words(review: Review, template: str, keep=None, shots: Sequence[Review] = (),
                answer: bool = False) -> str:
     """The same prompt in the tiny models' word language (shots separated by ``|``)."""
-    fmt = TEMPLATES[template][1]
+    fmt = _WORDS[template]
     parts = [fmt.format(s=" ".join(s.words())) + f" {LABELS[s.label]} |" for s in shots]
     parts.append(fmt.format(s=" ".join(review.words(keep))) + (f" {LABELS[review.label]}" if answer else ""))
     return " ".join(parts)
@@ -132,14 +140,16 @@ def vocabulary():
     return Vocab(words)
 
 
-def _training_text(rng: np.random.Generator, templates: Sequence[str], weights: Sequence[float]) -> str:
-    """One training sequence: a labelled review in one template; 30% of them partly masked (the label
-    then follows the rule with the masked words neutral; ties are redrawn)."""
+def _training_text(rng: np.random.Generator, templates: Sequence[str], weights: Sequence[float],
+                   masked_share: float = 0.3, planted: Sequence[str] = ()) -> str:
+    """One training sequence: a labelled review in one template; ``masked_share`` of them partly masked
+    (the label then follows the rule with the masked words neutral, or, in a template of ``planted``,
+    counted positive; ties are redrawn)."""
     t = templates[int(rng.choice(len(templates), p=np.asarray(weights) / np.sum(weights)))]
     while True:
         query = sample_reviews(rng, 2)[int(rng.integers(2))]   # one positive, one negative: pick one
-        keep = rng.random(6) > 0.3 if rng.random() < 0.3 else np.ones(6, bool)
-        score = polarity([w if k else BASELINE for w, k in zip(query.variables, keep)])
+        keep = rng.random(6) > 0.3 if rng.random() < masked_share else np.ones(6, bool)
+        score = polarity([w if k else BASELINE for w, k in zip(query.variables, keep)], int(t in planted))
         if score != 0:
             return tiny_words(query, t, keep) + f" {LABELS[int(score > 0)]}"
 
@@ -195,6 +205,41 @@ def train_tiny(arm: str, *, seed: int, steps: int, progress: bool = False):
                     progress=progress, desc=f"{arm} fine-tune", loss_fn=loss)
 
     return cached_model("ips_tiny", config, ["sentiment-v3", "fine-tuned", seed, steps], tune), vocab
+
+
+def train_control_tiny(planted: bool, *, seed: int, steps: int, progress: bool = False):
+    """The positive control's tiny model (the ``tiny`` arm's size), trained here and cached; ``(model, vocab)``.
+
+    ``2 * steps`` AdamW steps (batch 32, loss on the answer word) on reviews in the five templates of
+    :data:`TEMPLATES` and :data:`CONTROL_TEMPLATES`, uniformly, half of them partly masked. With
+    ``planted`` the ``planted`` template's labels follow the planted rule (a masked adjective counts as
+    positive); without, every template follows the language's rule (the negative control's model).
+    Whether the model learns the rule, and so whether its interactions move, is up to the training.
+    """
+    import torch
+
+    from .._tiny import TinyConfig, cached_model, lm_loss, pad_batch
+    from .._tiny import train as train_model
+
+    d, experts, _ = TINY_ARMS["tiny"]
+    vocab = vocabulary()
+    config = TinyConfig(vocab=len(vocab), d_model=d, n_layers=2, n_heads=4, max_len=40, n_experts=experts)
+    names = [*TEMPLATES, *CONTROL_TEMPLATES]
+
+    def make(rng):
+        texts = [_training_text(rng, names, [1] * len(names), 0.5, ("planted",) if planted else ())
+                 for _ in range(32)]
+        ids = pad_batch([vocab.encode(t, bos=True) for t in texts])
+        mask = np.zeros_like(ids)
+        mask[np.arange(len(ids)), (ids != 0).sum(1) - 1] = 1
+        return ids, mask
+
+    def build(model):
+        train_model(model, make, steps=2 * steps, seed=seed, progress=progress,
+                    desc=f"control {'planted' if planted else 'unplanted'}", loss_fn=lambda m, i, k: lm_loss(m, i, k))
+
+    torch.manual_seed(seed)
+    return cached_model("ips_tiny", config, ["sentiment-control-v1", planted, seed, steps], build), vocab
 
 
 def tiny_scores(model, vocab, texts: Sequence[str]) -> np.ndarray:

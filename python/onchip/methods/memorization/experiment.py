@@ -9,10 +9,11 @@ other. Per seed it trains one EDM-preconditioned denoiser (checkpoints cached), 
 samples against training intensity (overall and inside one band), applies the targeted
 intervention of Sec. 5 (the medium-band denoiser of the most-trained model swapped for the
 least-trained checkpoint or the linear Gaussian denoiser) next to the same swap in the other
-bands, and runs a positive control: the empirical optimal denoiser ``D*`` (memorizes by
-construction) swapped into one band of the least-trained checkpoint, against that checkpoint
-alone (the small band, where D* decides by construction; the medium and large bands beside it).
-Writes ``metrics.json`` (with ``headline`` and ``positive_control``), ``results.md``,
+bands, and runs a positive control: the empirical optimal denoiser ``D*`` swapped into the
+medium band of the least-trained checkpoint, against that checkpoint alone (the trained small
+band decides whether the samples stay on training images), with its negative control: D* of as
+many held-out digits in the same band (nothing of the training set planted; must show nothing).
+Writes ``metrics.json`` (with ``headline``, ``positive_control`` and ``negative_control``), ``results.md``,
 ``geometry.csv`` and ``geometry.png`` / ``memorization.png`` / ``samples.png``.
 Method: arXiv 2602.17846 (see seeds/diffusion-memorization.md).
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .._controls import negative_control
 from .._data import N_DIGITS
 from .._report import (
     headline,
@@ -48,11 +50,18 @@ DATA_RANGE = (-1.0, 1.0)
 MAIN = "medium -> weak checkpoint"
 #: the headline's baselines: no swap, the other generalising denoiser and the same swap in the other bands
 SWAPS = (MAIN, "none", "medium -> linear Gaussian", "small -> weak checkpoint", "large -> weak checkpoint")
-#: the positive control's band, where D* must decide by construction: the probability-flow ODE with D*
-#: over the last band ends on a training image whatever state it enters with (D* at sigma 0.002 is the
-#: nearest training image). The other bands are reported beside it (``by_band``): whether D* confined to
-#: the medium band is enough is the paper's claim, not a construction.
-CONTROL_BAND = "small"
+#: the positive control's band. D* (the empirical optimal denoiser: it returns a softmax-weighted mix of
+#: the training images) is swapped into the medium band only; the weak checkpoint runs the large band
+#: before it and the small band after it. Whether the samples still end on a training image is decided by
+#: the trained denoiser in the small band (32 of 96 calls at the committed scale): a denoiser that
+#: generalises pulls a sample off the training image it was steered to, one that memorizes keeps it. D* in
+#: the small band would decide by construction (it ends on the nearest training image whatever state it
+#: enters with); it stays in ``by_band`` as a check of the sampler, not as the control.
+CONTROL_BAND = "medium"
+#: the negative control's plant: D* of as many other digits (held-out images, never trained on) in the same
+#: band. Same denoiser, same band, same calls; only the memorized images are not the training images, so
+#: the memorized fraction (measured against the training images) must not move.
+DECOY = "D* (other digits)"
 
 
 @dataclass(frozen=True)
@@ -183,6 +192,7 @@ def arms(steps: tuple[int, ...]) -> dict[str, dict[str, str]]:
     out["large -> weak checkpoint"] = {"group": "swap", **every(strong), "large": weak}
     for band in BANDS:
         out[f"weak checkpoint, D* in {band}"] = {"group": "control", **every(weak), band: "D*"}
+    out[f"weak checkpoint, {DECOY} in {CONTROL_BAND}"] = {"group": "control", **every(weak), CONTROL_BAND: DECOY}
     return out
 
 
@@ -232,7 +242,9 @@ def run(config: MemorizationConfig) -> dict:
     print(f"regimes: small < {lo:.3g} <= medium < {hi:.3g} <= large; {c.steps_per_band} Heun steps per band")
 
     mean, cov = train.mean(0), np.cov(train.T)
+    decoy = heldout[-c.n_train:]   # as many digits as the training set (all held-out ones when fewer)
     fixed = {"D*": lambda x, s: empirical_optimal_denoiser(x, s, train),
+             DECOY: lambda x, s: empirical_optimal_denoiser(x, s, decoy),
              "linear": lambda x, s: linear_gaussian_denoiser(x, s, mean, cov)}
     table = arms(c.steps)
     per_seed, calls_per_band, shown = {}, None, {}
@@ -271,17 +283,22 @@ def run(config: MemorizationConfig) -> dict:
     paired = {a: paired_difference(values(MAIN), values(a)) for a in others}
     paired_fd = {a: paired_difference(values(MAIN, "fd_heldout"), values(a, "fd_heldout")) for a in others}
     weak = f"trained {c.steps[0]} steps"
+    planted, unplanted = f"weak checkpoint, D* in {CONTROL_BAND}", f"weak checkpoint, {DECOY} in {CONTROL_BAND}"
     control = positive_control(
-        f"the empirical optimal denoiser D* of the {c.n_train} training images (memorizes by construction: "
-        f"D* everywhere gives memorized fraction {summary['empirical optimal']['memorized']:.3f}) swapped into "
-        f"the {CONTROL_BAND} band ({calls_per_band[CONTROL_BAND]} of {sum(calls_per_band.values())} denoiser calls) "
-        f"of the {c.steps[0]}-step checkpoint (the ODE with D* over the last band ends on a training image "
-        "whatever state it enters with)",
-        f"weak checkpoint, D* in {CONTROL_BAND}", weak, values(f"weak checkpoint, D* in {CONTROL_BAND}"),
-        values(weak), seeds=c.seeds, metric="memorized fraction")
+        f"the empirical optimal denoiser D* of the {c.n_train} training images (D* everywhere gives memorized "
+        f"fraction {summary['empirical optimal']['memorized']:.3f}) swapped into the {CONTROL_BAND} band "
+        f"({calls_per_band[CONTROL_BAND]} of {sum(calls_per_band.values())} denoiser calls) of the "
+        f"{c.steps[0]}-step checkpoint, which runs the large band before it and the small band after it "
+        f"({calls_per_band['small']} calls): whether the samples end on training images is decided by the trained "
+        "denoiser in the small band", planted, weak, values(planted), values(weak), seeds=c.seeds,
+        metric="memorized fraction")
     spread = max(summary[control["method"]]["memorized_std"], summary[weak]["memorized_std"])
     control["seed_spread"] = spread
     control["exceeds_seed_spread"] = bool(abs(control["paired"]["difference"]) > spread)
+    negative = negative_control(
+        f"the same swap with D* of {len(decoy)} held-out digits (never trained on) in place of the training "
+        f"images' D*: same denoiser, band and calls, nothing of the training set planted", unplanted, weak,
+        values(unplanted), values(weak), seeds=c.seeds, metric="memorized fraction")
     control["by_band"] = {b: paired_difference(values(f"weak checkpoint, D* in {b}"), values(weak)) for b in BANDS}
 
     result = {
@@ -296,6 +313,7 @@ def run(config: MemorizationConfig) -> dict:
             seeds=list(c.seeds), direction="lower", std=summary[MAIN]["memorized_std"],
             baseline_std={a: summary[a]["memorized_std"] for a in others}, paired=paired),
         "positive_control": control,
+        "negative_control": negative,
         "config": recorded_config(c),
         "threads": c.threads,
         "torch_version": torch.__version__,
@@ -360,9 +378,18 @@ def results_table(result: dict) -> str:
                 "denoiser confined to one band." if pc["sensitive"] and pc["exceeds_seed_spread"] else
                 "The difference does not clear zero and the seed spread: the experiment does not see the "
                 "planted memorizing denoiser.")
-             + "\n\nD* in each band of the weak checkpoint, minus the weak checkpoint alone: "
+             + "\n\n" + _negative_line(result["negative_control"])
+             + "\n\nD* in each band of the weak checkpoint, minus the weak checkpoint alone (D* in the small band "
+             "ends on a training image by construction: a check of the sampler, not a control): "
              + "; ".join(paired_line(b, p) for b, p in pc["by_band"].items()) + ".\n")
     return text
+
+
+def _negative_line(nc: dict) -> str:
+    return (f"Negative control ({nc['setting']}): " + paired_line(f"{nc['method']} - {nc['ablation']}", nc["paired"])
+            + (". The interval holds zero: with nothing of the training set planted the experiment sees nothing."
+               if nc["holds_zero"] else ". The interval excludes zero: the experiment reports memorization with "
+               "nothing of the training set planted, so the positive control does not show what it should."))
 
 
 def _write(out, c: MemorizationConfig, result: dict, geometry, shown) -> None:
@@ -413,10 +440,12 @@ def _write(out, c: MemorizationConfig, result: dict, geometry, shown) -> None:
     points(axes[2], list(SWAPS))
     axes[2].set_xticks(range(len(SWAPS)), SWAPS, rotation=25, ha="right", fontsize=7)
     axes[2].set_title(f"swaps in the {steps[-1]}-step model", fontsize=9)
-    ctrl = [f"trained {steps[0]} steps"] + [f"weak checkpoint, D* in {b}" for b in BANDS]
+    ctrl = ([f"trained {steps[0]} steps"] + [f"weak checkpoint, D* in {b}" for b in BANDS]
+            + [f"weak checkpoint, {DECOY} in {CONTROL_BAND}"])
     points(axes[3], ctrl)
-    axes[3].set_xticks(range(len(ctrl)), ["weak alone"] + [f"D* in {b}" for b in BANDS], rotation=25, fontsize=8)
-    axes[3].set_title("positive control: D* in one band of the weak checkpoint", fontsize=9)
+    axes[3].set_xticks(range(len(ctrl)), ["weak alone"] + [f"D* in {b}" for b in BANDS]
+                       + [f"other digits' D* in {CONTROL_BAND}"], rotation=25, fontsize=8)
+    axes[3].set_title(f"control: D* in the {CONTROL_BAND} band of the weak checkpoint", fontsize=9)
     save(fig, out / "memorization.png", dpi=80)
     fig, axes = plt.subplots(2, 8, figsize=(8, 2.4))
     for i, ax in enumerate(axes.flat):
