@@ -179,7 +179,7 @@ def run(config: AutotuneConfig) -> dict:
     Raises:
         ValueError: a bad output folder or data file, before any work.
     """
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     from onchip.io import atomic_output_dir, check_output_dir
 
@@ -211,7 +211,7 @@ def run(config: AutotuneConfig) -> dict:
         from .interaction import coupling_base, entangled_pairs, measure_coupling
 
         cseeds = list(c.seeds) if len(c.seeds) >= 2 else [c.seeds[0], c.seeds[0] + 1]
-        cbar = tqdm(total=6, desc="autotune: factor coupling", disable=not c.progress)
+        cbar = progress_bar(total=6, desc="autotune: factor coupling", disable=not c.progress)
         coupling = measure_coupling(lambda spec, s: score_on(spec, stream_of(s), kind), coupling_base(preset),
                                     cseeds, progress=lambda k, n: cbar.update(1))
         cbar.close()
@@ -227,7 +227,7 @@ def run(config: AutotuneConfig) -> dict:
         from .search import run_edit_arm
 
         pair = PLANTED_FACTORS
-        pbar = tqdm(total=6 + 2 * len(c.control_seeds), desc="autotune: positive control", disable=not c.progress)
+        pbar = progress_bar(total=6 + 2 * len(c.control_seeds), desc="autotune: positive control", disable=not c.progress)
         cseeds = list(c.control_seeds[:3])
         base = coupling_base(preset)
         planted_cp = measure_coupling(
@@ -273,7 +273,7 @@ def run(config: AutotuneConfig) -> dict:
         control["per_seed"] = counts
 
     runs: dict[int, dict] = {}
-    bar = tqdm(total=len(c.seeds) * len(c.arms), desc="autotune", disable=not c.progress)
+    bar = progress_bar(total=len(c.seeds) * len(c.arms), desc="autotune", disable=not c.progress)
     for seed in c.seeds:
         stream = stream_of(seed)
         heldout = make_task_stream(HELDOUT[c.task], c.samples, seed, c.data)
