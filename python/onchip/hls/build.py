@@ -74,6 +74,17 @@ def compiler() -> tuple[str, str]:
     return path, version.stdout.splitlines()[0].strip()
 
 
+def missing() -> str | None:
+    """None when the C simulation can be built here, else one line naming what is missing: the
+    C++ compiler (``$CXX`` or g++) or the ap_types headers of hls4ml."""
+    try:
+        compiler()
+        ap_types_dir()
+    except (FileNotFoundError, OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    return None
+
+
 #: Optimization levels a C-simulation program may be built with: ``O2`` (the default, fast
 #: long streams) or ``O0`` (builds faster: short streams, e.g. the differential fuzz test).
 OPT_LEVELS = ("O2", "O1", "O0")
