@@ -305,3 +305,44 @@ def test_both_learners_in_one_yosys_run(pair):
             assert name in listed
     stat = (folder / "stat.txt").read_text()
     assert "=== learner_a ===" in stat and "=== learner_b ===" in stat
+
+
+#: Tops that differ only where onchip derived names used to collide: case (upper-cased include
+#: guards), and the names a top's suffixes derive (``<top>_axis``, ``<top>_ns``, ``<top>_THETA_INIT``,
+#: ``<top>_H``), each of which is refused as a top of its own.
+DERIVED = {"qubit": PRESETS["kan-regression"], "QUBIT": PRESETS["mlp-regression"],
+           "Qubit": PRESETS["mlp-regression"].replace(init_seed=4), "qubit2": PRESETS["kan-readout"]}
+
+
+@pytest.mark.parametrize("bad", ["qubit_axis", "qubit_AXIS", "qubit_ns", "qubit_THETA_INIT", "QUBIT_H", "qubit_h",
+                                 "qubit_inst", "qubit_component", "qubit_prj", "qubit_routed"])
+def test_a_top_ending_in_a_derived_suffix_is_refused(bad):
+    with pytest.raises(ValueError, match=re.escape(f"--top {bad!r}: ends in ") + ".*a suffix onchip appends"):
+        check_top(bad)
+
+
+def test_every_derived_name_of_several_tops_builds_together(tmp_path):
+    """All the tops' Verilog in one Verilator lint (no module defined twice) and all their HLS C++
+    in one g++ build: every header in one file, every top function linked into one program."""
+    from onchip.hls import emit, write
+    from onchip.hls.build import ap_types_dir, compiler
+
+    files = []
+    for top, spec in DERIVED.items():
+        design = cached_design(spec, top)
+        write_design(design, tmp_path)
+        files += [f"{top}.v", f"{top}_axis.v"]
+        (tmp_path / top).mkdir()
+        write(emit(spec, top=top), tmp_path / top)
+    lint = _verilator("--lint-only", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-MULTITOP", *files, cwd=tmp_path)
+    assert lint.returncode == 0 and "%Error" not in lint.stderr, lint.stderr[-3000:]
+    calls = "".join(f"  {{ hls::stream<axis_word> a, b; {top}(a, b, {top}_ns::OP_RESET, 0); }}\n" for top in DERIVED)
+    (tmp_path / "all.cpp").write_text("".join(f'#include "{top}.h"\n' for top in DERIVED)
+                                      + f"int main() {{\n{calls}  return 0;\n}}\n")
+    cxx, _ = compiler()
+    includes = [f"-I{top}" for top in DERIVED]
+    build = subprocess.run([cxx, "-O0", "-std=c++14", "-w", *includes, f"-I{ap_types_dir()}", "all.cpp",
+                            *(f"{top}/{top}.cpp" for top in DERIVED), "-o", "all"], cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    assert subprocess.run(["./all"], cwd=tmp_path).returncode == 0

@@ -12,7 +12,8 @@ ISO C++20 [lex.key]; VHDL words in any case, as VHDL ignores case).
 Nor may it be a name the tools or onchip already use for something else: ``TOP`` (Verilator's
 own top scope), a module onchip writes beside the learner (:data:`ONCHIP_MODULES`), a primitive
 of the ECP5, iCE40 or Xilinx cell libraries (:data:`onchip.hw.cell_names.CELLS`, in any case:
-VHDL and Vivado's unisim library fold case). And since the files and names derived from a top
+VHDL and Vivado's unisim library fold case), a name the HLS C++ already uses
+(:data:`onchip.hw.cxx_names.TAKEN`, found by g++: :mod:`onchip.hls.taken_names`). And since the files and names derived from a top
 append a suffix (:data:`DERIVED_SUFFIXES`: ``<top>_axis``, ``<top>_ns``, ``<top>_THETA_INIT``...),
 a top may not end in one, so that two accepted tops never derive the same name.
 """
@@ -98,7 +99,8 @@ def check_top(name) -> str:
         ValueError: not a string, not an identifier of Verilog, VHDL and C++ (a letter first, then
             letters, digits and single underscores, not ending in one), longer than
             :data:`MAX_TOP_LENGTH` characters, a reserved word, a name of the tools
-            (:data:`TOOL_RESERVED`), of onchip (:data:`ONCHIP_MODULES`) or of a primitive cell, or
+            (:data:`TOOL_RESERVED`), of onchip (:data:`ONCHIP_MODULES`), of a primitive cell or of
+            the HLS C++ (:data:`onchip.hw.cxx_names.TAKEN`), or
             ending in one of :data:`DERIVED_SUFFIXES`; the message starts with ``--top`` and the value.
     """
     if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
@@ -118,11 +120,21 @@ def check_top(name) -> str:
         family, spelled = cell
         raise ValueError(f"--top {name!r}: the {family} primitive {spelled} has that name (its cell library "
                          f"would define or instantiate it); choose another name")
+    if name in _cxx_taken():
+        raise ValueError(f"--top {name!r}: a name the HLS C++ already uses (a macro or global name of the C/C++ "
+                         f"library or ap_types, or of onchip's test benches); choose another name")
     suffix = next((s for s in DERIVED_SUFFIXES if name.lower().endswith(s)), None)
     if suffix is not None:
         raise ValueError(f"--top {name!r}: ends in {suffix}, a suffix onchip appends to a top (the names "
                          f"derived from '{name[:-len(suffix)]}'); choose another name")
     return name
+
+
+@functools.lru_cache(maxsize=None)
+def _cxx_taken() -> frozenset[str]:
+    from .cxx_names import TAKEN
+
+    return TAKEN
 
 
 #: family key of :data:`onchip.hw.cell_names.CELLS` -> the family's name in messages
