@@ -321,6 +321,7 @@ def test_a_top_ending_in_a_derived_suffix_is_refused(bad):
         check_top(bad)
 
 
+@pytest.mark.slow  # four designs generated and five C++ units compiled: minutes on two cores
 def test_every_derived_name_of_several_tops_builds_together(tmp_path):
     """All the tops' Verilog in one Verilator lint (no module defined twice) and all their HLS C++
     in one g++ build: every header in one file, every top function linked into one program."""
