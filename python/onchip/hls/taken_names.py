@@ -7,7 +7,7 @@ through ``ONCHIP_TOP`` from inside their ``main``. A top may therefore not be:
 
 * a macro any of them defines (``EOF``, ``stdout``, ``AP_TRN``, ``ONCHIP_AXIS_WORD``...);
 * a name the compiler rejects or finds ambiguous beside it: every identifier of the
-  preprocessed sources is declared as such a top function and its address taken, one per line,
+  preprocessed sources is declared as a function at global scope and its address taken, one per line,
   in one g++ run over the KAN and the MLP project; a line g++ reports an error on names a taken
   name (``std``, ``hls``, ``size_t``, ``int64_t``, ``axis_word``, ``N_IN``...);
 * an identifier of the benches themselves (a local of their ``main`` would hide the top).
@@ -29,8 +29,8 @@ _ERROR = re.compile(r"^taken\.cpp:(\d+):\d+: error", re.M)
 _TOP = "onchip_learner"
 _UNIT = (f'#include "{_TOP}.cpp"\n#define main onchip_csim_main\n#include "onchip_csim.cpp"\n#undef main\n'
          '#define main onchip_tb_main\n#include "onchip_tb.cpp"\n#undef main\n')
-_DECL = ("void {0}(hls::stream<axis_word>&, hls::stream<axis_word>&, ap_uint<3>, ap_uint<32>); "
-         "static const void* const onchip_taken_{1} = (const void*)&{0};\n")
+# a signature of no other name: a line that broke a name it uses (``axis_word``) would fail the lines after it
+_DECL = "void {0}(int); static const void* const onchip_taken_{1} = (const void*)&{0};\n"
 
 
 def _strip(text: str) -> str:
