@@ -389,10 +389,10 @@ def test_update_shift_beyond_the_product_width():
         np.testing.assert_array_equal(rtl_theta, want_theta)
 
 
-def _asserting_project(spec: LearnerSpec):
-    """The project of ``spec`` with a read beyond an ap_int's MSB in its top function: every
-    operation but RESET trips the ap_types assertion (SIGABRT) in C simulation."""
-    project = emit(spec)
+def _asserting_project(spec: LearnerSpec, **kw):
+    """The project of ``spec`` (``kw``: :func:`emit`'s) with a read beyond an ap_int's MSB in its top
+    function: every operation but RESET trips the ap_types assertion (SIGABRT) in C simulation."""
+    project = emit(spec, **kw)
     name = f"{project.top}.cpp"
     anchor = "    if (op == OP_RESET) {"
     assert anchor in project.files[name]
