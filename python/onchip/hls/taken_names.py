@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 _IDENT = re.compile(r"\b[A-Za-z][A-Za-z0-9_]*\b")
-_ERROR = re.compile(r"^taken\.cpp:(\d+):\d+: error", re.M)
+_ERROR = re.compile(r"^taken\.cpp:(\d+):\d+: error", re.MULTILINE)
 _TOP = "onchip_learner"
 _UNIT = (f'#include "{_TOP}.cpp"\n#define main onchip_csim_main\n#include "onchip_csim.cpp"\n#undef main\n'
          '#define main onchip_tb_main\n#include "onchip_tb.cpp"\n#undef main\n')
@@ -35,7 +35,7 @@ _DECL = "void {0}(int); static const void* const onchip_taken_{1} = (const void*
 
 def _strip(text: str) -> str:
     """C++ source without comments and string literals (their words are no identifiers)."""
-    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.DOTALL)
     return re.sub(r'"(?:\\.|[^"\\])*"', " ", text)
 
 
@@ -67,7 +67,7 @@ def taken_names(spec) -> set[str]:
         body = "".join(_DECL.format(name, k) for k, name in enumerate(candidates))
         (folder / "taken.cpp").write_text(_UNIT + body)  # the candidates start on line _UNIT's count + 1
         errors = subprocess.run([*base, "-fsyntax-only", "-fmax-errors=0", "taken.cpp"], cwd=folder,
-                                capture_output=True, text=True).stderr
+                                capture_output=True, text=True, check=False).stderr  # errors expected
     first = _UNIT.count("\n") + 1
     rejected = {candidates[int(line) - first] for line in _ERROR.findall(errors) if int(line) >= first}
     benches = set()

@@ -23,7 +23,7 @@ LIBRARIES = {
     "ice40": ("ice40/cells_sim.v",),
     "xilinx": ("xilinx/cells_sim.v", "xilinx/cells_xtra.v"),
 }
-_MODULE = re.compile(r"^\s*module\s+([A-Za-z][A-Za-z0-9_]*)\b", re.M)
+_MODULE = re.compile(r"^\s*module\s+([A-Za-z][A-Za-z0-9_]*)\b", re.MULTILINE)
 
 
 def yosys_share() -> Path:

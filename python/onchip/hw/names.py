@@ -130,7 +130,7 @@ def check_top(name) -> str:
     return name
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cxx_taken() -> frozenset[str]:
     from .cxx_names import TAKEN
 
@@ -141,7 +141,7 @@ def _cxx_taken() -> frozenset[str]:
 _FAMILIES = {"ecp5": "ECP5", "ice40": "iCE40", "xilinx": "Xilinx"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cells() -> dict[str, tuple[str, str]]:
     """Upper-cased primitive name -> (family, the name as its library spells it)."""
     from .cell_names import CELLS
