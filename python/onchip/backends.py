@@ -234,15 +234,9 @@ class HlsBackend:
     name, raw = "hls", True
 
     def available(self) -> bool:
-        import shutil
+        from .hls.build import missing
 
-        try:
-            from .hls import ap_types_dir
-
-            ap_types_dir()
-        except (ImportError, FileNotFoundError):
-            return False
-        return shutil.which("g++") is not None
+        return missing() is None
 
     def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False):
         from .hls import HlsLearner

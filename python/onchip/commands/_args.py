@@ -135,8 +135,9 @@ def load_theta(path: str | None, spec):
             when ``path`` is given).
 
     Raises:
-        ValueError: starting ``--theta FILE:``: not a readable .npy, not shape (P,), a value that
-            is not an integer representable in int64, or one outside ``formats.coef``.
+        ValueError: starting ``--theta FILE:``: not a readable .npy (an empty file, an .npz archive
+            under any name, a pickle), not shape (P,), a value that is not an integer representable
+            in int64, or one outside ``formats.coef``.
     """
     if path is None:
         return None
@@ -147,15 +148,21 @@ def load_theta(path: str | None, spec):
     spec = load_spec(spec)
     try:
         theta = np.load(path, allow_pickle=False)
+    except EOFError:  # np.load of an empty file
+        raise ValueError(f"--theta {path}: an empty file, not a .npy array") from None
     except (OSError, ValueError) as exc:
         raise ValueError(f"--theta {path}: not a readable .npy file ({exc})") from None
+    if not isinstance(theta, np.ndarray):  # an .npz archive (whatever its name): np.load opens it lazily
+        getattr(theta, "close", lambda: None)()
+        raise ValueError(f"--theta {path}: an .npz archive, not a .npy array (save one array with numpy.save)")
     p = spec.parameter_count()
     if theta.shape != (p,):
         raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {p} parameters need ({p},)")
     if theta.dtype == bool or not (np.issubdtype(theta.dtype, np.integer) or np.issubdtype(theta.dtype, np.floating)):
         raise ValueError(f"--theta {path}: dtype {theta.dtype}; raw parameters are integers")
     if np.issubdtype(theta.dtype, np.floating):
-        bad = ~np.isfinite(theta) | (theta != np.round(theta)) | (np.abs(theta) >= 2.0**63)
+        wide = theta.astype(np.float64)  # exact for every float dtype; 2**63 overflows a float16
+        bad = ~np.isfinite(wide) | (wide != np.round(wide)) | (np.abs(wide) >= 2.0**63)
         if bad.any():
             n = int(np.flatnonzero(bad)[0])
             raise ValueError(f"--theta {path}: value {float(theta[n])!r} at index {n} is not an integer representable "

@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     if args.csim:
         from ..hls import HlsLearner
 
-        hls_preds, hls_theta = HlsLearner(spec, theta).run(x_raw, y_raw)
+        # the project written below, under its top and with its compiled-in reset state
+        hls_preds, hls_theta = HlsLearner(spec, project=project).run(x_raw, y_raw)
         summary["csim_predictions_equal"] = bool(np.array_equal(hls_preds, preds))
         summary["csim_parameters_equal"] = bool(np.array_equal(hls_theta, golden.theta))
     with atomic_output_dir(args.out) as stage:

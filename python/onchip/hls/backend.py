@@ -23,7 +23,8 @@ from ..model.golden import check_stream
 from ..result import RunResult
 from ..spec import LearnerSpec
 from .build import build_simulator
-from .emit import checked_theta, emit
+from ..hw.names import DEFAULT_TOP
+from .emit import HlsProject, checked_theta, emit
 
 #: Samples per RUN command sent to the child (one pipe round trip each).
 _CHUNK = 16384
@@ -120,8 +121,12 @@ class HlsLearner:
             (:func:`onchip.model.golden.initial_parameters`).
         opt: optimization level of the program (:data:`onchip.hls.build.OPT_LEVELS`):
             ``O2`` for long streams, ``O0`` to build faster for short ones.
+        top: the top function the project is emitted under (:func:`onchip.hw.names.check_top`).
+        project: the :class:`onchip.hls.HlsProject` to compile instead of ``emit(spec, top=top)``:
+            the files ``onchip hls`` writes, so that its C simulation checks exactly them (its
+            top, its compiled-in reset state); ``theta`` is then still loaded when given.
 
-    The program is built once per spec (cached on disk); every :meth:`run` starts
+    The program is built once per project (cached on disk); every :meth:`run` starts
     its own process, which resets, loads ``theta`` and runs, so learners of the same
     spec are independent and may run concurrently.
 
@@ -130,11 +135,13 @@ class HlsLearner:
         onchip.hls.build.HlsBuildError: a compile error.
     """
 
-    def __init__(self, spec: LearnerSpec, theta: np.ndarray | None = None, *, opt: str = "O2"):
+    def __init__(self, spec: LearnerSpec, theta: np.ndarray | None = None, *, opt: str = "O2",
+                 top: str = DEFAULT_TOP, project: HlsProject | None = None):
         self.spec = spec
         self.theta_init = None if theta is None else checked_theta(spec, theta)
-        self.project = emit(spec)
-        self.program, self.compiled = build_simulator(self.project, opt=opt)
+        self.project = emit(spec, top=top) if project is None else project
+        # a given project is a written one: its test bench must compile too
+        self.program, self.compiled = build_simulator(self.project, opt=opt, testbench=project is not None)
 
     def run(self, x_raw, y_raw, *, kind=None, learn: bool = True, progress: bool = False):
         """Reset, load the initial parameters, run the stream, flush and read the parameters.
@@ -199,7 +206,7 @@ class HlsLearner:
 
 
 def run(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool = True,
-        progress: bool = True):
+        progress: bool = True, top: str = DEFAULT_TOP):
     """Test-then-train (or, without ``learn``, infer over) a whole raw stream on the C-simulated HLS learner.
 
     Args:
@@ -210,6 +217,7 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool =
         theta: initial raw parameters (default: the spec's initial parameters).
         learn: test-then-train (True) or inference only.
         progress: show a tqdm bar.
+        top: the top function the C++ is emitted and compiled under.
 
     Returns:
         :class:`onchip.result.RunResult`: (predictions raw int64 (N, n_out), final parameters
@@ -220,4 +228,4 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool =
         ValueError: bad shapes or theta. FileNotFoundError: no toolchain.
         onchip.hls.build.HlsBuildError: a compile error. HlsSimulationError: the C simulation failed.
     """
-    return HlsLearner(spec, theta).run(x_raw, y_raw, kind=kind, learn=learn, progress=progress)
+    return HlsLearner(spec, theta, top=top).run(x_raw, y_raw, kind=kind, learn=learn, progress=progress)

@@ -74,6 +74,17 @@ def compiler() -> tuple[str, str]:
     return path, version.stdout.splitlines()[0].strip()
 
 
+def missing() -> str | None:
+    """None when the C simulation can be built here, else one line naming what is missing: the
+    C++ compiler (``$CXX`` or g++) or the ap_types headers of hls4ml."""
+    try:
+        compiler()
+        ap_types_dir()
+    except (FileNotFoundError, OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    return None
+
+
 #: Optimization levels a C-simulation program may be built with: ``O2`` (the default, fast
 #: long streams) or ``O0`` (builds faster: short streams, e.g. the differential fuzz test).
 OPT_LEVELS = ("O2", "O1", "O0")
@@ -88,10 +99,12 @@ def _flags(opt: str) -> list[str]:
     return [f"-{opt}", *CXXFLAGS[1:]]
 
 
-def cache_key(project: HlsProject, opt: str = "O2") -> str:
-    """Hash of everything the program depends on: sources, headers' version, compiler, flags."""
+def cache_key(project: HlsProject, opt: str = "O2", testbench: bool = False) -> str:
+    """Hash of everything the program depends on: sources, headers' version, compiler, flags
+    (and whether the test bench was compiled too)."""
     _, version = compiler()
-    parts = [version, " ".join(_flags(opt)), f"hls4ml-ap_types {_version('hls4ml')}", PROGRAM]
+    parts = [version, " ".join(_flags(opt)), f"hls4ml-ap_types {_version('hls4ml')}", PROGRAM,
+             *(["onchip_tb.cpp checked"] if testbench else [])]
     for name in sorted(project.files):
         parts += [name, project.files[name]]
     return digest(*parts)
@@ -118,7 +131,7 @@ def _precompiled_headers(opt: str, root) -> Path | None:
         return None
 
 
-def build_simulator(project: HlsProject, *, root=None, opt: str = "O2") -> tuple[Path, bool]:
+def build_simulator(project: HlsProject, *, root=None, opt: str = "O2", testbench: bool = False) -> tuple[Path, bool]:
     """The compiled C-simulation program of ``project`` (built on a cache miss).
 
     The ap_types headers are precompiled once (a cache entry of their own), which halves
@@ -129,6 +142,8 @@ def build_simulator(project: HlsProject, *, root=None, opt: str = "O2") -> tuple
         root: cache folder (default ``cache_root()``).
         opt: optimization level, one of :data:`OPT_LEVELS` (``O0`` builds about twice as fast
             and runs several times slower).
+        testbench: also compile the project's Vitis test bench (``onchip_tb.cpp``, syntax only),
+            so that every C++ file the project holds is known to compile under its top.
 
     Returns:
         (path of the executable, True if this call compiled it).
@@ -150,8 +165,11 @@ def build_simulator(project: HlsProject, *, root=None, opt: str = "O2") -> tuple
         pre = [f"-I{pch}", "-include", _PCH] if pch is not None else []
         cmd = [cxx, *flags, *pre, f"-I{folder}", f"-I{include}", "onchip_csim_main.cpp", "-o", PROGRAM]
         proc = processes.run(cmd, cwd=folder, capture_output=True, text=True)
+        if proc.returncode == 0 and testbench:
+            tb = [cxx, *flags, *pre, f"-I{folder}", f"-I{include}", "-fsyntax-only", "onchip_tb.cpp"]
+            proc = processes.run(tb, cwd=folder, capture_output=True, text=True)
         if proc.returncode != 0:
             raise HlsBuildError(f"g++ failed on the HLS C++ of {project.top}:\n{proc.stderr[-4000:]}")
 
-    entry, built = cached_build("hls", cache_key(project, opt), build, root=root)
+    entry, built = cached_build("hls", cache_key(project, opt, testbench), build, root=root)
     return entry / PROGRAM, built

@@ -8,10 +8,19 @@ share no module name. A name must therefore be an identifier of Verilog, VHDL (a
 identifier: letter first, no double or trailing underscore) and C++, and a reserved word of
 none of them (IEEE 1364-2005 Annex B, IEEE 1800-2017 Annex B, IEEE 1076-2019 clause 15.10,
 ISO C++20 [lex.key]; VHDL words in any case, as VHDL ignores case).
+
+Nor may it be a name the tools or onchip already use for something else: ``TOP`` (Verilator's
+own top scope), a module onchip writes beside the learner (:data:`ONCHIP_MODULES`), a primitive
+of the ECP5, iCE40 or Xilinx cell libraries (:data:`onchip.hw.cell_names.CELLS`, in any case:
+VHDL and Vivado's unisim library fold case), a name the HLS C++ already uses
+(:data:`onchip.hw.cxx_names.TAKEN`, found by g++: :mod:`onchip.hls.taken_names`). And since the files and names derived from a top
+append a suffix (:data:`DERIVED_SUFFIXES`: ``<top>_axis``, ``<top>_ns``, ``<top>_THETA_INIT``...),
+a top may not end in one, so that two accepted tops never derive the same name.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
 #: Module name of the learner core when none is given.
@@ -62,6 +71,16 @@ typename union unsigned using virtual void volatile wchar_t while xor xor_eq mai
 RESERVED = frozenset((_VERILOG + " " + _SYSTEMVERILOG + " " + _CPP).split())
 VHDL_RESERVED = frozenset(_VHDL.split())
 
+#: Module names the tools reserve, compared as written: Verilator's top scope.
+TOOL_RESERVED = frozenset({"TOP"})
+#: Modules onchip writes beside a learner: the formal harness's property module.
+ONCHIP_MODULES = frozenset({"onchip_props"})
+#: Suffixes onchip appends to a top (compared in any case: VHDL and some file systems fold it):
+#: the AXI4-Stream wrapper ``<top>_axis``, the templates ``<top>_inst.v`` / ``<top>_component.vhd``,
+#: the HLS namespace ``<top>_ns``, reset-state macro ``<top>_THETA_INIT`` and include guard
+#: ``<top>_H``, the Vitis project ``<top>_prj`` and Vivado checkpoint ``<top>_routed.dcp``.
+DERIVED_SUFFIXES = ("_axis", "_inst", "_component", "_ns", "_theta_init", "_h", "_prj", "_routed")
+
 #: Longest top name: it prefixes every file written (``<top>_axis.vhd``, ``<top>_inst.vho``) and every
 #: submodule, within the 255 bytes a file name may have and the name lengths tools print in reports.
 MAX_TOP_LENGTH = 64
@@ -79,8 +98,10 @@ def check_top(name) -> str:
     Raises:
         ValueError: not a string, not an identifier of Verilog, VHDL and C++ (a letter first, then
             letters, digits and single underscores, not ending in one), longer than
-            :data:`MAX_TOP_LENGTH` characters, or a reserved word; the message starts with ``--top``
-            and the value.
+            :data:`MAX_TOP_LENGTH` characters, a reserved word, a name of the tools
+            (:data:`TOOL_RESERVED`), of onchip (:data:`ONCHIP_MODULES`), of a primitive cell or of
+            the HLS C++ (:data:`onchip.hw.cxx_names.TAKEN`), or
+            ending in one of :data:`DERIVED_SUFFIXES`; the message starts with ``--top`` and the value.
     """
     if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
         raise ValueError(f"--top {name!r}: a module name must start with a letter and hold only letters, digits "
@@ -90,4 +111,39 @@ def check_top(name) -> str:
                          f"{MAX_TOP_LENGTH} characters")
     if name in RESERVED or name.lower() in VHDL_RESERVED:
         raise ValueError(f"--top {name!r}: a reserved word of Verilog, SystemVerilog, VHDL or C++")
+    if name in TOOL_RESERVED:
+        raise ValueError(f"--top {name!r}: Verilator names its own top scope {name}; choose another name")
+    if name in ONCHIP_MODULES:
+        raise ValueError(f"--top {name!r}: onchip writes a module of that name itself; choose another name")
+    cell = _cells().get(name.upper())
+    if cell is not None:
+        family, spelled = cell
+        raise ValueError(f"--top {name!r}: the {family} primitive {spelled} has that name (its cell library "
+                         f"would define or instantiate it); choose another name")
+    if name in _cxx_taken():
+        raise ValueError(f"--top {name!r}: a name the HLS C++ already uses (a macro or global name of the C/C++ "
+                         f"library or ap_types, or of onchip's test benches); choose another name")
+    suffix = next((s for s in DERIVED_SUFFIXES if name.lower().endswith(s)), None)
+    if suffix is not None:
+        raise ValueError(f"--top {name!r}: ends in {suffix}, a suffix onchip appends to a top (the names "
+                         f"derived from '{name[:-len(suffix)]}'); choose another name")
     return name
+
+
+@functools.cache
+def _cxx_taken() -> frozenset[str]:
+    from .cxx_names import TAKEN
+
+    return TAKEN
+
+
+#: family key of :data:`onchip.hw.cell_names.CELLS` -> the family's name in messages
+_FAMILIES = {"ecp5": "ECP5", "ice40": "iCE40", "xilinx": "Xilinx"}
+
+
+@functools.cache
+def _cells() -> dict[str, tuple[str, str]]:
+    """Upper-cased primitive name -> (family, the name as its library spells it)."""
+    from .cell_names import CELLS
+
+    return {cell.upper(): (_FAMILIES[family], cell) for family, cells in CELLS.items() for cell in cells}

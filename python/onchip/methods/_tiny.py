@@ -298,7 +298,7 @@ def train(model, batches: Callable[[np.random.Generator], tuple], *, steps: int,
         ValueError: ``steps`` < 1.
     """
     torch = import_torch()
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     if steps < 1:
         raise ValueError(f"steps: must be >= 1, got {steps}")
@@ -311,7 +311,7 @@ def train(model, batches: Callable[[np.random.Generator], tuple], *, steps: int,
     loss_fn = loss_fn or (lambda m, ids, mask=None: lm_loss(m, ids, mask))
     model.train()
     losses = []
-    for _ in tqdm(range(steps), desc=desc, disable=not progress, leave=False):
+    for _ in progress_bar(range(steps), desc=desc, disable=not progress, leave=False):
         batch = [torch.as_tensor(b) if isinstance(b, np.ndarray) else b for b in batches(rng)]
         loss = loss_fn(model, *batch)
         opt.zero_grad()

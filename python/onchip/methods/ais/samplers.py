@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.special import logsumexp
-from tqdm import tqdm
+from onchip.progress import progress_bar
 
 from .metrics import IterationMetrics, ess_fraction, kl_target_to_proposal, log_z_estimate, mean_rmse, mode_coverage
 from .proposal import COVARIANCE_TYPES, DefensiveMixture, GaussianMixtureDensity
@@ -177,7 +177,7 @@ def _run(target, method, config, seed, progress):
     history, acceptance = [], []
     evals = 0
     pool_x, pool_lp, pool_lq, proposals = [], [], [], []  # AMIS: every draw and proposal so far
-    for it in tqdm(range(1, config.iterations + 1), desc=f"ais {method}", disable=not progress):
+    for it in progress_bar(range(1, config.iterations + 1), desc=f"ais {method}", disable=not progress):
         q = DefensiveMixture(mixture, config.defensive_weight, config.defensive_df, config.defensive_scale)
         x = q.sample(n, rng)
         log_pi = target.log_prob(x)

@@ -147,7 +147,7 @@ def _controls(c, cp: dict, preset, evaluator, run_edit_arm, entangled) -> tuple[
         run_edit_arm: :func:`~.search.run_edit_arm`.
         entangled: the guard's map made of ``cp``.
     """
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     from .._controls import negative_control
     from .search import anytime_objective
@@ -163,7 +163,7 @@ def _controls(c, cp: dict, preset, evaluator, run_edit_arm, entangled) -> tuple[
               "when within the budgets, else accuracy - 1 - overshoot; with a target, 2 - LUT/LUT budget once it "
               "holds); higher is better")
     out = {}
-    bar = tqdm(total=4 * len(c.control_seeds), desc="autotune: controls", disable=not c.progress)
+    bar = progress_bar(total=4 * len(c.control_seeds), desc="autotune: controls", disable=not c.progress)
     for which, row in (("positive", coupled), ("negative", free)):
         pair = frozenset({frozenset((row["a"], row["b"]))})
         vals, counts = {"spark": [], "spark-noguard": []}, {"spark": [], "spark-noguard": []}
@@ -236,7 +236,7 @@ def run(config: AutotuneConfig) -> dict:
     Raises:
         ValueError: a bad output folder or data file, before any work.
     """
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     from onchip.io import atomic_output_dir, check_output_dir
 
@@ -268,7 +268,7 @@ def run(config: AutotuneConfig) -> dict:
         from .interaction import coupling_base, entangled_pairs, measure_coupling
 
         cseeds = list(c.seeds) if len(c.seeds) >= 2 else [c.seeds[0], c.seeds[0] + 1]
-        cbar = tqdm(total=6, desc="autotune: factor coupling", disable=not c.progress)
+        cbar = progress_bar(total=6, desc="autotune: factor coupling", disable=not c.progress)
         coupling = measure_coupling(lambda spec, s: score_on(spec, stream_of(s), kind), coupling_base(preset),
                                     cseeds, progress=lambda k, n: cbar.update(1))
         cbar.close()
@@ -286,7 +286,7 @@ def run(config: AutotuneConfig) -> dict:
 
         cp = coupling
         if cp is None:
-            cbar = tqdm(total=6, desc="autotune: coupling for the control", disable=not c.progress)
+            cbar = progress_bar(total=6, desc="autotune: coupling for the control", disable=not c.progress)
             cp = measure_coupling(lambda spec, s: score_on(spec, stream_of(s), kind), coupling_base(preset),
                                   list(c.control_seeds[:3]), progress=lambda k, n: cbar.update(1))
             cbar.close()
@@ -295,7 +295,7 @@ def run(config: AutotuneConfig) -> dict:
                                       entangled_pairs(cp))
 
     runs: dict[int, dict] = {}
-    bar = tqdm(total=len(c.seeds) * len(c.arms), desc="autotune", disable=not c.progress)
+    bar = progress_bar(total=len(c.seeds) * len(c.arms), desc="autotune", disable=not c.progress)
     for seed in c.seeds:
         stream = stream_of(seed)
         heldout = make_task_stream(HELDOUT[c.task], c.samples, seed, c.data)

@@ -103,7 +103,7 @@ def pretrained_encoder(*, steps: int = 1000, n_per_class: int = 60, seed: int = 
     key = digest("fedspa_clip_v2", str(steps), str(n_per_class), str(seed), text.tobytes())[:32]
 
     def fill(folder):
-        from tqdm import tqdm
+        from onchip.progress import progress_bar
 
         x, y = pretrain_data(n_per_class, seed)
         torch.manual_seed(seed)
@@ -113,7 +113,7 @@ def pretrained_encoder(*, steps: int = 1000, n_per_class: int = 60, seed: int = 
         opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=1e-4)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
         net.train()
-        for _ in tqdm(range(steps), desc="tiny CLIP", disable=not progress, leave=False):
+        for _ in progress_bar(range(steps), desc="tiny CLIP", disable=not progress, leave=False):
             i = torch.as_tensor(rng.integers(0, len(xt), 128))
             xb = xt[i] + 0.05 * torch.randn(128, xt.shape[1])
             loss = torch.nn.functional.cross_entropy(LOGIT_SCALE * net(xb) @ tt.T, yt[i])

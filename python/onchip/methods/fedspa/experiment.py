@@ -309,7 +309,7 @@ def run(config: FedSpaConfig) -> dict:
     """
     import numpy as np
     import torch
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     from onchip.io import atomic_output_dir, check_output_dir
 
@@ -333,7 +333,7 @@ def run(config: FedSpaConfig) -> dict:
         zs = (g_f @ text.T).argmax(1) == g_y
         domain_zero_shot[seed] = {d: float(zs[g_dom == d].mean()) for d in sorted(set(g_dom))}
         rows = {}
-        for m in tqdm(c.methods, desc=f"seed {seed}", disable=not c.progress, leave=False):
+        for m in progress_bar(c.methods, desc=f"seed {seed}", disable=not c.progress, leave=False):
             rows[m] = run_method(m, clients, text, g_f, g_y, c, seed, prompt)
         rows["_data"] = {"train_images": [len(cl.y_train) for cl in clients],
                          "classes_present": [len(np.unique(cl.y_train)) for cl in clients],

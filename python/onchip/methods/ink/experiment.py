@@ -151,7 +151,7 @@ def run(config: InkConfig) -> dict:
     """Run every subject over every seed, the positive control and the filtering arms, and write the
     output folder; returns metrics.json's content."""
     import torch
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     from onchip.io import atomic_output_dir, check_output_dir
 
@@ -179,7 +179,7 @@ def run(config: InkConfig) -> dict:
                                                           progress=c.progress)))
     total = len(c.seeds) * (len(subjects) * (len(ps) * c.items + len(FILTERS) * c.filter_items)
                             + ("learner" in c.subjects))
-    bar = tqdm(total=total, desc="ink", disable=not c.progress)
+    bar = progress_bar(total=total, desc="ink", disable=not c.progress)
     for seed in c.seeds:
         curve_ctxs = {h: [make_context(_report.rng(seed, "ctx", h, i), c.n_docs, h) for i in range(c.items)]
                       for h in c.hard_counts}

@@ -173,7 +173,7 @@ def _controls(control: list[dict], c: IpsConfig) -> tuple[dict | None, dict | No
 def run(config: IpsConfig) -> dict:
     """Run every subject over every seed and write the output folder; returns metrics.json's content."""
     import torch
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     from onchip.io import atomic_output_dir, check_output_dir
 
@@ -194,7 +194,7 @@ def run(config: IpsConfig) -> dict:
         from .._lm import causal_lm
 
         lm = causal_lm()
-    bar = tqdm(total=len(c.seeds) * len(c.subjects), desc="ips", disable=not c.progress)
+    bar = progress_bar(total=len(c.seeds) * len(c.subjects), desc="ips", disable=not c.progress)
     for seed in c.seeds:
         rng = _report.rng(seed, "reviews")
         pool = sample_reviews(rng, max(12, 2 * c.reviews))

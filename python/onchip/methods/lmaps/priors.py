@@ -330,13 +330,13 @@ def train_digits_denoiser(train: np.ndarray, *, seed: int = 0, config: DigitsTra
         if path.exists():
             model.load_state_dict(torch.load(path, weights_only=True))
             return _frozen(model, key)
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     gen = torch.Generator().manual_seed(seed)
     data = torch.as_tensor(train)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, config.steps)
-    for _ in tqdm(range(config.steps), desc="train digits denoiser", disable=not progress):
+    for _ in progress_bar(range(config.steps), desc="train digits denoiser", disable=not progress):
         idx = torch.randint(0, len(data), (config.batch,), generator=gen)
         x0 = data[idx]
         sigma = torch.exp(config.p_mean + config.p_std * torch.randn(config.batch, generator=gen))

@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 import torch
-from tqdm import tqdm
+from onchip.progress import progress_bar
 
 from . import METHODS  # defined in the package, free of torch
 from .operators import Operator
@@ -168,7 +168,7 @@ def lmaps(denoiser: Denoiser, op: Operator, y: torch.Tensor, sigmas, *, data_var
         jac = torch.as_tensor(surrogate_matrix(op), dtype=torch.float64)
         jtj = jac.T @ jac
     x = sigmas[0] * torch.randn(y.shape[0], op.dim, generator=generator, dtype=torch.float64)
-    for i in tqdm(range(len(sigmas)), desc="lmaps", disable=not progress):
+    for i in progress_bar(range(len(sigmas)), desc="lmaps", disable=not progress):
         with torch.no_grad():
             center = denoiser(x, float(sigmas[i])).double()
         lam = op.noise_var / (cov_scale * gaussian_prior_variance(float(sigmas[i]), data_var))
@@ -213,7 +213,7 @@ def daps(denoiser: Denoiser, op: Operator, y: torch.Tensor, sigmas, *, generator
     if not op.noise_var > 0:
         raise ValueError("DAPS needs a positive measurement noise variance (sigma_y > 0)")
     x = sigmas[0] * torch.randn(y.shape[0], op.dim, generator=generator, dtype=torch.float64)
-    for i in tqdm(range(len(sigmas)), desc="daps", disable=not progress):
+    for i in progress_bar(range(len(sigmas)), desc="daps", disable=not progress):
         sub = np.geomspace(float(sigmas[i]), float(sigmas[-1]), ode_steps) if ode_steps > 1 else [float(sigmas[i])]
         with torch.no_grad():
             xo = x
@@ -253,7 +253,7 @@ def dps(denoiser: Denoiser, op: Operator, y: torch.Tensor, sigmas, *, generator:
     if not zeta >= 0:
         raise ValueError(f"zeta must be >= 0, got {zeta!r}")
     x = sigmas[0] * torch.randn(y.shape[0], op.dim, generator=generator, dtype=torch.float64)
-    for i in tqdm(range(len(sigmas)), desc="dps", disable=not progress):
+    for i in progress_bar(range(len(sigmas)), desc="dps", disable=not progress):
         s = float(sigmas[i])
         s_next = float(sigmas[i + 1]) if i + 1 < len(sigmas) else 0.0
         with torch.enable_grad():

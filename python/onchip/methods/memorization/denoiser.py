@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 from torch import nn
-from tqdm import tqdm
+from onchip.progress import progress_bar
 
 from .._rl import mlp
 
@@ -82,7 +82,7 @@ def train_denoiser(
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sd2 = model.sigma_data**2
     model.train()
-    for _ in tqdm(range(steps), desc="train denoiser", disable=not progress, mininterval=2):
+    for _ in progress_bar(range(steps), desc="train denoiser", disable=not progress, mininterval=2):
         y = data[torch.randint(len(data), (batch_size,), generator=gen)]
         if sigma_band is None:
             sigma = torch.exp(p_mean + p_std * torch.randn(batch_size, generator=gen))

@@ -288,12 +288,12 @@ def behaviour_cloning(actor, data: dict, *, steps: int, seed: int, batch: int = 
                       progress: bool = False, desc: str = "BC") -> None:
     """Cross-entropy on the data's ``(s, a)`` pairs (Multi^2's format warm-up when run on expert steps)."""
     torch = import_torch()
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     opt = torch.optim.Adam(actor.parameters(), lr=lr)
-    for _ in tqdm(range(steps), desc=desc, disable=not progress, leave=False):
+    for _ in progress_bar(range(steps), desc=desc, disable=not progress, leave=False):
         idx = rng.integers(0, len(data["a"]), batch)
         loss = torch.nn.functional.cross_entropy(actor(_float(data["s"][idx])), torch.as_tensor(data["a"][idx]))
         opt.zero_grad()
@@ -307,11 +307,11 @@ def iql_train(iql, data: dict, *, steps: int, seed: int, batch: int = 128, progr
     the value and Q networks only - the critic warm-up that lets the reward propagate back along the
     paths before the advantage weights steer a warm-started actor)."""
     torch = import_torch()
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    for _ in tqdm(range(steps), desc=desc, disable=not progress, leave=False):
+    for _ in progress_bar(range(steps), desc=desc, disable=not progress, leave=False):
         idx = rng.integers(0, len(data["a"]), batch)
         iql.update(_float(data["s"][idx]), torch.as_tensor(data["a"][idx]), _float(data["r"][idx]),
                    _float(data["s2"][idx]), _float(data["done"][idx]), train_actor=train_actor)

@@ -184,9 +184,9 @@ def run_seed(c: Multi2Config, seed: int) -> dict:
         buffer = {k: list(v) for k, v in low.items()}
         g = rng(seed, "online")
         online = _episodes(seed, "online", horizons, c.online_episodes, c)
-        from tqdm import tqdm
+        from onchip.progress import progress_bar
 
-        for k in tqdm(range(0, len(online), 10), desc="online IQL", disable=not c.progress, leave=False):
+        for k in progress_bar(range(0, len(online), 10), desc="online IQL", disable=not c.progress, leave=False):
             run_hierarchical(high, vocab, actor, online[k:k + 10], rng=g, record=buffer)
             arrays = {key: np.asarray(val) for key, val in buffer.items()}
             iql_train(iql, arrays, steps=c.online_updates * len(online[k:k + 10]), seed=seed_int(seed, "online", k))

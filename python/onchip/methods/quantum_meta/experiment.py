@@ -123,7 +123,7 @@ def run_experiment(gate: str, seed: int, settings: ExperimentSettings, progress:
         ValueError: unknown gate or bad settings.
     """
     import torch
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     settings.validate()
     problem = gate_problem(gate)
@@ -138,7 +138,7 @@ def run_experiment(gate: str, seed: int, settings: ExperimentSettings, progress:
     #    spread share the same standard normals (common random numbers)
     gains, gains_se, l0 = [], [], []
     inits = {}
-    for j, s in enumerate(tqdm(settings.sigmas, desc=f"{gate}: sigma grid", disable=not progress)):
+    for j, s in enumerate(progress_bar(settings.sigmas, desc=f"{gate}: sigma grid", disable=not progress)):
         params, _ = fomaml(problem, family, s, cfg, seed_int(seed, "meta-init", "sigma-grid", j), progress=False)
         inits[s] = params
         dev = sample_devices(family, settings.n_test, s, rng(seed, "test-devices", "sigma-grid"))

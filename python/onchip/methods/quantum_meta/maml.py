@@ -154,14 +154,14 @@ def fomaml(problem: GateProblem, family: DeviceFamily, sigma: float, config: Met
         unbatched meta-initialisation; (meta_iters,) mean post-adaptation loss per iteration.
     """
     torch = import_torch()
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     rng = np.random.default_rng(seed)
     params = {k: v.requires_grad_(True) for k, v in
               init_policy(problem, family.n_features, config.hidden, seed).items()}
     opt = torch.optim.Adam(list(params.values()), lr=config.outer_lr)
     hist = []
-    for _ in tqdm(range(config.meta_iters), desc=f"FOMAML {problem.name} sigma={sigma:g}",
+    for _ in progress_bar(range(config.meta_iters), desc=f"FOMAML {problem.name} sigma={sigma:g}",
                   disable=not progress, leave=False):
         dev = sample_devices(family, config.tasks_per_iter, sigma, rng)
         tensors = dev.torch_tensors(problem)

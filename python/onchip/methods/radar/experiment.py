@@ -182,7 +182,7 @@ def run(config: RadarConfig) -> dict:
     """
     import torch
     from scipy.stats import spearmanr
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     from onchip.io import atomic_output_dir, check_output_dir
 
@@ -202,7 +202,7 @@ def run(config: RadarConfig) -> dict:
     matched = []
     voters = {n: [] for n in VOTER_SIZES}
     voters_by_diff = {n: {} for n in VOTER_SIZES}
-    bar = tqdm(total=len(c.seeds) * 6, desc="radar", disable=not c.progress)
+    bar = progress_bar(total=len(c.seeds) * 6, desc="radar", disable=not c.progress)
     for seed in c.seeds:
         solvers = train_agents(seed)
         r = rng(seed, "radar", "data")

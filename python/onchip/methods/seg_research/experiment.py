@@ -113,7 +113,7 @@ def train_arm(arm: str, c: SegResearchConfig, seed: int, questions, retriever, *
         ``(policy, mean training reward per iteration, checkpoint values)``.
     """
     import torch
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     from .._report import rng
     from .._rl import group_advantages, grpo_loss
@@ -127,7 +127,7 @@ def train_arm(arm: str, c: SegResearchConfig, seed: int, questions, retriever, *
     g = rng(seed, "grpo", arm)
     curve, points = [], []
     marks = set(checkpoints(c))
-    for it in tqdm(range(1, c.iters + 1), desc=f"GRPO {arm} seed {seed}", disable=not c.progress, leave=False):
+    for it in progress_bar(range(1, c.iters + 1), desc=f"GRPO {arm} seed {seed}", disable=not c.progress, leave=False):
         picks = g.integers(0, len(questions), c.batch)
         rewards, logps = [], []
         for qi in picks:

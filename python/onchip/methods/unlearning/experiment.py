@@ -152,7 +152,7 @@ def run(config: UnlearningExperiment) -> dict:
     methods = [m for m in methods if m != "retrain"]
 
     import torch
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     from onchip.io import atomic_output_dir
 
@@ -169,7 +169,7 @@ def run(config: UnlearningExperiment) -> dict:
     control = c.control != "none" and len(c.seeds) >= 2
     ccfg = replace(ucfg, retain_weight=0.0, lr=c.control_lr or ucfg.lr, epochs=c.control_epochs or ucfg.epochs)
     total = len(splits) * (2 + len(methods) + len(variants) + 2 * control)
-    bar = tqdm(total=total, desc="unlearn", disable=not c.progress, file=sys.stderr)
+    bar = progress_bar(total=total, desc="unlearn", disable=not c.progress, file=sys.stderr)
     for seed, split in splits.items():
         bar.set_postfix_str(f"seed {seed}: original")
         original = train_original(split, c.bits, ucfg, c.hidden, seed, act=c.act)
@@ -474,7 +474,7 @@ def _export(folder, models_out: dict, splits: dict) -> None:
 
 def _hardware(stage, models_out: dict, splits: dict, methods: list, backends: list, progress: bool) -> dict:
     """hardware.json/.md/.png: every unlearned model on the fixed-point backends against brevitas."""
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     from onchip.io import write_json
 
@@ -483,7 +483,7 @@ def _hardware(stage, models_out: dict, splits: dict, methods: list, backends: li
 
     keys = [(m, s) for (m, s) in models_out if m in methods]
     runs = {}
-    for method, seed in tqdm(keys, desc="hardware", disable=not progress, file=sys.stderr):
+    for method, seed in progress_bar(keys, desc="hardware", disable=not progress, file=sys.stderr):
         res = check_on_hardware(models_out[(method, seed)], split_sets(splits[seed]), backends=backends,
                                 progress=progress)
         runs.setdefault(method, {})[str(seed)] = res

@@ -220,7 +220,7 @@ def train_qat(
         raise ValueError(f"train_qat: need as many labels as samples (>0), got {len(x)} and {len(y)}")
     if epochs < 1 or lr <= 0 or batch_size < 1:
         raise ValueError(f"train_qat: epochs={epochs}, lr={lr}, batch_size={batch_size} must be positive")
-    from tqdm import tqdm
+    from onchip.progress import progress_bar
 
     xt = torch.as_tensor(x, dtype=torch.float32)
     yt = torch.as_tensor(y, dtype=torch.long)
@@ -229,7 +229,7 @@ def train_qat(
     epochs = max(epochs, math.ceil((COLLECT_STATS_STEPS + 2) / steps_per_epoch))
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
-    for _ in tqdm(range(epochs), desc="QAT", disable=not progress, leave=False):
+    for _ in progress_bar(range(epochs), desc="QAT", disable=not progress, leave=False):
         perm = torch.randperm(len(xt), generator=gen)
         for s in range(0, len(xt), batch_size):
             idx = perm[s : s + batch_size]
