@@ -58,7 +58,7 @@ def write_templates(design, folder) -> list[str]:
 
 
 def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike", *, top: str = DEFAULT_TOP,
-                theta=None, dsp: str | None = None):
+                theta=None, dsp: str | None = None, packet: int = 1):
     """Generate the learner's Verilog (core and AXI4-Stream wrapper), its JSON description and the
     instantiation templates (:func:`write_templates`) into ``out``, the parameters reset to ``theta``
     (raw (P,); default: the spec's initial parameters).
@@ -71,22 +71,25 @@ def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike
         dsp: None, or ``"ecp5"``: the ``fast`` plan's products as MULT18X18D instances with their
             registers (:mod:`onchip.hw.dsp`); the folder then also holds ``MULT18X18D_sim.v``, a
             simulation model of that primitive subset (synthesis uses the vendor's cell).
+        packet: predictions per TLAST of the wrapper's prediction stream (:class:`onchip.hw.axis.AxisLearner`).
 
     Returns:
         the :class:`onchip.hw.Design` (``info``: ports, payload fields, formats, latency in
         cycles to prediction and to update, II in cycles).
 
     Raises:
-        onchip.SpecError / ValueError: a bad spec, ``top``, ``out`` or ``dsp``.
+        onchip.SpecError / ValueError: a bad spec, ``top``, ``out``, ``dsp`` or ``packet``.
     """
     from ..hw import generate
+    from ..hw.axis import check_packet
     from ..hw.dsp import check_dsp, mult18x18d_model
 
     spec = load_spec(spec)
     check_top(top)
     check_dsp(dsp)
+    check_packet(packet)
     check_output_dir(out)
-    design = generate(spec, top=top, theta=theta, dsp=dsp)
+    design = generate(spec, top=top, theta=theta, dsp=dsp, packet=packet)
     with atomic_output_dir(out) as stage:
         write_design(design, stage)
         write_templates(design, stage)

@@ -49,6 +49,8 @@ DEFINITIONS = {
               "takes the sample), and the parameter port's register stages",
     "spec_sha256": "SHA-256 of the 'spec' object of this description as Python's json.dumps(spec, "
                    "sort_keys=True, separators=(',', ':')) writes it",
+    "lint": "Verilator -Wall warnings of the generated Verilog, waived for its own file by '// verilator lint_off' "
+            "lines in its header, with why each is no defect",
     "initial_parameters_sha256": "SHA-256 of the reset values of the parameters (raw, flat index order) as "
                                  "little-endian int64",
 }
@@ -56,6 +58,25 @@ DEFINITIONS = {
 #: The design choices behind a design's cycles, which every report of it carries beside its numbers
 #: (keys of :func:`describe`'s dict; ``onchip synth`` and ``onchip pnr`` copy them into report.json).
 PLAN_KEYS = ("datapath", "schedule", "staleness", "timing")
+
+#: Verilator ``-Wall`` warnings the generated Verilog raises, waived for its own file by
+#: ``// verilator lint_off`` lines in its header (a waiver ends with the file: a user's sources
+#: keep every warning), each with why it is no defect. Amaranth writes every operand at its own
+#: width and lets Verilog's sizing rules extend or truncate it (IEEE 1364-2005, 5.4); the tests
+#: check the result bit for bit against the golden model.
+LINT_WAIVERS = {
+    "WIDTHEXPAND": "operands narrower than their expression, extended by Verilog's sizing rules as Amaranth means",
+    "WIDTHTRUNC": "results wider than their target, truncated by the assignment as Amaranth means (the fixed-point "
+                  "wrap)",
+    "UNUSEDSIGNAL": "intermediate results of which a later slice keeps only some bits (the rounding drops the low "
+                    "bits, saturation the high ones), and ports of submodules left open",
+    "PROCASSINIT": "every register is declared with its reset value as initial value (its power-on value) and "
+                   "assigned in an always block",
+    "CASEINCOMPLETE": "case statements without a default: each process assigns its default before the case",
+    "CMPCONST": "range checks against a constant that a field of this size always passes",
+    "UNSIGNED": "comparisons of an unsigned value against 0, always true, from the same range checks",
+    "DECLFILENAME": "every submodule <top>.<path> lives in the one file <top>.v",
+}
 
 #: The handshake rules every learner keeps (``handshake`` in the JSON).
 HANDSHAKE = [
@@ -144,7 +165,14 @@ def payload_table(learner) -> dict:
     return out
 
 
-def _port_meaning(what: str, sink: bool, part: str, payload: str) -> str:
+def _port_meaning(what: str, sink: bool, part: str, payload: str, packet: int = 1) -> str:
+    if part == "last" and sink:
+        return f"{what} stream: end of a packet, taken and ignored (every word stands alone)"
+    if part == "last":
+        return (f"{what} stream: high on the last word of every packet of {packet} (the {packet}th, "
+                f"{2 * packet}th, ... since reset)" if packet > 1 else f"{what} stream: always high (packets of 1)")
+    if part == "keep":
+        return f"{what} stream: all ones, every byte of every transfer is data"
     if part == "valid":
         return f"{what} stream: {'the host offers' if sink else 'the learner offers'} a word"
     if part == "ready":
@@ -167,13 +195,14 @@ def core_ports(learner) -> dict:
     return ports
 
 
-def axis_description(learner, top: str) -> dict:
+def axis_description(learner, top: str, packet: int = 1) -> dict:
     """The ``axis`` entry: the AXI4-Stream wrapper (:class:`onchip.hw.axis.AxisLearner`) of ``learner``
-    as the core ``top`` names it: its ports (with meaning), clock, reset and every bus's ``tdata``:
-    the core payload from bit 0, zero-padded to whole bytes."""
+    as the core ``top`` names it, with ``packet`` predictions per TLAST: its ports (with meaning),
+    clock, reset, ``packet``, ``tlast`` (what TLAST means on each bus), ``tkeep`` and every bus's
+    ``tdata``: the core payload from bit 0, zero-padded to whole bytes."""
     from .axis import AxisLearner
 
-    wrapper = AxisLearner(learner)
+    wrapper = AxisLearner(learner, packet=packet)
     wrapper._MustUse__silence = True  # described, never elaborated
     ports = port_table(wrapper, clock=False)
     tdata = {}
@@ -195,12 +224,18 @@ def axis_description(learner, top: str) -> dict:
             pad = tdata[bus]["padding"]
             where = f"payload.{stream} from bit 0" + (f", then padding {_bits(pad['offset'], pad['width'])}"
                                                         if pad["width"] else "")
-            entry["meaning"] = _port_meaning(STREAMS[stream], sink, part, where)
+            entry["meaning"] = _port_meaning(STREAMS[stream], sink, part, where, packet)
+    pred = AXIS_BUSES["m"][0]
+    tlast = {bus: (_port_meaning(STREAMS[stream], sink, "last", "", packet) if f"{bus}_tlast" in ports
+                   else "none (every response stands alone)") for stream, (bus, sink) in AXIS_BUSES.items()}
     return {
         "top": f"{top}_axis",
         "clock": "aclk",
         "reset": {"port": "aresetn", "synchronous": True, "active": "low", "assert_cycles": 1},
         "ports": ports,
+        "packet": packet,
+        "tlast": tlast,
+        "tkeep": {pred: "all ones"},
         "tdata": tdata,
         "byte_order": "tdata bit 0 is payload bit 0; byte k of a transfer is tdata[8k+7:8k] (little-endian)",
     }
@@ -238,7 +273,7 @@ def sha256_of_spec(d: dict) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def describe(learner, *, top: str) -> dict:
+def describe(learner, *, top: str, packet: int = 1) -> dict:
     """``Design.info`` of ``learner`` (an :class:`~onchip.hw.learner.OnchipLearner` or
     :class:`~onchip.hw.mlp_serial.SerialMlpLearner`) generated as module ``top``; JSON-able.
 
@@ -249,7 +284,8 @@ def describe(learner, *, top: str) -> dict:
         ``timing`` (the stage plan: compact or fast), ``stages``, ``param_count``,
         ``param_addr_width``, ``param_storage`` (``"memory"``: RAM, ``"registers"``), ``parameter_layout``,
         ``reset_cycles``, ``reset``, ``handshake``, ``datapath``, ``ports``, ``payload``, ``axis``,
-        ``formats`` (``ap_fixed`` strings), ``spec`` (:func:`spec_dict`), ``definitions``.
+        ``formats`` (``ap_fixed`` strings), ``lint`` (the Verilator warnings waived in the Verilog files,
+        :data:`LINT_WAIVERS`), ``spec`` (:func:`spec_dict`), ``definitions``.
     """
     from .. import __version__
 
@@ -282,8 +318,9 @@ def describe(learner, *, top: str) -> dict:
         "datapath": spec.datapath,
         "ports": core_ports(learner),
         "payload": payload_table(learner),
-        "axis": axis_description(learner, top),
+        "axis": axis_description(learner, top, packet),
         "formats": spec.formats.as_dict(),
+        "lint": {"verilator_waived": dict(LINT_WAIVERS)},
         "spec": d,
         "definitions": dict(DEFINITIONS),
     }
@@ -358,6 +395,8 @@ def description_lines(info: dict, which: str = "core") -> list[str]:
         lines += [f"    {_field_line(n, e)}" for n, e in fields.items()]
     if pad is not None:
         lines.append(f"  Byte order: {axis['byte_order']}.")
+        lines += [f"  {bus}_tlast: {what}." for bus, what in axis["tlast"].items()]
+        lines += [f"  {bus}_tkeep: {what}." for bus, what in axis["tkeep"].items()]
     rules = info["handshake"] if pad is None else [_axis_names(rule) for rule in info["handshake"]]
     lines += ["", "Handshake:", *[f"  - {rule}" for rule in rules], ""]
     st = info["stages"]
@@ -368,6 +407,10 @@ def description_lines(info: dict, which: str = "core") -> list[str]:
         f"Timing plan: {info['timing']} ({TIMING_PLANS[info['timing']]}); stages (0: the cycle that takes the sample): prediction {st['prediction']}, "
         f"parameter read per layer {st['read']}, update per layer {st['update']}, parameter port {st['port']}.",
         "Formats: " + ", ".join(f"{k} {v}" for k, v in info["formats"].items()) + ".",
+        "",
+        "Lint: under Verilator -Wall these warnings are waived for this file alone (the lint_off lines below), none a "
+        "defect:",
+        *[f"  {name}: {why}" for name, why in info["lint"]["verilator_waived"].items()],
     ]
     return lines
 
@@ -390,7 +433,8 @@ def verilog_header(info: dict, which: str = "core") -> str:
         wrapped = textwrap.wrap(body, width=107 - lead, subsequent_indent="    ", break_on_hyphens=False,
                                 break_long_words=False) or [""]
         out += [(" " * lead + w).rstrip() for w in wrapped]
-    return "".join(f"// {line}".rstrip() + "\n" for line in out) + "\n"
+    text = "".join(f"// {line}".rstrip() + "\n" for line in out)
+    return text + "".join(f"// verilator lint_off {name}\n" for name in info["lint"]["verilator_waived"]) + "\n"
 
 
 def strip_header(verilog: str) -> str:
