@@ -138,9 +138,32 @@ def _field_meaning(stream: str, member: str, name: str) -> str:
     }[stream, member]
 
 
+def y_encoding(formats, width: int) -> dict:
+    """How a ``y`` field of ``width`` bits carries its value, per sample kind (``encoding`` of the
+    field in the JSON): TARGET the raw integer of the ``act`` format, ERROR that of ``grad``
+    (value * 2**frac_bits, the format's own scale: the two are not aligned to one binary point),
+    in the field's low ``bits`` bits and extended to ``width`` (``extend``: ``sign`` for a signed
+    format, ``zero`` for an unsigned one); PREDICT ignores the field. A TARGET's field is read
+    whole, as one signed number (:func:`onchip.hw.interface.y_field_shape`): a target not so
+    extended is another target."""
+    def one(fmt):
+        return {"format": str(fmt), "bits": fmt.width, "frac_bits": fmt.frac_bits,
+                "extend": "sign" if fmt.signed else "zero", "field_bits": width}
+
+    return {"TARGET": one(formats.act), "ERROR": one(formats.grad), "PREDICT": "ignored (send 0)"}
+
+
+def _encoding_line(name: str, enc: dict) -> str:
+    def one(kind, e):
+        ext = f", {e['extend']}-extended to {e['field_bits']}" if e["bits"] < e["field_bits"] else ""
+        return f"{kind} {e['format']} raw (value * 2^{e['frac_bits']}) in its {e['bits']} low bits{ext}"
+
+    return f"{name} by kind: " + "; ".join(one(k, enc[k]) for k in ("TARGET", "ERROR")) + "; PREDICT ignored"
+
+
 def payload_table(learner) -> dict:
     """Stream -> field -> {"offset", "width", "signed", "format" and "error_format" where the field
-    has them, "meaning", "values" for ``kind``}, read from the learner's stream layouts
+    has them, "encoding" for ``y`` (:func:`y_encoding`), "meaning", "values" for ``kind``}, read from the learner's stream layouts
     (:func:`onchip.hw.interface.payload_leaves`)."""
     from amaranth.hdl import Shape
 
@@ -158,6 +181,7 @@ def payload_table(learner) -> dict:
                 entry["format"] = str(formats[stream][member])
             if (stream, member) == ("s", "y"):
                 entry["error_format"] = str(f.grad)
+                entry["encoding"] = y_encoding(f, fld.width)
             entry["meaning"] = _field_meaning(stream, member, name)
             if (stream, member) == ("s", "kind"):
                 entry["values"] = {k.name: int(k) for k in SampleKind}
@@ -393,6 +417,7 @@ def description_lines(info: dict, which: str = "core") -> list[str]:
                     f"{t['padding']['value']}" if t["padding"]["width"] else "")
             lines.append(f"  {bus}_tdata, {what} ({t['width']} bits = {width} payload{tail}):")
         lines += [f"    {_field_line(n, e)}" for n, e in fields.items()]
+        lines += [f"    {_encoding_line(n, e['encoding'])}" for n, e in fields.items() if "encoding" in e]
     if pad is not None:
         lines.append(f"  Byte order: {axis['byte_order']}.")
         lines += [f"  {bus}_tlast: {what}." for bus, what in axis["tlast"].items()]
