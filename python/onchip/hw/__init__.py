@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ..spec import LearnerSpec, load_spec
 from .names import DEFAULT_TOP, check_top
 
-__all__ = ["Design", "PARALLEL_MLP_MAX_PARAMS", "build_learner", "check_top", "generate", "TOP"]
+__all__ = ["Design", "PARALLEL_MLP_MAX_PARAMS", "build_learner", "check_top", "clocked", "generate", "TOP"]
 
 #: Module name of the learner core in the generated Verilog when no ``top`` is given.
 TOP = DEFAULT_TOP
@@ -137,3 +137,15 @@ def generate(spec: "LearnerSpec | str | os.PathLike", *, axis: bool = True, thet
         axis_text = verilog_header(info, "axis") + verilog.convert(
             AxisLearner(build_learner(spec, theta, dsp), packet=packet), name=info["axis"]["top"], emit_src=False)
     return Design(verilog=text, top=top, info=info, axis_verilog=axis_text)
+
+
+def clocked(design: Design, clock: dict) -> Design:
+    """``design`` with ``info["clock"]`` replaced by ``clock`` (:func:`onchip.hw.description.clock_entry`)
+    and the header of each Verilog file rendered again from it: what a flow writes beside the clock
+    it constrains or the placement it measured."""
+    from .description import strip_header, verilog_header
+
+    info = {**design.info, "clock": dict(clock)}
+    axis = verilog_header(info, "axis") + strip_header(design.axis_verilog) if design.axis_verilog else ""
+    return Design(verilog=verilog_header(info, "core") + strip_header(design.verilog), top=design.top, info=info,
+                  axis_verilog=axis)

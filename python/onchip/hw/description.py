@@ -49,6 +49,9 @@ DEFINITIONS = {
               "takes the sample), and the parameter port's register stages",
     "spec_sha256": "SHA-256 of the 'spec' object of this description as Python's json.dumps(spec, "
                    "sort_keys=True, separators=(',', ':')) writes it",
+    "clock": "constraint_mhz: the clock (MHz) the flow that wrote this folder constrains clk (aclk) to, with "
+             "constraint saying where; freq_hz: the same as the FREQ_HZ of the IP's aclk interface in a block "
+             "design; fmax_mhz: the highest clock of a placement in this folder (fmax saying which), else null",
     "lint": "Verilator -Wall warnings of the generated Verilog, waived for its own file by '// verilator lint_off' "
             "lines in its header, with why each is no defect",
     "initial_parameters_sha256": "SHA-256 of the reset values of the parameters (raw, flat index order) as "
@@ -297,6 +300,31 @@ def sha256_of_spec(d: dict) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def clock_entry(*, mhz: float | None = None, source: str | None = None, freq_hz_param: bool = False,
+                fmax_mhz: float | None = None, fmax_source: str | None = None) -> dict:
+    """The ``clock`` entry of a description: the clock a flow constrains the learner to
+    (``constraint_mhz``, and ``freq_hz`` where a block design reads it as the clock interface's
+    FREQ_HZ) and where it is set; ``fmax_mhz`` of a placement in the same folder and where it was
+    measured. Without arguments: no flow, no constraint, no placement (``onchip generate``)."""
+    return {
+        "constraint_mhz": mhz,
+        "freq_hz": None if mhz is None or not freq_hz_param else round(mhz * 1e6),
+        "constraint": source or "onchip generate sets none; the flow that builds the learner does: onchip "
+                                "vivado, onchip pnr",
+        "fmax_mhz": fmax_mhz,
+        "fmax": fmax_source or "no placement in this folder",
+    }
+
+
+def clock_line(clock: dict) -> str:
+    """One header line of a ``clock`` entry (:func:`clock_entry`)."""
+    mhz = "none" if clock["constraint_mhz"] is None else f"{clock['constraint_mhz']:g} MHz"
+    if clock["freq_hz"] is not None:
+        mhz += f", FREQ_HZ {clock['freq_hz']}"
+    fmax = clock["fmax"] if clock["fmax_mhz"] is None else f"{clock['fmax_mhz']:.2f} MHz ({clock['fmax']})"
+    return f"Clock constraint: {mhz} ({clock['constraint']}). fmax: {fmax}."
+
+
 def describe(learner, *, top: str, packet: int = 1) -> dict:
     """``Design.info`` of ``learner`` (an :class:`~onchip.hw.learner.OnchipLearner` or
     :class:`~onchip.hw.mlp_serial.SerialMlpLearner`) generated as module ``top``; JSON-able.
@@ -307,7 +335,7 @@ def describe(learner, *, top: str, packet: int = 1) -> dict:
         ``latency_cycles_prediction``, ``latency_cycles_update``, ``initiation_interval`` (cycles),
         ``timing`` (the stage plan: compact or fast), ``stages``, ``param_count``,
         ``param_addr_width``, ``param_storage`` (``"memory"``: RAM, ``"registers"``), ``parameter_layout``,
-        ``reset_cycles``, ``reset``, ``handshake``, ``datapath``, ``ports``, ``payload``, ``axis``,
+        ``reset_cycles``, ``reset``, ``clock`` (:func:`clock_entry`: none until a flow sets one), ``handshake``, ``datapath``, ``ports``, ``payload``, ``axis``,
         ``formats`` (``ap_fixed`` strings), ``lint`` (the Verilator warnings waived in the Verilog files,
         :data:`LINT_WAIVERS`), ``spec`` (:func:`spec_dict`), ``definitions``.
     """
@@ -338,6 +366,7 @@ def describe(learner, *, top: str, packet: int = 1) -> dict:
         "reset_cycles": learner.reset_cycles,
         "reset_cycles_command": learner.reset_cycles_command,
         "reset": {"port": "rst", "synchronous": True, "active": "high", "assert_cycles": 1},
+        "clock": clock_entry(),
         "handshake": list(HANDSHAKE),
         "datapath": spec.datapath,
         "ports": core_ports(learner),
@@ -403,7 +432,7 @@ def description_lines(info: dict, which: str = "core") -> list[str]:
         reset = (f"Clock aclk (rising edge). Reset aresetn: synchronous, active low, at least one edge; with "
                  f"aresetn high from edge 0 on, the first sample can be taken at edge {info['reset_cycles']}.")
         ports, pad = axis["ports"], axis["tdata"]
-    lines += [reset, "", "Ports (dir, bits, name, meaning):", *_port_lines(ports), ""]
+    lines += [reset, clock_line(info["clock"]), "", "Ports (dir, bits, name, meaning):", *_port_lines(ports), ""]
     lines.append("Payloads: raw two's complement fields, lowest first (bits, format, meaning):")
     for stream, fields in info["payload"].items():
         what = STREAMS[stream]
