@@ -5,6 +5,7 @@ test_docs_snippets.py."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -30,6 +31,7 @@ def _verilator(*args, cwd):
 @pytest.fixture(scope="module")
 def page_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("integrate")
+    (folder / "examples").symlink_to(PAGE.parents[1] / "examples")  # the page's paths are the repository's
     for block in SHELL:
         proc = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=folder, capture_output=True, text=True)
         assert proc.returncode == 0, block + proc.stdout + proc.stderr
@@ -37,7 +39,7 @@ def page_dir(tmp_path_factory):
 
 
 def test_the_page_has_every_kind_of_block():
-    assert len(SHELL) == 5 and len(FILES) == 1 and len(BUILD) == 1 and len(PYTHON) >= 3
+    assert len(SHELL) == 6 and len(FILES) == 1 and len(BUILD) == 1 and len(PYTHON) >= 3
 
 
 def test_shell_blocks_write_what_the_page_uses(page_dir):
@@ -45,6 +47,14 @@ def test_shell_blocks_write_what_the_page_uses(page_dir):
     assert "module mlp_learner" in (page_dir / "gen" / "mlp" / "mlp_learner.v").read_text()
     for q in ("qubit0", "qubit1"):
         assert f"{q}_learner_axis" in (page_dir / "ip" / q / "package_ip.tcl").read_text()
+        assert (page_dir / "ip" / q / f"{q}_learner_axis_component.vhd").is_file()
+        info = json.loads((page_dir / "ip" / q / f"{q}_learner.json").read_text())
+        assert info["clock"]["freq_hz"] == 250_000_000 and info["axis"]["packet"] == 16
+    # three learners in one Verilator build (the example exits 1 unless each matches its golden model
+    # and frames its predictions with TLAST): a build large enough to use the precompiled header
+    three = page_dir / "three"
+    assert {p.name for p in three.glob("*_m.txt")} == {"readout_kan_m.txt", "readout_mlp_m.txt", "imported_kan_m.txt"}
+    assert (three / "obj" / "Vsystem__pch.h.fast.gch").is_file()
     # two HLS learners, each header's names in its own namespace; the g++-built test bench exited 0
     # with golden data to compare with (it exits 1 on a mismatch)
     assert "namespace qubit_hls_ns {" in (page_dir / "hls" / "qubit" / "qubit_hls.h").read_text()
