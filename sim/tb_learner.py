@@ -20,10 +20,13 @@ also record the cycles of every acceptance, prediction and commit strobe.
 ``[offset, width]`` in the command payload (from its layout, :func:`onchip.hw.interface.command_layout`).
 ``names`` (optional) drives a wrapper instead of the core: ``{"clk": ..., "rst": ...,
 "rst_active_low": bool, "s": prefix, "m": ..., "pc": ..., "pr": ...}``, the streams
-then being ``<prefix>_tvalid`` / ``_tready`` / ``_tdata`` (AXI4-Stream).
+then being ``<prefix>_tvalid`` / ``_tready`` / ``_tdata`` (AXI4-Stream); where the wrapper has them,
+the bench drives the input streams' ``_tlast`` with random bits (the learner ignores them) and
+records the prediction stream's ``_tlast`` with every prediction.
 
 Result per segment: ``preds`` (raw payload ints, in order), ``responses``
-(the parameter port's answers), ``start_cycle`` (its first cycle; after a reset segment, the
+(the parameter port's answers), ``lasts`` (the prediction stream's TLAST with each prediction;
+empty without one), ``start_cycle`` (its first cycle; after a reset segment, the
 first cycle out of reset), and with ``measure`` the cycle lists (``accept_cycles``,
 ``pred_cycles``, ``command_cycles`` (parameter commands accepted), ``commit_cycles`` per layer).
 
@@ -84,6 +87,11 @@ async def stream(dut):
     m_valid, m_ready, m_payload = stream_port("m")
     pc_valid, pc_ready, pc_payload = stream_port("pc")
     pr_valid, pr_ready, pr_payload = stream_port("pr")
+    # AXI4-Stream TLAST: random on the inputs (from their own generator: the stalls stay as they were)
+    tlast_in = [getattr(dut, f"{names[n]}_tlast") for n in ("s", "pc")
+                if names and hasattr(dut, f"{names[n]}_tlast")]
+    m_last = getattr(dut, f"{names['m']}_tlast") if names and hasattr(dut, f"{names['m']}_tlast") else None
+    last_rng = random.Random(job.get("seed", 0) + 1)
 
     Clock(clk, 10, unit="ns").start()
     edge, settle = RisingEdge(clk), ReadOnly()
@@ -112,7 +120,7 @@ async def stream(dut):
         else:
             cmds = []
         n, i, sent_cmd = len(payloads), 0, 0
-        preds, responses = [], []
+        preds, responses, lasts = [], [], []
         acc_cycles, pred_cycles, cmd_cycles, commit_cycles = [], [], [], [[] for _ in strobes]
         start_cycle = cycle
         reset_at = None
@@ -136,6 +144,8 @@ async def stream(dut):
                 pc_payload.value = cmds[sent_cmd]
             take_resp = rng.random() < p_param_ready
             pr_ready.value = int(take_resp)
+            for sig in tlast_in:
+                sig.value = last_rng.getrandbits(1)
             if in_reset:
                 set_reset(True)
             await settle
@@ -146,6 +156,8 @@ async def stream(dut):
                 i += 1
             if take and m_valid.value:
                 preds.append(unsigned(m_payload.value))
+                if m_last is not None:
+                    lasts.append(unsigned(m_last.value))
                 if measure:
                     pred_cycles.append(cycle)
             if cmd_phase and pc_ready.value:
@@ -172,7 +184,7 @@ async def stream(dut):
         s_valid.value = 0
         offered = False
         pc_valid.value = 0
-        results.append({"preds": preds, "responses": responses, "start_cycle": start_cycle,
+        results.append({"preds": preds, "responses": responses, "lasts": lasts, "start_cycle": start_cycle,
                         "accept_cycles": acc_cycles, "pred_cycles": pred_cycles, "command_cycles": cmd_cycles,
                         "commit_cycles": commit_cycles})
     with open(os.environ["ONCHIP_TB_OUT"], "w") as fh:

@@ -55,6 +55,18 @@ def pack(fields, values):
     return word
 
 
+def encode_y(raw, enc):
+    """A raw ``y`` value of a sample kind -> the field's bits, as the field's ``encoding`` of that kind
+    says: the value in its ``bits`` low bits, extended (sign or zero) to ``field_bits``."""
+    raw = int(raw)
+    lo, hi = (-(1 << (enc["bits"] - 1)), (1 << (enc["bits"] - 1)) - 1) if enc["extend"] == "sign" else (0, (1 << enc["bits"]) - 1)
+    assert lo <= raw <= hi, f"{raw} outside {enc['format']}"
+    low = raw & ((1 << enc["bits"]) - 1)
+    if enc["extend"] == "sign" and low >> (enc["bits"] - 1):
+        low |= ((1 << enc["field_bits"]) - 1) ^ ((1 << enc["bits"]) - 1)  # copies of the sign bit above
+    return low
+
+
 def field(word, e):
     v = (word >> e["offset"]) & ((1 << e["width"]) - 1)
     return v - (1 << e["width"]) if e["signed"] and v >> (e["width"] - 1) else v
@@ -71,13 +83,19 @@ def main(argv):
         kinds = [s["kind"]["values"][k] for k in data["kind"]]
         x_raw = np.stack([to_raw(np.asarray(data["x"])[:, i], s[f"x{i}"]["format"]) for i in range(n_in)], axis=1)
         y = np.asarray(data["y"])
-        error = np.asarray(kinds) == s["kind"]["values"]["ERROR"]
-        y_raw = np.stack([np.where(error, to_raw(y[:, j], s[f"y{j}"]["error_format"]),
-                                   to_raw(y[:, j], s[f"y{j}"]["format"])) for j in range(n_out)], axis=1)
+        # each y field by the sample's kind: its encoding names the format, the bits and the extension
+        kind_names = list(data["kind"])
+        y_raw = np.zeros(y.shape, np.int64)
+        for j in range(n_out):
+            enc = s[f"y{j}"]["encoding"]
+            for name in ("TARGET", "ERROR"):
+                rows = np.asarray(kind_names) == name
+                y_raw[rows, j] = to_raw(y[rows, j], enc[name]["format"])
         words = []
         for n, kind in enumerate(kinds):
             values = {f"x{i}": x_raw[n, i] for i in range(n_in)}
-            values.update({f"y{j}": y_raw[n, j] for j in range(n_out)})
+            values.update({f"y{j}": (encode_y(y_raw[n, j], s[f"y{j}"]["encoding"][kind_names[n]])
+                                     if kind_names[n] != "PREDICT" else 0) for j in range(n_out)})
             values["kind"] = kind
             words.append(pack(s, values))
         bus = next(b for b, t in info["axis"]["tdata"].items() if t["stream"] == "s")

@@ -1,9 +1,11 @@
-"""The "Integrate it" page runs: its shell blocks, its Verilog top through Verilator (the
-predictions it prints are the golden model's), and the Amaranth design it writes lints against
-the generated learner. Its Python blocks run in test_docs_snippets.py."""
+"""The "Integrate it" page runs: its shell blocks, its Verilog top built and run by the page's own
+Verilator command (-Wall, no waiver: the predictions it prints are the golden model's), and the
+Amaranth design it writes lints against the generated learner. Its Python blocks run in
+test_docs_snippets.py."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -14,7 +16,8 @@ import pytest
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "integrate.md"
 TEXT = PAGE.read_text()
 SHELL = re.findall(r"<!-- test: sh -->\s*\n```sh\n(.*?)```", TEXT, re.S)
-VERILOG = re.findall(r"<!-- test: verilator (\S+) -->\s*\n```verilog\n(.*?)```", TEXT, re.S)
+FILES = re.findall(r"<!-- test: file (\S+) -->\s*\n```\w+\n(.*?)```", TEXT, re.S)
+BUILD = re.findall(r"<!-- test: sh-build -->\s*\n```sh\n(.*?)```", TEXT, re.S)
 PYTHON = re.findall(r"<!-- test: exec -->\s*\n```python\n(.*?)```", TEXT, re.S)
 
 
@@ -28,6 +31,7 @@ def _verilator(*args, cwd):
 @pytest.fixture(scope="module")
 def page_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("integrate")
+    (folder / "examples").symlink_to(PAGE.parents[1] / "examples")  # the page's paths are the repository's
     for block in SHELL:
         proc = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=folder, capture_output=True, text=True)
         assert proc.returncode == 0, block + proc.stdout + proc.stderr
@@ -35,7 +39,7 @@ def page_dir(tmp_path_factory):
 
 
 def test_the_page_has_every_kind_of_block():
-    assert len(SHELL) == 5 and len(VERILOG) == 1 and len(PYTHON) >= 3
+    assert len(SHELL) == 6 and len(FILES) == 1 and len(BUILD) == 1 and len(PYTHON) >= 3
 
 
 def test_shell_blocks_write_what_the_page_uses(page_dir):
@@ -43,6 +47,14 @@ def test_shell_blocks_write_what_the_page_uses(page_dir):
     assert "module mlp_learner" in (page_dir / "gen" / "mlp" / "mlp_learner.v").read_text()
     for q in ("qubit0", "qubit1"):
         assert f"{q}_learner_axis" in (page_dir / "ip" / q / "package_ip.tcl").read_text()
+        assert (page_dir / "ip" / q / f"{q}_learner_axis_component.vhd").is_file()
+        info = json.loads((page_dir / "ip" / q / f"{q}_learner.json").read_text())
+        assert info["clock"]["freq_hz"] == 250_000_000 and info["axis"]["packet"] == 16
+    # three learners in one Verilator build (the example exits 1 unless each matches its golden model
+    # and frames its predictions with TLAST): a build large enough to use the precompiled header
+    three = page_dir / "three"
+    assert {p.name for p in three.glob("*_m.txt")} == {"readout_kan_m.txt", "readout_mlp_m.txt", "imported_kan_m.txt"}
+    assert (three / "obj" / "Vsystem__pch.h.fast.gch").is_file()
     # two HLS learners, each header's names in its own namespace; the g++-built test bench exited 0
     # with golden data to compare with (it exits 1 on a mismatch)
     assert "namespace qubit_hls_ns {" in (page_dir / "hls" / "qubit" / "qubit_hls.h").read_text()
@@ -59,17 +71,20 @@ def test_the_ecp5_folder_lints_with_its_primitive_model(page_dir):
     assert lint.returncode == 0, lint.stderr
 
 
-def test_the_verilog_top_prints_the_golden_predictions(page_dir):
+def test_the_verilog_top_built_as_the_page_says_prints_the_golden_predictions(page_dir):
     from onchip.model import GoldenLearner
     from onchip.spec import load_spec
 
-    (source, block), = VERILOG
-    (page_dir / "system.v").write_text(block)
-    build = _verilator("--binary", "--timing", "-j", "2", "-CFLAGS", "-std=c++20", "-Wno-fatal", "-Wno-lint", "-Wno-style",
-                       "--top-module", "system", "system.v", source, "--Mdir", "obj", cwd=page_dir)
-    assert build.returncode == 0, build.stderr[-3000:]
-    run = subprocess.run([str(page_dir / "obj" / "Vsystem")], cwd=page_dir, capture_output=True, text=True,
-                         timeout=60)
+    (name, source), = FILES
+    (page_dir / name).write_text(source)
+    (block,) = BUILD
+    # the page's command as it stands: -Wall, and nothing waived on the command line (a warning of
+    # the generated file or of the page's top would stop the build); the PCH make variable
+    assert "-Wall" in block and "-Wno" not in block and 'CFG_CXXFLAGS_PCH_I=-include' in block
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=page_dir, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "%Warning" not in run.stderr, run.stderr[-3000:]
     got = [[int(v) for v in ln.split()[1::2]] for ln in run.stdout.splitlines() if ln.startswith("prediction")]
     g = GoldenLearner(load_spec("kan-paper"))
     want = g.run(np.full((3, 1), 1024), np.full((3, 1), 512))[:, 0]

@@ -577,3 +577,20 @@ def test_a_failing_yosys_names_its_error_from_its_log(tmp_path, monkeypatch):
     with pytest.raises(ToolError, match=r"Yosys \(top.rpt\): ERROR: Assert `GetSize"):
         nextpnr.place_and_route(design, "ulx3s-85f", tmp_path / "other")
     assert len(scripts) == 1  # not the abc9 pass: no second build
+
+
+def test_pnr_folder_holds_the_core_with_its_board_clock_and_placed_fmax(tmp_path, monkeypatch):
+    """onchip pnr writes the core's Verilog and JSON beside the placement, their clock the board's and
+    their fmax the placement's (the place and route itself stubbed: its report is what is copied)."""
+    from onchip.flow import steps
+
+    def placed(design, board, out, **kw):
+        return {"clock_mhz": 12.0, "fmax_mhz": 57.25}
+
+    monkeypatch.setattr(nextpnr, "place_and_route", placed)
+    steps.pnr("kan-paper", out=tmp_path / "p", board="icebreaker", seed=3)
+    info = json.loads((tmp_path / "p" / "onchip_learner.json").read_text())
+    assert (info["clock"]["constraint_mhz"], info["clock"]["fmax_mhz"]) == (12.0, 57.25)
+    assert "icebreaker" in info["clock"]["constraint"] and "seed 3" in info["clock"]["fmax"]
+    assert "// Clock constraint: 12 MHz (the icebreaker board clock" in (tmp_path / "p" / "onchip_learner.v").read_text()
+    assert "fmax: 57.25 MHz (nextpnr" in (tmp_path / "p" / "onchip_learner.v").read_text()

@@ -149,3 +149,39 @@ def test_a_host_driver_written_from_the_json_alone_speaks_to_the_core_and_the_ax
     golden = g.run(x_raw, y_raw, kind)
     np.testing.assert_array_equal(got["pred_raw"], golden)
     np.testing.assert_array_equal(np.asarray(got["pred"]), g.dequantize_outputs(golden))
+
+
+def test_y_field_encoding_by_kind_when_target_and_error_formats_differ(tmp_path):
+    """act ap_fixed<12,4> (8 fraction bits) and grad ap_fixed<18,6> (12) share 18-bit y fields: the JSON
+    gives each kind's format, bits and sign extension; the host driver packs from that alone, and the
+    core learns from its words exactly as the golden model does (a target not sign-extended, or scaled
+    to the other format, is another target)."""
+    import dataclasses
+
+    from onchip.hw import sim
+
+    base = PRESETS["kan-paper"].replace(schedule="sequential")
+    spec = base.replace(name="act12-grad18", formats=dataclasses.replace(
+        base.formats, act="ap_fixed<12,4,RND_CONV,SAT>", grad="ap_fixed<18,6,RND_CONV,SAT>"))
+    design = sim.cached_design(spec, "mixed_formats")
+    enc = design.info["payload"]["s"]["y0"]["encoding"]
+    assert design.info["payload"]["s"]["y0"]["width"] == 18
+    assert {k: (e["bits"], e["frac_bits"], e["extend"], e["field_bits"]) for k, e in enc.items() if k != "PREDICT"} \
+        == {"TARGET": (12, 8, "sign", 18), "ERROR": (18, 12, "sign", 18)}
+    assert "y0 by kind: TARGET ap_fixed<12,4,RND_CONV,SAT> raw (value * 2^8) in its 12 low bits, sign-extended to" \
+        in " ".join(ln[3:].strip() for ln in header_lines(design.verilog))
+    (tmp_path / "d.json").write_text(json.dumps(design.info))
+    rng = np.random.default_rng(7)
+    n = 60
+    kinds = rng.choice(["TARGET", "ERROR", "PREDICT"], n, p=[0.5, 0.4, 0.1])
+    x = rng.uniform(-4.0, 4.0, (n, 1))
+    y = rng.uniform(-2.0, 2.0, (n, 1)) * (kinds != "PREDICT")[:, None]  # negative targets and errors
+    packed = _driver("pack", tmp_path / "d.json", {"x": x.tolist(), "y": y.tolist(), "kind": list(kinds)}, tmp_path)
+    kind = np.array([SampleKind[k] for k in kinds])
+    g = GoldenLearner(spec)
+    y_raw = np.where((kind == SampleKind.ERROR)[:, None], quantize(y, spec.formats.grad),
+                     quantize(y, spec.formats.act))
+    np.testing.assert_array_equal(packed["y_raw"], y_raw)
+    out = sim.run_job(design, [{"payloads": packed["s_words"]}], p_valid=0.8, p_ready=0.7)
+    np.testing.assert_array_equal(sim.unpack_predictions(design, out["segments"][0]["preds"]),
+                                  g.run(g.quantize_inputs(x), y_raw, kind))

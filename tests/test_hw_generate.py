@@ -150,3 +150,21 @@ def test_cli_timing_override_raises_the_staleness_to_the_new_minimum(tmp_path, c
         assert f"timing {plan}, latency to prediction" in capsys.readouterr().out
     assert main(["pnr", "--spec", "kan-paper", "--timing", "slow", "--out", str(tmp_path / "c")]) == 2
     assert not any((tmp_path / n).exists() for n in "abc")
+
+
+@pytest.mark.parametrize("name", list(reference_specs()))
+def test_committed_rtl_lints_clean_under_verilator_wall(name):
+    """Every reference design, core and AXI4-Stream wrapper, passes `verilator --lint-only -Wall` with no
+    waiver on the command line: the file's own lint_off lines (header) waive only the listed warnings."""
+    import subprocess
+
+    from onchip.hw.description import LINT_WAIVERS
+    from onchip.verilator.toolchain import tool_env, verilator_root
+
+    for top in ("onchip_learner", "onchip_learner_axis"):
+        text = (RTL / name / f"{top}.v").read_text()
+        assert [ln.split()[-1] for ln in text.splitlines() if ln.startswith("// verilator lint_off")] \
+            == list(LINT_WAIVERS)
+        lint = subprocess.run([str(verilator_root() / "bin" / "verilator"), "--lint-only", "-Wall", "--top-module",
+                               top, f"{top}.v"], cwd=RTL / name, env=tool_env(), capture_output=True, text=True)
+        assert lint.returncode == 0 and "%Warning" not in lint.stderr, lint.stderr[-2000:]

@@ -9,6 +9,7 @@ import pytest
 
 from onchip.hw import sim
 from onchip.model import GoldenLearner
+from onchip.spec import PRESETS
 
 from hw_support import preset_design, stimulus
 
@@ -48,6 +49,30 @@ def test_axis_wrapper_matches_golden_with_stalls_and_aresetn():
     assert len(got) >= len(x1) - 10
     np.testing.assert_array_equal(got, want[0][: len(got)])
     check_against_golden(spec, design, {"segments": out["segments"][1:]}, [(x2, y2, False)])
+
+
+def test_axis_tlast_closes_every_packet_and_input_tlast_is_ignored():
+    """--packet 5: m_axis_pred_tlast is high on every 5th prediction, counted again from aresetn;
+    the bench drives random TLAST on both input streams and the predictions stay the golden model's."""
+    spec = PRESETS["kan-paper"].replace(schedule="sequential")
+    design = sim.cached_design(spec, "packets", packet=5)
+    axis = sim.axis_design(design)
+    assert design.info["axis"]["packet"] == 5
+    (x1, y1), (x2, y2) = stimulus(spec, 13, seed=31), stimulus(spec, 22, seed=32)
+    # the first segment's predictions are all out long before aresetn falls (II 7, latency 6)
+    jobs = [{"payloads": sim.pack_samples(design, x1, y1), "then": {"op": "reset", "after": 200}},
+            {"payloads": sim.pack_samples(design, x2, y2), "then": {"op": "none"}}]
+    out = sim.run_job(axis, jobs, seed=5, p_valid=0.7, p_ready=0.5)
+    for (x, y), seg in zip(((x1, y1), (x2, y2)), out["segments"]):
+        np.testing.assert_array_equal(sim.unpack_predictions(design, seg["preds"]), GoldenLearner(spec).run(x, y))
+        assert seg["lasts"] == [int(k % 5 == 4) for k in range(len(x))]
+
+
+def test_axis_tlast_is_high_on_every_prediction_by_default():
+    spec, design = preset_design("kan-regression", "sequential")
+    x, y = stimulus(spec, 7, seed=33)
+    out = sim.run_job(sim.axis_design(design), [{"payloads": sim.pack_samples(design, x, y)}], p_ready=0.5)
+    assert out["segments"][0]["lasts"] == [1] * 7
 
 
 def test_axis_design_needs_the_wrapper():

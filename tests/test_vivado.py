@@ -6,6 +6,7 @@ names, packaging commands) and parse report text written in Vivado's own format.
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,38 @@ def test_ip_project_refuses_a_learner_without_an_axis_port(design, tmp_path):
         vivado.write_ip_project(replace(design, axis_verilog=""), tmp_path)
 
 
+def test_vivado_ip_folder_holds_the_json_and_vhdl_component_and_names_its_part_and_clock(tmp_path, capsys):
+    """What an integrator takes from an IP folder: the JSON and the VHDL component of <top>_axis beside
+    the script; the part from --board, or the default named on the console; the clock: none (the
+    block design's) or, with --clock-mhz, the FREQ_HZ the script gives aclk, the same in JSON and headers."""
+    from onchip.cli import main
+
+    assert main(["vivado", "--ip", "--spec", "kan-regression", "--top", "q0", "--no-fit-check",
+                 "--out", str(tmp_path / "default")]) == 0
+    assert f"(part {vivado.DEFAULT_PART}: the default part, as neither --part nor --board was given)" \
+        in capsys.readouterr().out
+    assert main(["vivado", "--ip", "--spec", "kan-regression", "--top", "q0", "--no-fit-check", "--board",
+                 "redpitaya-125-14", "--clock-mhz", "125", "--packet", "16", "--out", str(tmp_path / "rp")]) == 0
+    assert "(part xc7z010clg400-1)" in capsys.readouterr().out
+    for folder in ("default", "rp"):
+        files = {p.name for p in (tmp_path / folder).iterdir()}
+        assert {"q0.json", "q0_axis.v", "q0_axis_component.vhd", "q0_axis_inst.v", "package_ip.tcl"} <= files
+    rp = tmp_path / "rp"
+    m = json.loads((rp / "manifest.json").read_text())
+    assert (m["part"], m["part_from"], m["freq_hz"]) == ("xc7z010clg400-1", "--board", 125_000_000)
+    assert "set part xc7z010clg400-1" in (rp / "package_ip.tcl").read_text()
+    assert "set_property value 125000000 $freq" in (rp / "package_ip.tcl").read_text()
+    info = json.loads((rp / "q0.json").read_text())
+    assert (info["clock"]["constraint_mhz"], info["clock"]["freq_hz"], info["clock"]["fmax_mhz"]) == (125.0, 125_000_000, None)
+    assert info["axis"]["packet"] == 16 and "m_axis_pred_tlast" in (rp / "q0_axis.v").read_text()
+    assert "Clock constraint: 125 MHz, FREQ_HZ 125000000 (" in (rp / "q0_axis.v").read_text()
+    assert "component q0_axis is" in (rp / "q0_axis_component.vhd").read_text()
+    assert re.search(r"m_axis_pred_tlast +: out std_logic;", (rp / "q0_axis_component.vhd").read_text())
+    plain = json.loads((tmp_path / "default" / "q0.json").read_text())["clock"]
+    assert (plain["constraint_mhz"], plain["freq_hz"]) == (None, None) and "block design" in plain["constraint"]
+    assert "FREQ_HZ" not in (tmp_path / "default" / "package_ip.tcl").read_text()
+
+
 def test_vivado_command_boards_ip_and_refusals(tmp_path, capsys):
     from onchip.cli import main
 
@@ -203,12 +236,12 @@ def test_vivado_command_boards_ip_and_refusals(tmp_path, capsys):
     assert json.loads((tmp_path / "ip" / "manifest.json").read_text())["part"] == vivado.DEFAULT_PART
     capsys.readouterr()
     bad = [["--board", "arty-a7-35", "--clock-mhz", "100"], ["--board", "kcu105", "--part", "xc7z010clg400-1"],
-           ["--ip", "--clock-mhz", "100"], ["--board", "zcu102", "--clock-mhz", "0"]]
+           ["--ip", "--packet", "0"], ["--board", "zcu102", "--clock-mhz", "0"]]
     for i, flags in enumerate(bad):
         assert main(["vivado", "--spec", "kan-regression", *flags, "--out", str(tmp_path / f"bad{i}")]) == 2
     err = capsys.readouterr().err
     assert "--clock-mhz: board arty-a7-35 runs the UART top at its own clock" in err
-    assert "--part: give --part or --board, not both" in err and "--clock-mhz: packaging an IP sets no clock" in err
+    assert "--part: give --part or --board, not both" in err and "--packet: must be an integer in [1, " in err
     assert "argument --clock-mhz" in err or "--clock-mhz: must be" in err
     assert not any((tmp_path / f"bad{i}").exists() for i in range(len(bad)))
 

@@ -10,6 +10,8 @@
 //
 // Clock aclk (rising edge). Reset aresetn: synchronous, active low, at least one edge; with aresetn high from
 //     edge 0 on, the first sample can be taken at edge 9.
+// Clock constraint: none (onchip generate sets none; the flow that builds the learner does: onchip vivado,
+//     onchip pnr). fmax: no placement in this folder.
 //
 // Ports (dir, bits, name, meaning):
 //   in    1  aclk                  clock; everything happens at its rising edge (the core's clk)
@@ -18,13 +20,19 @@
 //   in    1  m_axis_param_tready   parameter response stream: the host takes the word
 //   out   1  m_axis_param_tvalid   parameter response stream: the learner offers a word
 //   out  24  m_axis_pred_tdata     prediction word: the fields of payload.m from bit 0, then padding [23:17]
+//   out   3  m_axis_pred_tkeep     prediction stream: all ones, every byte of every transfer is data
+//   out   1  m_axis_pred_tlast     prediction stream: always high (packets of 1)
 //   in    1  m_axis_pred_tready    prediction stream: the host takes the word
 //   out   1  m_axis_pred_tvalid    prediction stream: the learner offers a word
 //   in   24  s_axis_param_tdata    parameter command word: the fields of payload.pc from bit 0, then padding
 //       [23:20]
+//   in    1  s_axis_param_tlast    parameter command stream: end of a packet, taken and ignored (every word
+//       stands alone)
 //   out   1  s_axis_param_tready   parameter command stream: the learner takes the word
 //   in    1  s_axis_param_tvalid   parameter command stream: the host offers a word
 //   in   40  s_axis_sample_tdata   sample word: the fields of payload.s from bit 0, then padding [39:34]
+//   in    1  s_axis_sample_tlast   sample stream: end of a packet, taken and ignored (every word stands
+//       alone)
 //   out   1  s_axis_sample_tready  sample stream: the learner takes the word
 //   in    1  s_axis_sample_tvalid  sample stream: the host offers a word
 //
@@ -36,6 +44,8 @@
 //         target (kind TARGET) or the error dL/dy_hat (kind ERROR, in the error format); ignored for PREDICT
 //     kind      [33:32]  unsigned 0 TARGET, 1 PREDICT, 2 ERROR: what the sample asks for; 3 is reserved and
 //         acts as PREDICT
+//     y0 by kind: TARGET ap_fixed<16,6,RND_CONV,SAT> raw (value * 2^10) in its 16 low bits; ERROR
+//         ap_fixed<16,6,RND_CONV,SAT> raw (value * 2^10) in its 16 low bits; PREDICT ignored
 //   m_axis_pred_tdata, prediction (24 bits = 17 payload; bits [23:17] padding, always 0):
 //     pred0     [15:0]   ap_fixed<16,6,RND_CONV,SAT>: prediction of output 0, made before the sample's own
 //         update
@@ -49,6 +59,12 @@
 //   m_axis_param_tdata, parameter response (16 bits = 16 payload):
 //     data      [15:0]   ap_fixed<16,6,RND_CONV,SAT>: the value read, or the value written
 //   Byte order: tdata bit 0 is payload bit 0; byte k of a transfer is tdata[8k+7:8k] (little-endian).
+//   s_axis_sample_tlast: sample stream: end of a packet, taken and ignored (every word stands alone).
+//   m_axis_pred_tlast: prediction stream: always high (packets of 1).
+//   s_axis_param_tlast: parameter command stream: end of a packet, taken and ignored (every word stands
+//       alone).
+//   m_axis_param_tlast: none (every response stands alone).
+//   m_axis_pred_tkeep: all ones.
 //
 // Handshake:
 //   - A word moves at a rising edge of the clock at which valid and ready are both high (AXI4-Stream, ARM IHI
@@ -70,12 +86,35 @@
 // Formats: input ap_fixed<16,6,RND_CONV,SAT>, coef ap_fixed<16,6,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,6,RND_CONV,SAT>, grad ap_fixed<16,6,RND_CONV,SAT>, acc
 //     ap_fixed<40,14,TRN,WRAP>.
+//
+// Lint: under Verilator -Wall these warnings are waived for this file alone (the lint_off lines below), none
+//     a defect:
+//   WIDTHEXPAND: operands narrower than their expression, extended by Verilog's sizing rules as Amaranth
+//       means
+//   WIDTHTRUNC: results wider than their target, truncated by the assignment as Amaranth means (the
+//       fixed-point wrap)
+//   UNUSEDSIGNAL: intermediate results of which a later slice keeps only some bits (the rounding drops the
+//       low bits, saturation the high ones), and ports of submodules left open
+//   PROCASSINIT: every register is declared with its reset value as initial value (its power-on value) and
+//       assigned in an always block
+//   CASEINCOMPLETE: case statements without a default: each process assigns its default before the case
+//   CMPCONST: range checks against a constant that a field of this size always passes
+//   UNSIGNED: comparisons of an unsigned value against 0, always true, from the same range checks
+//   DECLFILENAME: every submodule <top>.<path> lives in the one file <top>.v
+// verilator lint_off WIDTHEXPAND
+// verilator lint_off WIDTHTRUNC
+// verilator lint_off UNUSEDSIGNAL
+// verilator lint_off PROCASSINIT
+// verilator lint_off CASEINCOMPLETE
+// verilator lint_off CMPCONST
+// verilator lint_off UNSIGNED
+// verilator lint_off DECLFILENAME
 
 /* Generated by Amaranth Yosys 0.50 (PyPI ver 0.50.0.0.post130, git sha1 b5170e139) */
 
 (* top =  1  *)
 (* generator = "Amaranth" *)
-module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m_axis_pred_tready, s_axis_param_tdata, s_axis_param_tvalid, m_axis_param_tready, s_axis_sample_tready, m_axis_pred_tdata, m_axis_pred_tvalid, s_axis_param_tready, m_axis_param_tdata, m_axis_param_tvalid, aclk);
+module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, s_axis_sample_tlast, m_axis_pred_tready, s_axis_param_tdata, s_axis_param_tvalid, s_axis_param_tlast, m_axis_param_tready, s_axis_sample_tready, m_axis_pred_tdata, m_axis_pred_tvalid, s_axis_param_tready, m_axis_param_tdata, m_axis_param_tvalid, m_axis_pred_tlast, m_axis_pred_tkeep, aclk);
   input aclk;
   wire aclk;
   input aresetn;
@@ -95,6 +134,10 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire m_axis_param_tvalid;
   output [23:0] m_axis_pred_tdata;
   wire [23:0] m_axis_pred_tdata;
+  output [2:0] m_axis_pred_tkeep;
+  wire [2:0] m_axis_pred_tkeep;
+  output m_axis_pred_tlast;
+  wire m_axis_pred_tlast;
   input m_axis_pred_tready;
   wire m_axis_pred_tready;
   output m_axis_pred_tvalid;
@@ -120,12 +163,16 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   wire s__valid;
   input [23:0] s_axis_param_tdata;
   wire [23:0] s_axis_param_tdata;
+  input s_axis_param_tlast;
+  wire s_axis_param_tlast;
   output s_axis_param_tready;
   wire s_axis_param_tready;
   input s_axis_param_tvalid;
   wire s_axis_param_tvalid;
   input [39:0] s_axis_sample_tdata;
   wire [39:0] s_axis_sample_tdata;
+  input s_axis_sample_tlast;
+  wire s_axis_sample_tlast;
   output s_axis_sample_tready;
   wire s_axis_sample_tready;
   input s_axis_sample_tvalid;
@@ -160,6 +207,8 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, m
   assign pr__valid = m_axis_param_tvalid;
   assign pr__ready = m_axis_param_tready;
   assign m_axis_pred_tdata = { 7'h00, m__payload };
+  assign m_axis_pred_tlast = 1'h1;
+  assign m_axis_pred_tkeep = 3'h7;
   assign \s__payload.x  = s_axis_sample_tdata[15:0];
   assign \s__payload.x[0]  = s_axis_sample_tdata[15:0];
   assign \s__payload.y  = s_axis_sample_tdata[31:16];

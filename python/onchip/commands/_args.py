@@ -105,6 +105,16 @@ def add_top(parser: argparse.ArgumentParser, what: str = "the core module") -> N
                              f"AXI4-Stream wrapper is <top>_axis (default: %(default)s)")
 
 
+def add_packet(parser: argparse.ArgumentParser) -> None:
+    """Add ``--packet N`` (default 1): predictions per packet of the AXI4-Stream wrapper's prediction
+    stream, ``m_axis_pred_tlast`` high on the last of each (:class:`onchip.hw.axis.AxisLearner`)."""
+    from onchip.hw.axis import MAX_PACKET
+
+    parser.add_argument("--packet", type=int_range(1, MAX_PACKET), default=1, metavar="N",
+                        help="predictions per packet on the AXI4-Stream wrapper's m_axis_pred: TLAST is high on "
+                             "the last of every N, as an AXI DMA expects (default: %(default)s, every prediction)")
+
+
 def add_quiet(parser: argparse.ArgumentParser, *aliases: str) -> None:
     """Add ``--quiet`` (no progress bars; ``args.quiet``).
 

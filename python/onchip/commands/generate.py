@@ -25,6 +25,7 @@ def add_parser(subparsers) -> None:
              "simulation model of that primitive subset",
     )
     _args.add_top(p)
+    _args.add_packet(p)
     _args.add_theta(p)
     _args.add_out(p)
     p.set_defaults(func=run, reports_out=True)  # names the folder in its summary line
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
     design = generate_to(spec, args.out, top=args.top, theta=_args.load_theta(args.theta, spec),
-                         dsp=None if args.dsp == "generic" else args.dsp)
+                         dsp=None if args.dsp == "generic" else args.dsp, packet=args.packet)
     info = design.info
     print(
         f"{design.top}: {info['architecture']}; {_args.plan_words(spec, info)}, "

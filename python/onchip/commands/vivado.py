@@ -9,7 +9,10 @@ for --part, out-of-context synthesis + implementation of the learner core with u
 and timing reports; for a UART --board (arty-a7-*), the UART board top with the board's
 constraints, ending in a bitstream; for an AXI4-Stream --board (rfsoc4x2, redpitaya-125-14,
 kcu105, zcu102), the AXI4-Stream learner out of context on the board's part; with --ip, a
-script that packages the AXI4-Stream learner as a Vivado IP for a block design. After a run,
+script that packages the AXI4-Stream learner as a Vivado IP for a block design. Every folder
+also holds the learner's JSON description and its Verilog and VHDL instantiation templates, and
+the JSON and Verilog headers give the clock the flow constrains. Without --part or --board the
+default part (--part's help names it) is used and named in the last line. After a run,
 `onchip vivado-report DIR` reads the timing and utilisation reports into DIR/report.json.
 First, Yosys counts the core's LUT, FF, DSP and BRAM for the part's family and a design larger
 than a known part (the default part and the boards' parts) is refused, naming each resource.
@@ -28,13 +31,15 @@ def add_parser(sub) -> None:
     p.add_argument("--part", type=_args.xilinx_part, default=None, help=f"Xilinx part (default {DEFAULT_PART})")
     p.add_argument("--board", default=None, choices=xilinx_boards(), help="a Xilinx board instead of a bare part")
     p.add_argument("--clock-mhz", type=_args.float_range(0, 1000, lo_open=True), default=None,
-                   help=f"clock constraint of the out-of-context flows (default {DEFAULT_CLOCK_MHZ:g})")
+                   help=f"clock constraint of the out-of-context flows (default {DEFAULT_CLOCK_MHZ:g}); with --ip, "
+                        "the FREQ_HZ of the IP's aclk (default: none, the block design's)")
     p.add_argument("--ip", action="store_true",
                    help="package the AXI4-Stream learner as a Vivado IP (for --part or the --board's part)")
     p.add_argument("--no-fit-check", dest="fit_check", action="store_false",
                    help="skip the fit check (the core's Yosys count against the part's LUT, FF, DSP and "
                         "BRAM, a minute or two per design, cached) that refuses a design too large for "
                         "the part before anything is written")
+    _args.add_packet(p)
     _args.add_out(p)
     p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
 
@@ -55,7 +60,9 @@ def run(args) -> int:
 
     manifest = vivado(spec, out=args.out, part=args.part, board=args.board, clock_mhz=args.clock_mhz,
                       ip=args.ip, top=args.top, theta=_args.load_theta(args.theta, spec),
-                      fit_check=args.fit_check)
+                      fit_check=args.fit_check, packet=args.packet)
     print(fit_line(manifest["fit"]))
-    print(f"wrote {args.out}/ ({manifest['part']}); run it with: cd {args.out} && sh run.sh")
+    part = manifest["part"] + (": the default part, as neither --part nor --board was given"
+                               if manifest["part_from"] == "default" else "")
+    print(f"wrote {args.out}/ (part {part}); run it with: cd {args.out} && sh run.sh")
     return 0

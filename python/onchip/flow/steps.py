@@ -58,7 +58,7 @@ def write_templates(design, folder) -> list[str]:
 
 
 def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike", *, top: str = DEFAULT_TOP,
-                theta=None, dsp: str | None = None):
+                theta=None, dsp: str | None = None, packet: int = 1):
     """Generate the learner's Verilog (core and AXI4-Stream wrapper), its JSON description and the
     instantiation templates (:func:`write_templates`) into ``out``, the parameters reset to ``theta``
     (raw (P,); default: the spec's initial parameters).
@@ -71,22 +71,25 @@ def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike
         dsp: None, or ``"ecp5"``: the ``fast`` plan's products as MULT18X18D instances with their
             registers (:mod:`onchip.hw.dsp`); the folder then also holds ``MULT18X18D_sim.v``, a
             simulation model of that primitive subset (synthesis uses the vendor's cell).
+        packet: predictions per TLAST of the wrapper's prediction stream (:class:`onchip.hw.axis.AxisLearner`).
 
     Returns:
         the :class:`onchip.hw.Design` (``info``: ports, payload fields, formats, latency in
         cycles to prediction and to update, II in cycles).
 
     Raises:
-        onchip.SpecError / ValueError: a bad spec, ``top``, ``out`` or ``dsp``.
+        onchip.SpecError / ValueError: a bad spec, ``top``, ``out``, ``dsp`` or ``packet``.
     """
     from ..hw import generate
+    from ..hw.axis import check_packet
     from ..hw.dsp import check_dsp, mult18x18d_model
 
     spec = load_spec(spec)
     check_top(top)
     check_dsp(dsp)
+    check_packet(packet)
     check_output_dir(out)
-    design = generate(spec, top=top, theta=theta, dsp=dsp)
+    design = generate(spec, top=top, theta=theta, dsp=dsp, packet=packet)
     with atomic_output_dir(out) as stage:
         write_design(design, stage)
         write_templates(design, stage)
@@ -161,7 +164,9 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
 
     Args:
         spec: the learner.
-        out: folder for the bitstream, logs, ``report.json`` and ``spec.toml``.
+        out: folder for the bitstream, logs, ``report.json``, ``spec.toml``, and the core's
+            ``<top>.v`` and ``<top>.json`` whose header and ``clock`` give the board clock and the
+            placement's fmax.
         board: a Lattice board of :data:`onchip.flow.boards.BOARDS`.
         baud: UART rate (bit/s, >= 1200; default :data:`onchip.flow.boards.DEFAULT_BAUD`).
         seed: nextpnr placer seed.
@@ -176,7 +181,8 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
         onchip.SpecError / ValueError: a bad spec, board, baud, ``top`` or ``out``.
         onchip.ToolError: a tool failed.
     """
-    from ..hw import generate
+    from ..hw import clocked, generate
+    from ..hw.description import clock_entry
     from .boards import DEFAULT_BAUD, check_board_top, get_board
     from .nextpnr import place_and_route
 
@@ -190,13 +196,18 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
     design = generate(spec, axis=False, top=top, theta=theta, dsp=family_dsp(get_board(board).family))
     with atomic_output_dir(out) as stage:
         report = place_and_route(design, board, stage, baud=baud, seed=seed)
+        # the core as placed, its header and JSON now giving the board clock and the placement's fmax
+        design = clocked(design, clock_entry(
+            mhz=report["clock_mhz"], source=f"the {board} board clock, UART board top",
+            fmax_mhz=report["fmax_mhz"], fmax_source=f"nextpnr, this folder's placement of the board top, seed {seed}"))
+        write_design(design, stage)
         (stage / "spec.toml").write_text(spec.to_toml())
     return report
 
 
 def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", part: str | None = None,
            board: str | None = None, clock_mhz: float | None = None, ip: bool = False,
-           top: str = DEFAULT_TOP, theta=None, fit_check: bool = True) -> dict:
+           top: str = DEFAULT_TOP, theta=None, fit_check: bool = True, packet: int = 1) -> dict:
     """Write a Vivado project (run with ``sh run.sh`` where Vivado is installed; not run here).
 
     Before anything is written, the core's Yosys count is compared with the target part's
@@ -210,14 +221,20 @@ def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike",
             (default :data:`onchip.flow.vivado.DEFAULT_PART`), or
         board: a Xilinx board: the UART board top with its constraints, ending in a bitstream, or a
             board of :data:`onchip.flow.vivado.AXIS_BOARDS` (the AXI4-Stream learner, out of context).
-        clock_mhz: the out-of-context clock constraint (MHz; default 200).
+        clock_mhz: the out-of-context clock constraint (MHz; default 200); for ``ip``, the FREQ_HZ of
+            its ``aclk`` interface (default: none, the block design's).
         ip: package the AXI4-Stream learner as a Vivado IP instead (named ``<top>_axis``).
+        packet: predictions per TLAST of the AXI4-Stream learner (:class:`onchip.hw.axis.AxisLearner`).
         top: the core's module name (:func:`onchip.hw.names.check_top`; not ``top`` for a UART board).
         theta: raw reset values of the parameters (P,) (default: the spec's initial parameters).
         fit_check: run the fit check (one Yosys synthesis, cached); False skips it.
 
+    The folder also holds the learner's JSON description ``<top>.json`` and its instantiation
+    templates (:func:`write_templates`: Verilog and VHDL component), each Verilog header and the
+    JSON giving the clock the flow constrains (:func:`vivado_clock`).
+
     Returns:
-        the project manifest (``part``, files, ``latency_cycles_update``, ``initiation_interval``,
+        the project manifest (``part``, ``part_from``: ``"--part"``, ``"--board"`` or ``"default"``, files, ``latency_cycles_update``, ``initiation_interval``,
         ``fit``: the check's counts, ``{"checked": False, ...}`` when skipped or the part is not
         in :data:`onchip.flow.fit.XILINX_PARTS`).
 
@@ -227,7 +244,8 @@ def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike",
             than the part has; nothing is written.
         onchip.ToolError: Yosys failed in the fit check.
     """
-    from ..hw import generate
+    from ..hw import clocked, generate
+    from ..hw.axis import check_packet
     from .boards import check_board_top
     from .fit import check_xilinx_fit
     from .vivado import check_project, project_part, write_project
@@ -235,14 +253,46 @@ def vivado(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike",
     spec = load_spec(spec)
     flow = check_project(part=part, board=board, clock_mhz=clock_mhz, ip=ip)
     (check_board_top if flow == "board" else check_top)(top)
+    check_packet(packet)
     check_output_dir(out)
-    design = generate(spec, axis=flow in ("ip", "board-axis"), top=top, theta=theta)
+    design = generate(spec, axis=flow in ("ip", "board-axis"), top=top, theta=theta, packet=packet)
     target = project_part(part=part, board=board)
     fit = (check_xilinx_fit(design.verilog, design.top, target) if fit_check
            else {"part": target, "device": None, "checked": False, "reason": "skipped (fit_check=False)"})
+    design = clocked(design, vivado_clock(flow, target, clock_mhz, board))
     with atomic_output_dir(out) as stage:
         manifest = write_project(design, stage, part=part, board=board, clock_mhz=clock_mhz, ip=ip)
         manifest["fit"] = fit
+        manifest["part_from"] = "--board" if board is not None else "--part" if part is not None else "default"
+        write_json(stage / f"{design.top}.json", design.info)
+        manifest["files"] = sorted({*manifest["files"], f"{design.top}.json", *write_templates(design, stage)})
         write_json(stage / "manifest.json", manifest)
         (stage / "spec.toml").write_text(spec.to_toml())
     return manifest
+
+
+def vivado_clock(flow: str, part: str, clock_mhz: float | None, board: str | None) -> dict:
+    """The ``clock`` entry (:func:`onchip.hw.description.clock_entry`) of a Vivado flow of
+    :func:`vivado`: the XDC constraint of the out-of-context flows, the board clock of a UART board,
+    the ``FREQ_HZ`` of an IP's ``aclk`` (or none, left to the block design); no placement yet."""
+    from ..hw.description import clock_entry
+    from .boards import get_board
+    from .vivado import DEFAULT_CLOCK_MHZ
+
+    fmax = "no placement here yet: after sh run.sh, onchip vivado-report reads it into report.json"
+    if flow == "ip":
+        if clock_mhz is None:
+            return clock_entry(source="set by the block design: the FREQ_HZ its clock propagates to aclk",
+                               fmax_source=fmax)
+        return clock_entry(mhz=clock_mhz, freq_hz_param=True, fmax_source=fmax,
+                           source="FREQ_HZ of the IP's aclk interface (package_ip.tcl); a block design "
+                                  "clocking aclk otherwise is flagged by its validation")
+    if flow == "board":
+        platform = get_board(board, vendor="xilinx").platform()
+        mhz = platform.lookup(platform.default_clk).clock.frequency / 1e6
+        return clock_entry(mhz=mhz, source=f"the {board} board clock (Amaranth's top.xdc), UART board top",
+                           fmax_source=fmax)
+    mhz = DEFAULT_CLOCK_MHZ if clock_mhz is None else clock_mhz
+    port = "aclk" if flow == "board-axis" else "clk"
+    return clock_entry(mhz=mhz, source=f"constraints.xdc: create_clock on {port}, out of context on {part}",
+                       fmax_source=fmax)

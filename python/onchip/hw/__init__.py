@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ..spec import LearnerSpec, load_spec
 from .names import DEFAULT_TOP, check_top
 
-__all__ = ["Design", "PARALLEL_MLP_MAX_PARAMS", "build_learner", "check_top", "generate", "TOP"]
+__all__ = ["Design", "PARALLEL_MLP_MAX_PARAMS", "build_learner", "check_top", "clocked", "generate", "TOP"]
 
 #: Module name of the learner core in the generated Verilog when no ``top`` is given.
 TOP = DEFAULT_TOP
@@ -90,7 +90,8 @@ def build_learner(spec: LearnerSpec, theta=None, dsp: str | None = None):
     return OnchipLearner(spec, theta, dsp=dsp)
 
 
-def generate(spec: "LearnerSpec | str | os.PathLike", *, axis: bool = True, theta=None, top: str = TOP, dsp: str | None = None) -> Design:
+def generate(spec: "LearnerSpec | str | os.PathLike", *, axis: bool = True, theta=None, top: str = TOP,
+             dsp: str | None = None, packet: int = 1) -> Design:
     """Generate the Verilog of a learner and describe it.
 
     Args:
@@ -106,6 +107,8 @@ def generate(spec: "LearnerSpec | str | os.PathLike", *, axis: bool = True, thet
         dsp: None (products as ``*``, mapped by the synthesis tool) or ``"ecp5"``: the ``fast``
             plan's registered products as MULT18X18D instances holding their factor and product
             registers (:mod:`onchip.hw.dsp`; simulate with :func:`onchip.hw.dsp.mult18x18d_model`).
+        packet: predictions per packet of the wrapper's prediction stream: ``m_axis_pred_tlast`` is
+            high on the last of each (:class:`onchip.hw.axis.AxisLearner`).
 
     Returns:
         :class:`Design`.
@@ -114,20 +117,35 @@ def generate(spec: "LearnerSpec | str | os.PathLike", *, axis: bool = True, thet
         ValueError: ``spec`` is neither a LearnerSpec, a preset nor a spec file, a bad ``top`` (the message names ``--top``), a
             pipelined staleness the pipeline cannot meet (the message gives the minimum), a
             parallel MLP of more than :data:`PARALLEL_MLP_MAX_PARAMS` parameters, a bad ``theta``
-            or ``dsp``.
+            or ``dsp``, a bad ``packet`` (the message names ``--packet``).
     """
     spec = load_spec(spec)
     check_top(top)
+    from .axis import check_packet
+
+    check_packet(packet)
     from amaranth.back import verilog
 
     from .axis import AxisLearner
     from .description import describe, verilog_header
 
     learner = build_learner(spec, theta, dsp)
-    info = describe(learner, top=top)
+    info = describe(learner, top=top, packet=packet)
     text = verilog_header(info, "core") + verilog.convert(learner, name=top, emit_src=False)
     axis_text = ""
     if axis:
         axis_text = verilog_header(info, "axis") + verilog.convert(
-            AxisLearner(build_learner(spec, theta, dsp)), name=info["axis"]["top"], emit_src=False)
+            AxisLearner(build_learner(spec, theta, dsp), packet=packet), name=info["axis"]["top"], emit_src=False)
     return Design(verilog=text, top=top, info=info, axis_verilog=axis_text)
+
+
+def clocked(design: Design, clock: dict) -> Design:
+    """``design`` with ``info["clock"]`` replaced by ``clock`` (:func:`onchip.hw.description.clock_entry`)
+    and the header of each Verilog file rendered again from it: what a flow writes beside the clock
+    it constrains or the placement it measured."""
+    from .description import strip_header, verilog_header
+
+    info = {**design.info, "clock": dict(clock)}
+    axis = verilog_header(info, "axis") + strip_header(design.axis_verilog) if design.axis_verilog else ""
+    return Design(verilog=verilog_header(info, "core") + strip_header(design.verilog), top=design.top, info=info,
+                  axis_verilog=axis)

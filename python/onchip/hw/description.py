@@ -49,6 +49,11 @@ DEFINITIONS = {
               "takes the sample), and the parameter port's register stages",
     "spec_sha256": "SHA-256 of the 'spec' object of this description as Python's json.dumps(spec, "
                    "sort_keys=True, separators=(',', ':')) writes it",
+    "clock": "constraint_mhz: the clock (MHz) the flow that wrote this folder constrains clk (aclk) to, with "
+             "constraint saying where; freq_hz: the same as the FREQ_HZ of the IP's aclk interface in a block "
+             "design; fmax_mhz: the highest clock of a placement in this folder (fmax saying which), else null",
+    "lint": "Verilator -Wall warnings of the generated Verilog, waived for its own file by '// verilator lint_off' "
+            "lines in its header, with why each is no defect",
     "initial_parameters_sha256": "SHA-256 of the reset values of the parameters (raw, flat index order) as "
                                  "little-endian int64",
 }
@@ -56,6 +61,25 @@ DEFINITIONS = {
 #: The design choices behind a design's cycles, which every report of it carries beside its numbers
 #: (keys of :func:`describe`'s dict; ``onchip synth`` and ``onchip pnr`` copy them into report.json).
 PLAN_KEYS = ("datapath", "schedule", "staleness", "timing")
+
+#: Verilator ``-Wall`` warnings the generated Verilog raises, waived for its own file by
+#: ``// verilator lint_off`` lines in its header (a waiver ends with the file: a user's sources
+#: keep every warning), each with why it is no defect. Amaranth writes every operand at its own
+#: width and lets Verilog's sizing rules extend or truncate it (IEEE 1364-2005, 5.4); the tests
+#: check the result bit for bit against the golden model.
+LINT_WAIVERS = {
+    "WIDTHEXPAND": "operands narrower than their expression, extended by Verilog's sizing rules as Amaranth means",
+    "WIDTHTRUNC": "results wider than their target, truncated by the assignment as Amaranth means (the fixed-point "
+                  "wrap)",
+    "UNUSEDSIGNAL": "intermediate results of which a later slice keeps only some bits (the rounding drops the low "
+                    "bits, saturation the high ones), and ports of submodules left open",
+    "PROCASSINIT": "every register is declared with its reset value as initial value (its power-on value) and "
+                   "assigned in an always block",
+    "CASEINCOMPLETE": "case statements without a default: each process assigns its default before the case",
+    "CMPCONST": "range checks against a constant that a field of this size always passes",
+    "UNSIGNED": "comparisons of an unsigned value against 0, always true, from the same range checks",
+    "DECLFILENAME": "every submodule <top>.<path> lives in the one file <top>.v",
+}
 
 #: The handshake rules every learner keeps (``handshake`` in the JSON).
 HANDSHAKE = [
@@ -117,9 +141,32 @@ def _field_meaning(stream: str, member: str, name: str) -> str:
     }[stream, member]
 
 
+def y_encoding(formats, width: int) -> dict:
+    """How a ``y`` field of ``width`` bits carries its value, per sample kind (``encoding`` of the
+    field in the JSON): TARGET the raw integer of the ``act`` format, ERROR that of ``grad``
+    (value * 2**frac_bits, the format's own scale: the two are not aligned to one binary point),
+    in the field's low ``bits`` bits and extended to ``width`` (``extend``: ``sign`` for a signed
+    format, ``zero`` for an unsigned one); PREDICT ignores the field. A TARGET's field is read
+    whole, as one signed number (:func:`onchip.hw.interface.y_field_shape`): a target not so
+    extended is another target."""
+    def one(fmt):
+        return {"format": str(fmt), "bits": fmt.width, "frac_bits": fmt.frac_bits,
+                "extend": "sign" if fmt.signed else "zero", "field_bits": width}
+
+    return {"TARGET": one(formats.act), "ERROR": one(formats.grad), "PREDICT": "ignored (send 0)"}
+
+
+def _encoding_line(name: str, enc: dict) -> str:
+    def one(kind, e):
+        ext = f", {e['extend']}-extended to {e['field_bits']}" if e["bits"] < e["field_bits"] else ""
+        return f"{kind} {e['format']} raw (value * 2^{e['frac_bits']}) in its {e['bits']} low bits{ext}"
+
+    return f"{name} by kind: " + "; ".join(one(k, enc[k]) for k in ("TARGET", "ERROR")) + "; PREDICT ignored"
+
+
 def payload_table(learner) -> dict:
     """Stream -> field -> {"offset", "width", "signed", "format" and "error_format" where the field
-    has them, "meaning", "values" for ``kind``}, read from the learner's stream layouts
+    has them, "encoding" for ``y`` (:func:`y_encoding`), "meaning", "values" for ``kind``}, read from the learner's stream layouts
     (:func:`onchip.hw.interface.payload_leaves`)."""
     from amaranth.hdl import Shape
 
@@ -137,6 +184,7 @@ def payload_table(learner) -> dict:
                 entry["format"] = str(formats[stream][member])
             if (stream, member) == ("s", "y"):
                 entry["error_format"] = str(f.grad)
+                entry["encoding"] = y_encoding(f, fld.width)
             entry["meaning"] = _field_meaning(stream, member, name)
             if (stream, member) == ("s", "kind"):
                 entry["values"] = {k.name: int(k) for k in SampleKind}
@@ -144,7 +192,14 @@ def payload_table(learner) -> dict:
     return out
 
 
-def _port_meaning(what: str, sink: bool, part: str, payload: str) -> str:
+def _port_meaning(what: str, sink: bool, part: str, payload: str, packet: int = 1) -> str:
+    if part == "last" and sink:
+        return f"{what} stream: end of a packet, taken and ignored (every word stands alone)"
+    if part == "last":
+        return (f"{what} stream: high on the last word of every packet of {packet} (the {packet}th, "
+                f"{2 * packet}th, ... since reset)" if packet > 1 else f"{what} stream: always high (packets of 1)")
+    if part == "keep":
+        return f"{what} stream: all ones, every byte of every transfer is data"
     if part == "valid":
         return f"{what} stream: {'the host offers' if sink else 'the learner offers'} a word"
     if part == "ready":
@@ -167,13 +222,14 @@ def core_ports(learner) -> dict:
     return ports
 
 
-def axis_description(learner, top: str) -> dict:
+def axis_description(learner, top: str, packet: int = 1) -> dict:
     """The ``axis`` entry: the AXI4-Stream wrapper (:class:`onchip.hw.axis.AxisLearner`) of ``learner``
-    as the core ``top`` names it: its ports (with meaning), clock, reset and every bus's ``tdata``:
-    the core payload from bit 0, zero-padded to whole bytes."""
+    as the core ``top`` names it, with ``packet`` predictions per TLAST: its ports (with meaning),
+    clock, reset, ``packet``, ``tlast`` (what TLAST means on each bus), ``tkeep`` and every bus's
+    ``tdata``: the core payload from bit 0, zero-padded to whole bytes."""
     from .axis import AxisLearner
 
-    wrapper = AxisLearner(learner)
+    wrapper = AxisLearner(learner, packet=packet)
     wrapper._MustUse__silence = True  # described, never elaborated
     ports = port_table(wrapper, clock=False)
     tdata = {}
@@ -195,12 +251,18 @@ def axis_description(learner, top: str) -> dict:
             pad = tdata[bus]["padding"]
             where = f"payload.{stream} from bit 0" + (f", then padding {_bits(pad['offset'], pad['width'])}"
                                                         if pad["width"] else "")
-            entry["meaning"] = _port_meaning(STREAMS[stream], sink, part, where)
+            entry["meaning"] = _port_meaning(STREAMS[stream], sink, part, where, packet)
+    pred = AXIS_BUSES["m"][0]
+    tlast = {bus: (_port_meaning(STREAMS[stream], sink, "last", "", packet) if f"{bus}_tlast" in ports
+                   else "none (every response stands alone)") for stream, (bus, sink) in AXIS_BUSES.items()}
     return {
         "top": f"{top}_axis",
         "clock": "aclk",
         "reset": {"port": "aresetn", "synchronous": True, "active": "low", "assert_cycles": 1},
         "ports": ports,
+        "packet": packet,
+        "tlast": tlast,
+        "tkeep": {pred: "all ones"},
         "tdata": tdata,
         "byte_order": "tdata bit 0 is payload bit 0; byte k of a transfer is tdata[8k+7:8k] (little-endian)",
     }
@@ -238,7 +300,32 @@ def sha256_of_spec(d: dict) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def describe(learner, *, top: str) -> dict:
+def clock_entry(*, mhz: float | None = None, source: str | None = None, freq_hz_param: bool = False,
+                fmax_mhz: float | None = None, fmax_source: str | None = None) -> dict:
+    """The ``clock`` entry of a description: the clock a flow constrains the learner to
+    (``constraint_mhz``, and ``freq_hz`` where a block design reads it as the clock interface's
+    FREQ_HZ) and where it is set; ``fmax_mhz`` of a placement in the same folder and where it was
+    measured. Without arguments: no flow, no constraint, no placement (``onchip generate``)."""
+    return {
+        "constraint_mhz": mhz,
+        "freq_hz": None if mhz is None or not freq_hz_param else round(mhz * 1e6),
+        "constraint": source or "onchip generate sets none; the flow that builds the learner does: onchip "
+                                "vivado, onchip pnr",
+        "fmax_mhz": fmax_mhz,
+        "fmax": fmax_source or "no placement in this folder",
+    }
+
+
+def clock_line(clock: dict) -> str:
+    """One header line of a ``clock`` entry (:func:`clock_entry`)."""
+    mhz = "none" if clock["constraint_mhz"] is None else f"{clock['constraint_mhz']:g} MHz"
+    if clock["freq_hz"] is not None:
+        mhz += f", FREQ_HZ {clock['freq_hz']}"
+    fmax = clock["fmax"] if clock["fmax_mhz"] is None else f"{clock['fmax_mhz']:.2f} MHz ({clock['fmax']})"
+    return f"Clock constraint: {mhz} ({clock['constraint']}). fmax: {fmax}."
+
+
+def describe(learner, *, top: str, packet: int = 1) -> dict:
     """``Design.info`` of ``learner`` (an :class:`~onchip.hw.learner.OnchipLearner` or
     :class:`~onchip.hw.mlp_serial.SerialMlpLearner`) generated as module ``top``; JSON-able.
 
@@ -248,8 +335,9 @@ def describe(learner, *, top: str) -> dict:
         ``latency_cycles_prediction``, ``latency_cycles_update``, ``initiation_interval`` (cycles),
         ``timing`` (the stage plan: compact or fast), ``stages``, ``param_count``,
         ``param_addr_width``, ``param_storage`` (``"memory"``: RAM, ``"registers"``), ``parameter_layout``,
-        ``reset_cycles``, ``reset``, ``handshake``, ``datapath``, ``ports``, ``payload``, ``axis``,
-        ``formats`` (``ap_fixed`` strings), ``spec`` (:func:`spec_dict`), ``definitions``.
+        ``reset_cycles``, ``reset``, ``clock`` (:func:`clock_entry`: none until a flow sets one), ``handshake``, ``datapath``, ``ports``, ``payload``, ``axis``,
+        ``formats`` (``ap_fixed`` strings), ``lint`` (the Verilator warnings waived in the Verilog files,
+        :data:`LINT_WAIVERS`), ``spec`` (:func:`spec_dict`), ``definitions``.
     """
     from .. import __version__
 
@@ -278,12 +366,14 @@ def describe(learner, *, top: str) -> dict:
         "reset_cycles": learner.reset_cycles,
         "reset_cycles_command": learner.reset_cycles_command,
         "reset": {"port": "rst", "synchronous": True, "active": "high", "assert_cycles": 1},
+        "clock": clock_entry(),
         "handshake": list(HANDSHAKE),
         "datapath": spec.datapath,
         "ports": core_ports(learner),
         "payload": payload_table(learner),
-        "axis": axis_description(learner, top),
+        "axis": axis_description(learner, top, packet),
         "formats": spec.formats.as_dict(),
+        "lint": {"verilator_waived": dict(LINT_WAIVERS)},
         "spec": d,
         "definitions": dict(DEFINITIONS),
     }
@@ -342,7 +432,7 @@ def description_lines(info: dict, which: str = "core") -> list[str]:
         reset = (f"Clock aclk (rising edge). Reset aresetn: synchronous, active low, at least one edge; with "
                  f"aresetn high from edge 0 on, the first sample can be taken at edge {info['reset_cycles']}.")
         ports, pad = axis["ports"], axis["tdata"]
-    lines += [reset, "", "Ports (dir, bits, name, meaning):", *_port_lines(ports), ""]
+    lines += [reset, clock_line(info["clock"]), "", "Ports (dir, bits, name, meaning):", *_port_lines(ports), ""]
     lines.append("Payloads: raw two's complement fields, lowest first (bits, format, meaning):")
     for stream, fields in info["payload"].items():
         what = STREAMS[stream]
@@ -356,8 +446,11 @@ def description_lines(info: dict, which: str = "core") -> list[str]:
                     f"{t['padding']['value']}" if t["padding"]["width"] else "")
             lines.append(f"  {bus}_tdata, {what} ({t['width']} bits = {width} payload{tail}):")
         lines += [f"    {_field_line(n, e)}" for n, e in fields.items()]
+        lines += [f"    {_encoding_line(n, e['encoding'])}" for n, e in fields.items() if "encoding" in e]
     if pad is not None:
         lines.append(f"  Byte order: {axis['byte_order']}.")
+        lines += [f"  {bus}_tlast: {what}." for bus, what in axis["tlast"].items()]
+        lines += [f"  {bus}_tkeep: {what}." for bus, what in axis["tkeep"].items()]
     rules = info["handshake"] if pad is None else [_axis_names(rule) for rule in info["handshake"]]
     lines += ["", "Handshake:", *[f"  - {rule}" for rule in rules], ""]
     st = info["stages"]
@@ -368,6 +461,10 @@ def description_lines(info: dict, which: str = "core") -> list[str]:
         f"Timing plan: {info['timing']} ({TIMING_PLANS[info['timing']]}); stages (0: the cycle that takes the sample): prediction {st['prediction']}, "
         f"parameter read per layer {st['read']}, update per layer {st['update']}, parameter port {st['port']}.",
         "Formats: " + ", ".join(f"{k} {v}" for k, v in info["formats"].items()) + ".",
+        "",
+        "Lint: under Verilator -Wall these warnings are waived for this file alone (the lint_off lines below), none a "
+        "defect:",
+        *[f"  {name}: {why}" for name, why in info["lint"]["verilator_waived"].items()],
     ]
     return lines
 
@@ -390,7 +487,8 @@ def verilog_header(info: dict, which: str = "core") -> str:
         wrapped = textwrap.wrap(body, width=107 - lead, subsequent_indent="    ", break_on_hyphens=False,
                                 break_long_words=False) or [""]
         out += [(" " * lead + w).rstrip() for w in wrapped]
-    return "".join(f"// {line}".rstrip() + "\n" for line in out) + "\n"
+    text = "".join(f"// {line}".rstrip() + "\n" for line in out)
+    return text + "".join(f"// verilator lint_off {name}\n" for name in info["lint"]["verilator_waived"]) + "\n"
 
 
 def strip_header(verilog: str) -> str:

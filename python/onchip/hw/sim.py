@@ -190,7 +190,7 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
         measure: record acceptance, prediction and commit cycles.
 
     Returns:
-        ``{"segments": [{"preds", "responses", "start_cycle", "accept_cycles", "pred_cycles",
+        ``{"segments": [{"preds", "responses", "lasts", "start_cycle", "accept_cycles", "pred_cycles",
         "command_cycles", "commit_cycles"}, ...], "cycles": int, "folder": str}`` (the cycle lists
         empty without ``measure``; ``start_cycle``: a segment's first cycle, after a reset the first
         one out of it); ``folder`` (the job folder,
@@ -320,15 +320,16 @@ def axis_design(design: Design) -> Design:
                   info={**design.info, "bench_names": names})
 
 
-def cached_design(spec, top: str = TOP, theta=None) -> Design:
+def cached_design(spec, top: str = TOP, theta=None, packet: int = 1) -> Design:
     """:func:`onchip.hw.generate` of ``spec`` as module ``top`` (parameters reset to ``theta``, raw
-    (P,), if given), memoized for the process (tests share designs)."""
+    (P,), if given; ``packet`` predictions per TLAST of the wrapper), memoized for the process (tests
+    share designs)."""
     key = None if theta is None else tuple(int(v) for v in np.asarray(theta).ravel())
-    return _cached_design(spec, top, key)
+    return _cached_design(spec, top, key, packet)
 
 
 @functools.lru_cache(maxsize=None)
-def _cached_design(spec, top: str, theta: tuple | None) -> Design:
+def _cached_design(spec, top: str, theta: tuple | None, packet: int = 1) -> Design:
     from . import generate
 
-    return generate(spec, top=top, theta=None if theta is None else np.array(theta, np.int64))
+    return generate(spec, top=top, theta=None if theta is None else np.array(theta, np.int64), packet=packet)
