@@ -154,6 +154,61 @@ def test_paired_difference_sees_a_shift_smaller_than_the_spread_over_seeds():
         _report.paired_difference([1.0, float("nan")], [0.0, 1.0])
 
 
+def _coverage(interval, n: int, reps: int, mu: float = 0.3) -> float:
+    """Share of ``reps`` samples of n normal differences (mean ``mu``, sd 1) whose ``interval(d)``
+    holds ``mu``."""
+    rng = np.random.default_rng(n)
+    hits = 0
+    for _ in range(reps):
+        lo, hi = interval(rng.normal(mu, 1.0, n))
+        hits += lo <= mu <= hi
+    return hits / reps
+
+
+def _t_interval(d):
+    return _report.paired_difference(d, np.zeros_like(d))["ci95"]
+
+
+def _percentile_bootstrap(d):
+    """The interval paired_difference used before: the percentile bootstrap of the mean."""
+    from scipy import stats
+
+    res = stats.bootstrap((d,), np.mean, n_resamples=2000, method="percentile",
+                          random_state=np.random.default_rng(0))
+    return res.confidence_interval.low, res.confidence_interval.high
+
+
+@pytest.mark.parametrize("n", [3, 5, 10])
+def test_paired_interval_holds_its_level_at_few_seeds(n):
+    assert _coverage(_t_interval, n, 1000) >= 0.93
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_the_coverage_check_fails_the_percentile_bootstrap(n):
+    # the check above can fail: the percentile bootstrap of the mean (at n = 3 the interval
+    # [min, max], which holds a normal mean 75% of the time) is too narrow at few seeds
+    assert _coverage(_percentile_bootstrap, n, 300) < 0.93
+
+
+def test_sign_flip_p_value_is_exact_at_few_pairs_and_stored_pairs_recompute():
+    # all n differences positive: only the all-plus and all-minus patterns are as extreme
+    assert _report.paired_difference([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])["p_value"] == pytest.approx(2 / 8)
+    assert _report.paired_difference(np.arange(1.0, 7.0), np.zeros(6))["p_value"] == pytest.approx(2 / 64)
+    # a zero mean: every sign pattern is as extreme
+    assert _report.paired_difference([1.0, 1.0, 1.0, -3.0], np.zeros(4))["p_value"] == pytest.approx(1.0)
+    assert _report.paired_difference([0.0, 0.0], [0.0, 0.0])["p_value"] == 1.0
+    # at n = 3 the t interval can exclude zero where no sign-flip p-value can go below 0.25
+    tight = _report.paired_difference([1.0, 1.1, 0.9], [0.0, 0.0, 0.0])
+    assert _report.excludes_zero(tight) and tight["p_value"] == pytest.approx(0.25)
+    # a stored paired difference (here with an old, narrower interval) recomputes from its per_seed values
+    fresh = _report.paired_difference([0.3, 0.1, 0.5, 0.2], [0.0, 0.0, 0.0, 0.0], confidence=0.9)
+    stale = {**fresh, "ci90": [0.1, 0.5], "label": "kept"}
+    del stale["p_value"]
+    assert _report.repaired(stale) == {**fresh, "label": "kept"}
+    with pytest.raises(ValueError, match="per_seed"):
+        _report.repaired({"difference": 0.1, "ci95": [0.0, 0.2], "n": 3})
+
+
 def test_positive_control_and_paired_headline():
     pc = _report.positive_control("obstacle planted", "m", "m-ablated", [0.9, 0.8, 0.85], [0.5, 0.45, 0.5],
                                   seeds=[0, 1, 2], metric="accuracy")
