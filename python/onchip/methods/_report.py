@@ -231,8 +231,8 @@ def paired_difference(method: Sequence[float], baseline: Sequence[float], *, con
     The interval is ``mean +/- t_{n-1} * s / sqrt(n)`` over the n differences (Student, 1908;
     :func:`scipy.stats.t`): it holds its level at every n >= 2 when the differences are roughly
     normal, where a percentile bootstrap of the mean is too narrow at a few seeds (at n = 3 it is
-    [min, max] and covers a normal mean about 72% of the time; ``tests/test_methods_shared.py``
-    measures both). The p-value is the two-sided sign-flip permutation test of a zero mean
+    [min, max], which holds a normal mean 75% of the time; ``tests/test_methods_shared.py``
+    simulates the coverage of both). The p-value is the two-sided sign-flip permutation test of a zero mean
     (Fisher, 1935; :func:`scipy.stats.permutation_test`, ``permutation_type="samples"``): exact
     over all 2**n sign patterns for n <= 14, a Monte Carlo estimate from :data:`SIGN_FLIPS`
     patterns beyond. It makes no normality assumption, but it cannot go below 2 / 2**n: under

@@ -315,8 +315,8 @@ def results_table(result: dict) -> str:
         lines = [f"- {paired_line(h['method'] + ' - ' + m, p)}"
                  + (" (interval holds zero: no difference)" if not excludes_zero(p) else "")
                  for m, p in h["paired"].items()]
-        parts.append(f"Paired difference of final KL, {h['method']} - baseline, over seeds (mean [ci95], percentile "
-                     "bootstrap; negative = EM2C lower):\n\n" + "\n".join(lines))
+        parts.append(f"Paired difference of final KL, {h['method']} - baseline, over seeds (mean [ci95], Student t; "
+                     "negative = EM2C lower):\n\n" + "\n".join(lines))
     pc = result.get("positive_control")
     if pc:
         parts.append(markdown_table(

@@ -4,7 +4,7 @@ First the factors' coupling is measured (:mod:`.interaction`: a two-way factoria
 factor pair on the search streams of the run's seeds); the pairs found entangled are the scope
 guard's entanglement map. Then the positive control: SPARK against SPARK without its guard
 when the rewriter leaks random moves into entangled factors (the obstacle the guard exists for),
-``control_seeds`` seeds, paired bootstrap CI. Then, per seed: build the search stream and the
+``control_seeds`` seeds, paired Student t CI. Then, per seed: build the search stream and the
 held-out-drift stream, run every arm of
 :data:`~.search.ARMS` for ``budget`` golden-model evaluations from the task's preset, take each
 arm's most accurate design within the budgets (surrogate resources) and re-score it on the
@@ -646,7 +646,7 @@ def _markdown(result, c, kind) -> str:
     text += ["## Search comparison", "", markdown_table(header, rows)]
     h = result["headline"]
     if h.get("paired"):
-        text += ["Paired differences, spark - arm, of the headline per seed (bootstrap ci95):", ""]
+        text += ["Paired differences, spark - arm, of the headline per seed (Student t ci95):", ""]
         text += [f"- {paired_line(a, v, 5 if c.target is None else 0)}" for a, v in h["paired"].items()]
         text += [""]
     guarded = [f"{a}: " + (", ".join(f"{k} {v}" for k, v in arms[a]["cross_factor_pairs_evaluated"].items()) or "none")

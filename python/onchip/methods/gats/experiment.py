@@ -231,11 +231,8 @@ def controls_table(result: dict) -> str:
                                   "whose first attempt carries an error only that kind can see.")
 
 
-def _write(stage, c: GatsConfig, result: dict) -> None:
-    from onchip.plotting import pyplot
-
-
-    write_metrics(stage, result, c.command)
+def results_sections(result: dict) -> list[str]:
+    """The sections of ``results.md`` (after its title and command) for a :func:`run` result."""
     kinds = sorted(next(iter(result["results"].values()))["success_by_kind"])
     by_kind = markdown_table(["arm", *kinds], [[a, *(f"{r['success_by_kind'].get(k, float('nan')):.2f}" for k in kinds)]
                                                for a, r in result["results"].items()],
@@ -248,17 +245,24 @@ def _write(stage, c: GatsConfig, result: dict) -> None:
                            caption="Feedback on the first attempt (tasks, all seeds; the first failing kind the arm's "
                                    "simulator, or the real tools, report; an ablation cannot report its missing kind):")
     pc = result.get("positive_control")
+    return [headline_line(result["headline"]),
+            "Paired difference GATS - arm, success rate (ci95 over seeds): "
+            + "; ".join(paired_line(a, p) for a, p in result["headline"]["paired"].items()) + ".",
+            *([f"Positive control (`positive_control`, the response kind): "
+               + paired_line(f"{pc['method']} - {pc['ablation']}", pc["paired"])
+               + (" (sensitive)." if pc["sensitive"] else " (not sensitive).")] if pc else []),
+            results_table(result), per_seed_table(result), *([controls_table(result)] if pc else []), first,
+            by_kind,
+            "Correlation of the simulated judge score (GATS's chosen attempt) with real success: "
+            f"{'n/a' if corr is None else f'{corr:.3f}'}"]
+
+
+def _write(stage, c: GatsConfig, result: dict) -> None:
+    from onchip.plotting import pyplot
+
+    write_metrics(stage, result, c.command)
     write_results(stage, "GATS: simulated tool feedback before real calls", c.command or "onchip gats",
-                  headline_line(result["headline"]),
-                  "Paired difference GATS - arm, success rate (ci95 over seeds): "
-                  + "; ".join(paired_line(a, p) for a, p in result["headline"]["paired"].items()) + ".",
-                  *([f"Positive control (`positive_control`, the response kind): "
-                     + paired_line(f"{pc['method']} - {pc['ablation']}", pc["paired"])
-                     + (" (sensitive)." if pc["sensitive"] else " (not sensitive).")] if pc else []),
-                  results_table(result), per_seed_table(result), *([controls_table(result)] if pc else []), first,
-                  by_kind,
-                  "Correlation of the simulated judge score (GATS's chosen attempt) with real success: "
-                  f"{'n/a' if corr is None else f'{corr:.3f}'}")
+                  *results_sections(result))
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.2))
     arms = list(result["results"])

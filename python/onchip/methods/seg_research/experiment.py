@@ -376,7 +376,7 @@ def results_table(result: dict, command: str | None) -> str:
              + "".join(f"; {x}-hop J&F {paired_line('', result['paired_by_hops'][x][a]).lstrip(': ')}"
                        for x in result["paired_by_hops"])
              for a, p in h["paired"].items()]
-    parts.append(f"Paired differences, {h['method']} - arm (mean over seeds [bootstrap ci95]):\n" + "\n".join(lines) + "\n")
+    parts.append(f"Paired differences, {h['method']} - arm (mean over seeds [Student t ci95]):\n" + "\n".join(lines) + "\n")
     rg = result.get("rigidity")
     if rg:
         parts.append("**Rigidity check** (step-wise reward scoring the annotated route vs the best-matching valid "

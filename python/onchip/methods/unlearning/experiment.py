@@ -281,7 +281,7 @@ def headline_of(result: dict) -> dict:
     accuracy and MIA on the forget set; Jia et al. 2023) of OEU (or the one method run), mean and
     sample std over seeds (:func:`~onchip.methods._report.mean_std`; the tables use ddof=0), next
     to every other row's but the reference (``retrain``, gap 0 by definition). With two or more
-    seeds, ``paired`` holds OEU - baseline per seed with its bootstrap ci95
+    seeds, ``paired`` holds OEU - baseline per seed with its Student t ci95
     (:func:`~onchip.methods._report.paired_difference`; negative: OEU closer to retraining). The
     budget is the gradient evaluations each unlearning arm spent (equal for every arm,
     :func:`.methods.gradient_budget`).
@@ -324,7 +324,7 @@ def _write_results(stage, result: dict, command: str) -> None:
     parts = [headline_line(h), f"Budget per unlearning arm: {h['budget']}."]
     if h.get("paired"):
         parts.append("Paired differences, OEU - baseline, average gap (pp; negative: OEU closer to retraining), "
-                     "bootstrap ci95 over seeds; a win only where the interval excludes zero:\n\n"
+                     "Student t ci95 over seeds; a win only where the interval excludes zero:\n\n"
                      + "\n".join(f"- {paired_line(n, p, 2)}" + (" (interval excludes zero)" if excludes_zero(p) else
                                                                 " (interval holds zero: no difference shown)")
                                  for n, p in h["paired"].items()))

@@ -1,0 +1,249 @@
+"""Recompute every committed paired interval of the seed methods, and list the verdicts that change.
+
+Every paired comparison in a committed ``sweeps/**/metrics.json`` stores its per-seed differences
+(``per_seed``). This script recomputes each one with today's
+:func:`onchip.methods._report.paired_difference` (a Student t interval with a sign-flip p-value)
+from those values, without rerunning any experiment, and
+
+- rewrites the interval, ``p_value`` and the verdicts built on it (a positive control's
+  ``sensitive``, humanlike's ``monotone`` noise ladder) in each ``metrics.json``;
+- rewrites ``results.md`` with the method's own report code where that code is a function of the
+  stored result (:func:`_regenerators`; the others are named), and ``sweeps/unlearning/README.md``
+  with its generator;
+- writes into ``seeds/README.md``, between its markers, the table of every interval whose verdict
+  (excludes zero or not) differs between the percentile bootstrap the project used before
+  (:func:`bootstrap_interval`, reproduced here) and the t interval, on the same stored values. The
+  table compares the two intervals, not two runs, so running the script again gives the same table.
+
+Run: ``PYTHONPATH=python python sweeps/seed_verdicts.py`` (seconds; ``--check`` only reports files
+that would change and exits 1 if any would).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEPS = ROOT / "sweeps"
+README = ROOT / "seeds" / "README.md"
+START, END = "<!-- seed-verdicts: start (written by sweeps/seed_verdicts.py) -->", "<!-- seed-verdicts: end -->"
+
+
+def bootstrap_interval(per_seed, confidence: float) -> list[float]:
+    """The interval ``paired_difference`` returned before the t interval: the percentile bootstrap
+    of the mean (:func:`scipy.stats.bootstrap`, 10,000 resamples, generator seeded 0; a constant
+    difference gives that value)."""
+    from scipy import stats
+
+    d = np.asarray(per_seed, dtype=float)
+    if np.all(d == d[0]):
+        return [float(d[0])] * 2
+    res = stats.bootstrap((d,), np.mean, confidence_level=confidence, n_resamples=10_000, method="percentile",
+                          random_state=np.random.default_rng(0))
+    return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+
+
+def _ci_key(p: dict) -> str:
+    return next(k for k in p if k.startswith("ci"))
+
+
+def is_paired(obj) -> bool:
+    """A stored :func:`~onchip.methods._report.paired_difference`."""
+    return isinstance(obj, dict) and "difference" in obj and "n" in obj and any(k.startswith("ci") for k in obj)
+
+
+def _walk(obj, path=()):
+    """Every (path, dict) in a JSON tree, parents before children."""
+    if isinstance(obj, dict):
+        yield path, obj
+        for k, v in obj.items():
+            yield from _walk(v, (*path, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _walk(v, (*path, i))
+
+
+def recompute(metrics: dict) -> tuple[dict, list[dict], list[str]]:
+    """``metrics`` with every paired interval recomputed and the verdicts built on them.
+
+    Returns:
+        ``(new_metrics, rows, missing)``: one row per interval (``path``, ``n``, ``difference``,
+        ``bootstrap``, ``t``, ``p_value``) and the paths of stored intervals without ``per_seed``
+        values (left as they are).
+    """
+    from onchip.methods._report import excludes_zero, repaired
+
+    new = copy.deepcopy(metrics)
+    rows, missing = [], []
+    for path, obj in list(_walk(new)):
+        for key, value in list(obj.items()):
+            if not is_paired(value):
+                continue
+            where = "/".join(str(p) for p in (*path, key))
+            if "per_seed" not in value:
+                missing.append(f"{where} (n={value['n']})")
+                continue
+            fresh = repaired(value)
+            obj[key] = fresh
+            ck = _ci_key(value)
+            rows.append({"path": where, "n": fresh["n"], "difference": fresh["difference"],
+                         "bootstrap": bootstrap_interval(value["per_seed"], int(ck[2:]) / 100),
+                         "t": fresh[ck], "p_value": fresh["p_value"]})
+    for _, obj in _walk(new):
+        if "sensitive" in obj and is_paired(obj.get("paired")):
+            obj["sensitive"] = excludes_zero(obj["paired"])
+        if "monotone" in obj and isinstance(obj.get("steps"), dict):
+            obj["monotone"] = all(p["ci95"][0] > 0 for p in obj["steps"].values())
+    return new, rows, missing
+
+
+def _sections(fn):
+    """A regenerator that keeps the file's title and command and rebuilds its sections."""
+    def build(folder: Path, result: dict, old_text: str) -> str:
+        head = old_text.split("\n\n")[:2]
+        return "\n\n".join([*head, *(s.rstrip("\n") for s in fn(folder, result))]) + "\n"
+    return build
+
+
+def _whole(fn):
+    """A regenerator whose report function writes the whole file from the result and its command."""
+    return lambda folder, result, old_text: fn(result, result.get("command"))
+
+
+def _unlearning(folder: Path, result: dict, old_text: str) -> str:
+    """unlearning's results.md embeds its committed comparison.md: rebuilt in a scratch folder."""
+    import shutil
+    import tempfile
+
+    from onchip.methods.unlearning.experiment import _write_results
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(folder / "comparison.md", tmp)
+        _write_results(Path(tmp), result, result["command"])
+        return (Path(tmp) / "results.md").read_text()
+
+
+def _regenerators() -> dict:
+    """sweeps folder -> how its results.md is rebuilt from its metrics.json (the method's own code)."""
+    from onchip.methods.ais import experiment as ais
+    from onchip.methods.dynaview import experiment as dynaview
+    from onchip.methods.fedspa import experiment as fedspa
+    from onchip.methods.gats import experiment as gats
+    from onchip.methods.humanlike import experiment as humanlike
+    from onchip.methods.lmaps import experiment as lmaps
+    from onchip.methods.logicsage import experiment as logicsage
+    from onchip.methods.memorization import experiment as memorization
+    from onchip.methods.multi2 import experiment as multi2
+    from onchip.methods.quantum_meta import experiment as quantum_meta
+    from onchip.methods.radar import experiment as radar
+    from onchip.methods.seg_research import experiment as seg_research
+    from onchip.methods.tapc import experiment as tapc
+    from onchip.methods.token_search import experiment as token_search
+
+    table = lambda mod: _sections(lambda folder, r: [mod.results_table(r)])
+    sections = lambda mod: _sections(lambda folder, r: mod.results_sections(r))
+    return {"ais": table(ais), "fedspa": table(fedspa), "humanlike": table(humanlike),
+            "memorization": table(memorization), "tapc": table(tapc), "token-search": table(token_search),
+            "lmaps": _sections(lambda folder, r: lmaps._tables(r)),
+            "quantum_meta": _sections(lambda folder, r: quantum_meta.results_markdown(folder.name, r)),
+            "dynaview": _whole(dynaview.results_table), "multi2": _whole(multi2.results_table),
+            "seg-research": _whole(seg_research.results_table), "unlearning": _unlearning,
+            "gats": sections(gats), "gats-literal-judge": sections(gats), "radar": sections(radar),
+            "logicsage": sections(logicsage)}
+
+
+def _fmt(v: float) -> str:
+    return f"{v:+.4g}"
+
+
+def _interval(ci) -> str:
+    return f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
+
+
+def _verdict(ci) -> str:
+    return "excludes 0" if ci[0] > 0 or ci[1] < 0 else "holds 0"
+
+
+def table(changed: list[tuple[str, dict]], total: int, missing: list[str]) -> str:
+    """The markdown block between the README's markers."""
+    from onchip.methods._report import markdown_table
+
+    intro = (f"Written by `sweeps/seed_verdicts.py` on {datetime.date.today().isoformat()} from the per-seed "
+             f"differences stored in the committed `metrics.json` files. Of {total} paired intervals, {len(changed)} "
+             "change their verdict between the percentile bootstrap used before and the Student t interval "
+             "used now (`methods/_report.py: paired_difference`; the bootstrap is too narrow at a few seeds, "
+             "at 3 seeds it is [min, max]: `tests/test_methods_shared.py` simulates both). p: the sign-flip permutation p-value, exact up to "
+             "14 pairs; it cannot go below 2/2^n (0.0625 at 5 seeds).")
+    lines = [START, "", intro, ""]
+    rows = [[f"`{f}`", f"`{r['path']}`", r["n"], _fmt(r["difference"]), _interval(r["bootstrap"]),
+             _interval(r["t"]), f"{r['p_value']:.3g}", f"{_verdict(r['bootstrap'])} -> {_verdict(r['t'])}"]
+            for f, r in changed]
+    lines.append(markdown_table(["file", "interval", "n", "difference", "bootstrap ci", "t ci", "p", "verdict"],
+                                rows).rstrip("\n"))
+    if missing:
+        lines += ["", ("Not recomputed (per-item values not stored; they change when the method is rerun): "
+                       + "; ".join(missing) + ".")]
+    return "\n".join([*lines, "", END])
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    regen = _regenerators()
+    changed, total, missing, touched, left = [], 0, [], [], []
+    for path in sorted(SWEEPS.rglob("metrics.json")):
+        rel = path.relative_to(ROOT).as_posix()
+        old = json.loads(path.read_text())
+        new, rows, miss = recompute(old)
+        total += len(rows)
+        missing += [f"`{rel}` {m}" for m in miss]
+        changed += [(rel, r) for r in rows if _verdict(r["bootstrap"]) != _verdict(r["t"])]
+        if not rows:
+            continue
+        writes = {}
+        if new != old:
+            writes[path] = json.dumps(new, indent=2) + "\n"
+        results = path.parent / "results.md"
+        build = regen.get(path.parent.name) or regen.get(path.parent.parent.name)
+        if build and results.exists():
+            text = results.read_text()
+            if build(path.parent, new, text) != text:
+                writes[results] = build(path.parent, new, text)
+        elif results.exists():
+            left.append(rel.replace("metrics.json", "results.md"))
+        for target, text in writes.items():
+            touched.append(target.relative_to(ROOT).as_posix())
+            if not check:
+                target.write_text(text)
+    readme = README.read_text()
+    block = table(changed, total, missing)
+    if START in readme:
+        fresh = readme[:readme.index(START)] + block + readme[readme.index(END) + len(END):]
+    else:
+        fresh = readme.rstrip("\n") + "\n\n## Verdicts that the t interval changed\n\n" + block + "\n"
+    if fresh != readme:
+        touched.append(README.relative_to(ROOT).as_posix())
+        if not check:
+            README.write_text(fresh)
+    if not check:
+        sys.path.insert(0, str(SWEEPS / "unlearning"))
+        import make_readme
+
+        make_readme.main()
+    print(f"{total} paired intervals, {len(changed)} verdicts changed; "
+          f"{'would write' if check else 'wrote'} {len(touched)} files")
+    for t in touched:
+        print("  ", t)
+    if left:
+        print("results.md left as committed (its report code is not a function of metrics.json):", *left,
+              sep="\n   ")
+    return 1 if check and touched else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
