@@ -1,7 +1,7 @@
 """Recompute every committed paired interval of the seed methods, and list the verdicts that change.
 
 Every paired comparison in a committed ``sweeps/**/metrics.json`` stores its per-seed differences
-(``per_seed``). This script recomputes each one with today's
+(``per_seed``), or the per-item values it was computed from (:func:`item_differences`). This script recomputes each one with today's
 :func:`onchip.methods._report.paired_difference` (a Student t interval with a sign-flip p-value)
 from those values, without rerunning any experiment, and
 
@@ -69,31 +69,64 @@ def _walk(obj, path=()):
             yield from _walk(v, (*path, i))
 
 
+def item_differences(metrics: dict) -> dict[str, np.ndarray]:
+    """Differences over items (tasks, prompt pairs) of intervals stored without ``per_seed``, rebuilt
+    from the per-item values the same ``metrics.json`` keeps: gats's ``per_task_success``, ips's
+    ``pairs`` (through ips's own selection). Path -> differences."""
+    out = {}
+    tasks = metrics.get("per_task_success")
+    if tasks and "gats" in tasks:
+        for arm in metrics.get("results", {}):
+            if arm != "gats":
+                out[f"results/{arm}/paired_per_task"] = np.subtract(tasks["gats"], tasks[arm])
+    if "over_prompt_pairs" in metrics and "pairs" in metrics:
+        from types import SimpleNamespace
+
+        from onchip.methods.ips.experiment import _over_prompt_pairs, _pick
+
+        pick, k = _pick(SimpleNamespace(**metrics["config"]))
+        rows = [r for r in metrics["pairs"] if (r["subject"], r["arm"]) == pick and r["shots"] == k
+                and r["n_salient"] > 0]
+        share = np.array([r["n_unstable"] / r["n_salient"] for r in rows])
+        same = np.array([r["output_unchanged"] for r in rows], dtype=bool)
+        assert set(_over_prompt_pairs(metrics["pairs"], pick, k)) >= set(metrics["over_prompt_pairs"])
+        out["over_prompt_pairs/unstable_share_answer_unchanged"] = share[same]
+        out["over_prompt_pairs/unstable_share_minus_answer_flip"] = share - (1.0 - same)
+        out["over_prompt_pairs/unstable_share_minus_output_change"] = share - np.array(
+            [r["output_change"] for r in rows])
+    return out
+
+
 def recompute(metrics: dict) -> tuple[dict, list[dict], list[str]]:
     """``metrics`` with every paired interval recomputed and the verdicts built on them.
 
     Returns:
         ``(new_metrics, rows, missing)``: one row per interval (``path``, ``n``, ``difference``,
-        ``bootstrap``, ``t``, ``p_value``) and the paths of stored intervals without ``per_seed``
-        values (left as they are).
+        ``bootstrap``, ``t``, ``p_value``) and the paths of stored intervals whose differences are
+        neither stored nor rebuilt by :func:`item_differences` (left as they are).
     """
     from onchip.methods._report import excludes_zero, repaired
 
     new = copy.deepcopy(metrics)
     rows, missing = [], []
+    items = item_differences(metrics)
     for path, obj in list(_walk(new)):
         for key, value in list(obj.items()):
             if not is_paired(value):
                 continue
             where = "/".join(str(p) for p in (*path, key))
-            if "per_seed" not in value:
+            d = value.get("per_seed", items.get(where))
+            if d is None or len(d) != value["n"] or not np.isclose(np.mean(d), value["difference"], rtol=0,
+                                                                    atol=1e-12):
                 missing.append(f"{where} (n={value['n']})")
                 continue
-            fresh = repaired(value)
+            fresh = repaired({**value, "per_seed": [float(x) for x in d]})
+            if "per_seed" not in value:  # one value per item: the items are stored elsewhere
+                fresh.pop("per_seed")
             obj[key] = fresh
             ck = _ci_key(value)
             rows.append({"path": where, "n": fresh["n"], "difference": fresh["difference"],
-                         "bootstrap": bootstrap_interval(value["per_seed"], int(ck[2:]) / 100),
+                         "bootstrap": bootstrap_interval(d, int(ck[2:]) / 100),
                          "t": fresh[ck], "p_value": fresh["p_value"]})
     for _, obj in _walk(new):
         if "sensitive" in obj and is_paired(obj.get("paired")):
