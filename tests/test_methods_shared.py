@@ -109,6 +109,10 @@ def test_headline_object_and_its_checks():
     assert _report.mean_std([1.0, 3.0]) == (2.0, pytest.approx(np.sqrt(2)))
     assert _report.mean_std_dict([1.0, 3.0]) == {"mean": 2.0, "std": pytest.approx(np.sqrt(2))}
     assert _report.mean_std_dict([5.0]) == {"mean": 5.0, "std": 0.0}
+    assert _report.mean_std_text(*_report.mean_std([1.0, 3.0])) == "2.000 ± 1.414"
+    assert _report.mean_std_text(-0.25, 0.5, 2, sign=False) == "-0.25 ± 0.50"
+    assert _report.mean_std_text(0.25, 0.5, 2, sign=True, std_digits=3) == "+0.25 ± 0.500"
+    assert _report.mean_std_text(float("nan"), 0.0) == _report.mean_std_text(None, 0.0) == "n/a"
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -346,6 +350,28 @@ def test_results_file_has_title_command_and_sections_and_config_drops_run_fields
     h = _report.headline("acc", "m", 0.5, {"b": 0.25}, budget="10 calls", seeds=[0, 1], direction="higher", std=0.1,
                          baseline_std={"b": 0.0})
     assert _report.headline_line(h) == "Headline (acc): **0.500** ± 0.100 for m; b: 0.250 (seeds [0, 1])."
+
+
+def test_metrics_record_the_versions_threads_and_commit_they_ran_with(tmp_path):
+    import re
+    import sys
+    from importlib import metadata
+
+    import onchip
+
+    _report.write_metrics(tmp_path, {"headline": {"value": np.float64(0.5)}}, "onchip x --seed 3")
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert list(m) == ["command", "headline", "environment"] and m["headline"] == {"value": 0.5}
+    env = m["environment"]
+    assert env["python"] == ".".join(map(str, sys.version_info[:3])) and env["onchip"] == onchip.__version__
+    for name in ("numpy", "scipy", "torch", "scikit-learn"):
+        assert env[name] == metadata.version(name)
+    assert set(env["threads"]) == {"torch", "blas", "openmp"} and env["cpu_count"] >= 1
+    # the tests run in a checkout: its commit, and whether tracked files differ from it
+    assert re.fullmatch("[0-9a-f]{40}", env["git_commit"]) and isinstance(env["git_dirty"], bool)
+    import torch
+
+    assert _report.environment()["threads"]["torch"] == torch.get_num_threads()
 
 
 def test_seeds_in_other_processes_give_the_same_results():

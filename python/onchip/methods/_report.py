@@ -60,8 +60,64 @@ def need(ok: bool, field: str, value, reason: str) -> None:
         raise ValueError(f"{field}: {reason}, got {value!r}")
 
 
+#: the packages whose versions every ``metrics.json`` records (distribution names)
+RECORDED_PACKAGES = ("numpy", "scipy", "torch", "scikit-learn")
+
+
+def environment() -> dict:
+    """What a run ran on, as ``metrics.json`` records it under ``"environment"``.
+
+    Returns:
+        ``{"python", "numpy", "scipy", "torch", "scikit-learn"`` (versions; None when not
+        installed), ``"onchip"`` (its version), ``"git_commit"`` and ``"git_dirty"`` (the checkout
+        onchip was imported from, with uncommitted changes to tracked files or not; None outside
+        a git checkout), ``"threads": {"torch", "blas", "openmp"}`` (torch's intra-op threads when
+        torch is loaded, and the largest BLAS / OpenMP pool threadpoolctl sees; None when not
+        known) and ``"cpu_count"``}``.
+    """
+    import platform
+    import subprocess
+    import sys
+    from importlib import metadata
+
+    import onchip
+
+    def version(name):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    def git(*args):
+        try:
+            out = subprocess.run(["git", *args], cwd=Path(onchip.__file__).parent, capture_output=True, text=True,
+                                 timeout=10, check=True)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip()
+
+    threads = {"torch": sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None,
+               "blas": None, "openmp": None}
+    try:
+        from threadpoolctl import threadpool_info
+
+        for pool in threadpool_info():
+            api = pool.get("user_api")
+            if api in threads:
+                threads[api] = max(threads[api] or 0, int(pool["num_threads"]))
+    except ImportError:
+        pass
+    commit = git("rev-parse", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"python": platform.python_version(), **{name: version(name) for name in RECORDED_PACKAGES},
+            "onchip": onchip.__version__, "git_commit": commit or None,
+            "git_dirty": None if commit is None or dirty is None else bool(dirty),
+            "threads": threads, "cpu_count": os.cpu_count()}
+
+
 def write_metrics(folder: str | os.PathLike, result: Mapping, command: str | None) -> None:
-    """Write ``metrics.json``: ``{"command": command, **result}`` (the command first, when given).
+    """Write ``metrics.json``: ``{"command": command, **result, "environment": environment()}``
+    (the command first, when given; what the run ran on last, :func:`environment`).
 
     Args:
         folder: the (staging) output folder.
@@ -70,7 +126,8 @@ def write_metrics(folder: str | os.PathLike, result: Mapping, command: str | Non
     """
     from onchip.io import write_json
 
-    write_json(Path(folder) / "metrics.json", {**({"command": command} if command else {}), **result})
+    write_json(Path(folder) / "metrics.json",
+               {**({"command": command} if command else {}), **result, "environment": environment()})
 
 
 #: config fields that say how a run is made, not what it computes (left out of the recorded settings)
@@ -209,6 +266,22 @@ def mean_std(values: Iterable[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (ddof=1; 0.0 for a single value) of per-seed results."""
     v = np.asarray(list(values), dtype=float)
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+
+
+def mean_std_text(mean: float | None, std: float, digits: int = 3, *, sign: bool = False,
+                  std_digits: int | None = None) -> str:
+    """``"0.123 ± 0.045"``: a mean and standard deviation over seeds as a table cell; ``"n/a"`` when
+    the mean is None or not finite (nothing was measured).
+
+    Args:
+        mean, std: e.g. from :func:`mean_std`.
+        digits: decimals of the mean (and of the std unless ``std_digits``).
+        sign: write the mean's sign always (``+0.123``).
+        std_digits: decimals of the std when they differ from the mean's.
+    """
+    if mean is None or not np.isfinite(mean):
+        return "n/a"
+    return f"{mean:{'+' if sign else ''}.{digits}f} ± {std:.{digits if std_digits is None else std_digits}f}"
 
 
 def mean_std_dict(values: Iterable[float]) -> dict:

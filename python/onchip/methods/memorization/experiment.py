@@ -88,7 +88,7 @@ class MemorizationConfig:
     steps_per_band: int = 16
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     data_seed: int = 0
-    threads: int = 2
+    threads: int = 1
     out: str = "out/memorization"
     progress: bool = field(default=True, compare=False)
     command: str | None = field(default=None, compare=False)
