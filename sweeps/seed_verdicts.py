@@ -191,6 +191,98 @@ def _regenerators() -> dict:
             "logicsage": sections(logicsage)}
 
 
+#: config fields of a run's scale that the committed run and the default command should share
+SCALE_FIELDS = ("seeds", "threads", "torch_threads")
+
+
+def config_of(argv: list[str]):
+    """The experiment config ``onchip <argv>`` builds, without running it: the command's
+    ``experiment.run`` is replaced by one that keeps its config (every command parses its flags and
+    calls that one function)."""
+    import importlib
+    import inspect
+    import re
+    from unittest import mock
+
+    from onchip.cli import main
+
+    command = importlib.import_module(f"onchip.commands.{argv[0].replace('-', '_')}")
+    package = re.search(r"onchip\.methods\.(\w+)\.experiment", inspect.getsource(command)).group(1)
+    experiment = importlib.import_module(f"onchip.methods.{package}.experiment")
+    seen = []
+    with mock.patch.object(experiment, "run", lambda config: seen.append(config) or {}):
+        main(argv)
+    return seen[0]
+
+
+def default_differences(command: str) -> dict[str, tuple]:
+    """Config fields (:func:`onchip.methods._report.recorded_config`) in which a committed command line
+    differs from the same command with its defaults (flags a command requires, such as
+    ``--gate``, kept from the committed one): field -> (default value, committed value)."""
+    import shlex
+
+    from onchip.methods._report import recorded_config
+
+    argv = shlex.split(command)[1:]
+    argv = [a for i, a in enumerate(argv) if a != "--out" and (i == 0 or argv[i - 1] != "--out")]
+    required = [a for i, a in enumerate(argv) if a == "--gate" or (i and argv[i - 1] == "--gate")]
+    out = ["--out", str(ROOT / "sweeps" / ".seed-verdicts-unused")]
+    def flat(d, head=""):
+        return {k2: v2 for k, v in d.items()
+                for k2, v2 in (flat(v, f"{head}{k}.").items() if isinstance(v, dict) else [(f"{head}{k}", v)])}
+
+    committed = flat(recorded_config(config_of([*argv, *out])))
+    default = flat(recorded_config(config_of([argv[0], *required, *out])))
+    return {k: (default.get(k), v) for k, v in committed.items() if default.get(k) != v}
+
+
+def run_differences(path: Path) -> dict[str, tuple]:
+    """:func:`default_differences` of a committed ``metrics.json``'s command, with the seeds the run
+    used (its headline's) in place of the seeds its command line gives today."""
+    metrics = json.loads(path.read_text())
+    diff = default_differences(metrics["command"])
+    ran, default = metrics["headline"]["seeds"], _default_seeds(metrics["command"])
+    diff.pop("seeds", None)
+    if list(ran) != list(default):
+        diff["seeds"] = (default, ran)
+    return diff
+
+
+def _default_seeds(command: str) -> list:
+    import shlex
+
+    argv = shlex.split(command)[1:]
+    required = [a for i, a in enumerate(argv) if a == "--gate" or (i and argv[i - 1] == "--gate")]
+    return list(config_of([argv[0], *required, "--out", str(ROOT / "sweeps" / ".seed-verdicts-unused")]).seeds)
+
+
+def _value(v) -> str:
+    if isinstance(v, (list, tuple)) and len(v) > 3 and all(isinstance(x, int) for x in v) \
+            and list(v) == list(range(v[0], v[0] + len(v))):
+        return f"{v[0]}-{v[-1]}"
+    return str(v)
+
+
+def defaults_table(files: list[Path]) -> str:
+    """Markdown: every committed run whose seeds or threads differ from its command's defaults (the
+    card prints that run's command), with the other fields in which it differs."""
+    from onchip.methods._report import markdown_table
+
+    rows = []
+    for path in files:
+        command = json.loads(path.read_text())["command"]
+        diff = run_differences(path)
+        scale = {k: v for k, v in diff.items() if k in SCALE_FIELDS}
+        if scale:
+            rows.append([f"`{path.parent.relative_to(ROOT).as_posix()}`", f"`{command}`",
+                         ", ".join(f"{k} {_value(c)} (default {_value(d)})" for k, (d, c) in scale.items()),
+                         ", ".join(f"{k} {_value(c)}" for k, (d, c) in diff.items() if k not in SCALE_FIELDS)
+                         or "-"])
+    return markdown_table(["committed run", "its command (also in the card)", "seeds / threads", "other settings"],
+                          rows, caption="Committed runs whose seeds or threads differ from their command's default run "
+                                        "(every other committed run uses the default seeds and threads):")
+
+
 def _fmt(v: float) -> str:
     return f"{v:+.4g}"
 
@@ -255,6 +347,9 @@ def main(argv: list[str]) -> int:
                 target.write_text(text)
     readme = README.read_text()
     block = table(changed, total, missing)
+    files = sorted(p for p in SWEEPS.rglob("metrics.json") if json.loads(p.read_text()).get("command", "")
+                   .startswith("onchip ") and "headline" in json.loads(p.read_text()))
+    block = block.replace(END, defaults_table(files) + "\n" + END)
     if START in readme:
         fresh = readme[:readme.index(START)] + block + readme[readme.index(END) + len(END):]
     else:

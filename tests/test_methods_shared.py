@@ -374,6 +374,39 @@ def test_metrics_record_the_versions_threads_and_commit_they_ran_with(tmp_path):
     assert _report.environment()["threads"]["torch"] == torch.get_num_threads()
 
 
+def _seed_verdicts():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seed_verdicts", ROOT / "sweeps" / "seed_verdicts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: sweeps folder -> its card (seeds/<card>.md), where the names differ
+CARDS = {"ais": "ais-entropic-mirror", "memorization": "diffusion-memorization", "quantum_meta": "quantum-meta",
+         "unlearning": "unlearning-oeu", "gats-literal-judge": "gats"}
+
+
+def test_a_committed_run_is_its_default_command_or_its_card_prints_that_command():
+    sv = _seed_verdicts()
+    # the command line as a committed run recorded it, read back to its config without running
+    assert sv.default_differences("onchip token-search --seeds 0,1,2 --out x") == {"seeds": ((0, 1, 2, 3, 4),
+                                                                                              (0, 1, 2))}
+    assert sv.default_differences("onchip memorization --threads 1 --out x") == {}
+    assert sv.default_differences("onchip unlearn --seed 0 1 2 3 4 5 6 7 8 9 --control-bits 2 --control-lr 0.05 "
+                                  "--out x") == {}
+    for path in sorted((ROOT / "sweeps").rglob("metrics.json")):
+        metrics = json.loads(path.read_text())
+        if not metrics.get("command", "").startswith("onchip ") or "headline" not in metrics:
+            continue
+        scale = {k: v for k, v in sv.run_differences(path).items() if k in sv.SCALE_FIELDS}
+        if scale:
+            folder = path.relative_to(ROOT / "sweeps").parts[0]
+            card = (ROOT / "seeds" / f"{CARDS.get(folder, folder)}.md").read_text()
+            assert metrics["command"] in card, (path, scale)
+
+
 def test_seeds_in_other_processes_give_the_same_results():
     from onchip.methods._seeds import run_seeds
 

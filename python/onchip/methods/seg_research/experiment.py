@@ -60,7 +60,7 @@ class SegResearchConfig:
     group: int = 8
     max_turns: int = 3
     lr: float = 0.01
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    seeds: tuple[int, ...] = tuple(range(10))
     aliases: bool = True
     n_objects: int = 4
     eval_every: int = 10
