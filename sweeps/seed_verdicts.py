@@ -283,6 +283,39 @@ def defaults_table(files: list[Path]) -> str:
                                         "(every other committed run uses the default seeds and threads):")
 
 
+#: sweeps folder -> its card (seeds/<card>.md), where the names differ
+CARDS = {"ais": "ais-entropic-mirror", "memorization": "diffusion-memorization", "quantum_meta": "quantum-meta",
+         "unlearning": "unlearning-oeu", "gats-literal-judge": "gats"}
+CARD_START = "<!-- seed-verdicts: start (written by sweeps/seed_verdicts.py; the verdicts the t interval changed) -->"
+
+
+def card_of(rel: str) -> Path:
+    """The card of a committed result, from its path under ``sweeps/``."""
+    folder = Path(rel).relative_to("sweeps").parts[0]
+    return ROOT / "seeds" / f"{CARDS.get(folder, folder)}.md"
+
+
+def card_text(card: str, rows: list[tuple[str, dict]]) -> str:
+    """``card`` with its block of changed verdicts replaced, inserted after its first results
+    heading (or at its end), or removed when ``rows`` is empty."""
+    import re
+
+    if CARD_START in card:
+        a, b = card.index(CARD_START), card.index(END, card.index(CARD_START)) + len(END)
+        card = card[:a].rstrip("\n") + "\n\n" + card[b:].lstrip("\n")
+    if not rows:
+        return card
+    lines = [f"- `{Path(f).parent.relative_to('sweeps').as_posix()}` `{r['path']}`: {_fmt(r['difference'])} "
+             f"{_interval(r['t'])} (percentile bootstrap {_interval(r['bootstrap'])}): {_verdict(r['t'])}"
+             for f, r in rows]
+    block = "\n".join([CARD_START, "**Intervals.** The committed `metrics.json` and `results.md` give Student t "
+                        "intervals; where this card quotes the percentile-bootstrap interval used before, these "
+                        "verdicts no longer hold (all of them: seeds/README.md):", "", *lines, END])
+    m = re.search(r"^## (Results|Measured).*$", card, flags=re.M)
+    at = m.end() + 1 if m else len(card)
+    return card[:at].rstrip("\n") + "\n\n" + block + "\n\n" + card[at:].lstrip("\n")
+
+
 def _fmt(v: float) -> str:
     return f"{v:+.4g}"
 
@@ -358,6 +391,14 @@ def main(argv: list[str]) -> int:
         touched.append(README.relative_to(ROOT).as_posix())
         if not check:
             README.write_text(fresh)
+    for card in sorted({card_of(f) for f, _ in changed} | {p for p in (ROOT / "seeds").glob("*.md")
+                                                           if CARD_START in p.read_text()}):
+        text = card.read_text()
+        fresh = card_text(text, [(f, r) for f, r in changed if card_of(f) == card])
+        if fresh != text:
+            touched.append(card.relative_to(ROOT).as_posix())
+            if not check:
+                card.write_text(fresh)
     if not check:
         sys.path.insert(0, str(SWEEPS / "unlearning"))
         import make_readme

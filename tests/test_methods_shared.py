@@ -383,11 +383,6 @@ def _seed_verdicts():
     return module
 
 
-#: sweeps folder -> its card (seeds/<card>.md), where the names differ
-CARDS = {"ais": "ais-entropic-mirror", "memorization": "diffusion-memorization", "quantum_meta": "quantum-meta",
-         "unlearning": "unlearning-oeu", "gats-literal-judge": "gats"}
-
-
 def test_a_committed_run_is_its_default_command_or_its_card_prints_that_command():
     sv = _seed_verdicts()
     # the command line as a committed run recorded it, read back to its config without running
@@ -402,8 +397,7 @@ def test_a_committed_run_is_its_default_command_or_its_card_prints_that_command(
             continue
         scale = {k: v for k, v in sv.run_differences(path).items() if k in sv.SCALE_FIELDS}
         if scale:
-            folder = path.relative_to(ROOT / "sweeps").parts[0]
-            card = (ROOT / "seeds" / f"{CARDS.get(folder, folder)}.md").read_text()
+            card = sv.card_of(path.relative_to(ROOT).as_posix()).read_text()
             assert metrics["command"] in card, (path, scale)
 
 
