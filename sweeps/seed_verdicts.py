@@ -308,10 +308,11 @@ def card_text(card: str, rows: list[tuple[str, dict]]) -> str:
     lines = [f"- `{Path(f).parent.relative_to('sweeps').as_posix()}` `{r['path']}`: {_fmt(r['difference'])} "
              f"{_interval(r['t'])} (percentile bootstrap {_interval(r['bootstrap'])}): {_verdict(r['t'])}"
              for f, r in rows]
-    block = "\n".join([CARD_START, "**Intervals.** The committed `metrics.json` and `results.md` give Student t "
-                        "intervals; where this card quotes the percentile-bootstrap interval used before, these "
-                        "verdicts no longer hold (all of them: seeds/README.md):", "", *lines, END])
-    m = re.search(r"^## (Results|Measured).*$", card, flags=re.M)
+    intro = ("**Intervals.** The committed `metrics.json` and `results.md` give Student t intervals; where this "
+             "card quotes the percentile-bootstrap interval used before, these verdicts no longer hold (all of "
+             "them: seeds/README.md):")
+    block = "\n".join([CARD_START, intro, "", *lines, END])
+    m = re.search(r"^## (Results|Measured).*$", card, flags=re.MULTILINE)
     at = m.end() + 1 if m else len(card)
     return card[:at].rstrip("\n") + "\n\n" + block + "\n\n" + card[at:].lstrip("\n")
 

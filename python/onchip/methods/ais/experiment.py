@@ -292,7 +292,13 @@ def results_table(result: dict) -> str:
     """Markdown of a run: the headline, a summary per method (mean ± std over seeds), the final KL and
     mode coverage per seed, the paired differences EM2C - baseline with ci95, the positive control and
     the split sweep. An interval that holds zero is reported as no difference."""
-    from .._report import excludes_zero, headline_line, markdown_table, mean_std_text, paired_line
+    from .._report import (
+        excludes_zero,
+        headline_line,
+        markdown_table,
+        mean_std_text,
+        paired_line,
+    )
 
     seeds, summ, h = result["seeds"], result["summary"], result["headline"]
     methods = list(summ)

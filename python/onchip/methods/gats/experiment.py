@@ -279,8 +279,8 @@ def results_sections(result: dict) -> list[str]:
                + {True: " (sensitive).", False: " (not sensitive).", None: "."}[pc["sensitive"]]] if pc else []),
             results_table(result), per_seed_table(result), *([controls_table(result)] if pc else []), first,
             by_kind,
-            "Correlation of the simulated judge score (GATS's chosen attempt) with real success: "
-            f"{'n/a' if corr is None else f'{corr:.3f}'}"]
+            ("Correlation of the simulated judge score (GATS's chosen attempt) with real success: "
+             f"{'n/a' if corr is None else f'{corr:.3f}'}")]
 
 
 def _write(stage, c: GatsConfig, result: dict) -> None:
