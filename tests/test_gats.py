@@ -208,6 +208,26 @@ def test_cli_refuses_bad_arguments(tmp_path, capsys, argv, flag):
     assert_refused("gats", argv, flag, tmp_path / "out", capsys)
 
 
+def test_a_control_kind_with_nothing_planted_is_reported_as_such_never_nan():
+    from onchip.methods._report import positive_control
+    from onchip.methods.gats.experiment import _control, controls_table
+
+    nan = float("nan")
+    nothing = {"gats": [nan, nan], "gats-no-judge": [nan, nan], "planted": [0, 0]}
+    with pytest.raises(ValueError, match="finite"):  # what the control did before: NaN into the interval
+        positive_control("s", "gats", "gats-no-judge", nothing["gats"], nothing["gats-no-judge"], seeds=[0, 1],
+                         metric="m")
+    pc = _control("judge", nothing, [0, 1])
+    assert pc["paired"] is None and pc["sensitive"] is None and pc["method_values"] == []
+    assert pc["planted_tasks_per_seed"] == [0, 0] and pc["not_planted_seeds"] == [0, 1]
+    one = _control("judge", {"gats": [1.0, nan, 0.5], "gats-no-judge": [0.0, nan, 0.5], "planted": [2, 0, 1]},
+                   [0, 1, 2])
+    assert one["seeds"] == [0, 2] and one["not_planted_seeds"] == [1] and one["method_values"] == [1.0, 0.5]
+    assert one["paired"]["per_seed"] == [1.0, 0.0] and one["sensitive"] is False
+    table = controls_table({"positive_controls": {"judge": pc, "validity": one}})
+    assert "nothing planted" in table and "not tested" in table and "nan" not in table.lower()
+
+
 def test_quick_run_writes_headline(tmp_path, monkeypatch):
     monkeypatch.setenv("ONCHIP_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "run"
@@ -226,5 +246,6 @@ def test_quick_run_writes_headline(tmp_path, monkeypatch):
     pc = m["positive_control"]
     assert pc["method"] == "gats" and pc["ablation"] == "gats-no-response" and len(pc["paired"]["ci95"]) == 2
     assert set(m["positive_controls"]) == {"validity", "response", "judge"}
-    assert all(sum(c["planted_tasks_per_seed"]) > 0 for c in m["positive_controls"].values())
+    for c in m["positive_controls"].values():  # a control is an interval or says nothing was planted
+        assert (c["paired"] is None) == (len(c["seeds"]) < 2) and None not in c["method_values"]
     assert {p.name for p in out.iterdir()} >= {"metrics.json", "results.md", "gats.png"}

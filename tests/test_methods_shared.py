@@ -109,6 +109,10 @@ def test_headline_object_and_its_checks():
     assert _report.mean_std([1.0, 3.0]) == (2.0, pytest.approx(np.sqrt(2)))
     assert _report.mean_std_dict([1.0, 3.0]) == {"mean": 2.0, "std": pytest.approx(np.sqrt(2))}
     assert _report.mean_std_dict([5.0]) == {"mean": 5.0, "std": 0.0}
+    assert _report.mean_std_text(*_report.mean_std([1.0, 3.0])) == "2.000 ± 1.414"
+    assert _report.mean_std_text(-0.25, 0.5, 2, sign=False) == "-0.25 ± 0.50"
+    assert _report.mean_std_text(0.25, 0.5, 2, sign=True, std_digits=3) == "+0.25 ± 0.500"
+    assert _report.mean_std_text(float("nan"), 0.0) == _report.mean_std_text(None, 0.0) == "n/a"
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -152,6 +156,61 @@ def test_paired_difference_sees_a_shift_smaller_than_the_spread_over_seeds():
         _report.paired_difference([1.0, 2.0], [0.0, 1.0, 2.0])
     with pytest.raises(ValueError, match="finite"):
         _report.paired_difference([1.0, float("nan")], [0.0, 1.0])
+
+
+def _coverage(interval, n: int, reps: int, mu: float = 0.3) -> float:
+    """Share of ``reps`` samples of n normal differences (mean ``mu``, sd 1) whose ``interval(d)``
+    holds ``mu``."""
+    rng = np.random.default_rng(n)
+    hits = 0
+    for _ in range(reps):
+        lo, hi = interval(rng.normal(mu, 1.0, n))
+        hits += lo <= mu <= hi
+    return hits / reps
+
+
+def _t_interval(d):
+    return _report.paired_difference(d, np.zeros_like(d))["ci95"]
+
+
+def _percentile_bootstrap(d):
+    """The interval paired_difference used before: the percentile bootstrap of the mean."""
+    from scipy import stats
+
+    res = stats.bootstrap((d,), np.mean, n_resamples=2000, method="percentile",
+                          random_state=np.random.default_rng(0))
+    return res.confidence_interval.low, res.confidence_interval.high
+
+
+@pytest.mark.parametrize("n", [3, 5, 10])
+def test_paired_interval_holds_its_level_at_few_seeds(n):
+    assert _coverage(_t_interval, n, 1000) >= 0.93
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_the_coverage_check_fails_the_percentile_bootstrap(n):
+    # the check above can fail: the percentile bootstrap of the mean (at n = 3 the interval
+    # [min, max], which holds a normal mean 75% of the time) is too narrow at few seeds
+    assert _coverage(_percentile_bootstrap, n, 300) < 0.93
+
+
+def test_sign_flip_p_value_is_exact_at_few_pairs_and_stored_pairs_recompute():
+    # all n differences positive: only the all-plus and all-minus patterns are as extreme
+    assert _report.paired_difference([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])["p_value"] == pytest.approx(2 / 8)
+    assert _report.paired_difference(np.arange(1.0, 7.0), np.zeros(6))["p_value"] == pytest.approx(2 / 64)
+    # a zero mean: every sign pattern is as extreme
+    assert _report.paired_difference([1.0, 1.0, 1.0, -3.0], np.zeros(4))["p_value"] == pytest.approx(1.0)
+    assert _report.paired_difference([0.0, 0.0], [0.0, 0.0])["p_value"] == 1.0
+    # at n = 3 the t interval can exclude zero where no sign-flip p-value can go below 0.25
+    tight = _report.paired_difference([1.0, 1.1, 0.9], [0.0, 0.0, 0.0])
+    assert _report.excludes_zero(tight) and tight["p_value"] == pytest.approx(0.25)
+    # a stored paired difference (here with an old, narrower interval) recomputes from its per_seed values
+    fresh = _report.paired_difference([0.3, 0.1, 0.5, 0.2], [0.0, 0.0, 0.0, 0.0], confidence=0.9)
+    stale = {**fresh, "ci90": [0.1, 0.5], "label": "kept"}
+    del stale["p_value"]
+    assert _report.repaired(stale) == {**fresh, "label": "kept"}
+    with pytest.raises(ValueError, match="per_seed"):
+        _report.repaired({"difference": 0.1, "ci95": [0.0, 0.2], "n": 3})
 
 
 def test_positive_control_and_paired_headline():
@@ -291,6 +350,55 @@ def test_results_file_has_title_command_and_sections_and_config_drops_run_fields
     h = _report.headline("acc", "m", 0.5, {"b": 0.25}, budget="10 calls", seeds=[0, 1], direction="higher", std=0.1,
                          baseline_std={"b": 0.0})
     assert _report.headline_line(h) == "Headline (acc): **0.500** ± 0.100 for m; b: 0.250 (seeds [0, 1])."
+
+
+def test_metrics_record_the_versions_threads_and_commit_they_ran_with(tmp_path):
+    import re
+    import sys
+    from importlib import metadata
+
+    import onchip
+
+    _report.write_metrics(tmp_path, {"headline": {"value": np.float64(0.5)}}, "onchip x --seed 3")
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert list(m) == ["command", "headline", "environment"] and m["headline"] == {"value": 0.5}
+    env = m["environment"]
+    assert env["python"] == ".".join(map(str, sys.version_info[:3])) and env["onchip"] == onchip.__version__
+    for name in ("numpy", "scipy", "torch", "scikit-learn"):
+        assert env[name] == metadata.version(name)
+    assert set(env["threads"]) == {"torch", "blas", "openmp"} and env["cpu_count"] >= 1
+    # the tests run in a checkout: its commit, and whether tracked files differ from it
+    assert re.fullmatch("[0-9a-f]{40}", env["git_commit"]) and isinstance(env["git_dirty"], bool)
+    import torch
+
+    assert _report.environment()["threads"]["torch"] == torch.get_num_threads()
+
+
+def _seed_verdicts():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seed_verdicts", ROOT / "sweeps" / "seed_verdicts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_committed_run_is_its_default_command_or_its_card_prints_that_command():
+    sv = _seed_verdicts()
+    # the command line as a committed run recorded it, read back to its config without running
+    assert sv.default_differences("onchip token-search --seeds 0,1,2 --out x") == {"seeds": ((0, 1, 2, 3, 4),
+                                                                                              (0, 1, 2))}
+    assert sv.default_differences("onchip memorization --threads 1 --out x") == {}
+    assert sv.default_differences("onchip unlearn --seed 0 1 2 3 4 5 6 7 8 9 --control-bits 2 --control-lr 0.05 "
+                                  "--out x") == {}
+    for path in sorted((ROOT / "sweeps").rglob("metrics.json")):
+        metrics = json.loads(path.read_text())
+        if not metrics.get("command", "").startswith("onchip ") or "headline" not in metrics:
+            continue
+        scale = {k: v for k, v in sv.run_differences(path).items() if k in sv.SCALE_FIELDS}
+        if scale:
+            card = sv.card_of(path.relative_to(ROOT).as_posix()).read_text()
+            assert metrics["command"] in card, (path, scale)
 
 
 def test_seeds_in_other_processes_give_the_same_results():

@@ -316,7 +316,9 @@ def test_cli_quick_headline_is_paired_with_a_positive_control(tmp_path):
     seeds' originals differ); every unlearning arm spends the same gradient budget; the positive
     control compares OEU with OEU-noproj from the same original on the same seeds."""
     out = tmp_path / "quick"
-    assert main(["unlearn", "--quick", "--bits", "4", "--no-progress", "--out", str(out)]) == 0
+    # the control at the run's bits (the default control is 2 bits): it starts from the run's original
+    assert main(["unlearn", "--quick", "--bits", "4", "--control-bits", "4", "--no-progress", "--out",
+                 str(out)]) == 0
     result = json.loads((out / "metrics.json").read_text())
     runs, h = result["runs"], result["headline"]
     seeds = ["0", "1", "2"]
@@ -346,3 +348,13 @@ def test_cli_quick_headline_is_paired_with_a_positive_control(tmp_path):
     text = (out / "results.md").read_text()
     assert "Positive control" in text and "oeu-noproj: " in text and "seed 2" in text
     assert (out / "per_seed.png").stat().st_size > 1000
+
+
+def test_each_use_of_a_run_seed_draws_its_own_integer_seed():
+    from onchip.methods.unlearning.experiment import _named_seeds
+
+    named = [_named_seeds(s) for s in range(10)]
+    values = [v for d in named for v in d.values()]
+    # split, original, retrain, unlearning and evaluation of ten seeds: no two the same, none a raw seed
+    assert len(set(values)) == len(values) == 50 and not set(values) & set(range(10))
+    assert named[0] == _named_seeds(0)

@@ -55,7 +55,7 @@ def main() -> None:
         out.append(f"| {n} | " + " | ".join(
             f"{r['summary'][n]['avg_gap']['mean']:.1f} ± {r['summary'][n]['avg_gap']['std']:.1f}" for r in fresh.values())
             + " |")
-    out += ["", "Paired difference OEU - baseline (pp, mean over the 10 seeds, bootstrap ci95); negative: OEU closer "
+    out += ["", "Paired difference OEU - baseline (pp, mean over the 10 seeds, Student t ci95); negative: OEU closer "
             "to retraining; **bold** where the interval excludes zero:", "",
             "| baseline | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     for n in fresh[next(iter(fresh))]["headline"]["paired"]:

@@ -46,19 +46,22 @@ def add_force(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
 
 
-def add_seed(parser: argparse.ArgumentParser, *, many: bool = False, what: str = "", default: int = 0) -> None:
+def add_seed(parser: argparse.ArgumentParser, *, many: bool = False, what: str = "",
+             default: int | Sequence[int] = 0) -> None:
     """Add ``--seed`` (integer >= 0); ``many`` takes one or more seeds as a list.
 
     Args:
         parser: the sub-command's parser.
-        many: ``nargs="+"`` (a list, default ``[default]``) instead of one integer.
+        many: ``nargs="+"`` (a list, default ``[default]``, or ``default`` itself when it is a
+            list) instead of one integer.
         what: what the seed drives, appended to the help text.
-        default: the seed when the flag is not given.
+        default: the seed (with ``many``, the seeds) when the flag is not given.
     """
     tail = f"; {what}" if what else ""
     if many:
-        parser.add_argument("--seed", type=nonneg_int, nargs="+", default=[default],
-                            help=f"one or more random seeds (default: {default}){tail}")
+        seeds = [default] if isinstance(default, int) else list(default)
+        parser.add_argument("--seed", type=nonneg_int, nargs="+", default=seeds,
+                            help=f"one or more random seeds (default: {' '.join(map(str, seeds))}){tail}")
     else:
         parser.add_argument("--seed", type=nonneg_int, default=default, help=f"random seed (default: {default}){tail}")
 

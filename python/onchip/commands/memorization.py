@@ -43,8 +43,9 @@ def add_parser(subparsers) -> None:
                         "(default 0,1,2,3,4)")
     p.add_argument("--data-seed", type=_args.int_range(0), default=0,
                    help="seed of the train / held-out split (default 0)")
-    p.add_argument("--threads", type=_args.positive_int, default=2,
-                   help="torch CPU threads (default 2; recorded, and part of the checkpoint cache key)")
+    p.add_argument("--threads", type=_args.positive_int, default=1,
+                   help="torch CPU threads (default 1, as the committed run; recorded, and part of the "
+                        "checkpoint cache key)")
     _args.add_quick(p, QUICK)
     _args.add_quiet(p)
     _args.add_out(p)

@@ -32,7 +32,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--bits", type=int, default=4, help="weight/activation bit width: 8, 4 or 2 (default 4)")
     p.add_argument("--forget", default="class:3", help="forget request: class:N or random:F (default class:3)")
     p.add_argument("--method", default="all", help=f"one of {', '.join(METHOD_CHOICES)} (default all)")
-    _args.add_seed(p, many=True, what="the tables give mean and std over them")
+    _args.add_seed(p, many=True, default=range(10), what="the tables give mean and std over them")
     _args.add_out(p)
     g = p.add_argument_group("unlearning")
     g.add_argument("--epochs", type=_args.positive_int, default=10, help="passes over the forget set (default 10)")
@@ -58,13 +58,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="forget request of the positive control: OEU against OEU-noproj with no retain term "
                         "(lambda 0), where only the projection keeps the retain set; none: no control "
                         "(default random:0.5)")
-    g.add_argument("--control-lr", type=_args.positive_float, default=None,
-                   help="the control's SGD learning rate (default: --lr)")
+    g.add_argument("--control-lr", type=_args.positive_float, default=0.05,
+                   help="the control's SGD learning rate (default 0.05, as the committed runs)")
     g.add_argument("--control-epochs", type=_args.positive_int, default=None,
                    help="the control's passes over its forget set (default: --epochs)")
-    g.add_argument("--control-bits", type=int, default=None,
-                   help="the control's bit width (default: --bits, from the run's original model; otherwise "
-                        "one more original per seed at these bits)")
+    g.add_argument("--control-bits", type=int, default=2,
+                   help="the control's bit width (default 2, as the committed runs; when it differs from "
+                        "--bits, one more original per seed at these bits)")
     g = p.add_argument_group("model")
     g.add_argument("--hidden", type=_args.int_list(1), default="64,32",
                    help="hidden widths, comma separated (default 64,32)")

@@ -60,8 +60,64 @@ def need(ok: bool, field: str, value, reason: str) -> None:
         raise ValueError(f"{field}: {reason}, got {value!r}")
 
 
+#: the packages whose versions every ``metrics.json`` records (distribution names)
+RECORDED_PACKAGES = ("numpy", "scipy", "torch", "scikit-learn")
+
+
+def environment() -> dict:
+    """What a run ran on, as ``metrics.json`` records it under ``"environment"``.
+
+    Returns:
+        ``{"python", "numpy", "scipy", "torch", "scikit-learn"`` (versions; None when not
+        installed), ``"onchip"`` (its version), ``"git_commit"`` and ``"git_dirty"`` (the checkout
+        onchip was imported from, with uncommitted changes to tracked files or not; None outside
+        a git checkout), ``"threads": {"torch", "blas", "openmp"}`` (torch's intra-op threads when
+        torch is loaded, and the largest BLAS / OpenMP pool threadpoolctl sees; None when not
+        known) and ``"cpu_count"``}``.
+    """
+    import platform
+    import subprocess
+    import sys
+    from importlib import metadata
+
+    import onchip
+
+    def version(name):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    def git(*args):
+        try:
+            out = subprocess.run(["git", *args], cwd=Path(onchip.__file__).parent, capture_output=True, text=True,
+                                 timeout=10, check=True)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip()
+
+    threads = {"torch": sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None,
+               "blas": None, "openmp": None}
+    try:
+        from threadpoolctl import threadpool_info
+
+        for pool in threadpool_info():
+            api = pool.get("user_api")
+            if api in threads:
+                threads[api] = max(threads[api] or 0, int(pool["num_threads"]))
+    except ImportError:
+        pass
+    commit = git("rev-parse", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"python": platform.python_version(), **{name: version(name) for name in RECORDED_PACKAGES},
+            "onchip": onchip.__version__, "git_commit": commit or None,
+            "git_dirty": None if commit is None or dirty is None else bool(dirty),
+            "threads": threads, "cpu_count": os.cpu_count()}
+
+
 def write_metrics(folder: str | os.PathLike, result: Mapping, command: str | None) -> None:
-    """Write ``metrics.json``: ``{"command": command, **result}`` (the command first, when given).
+    """Write ``metrics.json``: ``{"command": command, **result, "environment": environment()}``
+    (the command first, when given; what the run ran on last, :func:`environment`).
 
     Args:
         folder: the (staging) output folder.
@@ -70,7 +126,8 @@ def write_metrics(folder: str | os.PathLike, result: Mapping, command: str | Non
     """
     from onchip.io import write_json
 
-    write_json(Path(folder) / "metrics.json", {**({"command": command} if command else {}), **result})
+    write_json(Path(folder) / "metrics.json",
+               {**({"command": command} if command else {}), **result, "environment": environment()})
 
 
 #: config fields that say how a run is made, not what it computes (left out of the recorded settings)
@@ -211,37 +268,62 @@ def mean_std(values: Iterable[float]) -> tuple[float, float]:
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
 
 
+def mean_std_text(mean: float | None, std: float, digits: int = 3, *, sign: bool = False,
+                  std_digits: int | None = None) -> str:
+    """``"0.123 ± 0.045"``: a mean and standard deviation over seeds as a table cell; ``"n/a"`` when
+    the mean is None or not finite (nothing was measured).
+
+    Args:
+        mean, std: e.g. from :func:`mean_std`.
+        digits: decimals of the mean (and of the std unless ``std_digits``).
+        sign: write the mean's sign always (``+0.123``).
+        std_digits: decimals of the std when they differ from the mean's.
+    """
+    if mean is None or not np.isfinite(mean):
+        return "n/a"
+    return f"{mean:{'+' if sign else ''}.{digits}f} ± {std:.{digits if std_digits is None else std_digits}f}"
+
+
 def mean_std_dict(values: Iterable[float]) -> dict:
     """``{"mean": m, "std": s}`` of :func:`mean_std`: one per-seed figure as a summary stores it."""
     m, s = mean_std(values)
     return {"mean": m, "std": s}
 
 
-#: bootstrap resamples of :func:`paired_difference`
-BOOTSTRAP_RESAMPLES = 10_000
+#: sign patterns of :func:`paired_difference`'s permutation p-value: every one of the 2**n when
+#: 2**n is at most this many (n <= 14 pairs), else this many drawn at random
+SIGN_FLIPS = 2**14
 
 
 def paired_difference(method: Sequence[float], baseline: Sequence[float], *, confidence: float = 0.95,
                       seed: int = 0) -> dict:
     """Paired comparison of a method with one arm over the same seeds (or items): the mean of the
-    per-seed differences ``method[i] - baseline[i]`` and its bootstrap confidence interval.
+    per-seed differences ``method[i] - baseline[i]``, its Student t confidence interval and a
+    sign-flip permutation p-value.
 
-    The interval is the percentile bootstrap of the mean difference
-    (:func:`scipy.stats.bootstrap` with :data:`BOOTSTRAP_RESAMPLES` resamples of the pairs; Efron &
-    Tibshirani, "An Introduction to the Bootstrap", 1993, ch. 13). Pairing removes what the two arms
-    share on a seed (its data, its initial model), so a difference smaller than either arm's spread
-    over seeds can still be seen. When every difference is the same the interval is that value.
-    A difference is a win only when its interval excludes zero (:func:`excludes_zero`).
+    The interval is ``mean +/- t_{n-1} * s / sqrt(n)`` over the n differences (Student, 1908;
+    :func:`scipy.stats.t`): it holds its level at every n >= 2 when the differences are roughly
+    normal, where a percentile bootstrap of the mean is too narrow at a few seeds (at n = 3 it is
+    [min, max], which holds a normal mean 75% of the time; ``tests/test_methods_shared.py``
+    simulates the coverage of both). The p-value is the two-sided sign-flip permutation test of a zero mean
+    (Fisher, 1935; :func:`scipy.stats.permutation_test`, ``permutation_type="samples"``): exact
+    over all 2**n sign patterns for n <= 14, a Monte Carlo estimate from :data:`SIGN_FLIPS`
+    patterns beyond. It makes no normality assumption, but it cannot go below 2 / 2**n: under
+    0.05 only from n = 6 on. Pairing removes what the two arms share on a seed (its data, its
+    initial model), so a difference smaller than either arm's spread over seeds can still be
+    seen. When every difference is the same the interval is that value. A difference is a win
+    only when its interval excludes zero (:func:`excludes_zero`).
 
     Args:
         method: the method's value on each seed, shape (n,), n >= 2.
         baseline: the arm's value on the same seeds, in the same order, shape (n,).
         confidence: the interval's level, in (0, 1).
-        seed: seeds the resampling (the result is reproducible).
+        seed: seeds the random sign patterns when n > 14 (the result is reproducible).
 
     Returns:
-        ``{"difference": mean, "ci95": [lo, hi], "n": n, "per_seed": [d_0 .. d_{n-1}]}``; the
-        interval's key is ``ci95`` at the default level, else ``ci<percent>`` (``ci90``).
+        ``{"difference": mean, "ci95": [lo, hi], "n": n, "per_seed": [d_0 .. d_{n-1}],
+        "p_value": p}``; the interval's key is ``ci95`` at the default level, else
+        ``ci<percent>`` (``ci90``).
 
     Raises:
         ValueError: fewer than 2 pairs, unequal lengths, a value that is not finite, or a
@@ -253,17 +335,38 @@ def paired_difference(method: Sequence[float], baseline: Sequence[float], *, con
     need(bool(np.isfinite(a).all() and np.isfinite(b).all()), "method", [a.tolist(), b.tolist()],
          "finite values")
     need(0.0 < confidence < 1.0, "confidence", confidence, "a level in (0, 1)")
+    from scipy import stats
+
     d = a - b
+    mean = float(d.mean())
     if np.all(d == d[0]):
         lo = hi = float(d[0])
     else:
-        from scipy import stats
+        half = float(stats.t.ppf(0.5 + confidence / 2, d.size - 1) * stats.sem(d))
+        lo, hi = mean - half, mean + half
+    if not d.any():
+        p = 1.0
+    else:
+        p = float(stats.permutation_test((d,), np.mean, permutation_type="samples", n_resamples=SIGN_FLIPS,
+                                         alternative="two-sided", random_state=np.random.default_rng(seed)).pvalue)
+    return {"difference": mean, f"ci{round(confidence * 100):d}": [lo, hi], "n": int(d.size),
+            "per_seed": [float(v) for v in d], "p_value": p}
 
-        res = stats.bootstrap((d,), np.mean, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
-                              method="percentile", random_state=np.random.default_rng(seed))
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return {"difference": float(d.mean()), f"ci{round(confidence * 100):d}": [lo, hi], "n": int(d.size),
-            "per_seed": [float(v) for v in d]}
+
+def repaired(paired: Mapping) -> dict:
+    """A stored :func:`paired_difference` (from a ``metrics.json``) recomputed from its own
+    ``per_seed`` differences at its own level: how committed results take up a change of the
+    interval without rerunning their experiment. Keys other than the interval's, ``n`` and
+    ``p_value`` are kept.
+
+    Raises:
+        ValueError: as :func:`paired_difference`, or ``paired`` holds no ``per_seed`` values.
+    """
+    need("per_seed" in paired, "paired", sorted(paired), "a paired difference with per_seed values")
+    key = next(k for k in paired if k.startswith("ci"))
+    d = np.asarray(paired["per_seed"], dtype=float)
+    fresh = paired_difference(d, np.zeros_like(d), confidence=int(key[2:]) / 100)
+    return {**paired, **fresh, "per_seed": list(paired["per_seed"])}
 
 
 def excludes_zero(paired: Mapping) -> bool:

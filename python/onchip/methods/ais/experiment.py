@@ -292,19 +292,25 @@ def results_table(result: dict) -> str:
     """Markdown of a run: the headline, a summary per method (mean ± std over seeds), the final KL and
     mode coverage per seed, the paired differences EM2C - baseline with ci95, the positive control and
     the split sweep. An interval that holds zero is reported as no difference."""
-    from .._report import excludes_zero, headline_line, markdown_table, paired_line
+    from .._report import (
+        excludes_zero,
+        headline_line,
+        markdown_table,
+        mean_std_text,
+        paired_line,
+    )
 
     seeds, summ, h = result["seeds"], result["summary"], result["headline"]
     methods = list(summ)
 
-    def ms(m, k, fmt="{:.3f}"):
-        return f"{fmt.format(summ[m][k]['mean'])} ± {summ[m][k]['std']:.3f}"
+    def ms(m, k, digits=3, sign=False):
+        return mean_std_text(summ[m][k]["mean"], summ[m][k]["std"], digits, sign=sign, std_digits=3)
 
     parts = [headline_line(h) + f" Budget: {result['budget']}, {result['config']['iterations']} iterations."]
     parts.append(markdown_table(
         ["method", "draws/iteration", "target evals", "KL(pi‖q)", "log Z error", "ESS/N", "mode coverage", "mean RMSE"],
-        [[m, result["samples_per_iteration"][m], result["target_evals"][m], ms(m, "kl"), ms(m, "log_z_error", "{:+.3f}"),
-          ms(m, "ess_fraction"), ms(m, "mode_coverage", "{:.2f}"), ms(m, "mean_rmse")] for m in methods],
+        [[m, result["samples_per_iteration"][m], result["target_evals"][m], ms(m, "kl"), ms(m, "log_z_error", sign=True),
+          ms(m, "ess_fraction"), ms(m, "mode_coverage", 2), ms(m, "mean_rmse")] for m in methods],
         f"Final iteration, mean ± std over seeds {seeds}:"))
     parts.append(markdown_table(
         ["seed", *methods],
@@ -315,8 +321,8 @@ def results_table(result: dict) -> str:
         lines = [f"- {paired_line(h['method'] + ' - ' + m, p)}"
                  + (" (interval holds zero: no difference)" if not excludes_zero(p) else "")
                  for m, p in h["paired"].items()]
-        parts.append(f"Paired difference of final KL, {h['method']} - baseline, over seeds (mean [ci95], percentile "
-                     "bootstrap; negative = EM2C lower):\n\n" + "\n".join(lines))
+        parts.append(f"Paired difference of final KL, {h['method']} - baseline, over seeds (mean [ci95], Student t; "
+                     "negative = EM2C lower):\n\n" + "\n".join(lines))
     pc = result.get("positive_control")
     if pc:
         parts.append(markdown_table(

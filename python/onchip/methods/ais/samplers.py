@@ -168,10 +168,14 @@ def run_sampler(target, method: str, config: SamplerConfig, seed: int, progress:
 
 
 def _run(target, method, config, seed, progress):
-    rng = np.random.default_rng(seed)
-    draws = target.sample(config.n_target_draws, np.random.default_rng([seed, 1]))
+    from .._report import rng as named
+
+    # named streams (every method of a seed draws the same initial mixture, the same reference
+    # draws of the KL and, with one stream for the run, common random numbers as far as they go)
+    rng = named(seed, "ais", "sampler")
+    draws = target.sample(config.n_target_draws, named(seed, "ais", "kl-reference"))
     k = config.n_components or max(1, len(target.region_mass))
-    mixture = _initial_mixture(target.dim, k, config.init_scale, rng)
+    mixture = _initial_mixture(target.dim, k, config.init_scale, named(seed, "ais", "initial-mixture"))
     n = config.n_samples
     eps = {"pmc": 1.0, "amis": 1.0}.get(method, config.eps)
     history, acceptance = [], []

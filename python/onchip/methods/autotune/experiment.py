@@ -5,7 +5,7 @@ factor pair on the search streams of the run's seeds); the pairs found entangled
 guard's entanglement map. Then the positive control: SPARK against SPARK without its guard
 when the rewriter leaks random moves across the pair measured most coupled (the obstacle the guard
 exists for), scored by the golden model alone, and its negative control (the leak across the pair
-measured least coupled, which the guard lets through), ``control_seeds`` seeds, paired CI. Then, per seed: build the search stream and the
+measured least coupled, which the guard lets through), ``control_seeds`` seeds, paired Student t CI. Then, per seed: build the search stream and the
 held-out-drift stream, run every arm of
 :data:`~.search.ARMS` for ``budget`` golden-model evaluations from the task's preset, take each
 arm's most accurate design within the budgets (surrogate resources) and re-score it on the
@@ -664,7 +664,7 @@ def _markdown(result, c, kind) -> str:
     text += ["## Search comparison", "", markdown_table(header, rows)]
     h = result["headline"]
     if h.get("paired"):
-        text += ["Paired differences, spark - arm, of the headline per seed (bootstrap ci95):", ""]
+        text += ["Paired differences, spark - arm, of the headline per seed (Student t ci95):", ""]
         text += [f"- {paired_line(a, v, 5 if c.target is None else 0)}" for a, v in h["paired"].items()]
         text += [""]
     guarded = [f"{a}: " + (", ".join(f"{k} {v}" for k, v in arms[a]["cross_factor_pairs_evaluated"].items()) or "none")

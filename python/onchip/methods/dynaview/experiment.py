@@ -479,8 +479,8 @@ def results_table(result: dict, command: str | None) -> str:
     for label, pairs in (("schema accuracy", h.get("paired")), ("rare-set schema accuracy",
                                                                 result.get("paired_rare_schema"))):
         if pairs:
-            text += (f"\nPaired difference {h['method']} - arm, {label} (mean [ci95] over seeds, percentile "
-                     "bootstrap; an interval that holds zero is no difference):\n\n"
+            text += (f"\nPaired difference {h['method']} - arm, {label} (mean [ci95] over seeds, Student t; "
+                     "an interval that holds zero is no difference):\n\n"
                      + "\n".join(f"- {paired_line(n, p)}" for n, p in pairs.items()) + "\n")
     text += _curve_table(result)
     text += "\n" + markdown_table(["variant", "training CPU s per seed (curve evaluations excluded)"],

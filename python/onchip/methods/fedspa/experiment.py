@@ -447,7 +447,7 @@ def results_table(result: dict) -> str:
                                                  for sd in seeds],
                                   caption="Personalised accuracy per seed.")
     if h.get("paired"):
-        text += (f"\nPaired difference {h['method']} - arm over the seeds (mean [ci95], percentile bootstrap; an "
+        text += (f"\nPaired difference {h['method']} - arm over the seeds (mean [ci95], Student t; an "
                  "interval that holds zero is no difference):\n\n- personalised: "
                  + "; ".join(paired_line(n, p) for n, p in h["paired"].items()) + "\n- global: "
                  + "; ".join(paired_line(n, p) for n, p in result["paired_global"].items()) + "\n")

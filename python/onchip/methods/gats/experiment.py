@@ -165,13 +165,7 @@ def run(config: GatsConfig) -> dict:
             paired={a: paired_difference(values["gats"], values[a]) for a in base}),
     }
     if c.controls:
-        controls = {}
-        for kind, v in control_values.items():
-            controls[kind] = positive_control(
-                f"an error only {kind} feedback can see planted in the agent's first attempt "
-                f"({_PLANT_WORDS[kind]}); success on the planted tasks", "gats", f"gats-no-{kind}",
-                v["gats"], v[f"gats-no-{kind}"], seeds=c.seeds, metric="real success rate (planted tasks)")
-            controls[kind]["planted_tasks_per_seed"] = v["planted"]
+        controls = {kind: _control(kind, v, c.seeds) for kind, v in control_values.items()}
         result["positive_control"] = controls["response"]
         result["positive_controls"] = controls
     result.update({
@@ -188,6 +182,38 @@ def run(config: GatsConfig) -> dict:
     if c.progress:
         print(results_table(result))
     return result
+
+
+def _control(kind: str, values: dict, seeds) -> dict:
+    """The positive control of one feedback kind over the seeds on which an error of that kind was
+    planted (a plant needs a first attempt that has the slot it changes; a short run may have none).
+
+    ``values``: ``{"gats": [...], "gats-no-<kind>": [...], "planted": [...]}``, one entry per seed
+    (success is NaN where nothing was planted). Returns :func:`positive_control` over the planted
+    seeds plus ``planted_tasks_per_seed`` and ``not_planted_seeds``; with fewer than 2 planted seeds
+    there is no interval: ``paired`` and ``sensitive`` are None (nothing planted, nothing tested)."""
+    setting = (f"an error only {kind} feedback can see planted in the agent's first attempt "
+               f"({_PLANT_WORDS[kind]}); success on the planted tasks")
+    metric, ablation = "real success rate (planted tasks)", f"gats-no-{kind}"
+    keep = [i for i, n in enumerate(values["planted"]) if n > 0]
+    method_values, ablation_values = [values["gats"][i] for i in keep], [values[ablation][i] for i in keep]
+    if len(keep) >= 2:
+        pc = positive_control(setting, "gats", ablation, method_values, ablation_values,
+                              seeds=[seeds[i] for i in keep], metric=metric)
+    else:
+        pc = {"setting": setting, "metric": metric, "method": "gats", "ablation": ablation,
+              "seeds": [int(seeds[i]) for i in keep], "method_values": method_values,
+              "ablation_values": ablation_values, "paired": None, "sensitive": None}
+    pc["planted_tasks_per_seed"] = [int(n) for n in values["planted"]]
+    pc["not_planted_seeds"] = [int(s) for s, n in zip(seeds, values["planted"]) if n == 0]
+    return pc
+
+
+def _control_cell(pc: dict) -> str:
+    """A control's paired difference, or why it has none."""
+    if pc["paired"] is None:
+        return f"nothing planted (planted on {len(pc['seeds'])} seed(s); an interval needs 2)"
+    return paired_line("", pc["paired"]).lstrip(": ")
 
 
 _PLANT_WORDS = {"validity": "an enum argument set to another enum's word",
@@ -224,18 +250,15 @@ def controls_table(result: dict) -> str:
         rows.append((kind, pc["setting"].split("(")[1].split(")")[0], sum(pc["planted_tasks_per_seed"]),
                      " / ".join(f"{v:.2f}" for v in pc["method_values"]),
                      " / ".join(f"{v:.2f}" for v in pc["ablation_values"]),
-                     paired_line("", pc["paired"]).lstrip(": "), "yes" if pc["sensitive"] else "no"))
+                     _control_cell(pc), {True: "yes", False: "no", None: "not tested"}[pc["sensitive"]]))
     return markdown_table(["feedback kind", "planted error", "planted tasks (all seeds)", "gats per seed",
                            "gats-no-<kind> per seed", "difference [ci95]", "sensitive"], rows,
                           caption="Positive controls: GATS against its ablation without one feedback kind, on tasks "
                                   "whose first attempt carries an error only that kind can see.")
 
 
-def _write(stage, c: GatsConfig, result: dict) -> None:
-    from onchip.plotting import pyplot
-
-
-    write_metrics(stage, result, c.command)
+def results_sections(result: dict) -> list[str]:
+    """The sections of ``results.md`` (after its title and command) for a :func:`run` result."""
     kinds = sorted(next(iter(result["results"].values()))["success_by_kind"])
     by_kind = markdown_table(["arm", *kinds], [[a, *(f"{r['success_by_kind'].get(k, float('nan')):.2f}" for k in kinds)]
                                                for a, r in result["results"].items()],
@@ -248,17 +271,24 @@ def _write(stage, c: GatsConfig, result: dict) -> None:
                            caption="Feedback on the first attempt (tasks, all seeds; the first failing kind the arm's "
                                    "simulator, or the real tools, report; an ablation cannot report its missing kind):")
     pc = result.get("positive_control")
+    return [headline_line(result["headline"]),
+            "Paired difference GATS - arm, success rate (ci95 over seeds): "
+            + "; ".join(paired_line(a, p) for a, p in result["headline"]["paired"].items()) + ".",
+            *([f"Positive control (`positive_control`, the response kind): {pc['method']} - {pc['ablation']}: "
+               + _control_cell(pc)
+               + {True: " (sensitive).", False: " (not sensitive).", None: "."}[pc["sensitive"]]] if pc else []),
+            results_table(result), per_seed_table(result), *([controls_table(result)] if pc else []), first,
+            by_kind,
+            ("Correlation of the simulated judge score (GATS's chosen attempt) with real success: "
+             f"{'n/a' if corr is None else f'{corr:.3f}'}")]
+
+
+def _write(stage, c: GatsConfig, result: dict) -> None:
+    from onchip.plotting import pyplot
+
+    write_metrics(stage, result, c.command)
     write_results(stage, "GATS: simulated tool feedback before real calls", c.command or "onchip gats",
-                  headline_line(result["headline"]),
-                  "Paired difference GATS - arm, success rate (ci95 over seeds): "
-                  + "; ".join(paired_line(a, p) for a, p in result["headline"]["paired"].items()) + ".",
-                  *([f"Positive control (`positive_control`, the response kind): "
-                     + paired_line(f"{pc['method']} - {pc['ablation']}", pc["paired"])
-                     + (" (sensitive)." if pc["sensitive"] else " (not sensitive).")] if pc else []),
-                  results_table(result), per_seed_table(result), *([controls_table(result)] if pc else []), first,
-                  by_kind,
-                  "Correlation of the simulated judge score (GATS's chosen attempt) with real success: "
-                  f"{'n/a' if corr is None else f'{corr:.3f}'}")
+                  *results_sections(result))
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.2))
     arms = list(result["results"])
@@ -278,8 +308,9 @@ def _write(stage, c: GatsConfig, result: dict) -> None:
     controls = result.get("positive_controls", {})
     if controls:
         kinds = list(controls)
-        grouped_bars(axes[2], kinds, {"gats": [np.mean(controls[k]["method_values"]) for k in kinds],
-                                      "gats-no-<kind>": [np.mean(controls[k]["ablation_values"]) for k in kinds]},
+        mean = lambda v: float(np.mean(v)) if v else None  # a kind planted nowhere leaves a gap
+        grouped_bars(axes[2], kinds, {"gats": [mean(controls[k]["method_values"]) for k in kinds],
+                                      "gats-no-<kind>": [mean(controls[k]["ablation_values"]) for k in kinds]},
                      rotation=0, fontsize=9)
         axes[2].set_ylabel("real success on planted tasks")
         axes[2].set_title("positive controls: one error planted per kind", fontsize=9)

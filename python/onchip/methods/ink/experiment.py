@@ -24,6 +24,7 @@ from .._report import (
     headline_line,
     markdown_table,
     mean_std,
+    mean_std_text,
     need,
     paired_line,
     recorded_config,
@@ -425,21 +426,16 @@ def _headline(curves, c: InkConfig, ps):
     return head, first_drop
 
 
-def _ms(pair, digits=3):
-    m, s = pair
-    return "n/a" if not np.isfinite(m) else f"{m:.{digits}f} ± {s:.{digits}f}"
-
-
 def curve_table(curves) -> str:
     """The p-curves of every subject and reading (mean ± std over seeds) as a markdown table."""
     rows = []
     for name, cur in curves.items():
         for i, p in enumerate(cur["p"]):
             if name == "learner":
-                rows.append((name, f"{p:.3f}", "-", "-", "-", "-", _ms(cur["fidelity"][i])))
+                rows.append((name, f"{p:.3f}", "-", "-", "-", "-", mean_std_text(*cur["fidelity"][i])))
             else:
-                rows.append((name, f"{p:.3f}", _ms(cur["correct"][i]), _ms(cur["gold_prob"][i]),
-                             _ms(cur["gold_logp"][i], 2), _ms(cur["margin"][i], 2), "-"))
+                rows.append((name, f"{p:.3f}", mean_std_text(*cur["correct"][i]), mean_std_text(*cur["gold_prob"][i]),
+                             mean_std_text(*cur["gold_logp"][i], 2), mean_std_text(*cur["margin"][i], 2), "-"))
     return markdown_table(["subject", "p (hard distractors)", "accuracy", "p(gold)", "log p(gold) (nats)",
                            "answer margin (nats)", "readout fidelity (analogue)"], rows,
                           caption="Curves against p (mean ± std over seeds)")
@@ -452,7 +448,7 @@ def first_drop_table(first_drop) -> str:
         pair = first_drop["vs_linear"][label]
         finite = [x for x in v if np.isfinite(x)]
         rows.append((label, ", ".join("n/a" if not np.isfinite(x) else f"{x:.3f}" for x in v),
-                     _ms(mean_std(finite)) if finite else "n/a",
+                     mean_std_text(*mean_std(finite)) if finite else "n/a",
                      paired_line("", pair).lstrip(": ") if pair else "n/a"))
     return markdown_table(["subject: reading", "share per seed", "mean ± std", "minus linear, ci95 over seeds"],
                           rows, caption=f"First-drop share by reading (linear in p: {first_drop['linear']:.3f}; "
@@ -466,8 +462,8 @@ def filter_table(filters) -> str:
         pv = r.get("paired_vs_none", {}).get(k)
         return paired_line("", pv).lstrip(": ") if pv else "-"
 
-    rows = [(name, how, f"{r['n_docs']:.1f}", f"{r['tokens']:.0f}", f"{r['p']:.2f}", _ms(r["accuracy"]),
-             _ms(r["gold_prob"]), _ms(r["margin"], 2), pair(r, "correct"), pair(r, "gold_prob"))
+    rows = [(name, how, f"{r['n_docs']:.1f}", f"{r['tokens']:.0f}", f"{r['p']:.2f}", mean_std_text(*r["accuracy"]),
+             mean_std_text(*r["gold_prob"]), mean_std_text(*r["margin"], 2), pair(r, "correct"), pair(r, "gold_prob"))
             for name, arms in filters.items() for how, r in arms.items()]
     return markdown_table(["subject", "filter", "documents", "tokens", "p", "accuracy", "p(gold)", "margin (nats)",
                            "accuracy - none (ci95 over contexts)", "p(gold) - none (ci95)"], rows)
@@ -480,7 +476,7 @@ def control_table(pc, nc, control_curves) -> str:
     rows = []
     for arm, cur in control_curves.items():
         for i, p in enumerate(cur["p"]):
-            rows.append((arm, f"{p:.3f}", _ms(cur["correct"][i]), _ms(cur["gold_prob"][i])))
+            rows.append((arm, f"{p:.3f}", mean_std_text(*cur["correct"][i]), mean_std_text(*cur["gold_prob"][i])))
     lines = [f"Positive control ({pc['setting']}). Metric: {pc['metric']}.",
              (f"Per seed: confusable {', '.join(f'{v:.3f}' for v in pc['method_values'])}; filler "
               f"{', '.join(f'{v:.3f}' for v in pc['ablation_values'])}; "

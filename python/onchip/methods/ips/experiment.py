@@ -407,7 +407,7 @@ def _paired_sections(result: dict) -> list[str]:
         rows = [[s, *[f"{ps[n][i]:.3f}" for n in ps]] for i, s in enumerate(h["seeds"])]
         out.append(markdown_table(["seed", "IPS unstable share (answer unchanged)", *h["paired"]], rows,
                                   caption="Per seed (headline subject; mean over the changed templates)"))
-        out.append("Paired difference IPS - baseline over seeds (mean [ci95], percentile bootstrap): "
+        out.append("Paired difference IPS - baseline over seeds (mean [ci95], Student t): "
                    + "; ".join(paired_line(n, p) for n, p in h["paired"].items())
                    + f". n = {first['n']} seeds: an interval that holds zero is no difference.")
     if pairs:

@@ -170,6 +170,7 @@ def train_tiny(arm: str, *, seed: int, steps: int, progress: bool = False):
     """
     import torch
 
+    from .._report import seed_int
     from .._tiny import TinyConfig, cached_model, lm_loss, pad_batch
     from .._tiny import train as train_model
 
@@ -191,20 +192,21 @@ def train_tiny(arm: str, *, seed: int, steps: int, progress: bool = False):
         return lm_loss(m, ids, mask)
 
     def pretrain(model):
-        train_model(model, batches([0.9, 0.05, 0.05]), steps=steps, seed=seed, progress=progress,
-                    desc=f"{arm} pre-train", loss_fn=loss)
+        train_model(model, batches([0.9, 0.05, 0.05]), steps=steps, seed=seed_int(seed, "ips-tiny", "pre-train"),
+                    progress=progress, desc=f"{arm} pre-train", loss_fn=loss)
 
-    torch.manual_seed(seed)
-    pre = cached_model("ips_tiny", config, ["sentiment-v3", "pre", seed, steps], pretrain)
+    # named streams: seed s's fine-tuning no longer draws seed s + 1's pre-training batches
+    torch.manual_seed(seed_int(seed, "ips-tiny", "init"))
+    pre = cached_model("ips_tiny", config, ["sentiment-v4", "pre", seed, steps], pretrain)
     if not finetune:
         return pre, vocab
 
     def tune(model):
         model.load_state_dict(pre.state_dict())
-        train_model(model, batches([1, 1, 1]), steps=max(1, steps // 2), seed=seed + 1, lr=1e-3,
-                    progress=progress, desc=f"{arm} fine-tune", loss_fn=loss)
+        train_model(model, batches([1, 1, 1]), steps=max(1, steps // 2), seed=seed_int(seed, "ips-tiny", "fine-tune"),
+                    lr=1e-3, progress=progress, desc=f"{arm} fine-tune", loss_fn=loss)
 
-    return cached_model("ips_tiny", config, ["sentiment-v3", "fine-tuned", seed, steps], tune), vocab
+    return cached_model("ips_tiny", config, ["sentiment-v4", "fine-tuned", seed, steps], tune), vocab
 
 
 def train_control_tiny(planted: bool, *, seed: int, steps: int, progress: bool = False):

@@ -3,7 +3,7 @@
 Every arm gets the same budget: ``steps`` denoiser calls (NFE) per reconstruction, and the same
 tuning: one grid of :data:`GRID_SIZE` settings per arm, scored on validation images disjoint from
 the test images, the best setting (mean PSNR) run on the test images. Several seeds (each its own
-prior fit or network, image split, masks, noise and sampler draws), paired bootstrap ci95 of LMAPS
+prior fit or network, image split, masks, noise and sampler draws), paired Student t ci95 of LMAPS
 against every arm, and a positive control (a high-noise setting where LMAPS's local MAP must beat
 a draw from the same local posterior). Method: "Local MAP Sampling for Diffusion Models", arXiv
 2510.07343 (see seeds/lmaps.md).

@@ -219,20 +219,25 @@ def results_table(result: dict) -> str:
     return text
 
 
-def _write(stage, c: LogicsageConfig, result: dict) -> None:
-    from onchip.plotting import pyplot
-
-    from .problems import DEPTHS
-
-    write_metrics(stage, result, c.command)
+def results_sections(result: dict) -> list[str]:
+    """The sections of ``results.md`` (after its title and command) for a :func:`run` result."""
     keys = list(next(iter(result["results"].values()))["accuracy_by_cell"])
     cells = markdown_table(["arm", *keys], [[a, *(f"{r['accuracy_by_cell'][k]:.2f}" for k in keys)]
                                             for a, r in result["results"].items()],
                            caption="Accuracy by dataset and depth (pooled over seeds; deduction: objects):")
     status = ("Status of the first execution of the translator's program (translate-once, all seeds): "
               + ", ".join(f"{k}: {v}" for k, v in sorted(result["first_execution_status"].items())))
+    return [results_table(result), cells, status]
+
+
+def _write(stage, c: LogicsageConfig, result: dict) -> None:
+    from onchip.plotting import pyplot
+
+    from .problems import DEPTHS
+
+    write_metrics(stage, result, c.command)
     write_results(stage, "LogicSAGE: Socratic solver feedback vs baselines", c.command or "onchip logicsage",
-                  results_table(result), cells, status)
+                  *results_sections(result))
     plt = pyplot()
     fig, axes = plt.subplots(1, len(c.datasets) + 2, figsize=(4.2 * (len(c.datasets) + 2), 3.6))
     for ax, ds in zip(axes, c.datasets):

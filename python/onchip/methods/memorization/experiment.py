@@ -97,7 +97,7 @@ class MemorizationConfig:
     steps_per_band: int = 16
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     data_seed: int = 0
-    threads: int = 2
+    threads: int = 1
     out: str = "out/memorization"
     progress: bool = field(default=True, compare=False)
     command: str | None = field(default=None, compare=False)
@@ -362,7 +362,7 @@ def results_table(result: dict) -> str:
                 "that checkpoint of the seed's training run), memorized fraction (ratio < 1/3) and Fréchet distance "
                 "to the held-out digits, mean ± std over seeds.")
     text += (f"\nHeadline: {h['method']} {_f(h['value'], h['std'])}. Paired difference {h['method']} - arm over the "
-             "seeds (mean [ci95], percentile bootstrap; an interval that holds zero is no difference):\n\n"
+             "seeds (mean [ci95], Student t; an interval that holds zero is no difference):\n\n"
              "- memorized fraction: " + "; ".join(paired_line(n, p) for n, p in h["paired"].items())
              + "\n- FD to held-out: " + "; ".join(paired_line(n, p, 2) for n, p in result["paired_fd_heldout"].items())
              + "\n")

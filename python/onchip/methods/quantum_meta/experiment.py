@@ -357,7 +357,7 @@ def results_markdown(gate: str, result: dict) -> list[str]:
     kr = result["runs"][str(seeds[0])]["settings"]["k_report"]
     method = h["method"]
     secs = [headline_line(h),
-            "Paired differences MAML - arm over seeds (mean and percentile-bootstrap ci95; negative = MAML lower "
+            "Paired differences MAML - arm over seeds (mean and Student t ci95; negative = MAML lower "
             "infidelity; a 'win' only where the interval excludes zero):\n\n"
             + "\n".join(f"- in distribution, {paired_line(a, p, 4)}" for a, p in h["paired"].items())
             + "\n" + "\n".join(f"- out of distribution, {paired_line(a, p, 4)}"

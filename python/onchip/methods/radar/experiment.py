@@ -407,11 +407,8 @@ def results_table(result: dict) -> str:
     return markdown_table(["arm", "accuracy", "tokens / query", "agents", "edges", "Spearman(difficulty, agents)"], rows)
 
 
-def _write(stage, c: RadarConfig, result: dict) -> None:
-    from onchip.plotting import pyplot
-
-
-    write_metrics(stage, result, c.command)
+def results_sections(result: dict) -> list[str]:
+    """The sections of ``results.md`` (after its title and command) for a :func:`run` result."""
     diffs = list(next(iter(result["results"].values()))["by_difficulty"])
     res = result["results"]
     accuracy = markdown_table(["arm", *diffs], [[a, *(f"{r['by_difficulty'][d]['accuracy']:.2f}" for d in diffs)]
@@ -426,7 +423,8 @@ def _write(stage, c: RadarConfig, result: dict) -> None:
     sections = [results_table(result), accuracy, agents,
                 "Successful training graphs (what both generators imitate): Spearman(difficulty, agents) per seed "
                 + ", ".join(f"{x['spearman_difficulty_agents']:+.3f}" for x in col["per_seed"])
-                + f" (mean {col['spearman_difficulty_agents']:+.3f}); agents by difficulty (seed {c.seeds[0]}): "
+                + f" (mean {col['spearman_difficulty_agents']:+.3f}); agents by difficulty "
+                + f"(seed {result['config']['seeds'][0]}): "
                 + ", ".join(f"{d}: {v:.2f}" for d, v in col["per_seed"][0]["agents_by_difficulty"].items()) + "."]
     if result["headline"].get("paired"):
         sections.append("Paired differences over seeds, radar - arm (mean [ci95]), accuracy and tokens per query:\n\n"
@@ -463,7 +461,16 @@ def _write(stage, c: RadarConfig, result: dict) -> None:
             text += "\n- " + paired_line(f"{band} queries, accuracy adaptive - fixed-size", p) \
                 + f" ({pc['by_band'][band]['adaptive']:.3f} vs {pc['by_band'][band]['fixed-size']:.3f})"
         sections.append(text)
-    write_results(stage, "RADAR: generated agent topologies", c.command or "onchip radar", *sections)
+    return sections
+
+
+def _write(stage, c: RadarConfig, result: dict) -> None:
+    from onchip.plotting import pyplot
+
+    write_metrics(stage, result, c.command)
+    write_results(stage, "RADAR: generated agent topologies", c.command or "onchip radar", *results_sections(result))
+    v, pc = result["voters"], result.get("positive_control")
+    sizes = [str(n) for n in v["sizes"]]
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(17, 4))
     for a, r in result["results"].items():

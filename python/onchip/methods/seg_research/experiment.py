@@ -60,7 +60,7 @@ class SegResearchConfig:
     group: int = 8
     max_turns: int = 3
     lr: float = 0.01
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    seeds: tuple[int, ...] = tuple(range(10))
     aliases: bool = True
     n_objects: int = 4
     eval_every: int = 10
@@ -376,7 +376,7 @@ def results_table(result: dict, command: str | None) -> str:
              + "".join(f"; {x}-hop J&F {paired_line('', result['paired_by_hops'][x][a]).lstrip(': ')}"
                        for x in result["paired_by_hops"])
              for a, p in h["paired"].items()]
-    parts.append(f"Paired differences, {h['method']} - arm (mean over seeds [bootstrap ci95]):\n" + "\n".join(lines) + "\n")
+    parts.append(f"Paired differences, {h['method']} - arm (mean over seeds [Student t ci95]):\n" + "\n".join(lines) + "\n")
     rg = result.get("rigidity")
     if rg:
         parts.append("**Rigidity check** (step-wise reward scoring the annotated route vs the best-matching valid "

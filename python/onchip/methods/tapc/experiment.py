@@ -259,7 +259,7 @@ def results_table(result: dict) -> str:
     text += "\n" + markdown_table(["seed", *[ARM_LABELS[a] for a in c["arms"]]], rows,
                                   caption="Per seed: mean accuracy over the prompt types")
     if h.get("paired"):
-        text += ("\nPaired difference TAPC - arm over seeds (mean [ci95], percentile bootstrap; an interval that "
+        text += ("\nPaired difference TAPC - arm over seeds (mean [ci95], Student t; an interval that "
                  "holds zero is no difference):\n\n" + "\n".join(f"- {paired_line(n, p)}" for n, p in h["paired"].items())
                  + "\n")
     passes = s["policy_passes"]

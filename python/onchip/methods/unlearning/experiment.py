@@ -119,6 +119,16 @@ class UnlearningExperiment:
              "must be >= 1")
 
 
+def _named_seeds(seed: int) -> dict[str, int]:
+    """The integer seeds of one run seed's uses (:func:`onchip.methods._report.seed_int`): the data
+    split (shared by the control's split, whose training samples must be the run's), the original
+    model, the retrained reference, every unlearning arm (one stream for all arms, so they see the
+    same batches) and the evaluation (membership inference)."""
+    from .._report import seed_int
+
+    return {use: seed_int(seed, "unlearn", use) for use in ("split", "original", "retrain", "unlearn", "evaluate")}
+
+
 def _default_unlearn():
     # imported here: the methods need torch, the command line's help does not
     from .methods import UnlearnConfig
@@ -147,7 +157,8 @@ def run(config: UnlearningExperiment) -> dict:
     c = config
     check_output_dir(c.out)
     ucfg = c.unlearn
-    splits = {seed: make_split(c.dataset, c.forget, seed) for seed in c.seeds}
+    named = {seed: _named_seeds(seed) for seed in c.seeds}
+    splits = {seed: make_split(c.dataset, c.forget, named[seed]['split']) for seed in c.seeds}
     methods = [m for m in METHODS if m != "retrain"] if c.method == "all" else [c.method]
     methods = [m for m in methods if m != "retrain"]
 
@@ -171,22 +182,24 @@ def run(config: UnlearningExperiment) -> dict:
     total = len(splits) * (2 + len(methods) + len(variants) + 2 * control)
     bar = progress_bar(total=total, desc="unlearn", disable=not c.progress, file=sys.stderr)
     for seed, split in splits.items():
+        ns = named[seed]
         bar.set_postfix_str(f"seed {seed}: original")
-        original = train_original(split, c.bits, ucfg, c.hidden, seed, act=c.act)
+        original = train_original(split, c.bits, ucfg, c.hidden, ns["original"], act=c.act)
         sha = model_fingerprint(original)
         bar.update()
 
         def from_original(method, split_, cfg_):
             # every arm of a seed starts from this one original model, which it must leave unchanged
-            model_, info_ = unlearn(method, original, split_, cfg_, seed=seed)
+            model_, info_ = unlearn(method, original, split_, cfg_, seed=ns["unlearn"])
             if model_fingerprint(original) != sha:
                 raise RuntimeError(f"{method} modified the original model of seed {seed}")
-            return model_, {**evaluate(model_, split_, seed), **info_, "from_original": sha}
+            return model_, {**evaluate(model_, split_, ns["evaluate"]), **info_, "from_original": sha}
         bar.set_postfix_str(f"seed {seed}: retrain")
-        retrained, info = unlearn("retrain", original, split, ucfg, seed=seed)
-        reference = {**evaluate(retrained, split, seed), **info}
+        retrained, info = unlearn("retrain", original, split, ucfg, seed=ns["retrain"])
+        reference = {**evaluate(retrained, split, ns["evaluate"]), **info}
         bar.update()
-        rows = {"original": {**evaluate(original, split, seed), "wall_s": None, "model": sha}, "retrain": reference}
+        rows = {"original": {**evaluate(original, split, ns["evaluate"]), "wall_s": None, "model": sha},
+                "retrain": reference}
         models_out[("original", seed)], models_out[("retrain", seed)] = original, retrained
         for method in methods:
             bar.set_postfix_str(f"seed {seed}: {method}")
@@ -199,13 +212,13 @@ def run(config: UnlearningExperiment) -> dict:
             _, arows[name] = from_original("oeu", split, cfg)
             bar.update()
         if control:
-            csplit = make_split(c.dataset, c.control, seed)
+            csplit = make_split(c.dataset, c.control, ns["split"])
             if not np.array_equal(csplit.x_train, split.x_train):
                 raise RuntimeError(f"control split of seed {seed} has other training samples than the run's")
             crows = {}
             if c.control_bits is not None and c.control_bits != c.bits:
                 bar.set_postfix_str(f"seed {seed}: control original ({c.control_bits} bits)")
-                original = train_original(split, c.control_bits, ucfg, c.hidden, seed, act=c.act)
+                original = train_original(split, c.control_bits, ucfg, c.hidden, ns["original"], act=c.act)
                 sha = model_fingerprint(original)
             for arm in ("oeu", "oeu-noproj"):
                 bar.set_postfix_str(f"seed {seed}: control {arm}")
@@ -281,7 +294,7 @@ def headline_of(result: dict) -> dict:
     accuracy and MIA on the forget set; Jia et al. 2023) of OEU (or the one method run), mean and
     sample std over seeds (:func:`~onchip.methods._report.mean_std`; the tables use ddof=0), next
     to every other row's but the reference (``retrain``, gap 0 by definition). With two or more
-    seeds, ``paired`` holds OEU - baseline per seed with its bootstrap ci95
+    seeds, ``paired`` holds OEU - baseline per seed with its Student t ci95
     (:func:`~onchip.methods._report.paired_difference`; negative: OEU closer to retraining). The
     budget is the gradient evaluations each unlearning arm spent (equal for every arm,
     :func:`.methods.gradient_budget`).
@@ -324,7 +337,7 @@ def _write_results(stage, result: dict, command: str) -> None:
     parts = [headline_line(h), f"Budget per unlearning arm: {h['budget']}."]
     if h.get("paired"):
         parts.append("Paired differences, OEU - baseline, average gap (pp; negative: OEU closer to retraining), "
-                     "bootstrap ci95 over seeds; a win only where the interval excludes zero:\n\n"
+                     "Student t ci95 over seeds; a win only where the interval excludes zero:\n\n"
                      + "\n".join(f"- {paired_line(n, p, 2)}" + (" (interval excludes zero)" if excludes_zero(p) else
                                                                 " (interval holds zero: no difference shown)")
                                  for n, p in h["paired"].items()))

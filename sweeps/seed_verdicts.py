@@ -1,0 +1,419 @@
+"""Recompute every committed paired interval of the seed methods, and list the verdicts that change.
+
+Every paired comparison in a committed ``sweeps/**/metrics.json`` stores its per-seed differences
+(``per_seed``), or the per-item values it was computed from (:func:`item_differences`). This script recomputes each one with today's
+:func:`onchip.methods._report.paired_difference` (a Student t interval with a sign-flip p-value)
+from those values, without rerunning any experiment, and
+
+- rewrites the interval, ``p_value`` and the verdicts built on it (a positive control's
+  ``sensitive``, humanlike's ``monotone`` noise ladder) in each ``metrics.json``;
+- rewrites ``results.md`` with the method's own report code where that code is a function of the
+  stored result (:func:`_regenerators`; the others are named), and ``sweeps/unlearning/README.md``
+  with its generator;
+- writes into ``seeds/README.md``, between its markers, the table of every interval whose verdict
+  (excludes zero or not) differs between the percentile bootstrap the project used before
+  (:func:`bootstrap_interval`, reproduced here) and the t interval, on the same stored values. The
+  table compares the two intervals, not two runs, so running the script again gives the same table.
+
+Run: ``PYTHONPATH=python python sweeps/seed_verdicts.py`` (seconds; ``--check`` only reports files
+that would change and exits 1 if any would).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEPS = ROOT / "sweeps"
+README = ROOT / "seeds" / "README.md"
+START, END = "<!-- seed-verdicts: start (written by sweeps/seed_verdicts.py) -->", "<!-- seed-verdicts: end -->"
+
+
+def bootstrap_interval(per_seed, confidence: float) -> list[float]:
+    """The interval ``paired_difference`` returned before the t interval: the percentile bootstrap
+    of the mean (:func:`scipy.stats.bootstrap`, 10,000 resamples, generator seeded 0; a constant
+    difference gives that value)."""
+    from scipy import stats
+
+    d = np.asarray(per_seed, dtype=float)
+    if np.all(d == d[0]):
+        return [float(d[0])] * 2
+    res = stats.bootstrap((d,), np.mean, confidence_level=confidence, n_resamples=10_000, method="percentile",
+                          random_state=np.random.default_rng(0))
+    return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+
+
+def _ci_key(p: dict) -> str:
+    return next(k for k in p if k.startswith("ci"))
+
+
+def is_paired(obj) -> bool:
+    """A stored :func:`~onchip.methods._report.paired_difference`."""
+    return isinstance(obj, dict) and "difference" in obj and "n" in obj and any(k.startswith("ci") for k in obj)
+
+
+def _walk(obj, path=()):
+    """Every (path, dict) in a JSON tree, parents before children."""
+    if isinstance(obj, dict):
+        yield path, obj
+        for k, v in obj.items():
+            yield from _walk(v, (*path, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _walk(v, (*path, i))
+
+
+def item_differences(metrics: dict) -> dict[str, np.ndarray]:
+    """Differences over items (tasks, prompt pairs) of intervals stored without ``per_seed``, rebuilt
+    from the per-item values the same ``metrics.json`` keeps: gats's ``per_task_success``, ips's
+    ``pairs`` (through ips's own selection). Path -> differences."""
+    out = {}
+    tasks = metrics.get("per_task_success")
+    if tasks and "gats" in tasks:
+        for arm in metrics.get("results", {}):
+            if arm != "gats":
+                out[f"results/{arm}/paired_per_task"] = np.subtract(tasks["gats"], tasks[arm])
+    if "over_prompt_pairs" in metrics and "pairs" in metrics:
+        from types import SimpleNamespace
+
+        from onchip.methods.ips.experiment import _over_prompt_pairs, _pick
+
+        pick, k = _pick(SimpleNamespace(**metrics["config"]))
+        rows = [r for r in metrics["pairs"] if (r["subject"], r["arm"]) == pick and r["shots"] == k
+                and r["n_salient"] > 0]
+        share = np.array([r["n_unstable"] / r["n_salient"] for r in rows])
+        same = np.array([r["output_unchanged"] for r in rows], dtype=bool)
+        assert set(_over_prompt_pairs(metrics["pairs"], pick, k)) >= set(metrics["over_prompt_pairs"])
+        out["over_prompt_pairs/unstable_share_answer_unchanged"] = share[same]
+        out["over_prompt_pairs/unstable_share_minus_answer_flip"] = share - (1.0 - same)
+        out["over_prompt_pairs/unstable_share_minus_output_change"] = share - np.array(
+            [r["output_change"] for r in rows])
+    return out
+
+
+def recompute(metrics: dict) -> tuple[dict, list[dict], list[str]]:
+    """``metrics`` with every paired interval recomputed and the verdicts built on them.
+
+    Returns:
+        ``(new_metrics, rows, missing)``: one row per interval (``path``, ``n``, ``difference``,
+        ``bootstrap``, ``t``, ``p_value``) and the paths of stored intervals whose differences are
+        neither stored nor rebuilt by :func:`item_differences` (left as they are).
+    """
+    from onchip.methods._report import excludes_zero, repaired
+
+    new = copy.deepcopy(metrics)
+    rows, missing = [], []
+    items = item_differences(metrics)
+    for path, obj in list(_walk(new)):
+        for key, value in list(obj.items()):
+            if not is_paired(value):
+                continue
+            where = "/".join(str(p) for p in (*path, key))
+            d = value.get("per_seed", items.get(where))
+            if d is None or len(d) != value["n"] or not np.isclose(np.mean(d), value["difference"], rtol=0,
+                                                                    atol=1e-12):
+                missing.append(f"{where} (n={value['n']})")
+                continue
+            fresh = repaired({**value, "per_seed": [float(x) for x in d]})
+            if "per_seed" not in value:  # one value per item: the items are stored elsewhere
+                fresh.pop("per_seed")
+            obj[key] = fresh
+            ck = _ci_key(value)
+            rows.append({"path": where, "n": fresh["n"], "difference": fresh["difference"],
+                         "bootstrap": bootstrap_interval(d, int(ck[2:]) / 100),
+                         "t": fresh[ck], "p_value": fresh["p_value"]})
+    for _, obj in _walk(new):
+        if "sensitive" in obj and is_paired(obj.get("paired")):
+            obj["sensitive"] = excludes_zero(obj["paired"])
+        if "monotone" in obj and isinstance(obj.get("steps"), dict):
+            obj["monotone"] = all(p["ci95"][0] > 0 for p in obj["steps"].values())
+    return new, rows, missing
+
+
+def _sections(fn):
+    """A regenerator that keeps the file's title and command and rebuilds its sections."""
+    def build(folder: Path, result: dict, old_text: str) -> str:
+        head = old_text.split("\n\n")[:2]
+        return "\n\n".join([*head, *(s.rstrip("\n") for s in fn(folder, result))]) + "\n"
+    return build
+
+
+def _whole(fn):
+    """A regenerator whose report function writes the whole file from the result and its command."""
+    return lambda folder, result, old_text: fn(result, result.get("command"))
+
+
+def _unlearning(folder: Path, result: dict, old_text: str) -> str:
+    """unlearning's results.md embeds its committed comparison.md: rebuilt in a scratch folder."""
+    import shutil
+    import tempfile
+
+    from onchip.methods.unlearning.experiment import _write_results
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(folder / "comparison.md", tmp)
+        _write_results(Path(tmp), result, result["command"])
+        return (Path(tmp) / "results.md").read_text()
+
+
+def _regenerators() -> dict:
+    """sweeps folder -> how its results.md is rebuilt from its metrics.json (the method's own code)."""
+    from onchip.methods.ais import experiment as ais
+    from onchip.methods.dynaview import experiment as dynaview
+    from onchip.methods.fedspa import experiment as fedspa
+    from onchip.methods.gats import experiment as gats
+    from onchip.methods.humanlike import experiment as humanlike
+    from onchip.methods.lmaps import experiment as lmaps
+    from onchip.methods.logicsage import experiment as logicsage
+    from onchip.methods.memorization import experiment as memorization
+    from onchip.methods.multi2 import experiment as multi2
+    from onchip.methods.quantum_meta import experiment as quantum_meta
+    from onchip.methods.radar import experiment as radar
+    from onchip.methods.seg_research import experiment as seg_research
+    from onchip.methods.tapc import experiment as tapc
+    from onchip.methods.token_search import experiment as token_search
+
+    table = lambda mod: _sections(lambda folder, r: [mod.results_table(r)])
+    sections = lambda mod: _sections(lambda folder, r: mod.results_sections(r))
+    return {"ais": table(ais), "fedspa": table(fedspa), "humanlike": table(humanlike),
+            "memorization": table(memorization), "tapc": table(tapc), "token-search": table(token_search),
+            "lmaps": _sections(lambda folder, r: lmaps._tables(r)),
+            "quantum_meta": _sections(lambda folder, r: quantum_meta.results_markdown(folder.name, r)),
+            "dynaview": _whole(dynaview.results_table), "multi2": _whole(multi2.results_table),
+            "seg-research": _whole(seg_research.results_table), "unlearning": _unlearning,
+            "gats": sections(gats), "gats-literal-judge": sections(gats), "radar": sections(radar),
+            "logicsage": sections(logicsage)}
+
+
+#: config fields of a run's scale that the committed run and the default command should share
+SCALE_FIELDS = ("seeds", "threads", "torch_threads")
+
+
+def config_of(argv: list[str]):
+    """The experiment config ``onchip <argv>`` builds, without running it: the command's
+    ``experiment.run`` is replaced by one that keeps its config (every command parses its flags and
+    calls that one function)."""
+    import importlib
+    import inspect
+    import re
+    from unittest import mock
+
+    from onchip.cli import main
+
+    command = importlib.import_module(f"onchip.commands.{argv[0].replace('-', '_')}")
+    package = re.search(r"onchip\.methods\.(\w+)\.experiment", inspect.getsource(command)).group(1)
+    experiment = importlib.import_module(f"onchip.methods.{package}.experiment")
+    seen = []
+    with mock.patch.object(experiment, "run", lambda config: seen.append(config) or {}):
+        main(argv)
+    return seen[0]
+
+
+def default_differences(command: str) -> dict[str, tuple]:
+    """Config fields (:func:`onchip.methods._report.recorded_config`) in which a committed command line
+    differs from the same command with its defaults (flags a command requires, such as
+    ``--gate``, kept from the committed one): field -> (default value, committed value)."""
+    import shlex
+
+    from onchip.methods._report import recorded_config
+
+    argv = shlex.split(command)[1:]
+    argv = [a for i, a in enumerate(argv) if a != "--out" and (i == 0 or argv[i - 1] != "--out")]
+    required = [a for i, a in enumerate(argv) if a == "--gate" or (i and argv[i - 1] == "--gate")]
+    out = ["--out", str(ROOT / "sweeps" / ".seed-verdicts-unused")]
+    def flat(d, head=""):
+        return {k2: v2 for k, v in d.items()
+                for k2, v2 in (flat(v, f"{head}{k}.").items() if isinstance(v, dict) else [(f"{head}{k}", v)])}
+
+    committed = flat(recorded_config(config_of([*argv, *out])))
+    default = flat(recorded_config(config_of([argv[0], *required, *out])))
+    return {k: (default.get(k), v) for k, v in committed.items() if default.get(k) != v}
+
+
+def run_differences(path: Path) -> dict[str, tuple]:
+    """:func:`default_differences` of a committed ``metrics.json``'s command, with the seeds the run
+    used (its headline's) in place of the seeds its command line gives today."""
+    metrics = json.loads(path.read_text())
+    diff = default_differences(metrics["command"])
+    ran, default = metrics["headline"]["seeds"], _default_seeds(metrics["command"])
+    diff.pop("seeds", None)
+    if list(ran) != list(default):
+        diff["seeds"] = (default, ran)
+    return diff
+
+
+def _default_seeds(command: str) -> list:
+    import shlex
+
+    argv = shlex.split(command)[1:]
+    required = [a for i, a in enumerate(argv) if a == "--gate" or (i and argv[i - 1] == "--gate")]
+    return list(config_of([argv[0], *required, "--out", str(ROOT / "sweeps" / ".seed-verdicts-unused")]).seeds)
+
+
+def _value(v) -> str:
+    if isinstance(v, (list, tuple)) and len(v) > 3 and all(isinstance(x, int) for x in v) \
+            and list(v) == list(range(v[0], v[0] + len(v))):
+        return f"{v[0]}-{v[-1]}"
+    return str(v)
+
+
+def defaults_table(files: list[Path]) -> str:
+    """Markdown: every committed run whose seeds or threads differ from its command's defaults (the
+    card prints that run's command), with the other fields in which it differs."""
+    from onchip.methods._report import markdown_table
+
+    rows = []
+    for path in files:
+        command = json.loads(path.read_text())["command"]
+        diff = run_differences(path)
+        scale = {k: v for k, v in diff.items() if k in SCALE_FIELDS}
+        if scale:
+            rows.append([f"`{path.parent.relative_to(ROOT).as_posix()}`", f"`{command}`",
+                         ", ".join(f"{k} {_value(c)} (default {_value(d)})" for k, (d, c) in scale.items()),
+                         ", ".join(f"{k} {_value(c)}" for k, (d, c) in diff.items() if k not in SCALE_FIELDS)
+                         or "-"])
+    return markdown_table(["committed run", "its command (also in the card)", "seeds / threads", "other settings"],
+                          rows, caption="Committed runs whose seeds or threads differ from their command's default run "
+                                        "(every other committed run uses the default seeds and threads):")
+
+
+#: sweeps folder -> its card (seeds/<card>.md), where the names differ
+CARDS = {"ais": "ais-entropic-mirror", "memorization": "diffusion-memorization", "quantum_meta": "quantum-meta",
+         "unlearning": "unlearning-oeu", "gats-literal-judge": "gats"}
+CARD_START = "<!-- seed-verdicts: start (written by sweeps/seed_verdicts.py; the verdicts the t interval changed) -->"
+
+
+def card_of(rel: str) -> Path:
+    """The card of a committed result, from its path under ``sweeps/``."""
+    folder = Path(rel).relative_to("sweeps").parts[0]
+    return ROOT / "seeds" / f"{CARDS.get(folder, folder)}.md"
+
+
+def card_text(card: str, rows: list[tuple[str, dict]]) -> str:
+    """``card`` with its block of changed verdicts replaced, inserted after its first results
+    heading (or at its end), or removed when ``rows`` is empty."""
+    import re
+
+    if CARD_START in card:
+        a, b = card.index(CARD_START), card.index(END, card.index(CARD_START)) + len(END)
+        card = card[:a].rstrip("\n") + "\n\n" + card[b:].lstrip("\n")
+    if not rows:
+        return card
+    lines = [f"- `{Path(f).parent.relative_to('sweeps').as_posix()}` `{r['path']}`: {_fmt(r['difference'])} "
+             f"{_interval(r['t'])} (percentile bootstrap {_interval(r['bootstrap'])}): {_verdict(r['t'])}"
+             for f, r in rows]
+    intro = ("**Intervals.** The committed `metrics.json` and `results.md` give Student t intervals; where this "
+             "card quotes the percentile-bootstrap interval used before, these verdicts no longer hold (all of "
+             "them: seeds/README.md):")
+    block = "\n".join([CARD_START, intro, "", *lines, END])
+    m = re.search(r"^## (Results|Measured).*$", card, flags=re.MULTILINE)
+    at = m.end() + 1 if m else len(card)
+    return card[:at].rstrip("\n") + "\n\n" + block + "\n\n" + card[at:].lstrip("\n")
+
+
+def _fmt(v: float) -> str:
+    return f"{v:+.4g}"
+
+
+def _interval(ci) -> str:
+    return f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
+
+
+def _verdict(ci) -> str:
+    return "excludes 0" if ci[0] > 0 or ci[1] < 0 else "holds 0"
+
+
+def table(changed: list[tuple[str, dict]], total: int, missing: list[str]) -> str:
+    """The markdown block between the README's markers."""
+    from onchip.methods._report import markdown_table
+
+    intro = (f"Written by `sweeps/seed_verdicts.py` on {datetime.date.today().isoformat()} from the per-seed "
+             f"differences stored in the committed `metrics.json` files. Of {total} paired intervals, {len(changed)} "
+             "change their verdict between the percentile bootstrap used before and the Student t interval "
+             "used now (`methods/_report.py: paired_difference`; the bootstrap is too narrow at a few seeds, "
+             "at 3 seeds it is [min, max]: `tests/test_methods_shared.py` simulates both). p: the sign-flip permutation p-value, exact up to "
+             "14 pairs; it cannot go below 2/2^n (0.0625 at 5 seeds).")
+    lines = [START, "", intro, ""]
+    rows = [[f"`{f}`", f"`{r['path']}`", r["n"], _fmt(r["difference"]), _interval(r["bootstrap"]),
+             _interval(r["t"]), f"{r['p_value']:.3g}", f"{_verdict(r['bootstrap'])} -> {_verdict(r['t'])}"]
+            for f, r in changed]
+    lines.append(markdown_table(["file", "interval", "n", "difference", "bootstrap ci", "t ci", "p", "verdict"],
+                                rows).rstrip("\n"))
+    if missing:
+        lines += ["", ("Not recomputed (per-item values not stored; they change when the method is rerun): "
+                       + "; ".join(missing) + ".")]
+    return "\n".join([*lines, "", END])
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    regen = _regenerators()
+    changed, total, missing, touched, left = [], 0, [], [], []
+    for path in sorted(SWEEPS.rglob("metrics.json")):
+        rel = path.relative_to(ROOT).as_posix()
+        old = json.loads(path.read_text())
+        new, rows, miss = recompute(old)
+        total += len(rows)
+        missing += [f"`{rel}` {m}" for m in miss]
+        changed += [(rel, r) for r in rows if _verdict(r["bootstrap"]) != _verdict(r["t"])]
+        if not rows:
+            continue
+        writes = {}
+        if new != old:
+            writes[path] = json.dumps(new, indent=2) + "\n"
+        results = path.parent / "results.md"
+        build = regen.get(path.parent.name) or regen.get(path.parent.parent.name)
+        if build and results.exists():
+            text = results.read_text()
+            if build(path.parent, new, text) != text:
+                writes[results] = build(path.parent, new, text)
+        elif results.exists():
+            left.append(rel.replace("metrics.json", "results.md"))
+        for target, text in writes.items():
+            touched.append(target.relative_to(ROOT).as_posix())
+            if not check:
+                target.write_text(text)
+    readme = README.read_text()
+    block = table(changed, total, missing)
+    files = sorted(p for p in SWEEPS.rglob("metrics.json") if json.loads(p.read_text()).get("command", "")
+                   .startswith("onchip ") and "headline" in json.loads(p.read_text()))
+    block = block.replace(END, defaults_table(files) + "\n" + END)
+    if START in readme:
+        fresh = readme[:readme.index(START)] + block + readme[readme.index(END) + len(END):]
+    else:
+        fresh = readme.rstrip("\n") + "\n\n## Verdicts that the t interval changed\n\n" + block + "\n"
+    if fresh != readme:
+        touched.append(README.relative_to(ROOT).as_posix())
+        if not check:
+            README.write_text(fresh)
+    for card in sorted({card_of(f) for f, _ in changed} | {p for p in (ROOT / "seeds").glob("*.md")
+                                                           if CARD_START in p.read_text()}):
+        text = card.read_text()
+        fresh = card_text(text, [(f, r) for f, r in changed if card_of(f) == card])
+        if fresh != text:
+            touched.append(card.relative_to(ROOT).as_posix())
+            if not check:
+                card.write_text(fresh)
+    if not check:
+        sys.path.insert(0, str(SWEEPS / "unlearning"))
+        import make_readme
+
+        make_readme.main()
+    print(f"{total} paired intervals, {len(changed)} verdicts changed; "
+          f"{'would write' if check else 'wrote'} {len(touched)} files")
+    for t in touched:
+        print("  ", t)
+    if left:
+        print("results.md left as committed (its report code is not a function of metrics.json):", *left,
+              sep="\n   ")
+    return 1 if check and touched else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
