@@ -181,5 +181,6 @@ def check_covers(info: dict, verilog: str, level: str, theta0, folder, *, depth:
             bound = depth if r.status in ("PASS", "FAIL") else searched
             out.append(PropertyResult(name, level, "failed", bound=bound, seconds=r.seconds,
                                       detail=f"unreachable: no input sequence reaches it within {bound} cycles of "
-                                             f"reset ({r.status.lower()}; the design never does this work)"))
+                                             f"reset, which span the reload, a sample's update and two commands "
+                                             f"(SBY {r.status})"))
     return out

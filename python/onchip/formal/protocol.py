@@ -113,8 +113,9 @@ def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUC
             naming the counterexample that stopped the run).
         response: check :data:`onchip.formal.properties.RESPONSE_PROPERTIES` instead, the
             protocol's assertions kept beside them as the invariants their induction needs. One
-            the induction does not close is ``bounded`` to :func:`bmc_depth` cycles (which spans
-            the reload and a sample's prediction and update), never proved.
+            the induction does not close is ``bounded`` to the cycles the check from reset reached
+            (:func:`bmc_depth`: the reload, a sample's prediction and update), never proved; where
+            that check ends before the reload and one prediction, ``not_proved``.
         log: called with one line per solver run.
 
     Returns:
@@ -171,7 +172,7 @@ def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUC
         attempt += 1
         b = sby.run_job(folder, f"{job}_bmc{attempt}", mode="bmc", depth=depth, script=script(top, expose),
                         files={"design.v": verilog, "onchip_props.sv": props}, timeout=JOB_TIMEOUT)
-        log(f"formal {level}: bounded check to {depth} cycles: {b.status} {' '.join(b.failed)} ({b.seconds:.1f} s)")
+        log(f"formal {level}{' response' if response else ''}: bounded check to {depth} cycles: {b.status} {' '.join(b.failed)} ({b.seconds:.1f} s)")
         bad = [n for n in b.failed if n in open_names] if b.status == "FAIL" else []
         for n in bad:
             trace = b.traces.get(n) or b.trace
@@ -184,7 +185,8 @@ def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUC
             continue
         reached = b.steps_checked if b.steps_checked is not None else depth
         for n in open_names:
-            if response:  # a bound on a response, checked to a depth that spans it: bounded, not proved
+            # a response bound checked past the reload and a sample's prediction: bounded, not proved
+            if response and reached > info["reset_cycles"] + info["latency_cycles_prediction"] + 1:
                 results[n] = PropertyResult(
                     n, level, "bounded", bound=reached, seconds=b.seconds,
                     detail=f"bounded, not a proof: holds for every input sequence of up to {reached} cycles from "
