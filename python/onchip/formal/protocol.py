@@ -26,6 +26,8 @@ from .properties import RESPONSE_PROPERTIES, harness, protocol_properties
 INDUCTION_DEPTHS = (4, 8, 16, 32)
 #: per-job solver timeout, in seconds
 JOB_TIMEOUT = 600
+#: solver seconds of the check from reset of a response property whose induction did not close
+RESPONSE_BMC_TIMEOUT = 300
 
 STATUSES = ("proved", "bounded", "covered", "failed", "not_proved")
 
@@ -90,6 +92,12 @@ def bmc_depth(info: dict) -> int:
         + 2 * (port + 3) + 4
 
 
+def response_depth(info: dict) -> int:
+    """Cycles the check from reset of a response property spans: the reload, then two samples
+    taken II apart, each through its prediction."""
+    return info["reset_cycles"] + info["initiation_interval"] + info["latency_cycles_prediction"] + 2
+
+
 def _without(text: str, labels) -> str:
     """The harness text with the assertions of ``labels`` left out."""
     for label in labels:
@@ -114,8 +122,8 @@ def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUC
         response: check :data:`onchip.formal.properties.RESPONSE_PROPERTIES` instead, the
             protocol's assertions kept beside them as the invariants their induction needs. One
             the induction does not close is ``bounded`` to the cycles the check from reset reached
-            (:func:`bmc_depth`: the reload, a sample's prediction and update), never proved; where
-            that check ends before the reload and one prediction, ``not_proved``.
+            (:func:`response_depth`, or what :data:`RESPONSE_BMC_TIMEOUT` seconds reach), never
+            proved; where that check ends before the reload and one prediction, ``not_proved``.
         log: called with one line per solver run.
 
     Returns:
@@ -168,10 +176,11 @@ def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUC
             if bad:
                 continue
         # the induction did not close: look for a real counterexample from reset
-        depth = bmc_depth(info)
+        depth = response_depth(info) if response else bmc_depth(info)
         attempt += 1
         b = sby.run_job(folder, f"{job}_bmc{attempt}", mode="bmc", depth=depth, script=script(top, expose),
-                        files={"design.v": verilog, "onchip_props.sv": props}, timeout=JOB_TIMEOUT)
+                        files={"design.v": verilog, "onchip_props.sv": props},
+                        timeout=RESPONSE_BMC_TIMEOUT if response else JOB_TIMEOUT)
         log(f"formal {level}{' response' if response else ''}: bounded check to {depth} cycles: {b.status} {' '.join(b.failed)} ({b.seconds:.1f} s)")
         bad = [n for n in b.failed if n in open_names] if b.status == "FAIL" else []
         for n in bad:
