@@ -17,10 +17,9 @@ cover                      reached when
 
 :func:`check_covers` runs them in SymbiYosys ``cover`` mode to :func:`cover_depth` cycles. A
 cover is ``covered`` only when the solver returns a trace that reaches it (the trace's length in
-cycles is the result's bound); one it cannot reach within the depth is ``failed``: on a working
-design every cover is reached well inside it (the depth allows the reload, a sample through its
-update, and two commands with their responses), so an unreached cover means a dead or stuck
-core, not a short bound.
+cycles is the result's bound); one no input sequence reaches within the depth is ``failed``: the
+depth allows the reload, a sample through its update and two commands with their responses, so a
+working core reaches every cover inside it, and an unreached one means a dead or stuck core.
 """
 
 from __future__ import annotations
@@ -144,8 +143,9 @@ def check_covers(info: dict, verilog: str, level: str, theta0, folder, *, depth:
 
     Returns:
         One :class:`PropertyResult` per :data:`COVER_PROPERTIES`: ``covered`` (``bound``: the
-        cycles of the trace that reaches it, ``trace``: its VCD) or ``failed`` (not reached within
-        ``bound`` cycles of reset; at a timeout, within the cycles the solver searched).
+        cycles of the trace that reaches it, ``trace``: its VCD), ``failed`` (no input sequence
+        reaches it within ``bound`` = ``depth`` cycles of reset) or, when the solver ran out of
+        time first, ``not_proved`` (``bound``: the cycles it searched).
 
     Raises:
         FileNotFoundError: the formal tools are not installed.
@@ -177,10 +177,12 @@ def check_covers(info: dict, verilog: str, level: str, theta0, folder, *, depth:
             cycles, trace = reached[name]
             out.append(PropertyResult(name, level, "covered", bound=cycles, seconds=r.seconds, trace=trace,
                                       detail=f"covered: reached by a trace of {cycles} cycles from reset (trace: {trace})"))
-        else:
-            bound = depth if r.status in ("PASS", "FAIL") else searched
-            out.append(PropertyResult(name, level, "failed", bound=bound, seconds=r.seconds,
-                                      detail=f"unreachable: no input sequence reaches it within {bound} cycles of "
-                                             f"reset, which span the reload, a sample's update and two commands "
-                                             f"(SBY {r.status})"))
+        elif r.status in ("PASS", "FAIL"):
+            out.append(PropertyResult(name, level, "failed", bound=depth, seconds=r.seconds,
+                                      detail=f"unreachable: no input sequence reaches it within {depth} cycles of "
+                                             f"reset, which span the reload, a sample's update and two commands"))
+        else:  # out of time: not shown reachable, which fails the check too, but is no proof it is not
+            out.append(PropertyResult(name, level, "not_proved", bound=searched, seconds=r.seconds,
+                                      detail=f"not reached: the search stopped ({r.status}, {timeout:g} s) after "
+                                             f"{searched} of {depth} cycles from reset"))
     return out
