@@ -154,7 +154,9 @@ def check_covers(info: dict, verilog: str, level: str, theta0, folder, *, depth:
     depth = depth or cover_depth(info)
     text, expose = cover_harness(info, level, theta0)
     r = sby.run_job(Path(folder), f"{level}_cover", mode="cover", depth=depth,
-                    script=script(top_of(info, level), expose), files={"design.v": verilog, "onchip_props.sv": text},
+                    # memories as registers: the write-and-read-back cover follows a word through the RAM
+                    script=script(top_of(info, level), expose, map_memories=True),
+                    files={"design.v": verilog, "onchip_props.sv": text},
                     timeout=timeout)
     reached, unreached, pending = {}, set(), []
     logs = "".join(p.read_text() for p in sorted(Path(r.folder).glob("engine_*/logfile.txt")))
