@@ -368,3 +368,13 @@ def test_products_paired_through_different_multiplexers_are_one_term_under_the_a
     assert _solve(differ(symbolic._abstract_product), tmp_path, "split", 60)[0] == "unsat"
     # a spurious difference: the abstraction alone cannot see that the two pairings agree
     assert _solve(differ(unsplit), tmp_path, "unsplit", 60)[0] == "sat"
+
+
+def test_the_recorded_table_has_every_preset_doing_its_work():
+    # sweeps/formal/results.json, written by formal_table.py --parts live: every preset at least once
+    rows = json.loads((Path(__file__).resolve().parents[1] / "sweeps" / "formal" / "results.json").read_text())["live"]
+    assert set(PRESETS) <= {r["preset"] for r in rows}
+    for r in rows:
+        assert all(v["status"] == "covered" and v["cycles"] >= 1 for v in r["covers"].values()), r
+        assert all(v["status"] in ("proved", "bounded") for v in r["response"].values()), r
+        assert r["covers"]["core.sample_accepted"]["cycles"] == r["reset_cycles"] + 1
