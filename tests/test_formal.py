@@ -12,6 +12,7 @@ import pytest
 from onchip import formal
 from onchip.commands.generate import resolve_spec
 from onchip.formal import properties as props
+from onchip.formal.covers import cover_depth
 from onchip.formal.protocol import prove_protocol
 from onchip.hw import generate
 from onchip.spec import PRESETS
@@ -51,7 +52,7 @@ def by_name(results):
 ], ids=["kan-paper", "kan-readout-pipelined-fast", "mlp-regression-serial-fast", "mlp-regression-serial-compact",
         "kan-regression-serial-fast"])
 def test_the_stream_protocol_is_proved_for_every_cycle(spec, tmp_path):
-    results = formal.prove(spec, folder=tmp_path, readback=False)
+    results = formal.prove(spec, folder=tmp_path, readback=False, live=False)
     names = [r.name for r in results]
     info = generate(spec).info
     expected = list(props.protocol_properties(info, "core")) + list(props.protocol_properties(info, "axis"))
@@ -60,6 +61,68 @@ def test_the_stream_protocol_is_proved_for_every_cycle(spec, tmp_path):
     for r in results:
         assert r.status == "proved" and r.depth in (4, 8, 16, 32), r
         assert "proved by k-induction" in r.detail and r.trace is None
+
+
+#: the presets whose covers and response bounds the default run checks (the rest: slow)
+LIVE_FAST = ("kan-paper",)
+
+
+@pytest.mark.parametrize("preset", [p if p in LIVE_FAST else pytest.param(p, marks=pytest.mark.slow)
+                                    for p in PRESETS])
+def test_every_preset_does_its_work_within_its_reported_cycles(preset, tmp_path):
+    # both levels: the covers reached with a trace from reset, the response bounds proved or bounded
+    design = generate(PRESETS[preset])
+    from onchip.model.golden import initial_parameters
+
+    theta0 = initial_parameters(PRESETS[preset])
+    for level in props.LEVELS:
+        text = design.verilog if level == "core" else design.axis_verilog
+        response = prove_protocol(design.info, text, level, tmp_path / level, response=True)
+        assert [r.name for r in response] == list(props.RESPONSE_PROPERTIES)
+        for r in response:
+            assert r.status in ("proved", "bounded"), r
+            assert r.status == "proved" or ("bounded, not a proof" in r.detail and r.bound >= design.info["reset_cycles"])
+        covers = formal.check_covers(design.info, text, level, theta0, tmp_path / level)
+        assert [r.name for r in covers] == list(formal.COVER_PROPERTIES)
+        for r in covers:
+            assert r.status == "covered" and Path(r.trace).exists(), r
+        # no sample before the reload ends, so none accepted (nor predicted) in fewer cycles
+        got = by_name(covers)
+        assert got["sample_accepted"].bound == design.info["reset_cycles"] + 1
+        assert got["prediction_delivered"].bound >= design.info["reset_cycles"] + 1 + design.info["latency_cycles_prediction"]
+
+
+def dead(verilog: str, *ports: str) -> str:
+    """``verilog`` with the ready of each of ``ports`` tied to 0 (its logic left beside, unused)."""
+    for port in ports:  # the core's assignment (its right side a Yosys net), not the AXI wrapper's
+        verilog = mutate(verilog, rf"assign {port} = (?=\\\$)", f"assign {port} = 1'b0; wire dead_{port} = ")
+    return verilog
+
+
+@pytest.mark.parametrize("ports", [("s__ready", "pc__ready"), ("s__ready",)], ids=["dead", "half-dead"])
+def test_a_core_that_takes_no_sample_fails_although_its_protocol_holds(design, ports, tmp_path):
+    results = formal.prove(kan_paper(), folder=tmp_path, levels=("core",), readback=False,
+                           verilog={"core": dead(design.verilog, *ports)})
+    got = by_name(results)
+    # every safety property still holds: that alone proves nothing about a working core
+    assert all(got[n].status == "proved" for n in props.protocol_properties(design.info, "core"))
+    bad = {n for n, r in got.items() if r.status == "failed"}
+    assert bad == {"sample_ready_after_reload", "sample_accepted", "prediction_delivered", "update_committed"} | \
+        ({"write_read_back"} if "pc__ready" in ports else set())
+    assert Path(got["sample_ready_after_reload"].trace).exists()
+    depth = cover_depth(design.info)  # searched to the end: the whole depth, not a timeout's part of it
+    assert all("unreachable" in got[n].detail and got[n].bound == depth for n in bad & set(formal.COVER_PROPERTIES))
+    if "pc__ready" not in ports:
+        assert got["write_read_back"].status == "covered"
+
+
+def test_a_prediction_later_than_its_reported_latency_is_caught(design, tmp_path):
+    # stage 1 holds while the host offers a sample: m ready high, the prediction still comes late
+    bad = mutate(design.verilog, r"assign en = ~ (\\\$\d+) ;", r"assign en = ~ \1  & ~(valid_s1 & s__valid);")
+    got = by_name(prove_protocol(design.info, bad, "core", tmp_path, response=True))
+    assert got["prediction_within_latency"].status == "failed"
+    assert Path(got["prediction_within_latency"].trace).exists()
+    assert got["sample_ready_after_reload"].status == "proved"
 
 
 def test_tready_ignored_for_a_cycle_is_caught_at_the_axi_boundary(design, tmp_path):
@@ -220,16 +283,46 @@ def test_verify_formal_puts_one_case_per_property_in_the_report_and_junit(tmp_pa
     report = json.loads((out / "report.json").read_text())
     formal_cases = [c for c in report["cases"] if c["name"].startswith("formal.")]
     info = generate(PRESETS["kan-paper"]).info  # what verify builds: the spec's default timing
-    want = [f"formal.core.{n}" for n in props.protocol_properties(info, "core")] + \
-        [f"formal.axis.{n}" for n in props.protocol_properties(info, "axis")] + \
-        [f"formal.core.{n}" for n in props.READBACK_PROPERTIES]
+    want = [f"formal.{level}.{n}" for level in props.LEVELS for n in (*props.protocol_properties(info, level),
+                                                                      *props.RESPONSE_PROPERTIES, *formal.COVER_PROPERTIES)]
+    want += [f"formal.core.{n}" for n in props.READBACK_PROPERTIES]
     assert [c["name"] for c in formal_cases] == want
     assert all(c["status"] == "passed" for c in formal_cases)
+    covers = [c for c in formal_cases if c["name"].split(".")[-1] in formal.COVER_PROPERTIES]
+    assert all(c["measured"]["status"] == "covered" and c["measured"]["trace_cycles"] >= 1 for c in covers)
     assert formal_cases[0]["measured"]["status"] == "proved" and formal_cases[0]["measured"]["induction_depth"] >= 1
     assert formal_cases[-1]["measured"]["status"] == "bounded" and "bounded, not a proof" in formal_cases[-1]["detail"]
     junit = (out / "junit.xml").read_text()
     assert junit.count("formal.core.") + junit.count("formal.axis.") >= len(want)
     assert "PASS  formal.axis.m_valid_held" in text
+
+
+@pytest.mark.slow  # about 5 minutes
+def test_verify_formal_fails_a_dead_core_naming_each_unreached_cover(tmp_path, capsys, monkeypatch):
+    import onchip.hw
+    from onchip.cli import main
+
+    real = onchip.hw.generate
+
+    def generate_dead(*args, **kwargs):  # the core and its wrapper with the sample port's ready tied to 0
+        d = real(*args, **kwargs)
+        return dataclasses.replace(d, verilog=dead(d.verilog, "s__ready"),
+                                   axis_verilog=dead(d.axis_verilog, "s__ready") if d.axis_verilog else "")
+
+    monkeypatch.setattr(onchip.hw, "generate", generate_dead)
+    out = tmp_path / "out"
+    rc = main(["verify", "--spec", "kan-paper", "--backends", "hls", "--formal", "--samples", "40", "--quiet",
+               "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 1, text
+    cases = {c["name"]: c for c in json.loads((out / "report.json").read_text())["cases"]}
+    for level in props.LEVELS:
+        for n in ("sample_accepted", "prediction_delivered", "update_committed"):
+            assert cases[f"formal.{level}.{n}"]["status"] == "failed" and "unreachable" in cases[f"formal.{level}.{n}"]["detail"]
+            assert f"FAIL  formal.{level}.{n}" in text
+        assert cases[f"formal.{level}.sample_ready_after_reload"]["status"] == "failed"
+        assert cases[f"formal.{level}.write_read_back"]["status"] == "passed"
+        assert cases[f"formal.{level}.m_valid_held"]["status"] == "passed"
 
 
 @pytest.mark.parametrize("argv, flag", [
@@ -275,3 +368,13 @@ def test_products_paired_through_different_multiplexers_are_one_term_under_the_a
     assert _solve(differ(symbolic._abstract_product), tmp_path, "split", 60)[0] == "unsat"
     # a spurious difference: the abstraction alone cannot see that the two pairings agree
     assert _solve(differ(unsplit), tmp_path, "unsplit", 60)[0] == "sat"
+
+
+def test_the_recorded_table_has_every_preset_doing_its_work():
+    # sweeps/formal/results.json, written by formal_table.py --parts live: every preset at least once
+    rows = json.loads((Path(__file__).resolve().parents[1] / "sweeps" / "formal" / "results.json").read_text())["live"]
+    assert set(PRESETS) <= {r["preset"] for r in rows}
+    for r in rows:
+        assert all(v["status"] == "covered" and v["cycles"] >= 1 for v in r["covers"].values()), r
+        assert all(v["status"] in ("proved", "bounded") for v in r["response"].values()), r
+        assert r["covers"]["core.sample_accepted"]["cycles"] == r["reset_cycles"] + 1

@@ -18,8 +18,11 @@ through the project's own checks and returns a :class:`VerifyReport`, one named 
 * ``hls``: the HLS C++ under C simulation over the same stream (predictions and final parameters).
 * ``formal`` (``onchip verify --formal``): SymbiYosys proofs (:mod:`onchip.formal`), one case per
   property, ``formal.<level>.<property>``: the stream protocol of the core and of its AXI4-Stream
-  wrapper proved by k-induction for all time (``passed``, "proved ... k = <cycles>"), the read-back
-  of any parameter checked to a bound, and with ``equivalence`` seconds the ``fast`` and
+  wrapper proved by k-induction for all time (``passed``, "proved ... k = <cycles>"), its bounded
+  responses (s ready after the reload, a prediction within its latency: proved, or bounded), its
+  covers (a sample accepted, a prediction delivered, an update committed, a parameter written and
+  read back: ``passed`` only with a trace that reaches it, "covered ... <cycles>"; an unreachable
+  cover fails), the read-back of any parameter checked to a bound, and with ``equivalence`` seconds the ``fast`` and
   ``compact`` timing plans compared to the bound the solver reaches, once with any commands
   (``formal.plans.*``) and once with reads only (``formal.plans_reads_only.*``). A bounded
   case passes with its bound in cycles (and samples) in its text and in ``measured``, never the
@@ -570,9 +573,10 @@ def _formal_case(r) -> Case:
     """A :class:`Case` of one :class:`onchip.formal.PropertyResult`."""
     level = r.level.replace("equivalence", "plans")  # equivalence(_reads_only) -> plans(_reads_only)
     name = f"formal.{level}.{r.name}"
-    measured = {k: v for k, v in (("status", r.status), ("induction_depth", r.depth), ("bound_cycles", r.bound),
+    bound = "trace_cycles" if r.status == "covered" else "bound_cycles"  # a cover's bound is its trace's length
+    measured = {k: v for k, v in (("status", r.status), ("induction_depth", r.depth), (bound, r.bound),
                                   ("bound_samples", r.samples)) if v is not None}
-    if r.status in ("proved", "bounded"):
+    if r.status in ("proved", "bounded", "covered"):
         return Case(name, "passed", r.detail, r.seconds, measured=measured)
     mismatch = {"property": r.name, "text": r.detail}
     if r.trace:

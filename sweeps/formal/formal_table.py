@@ -4,6 +4,10 @@ For each preset x schedule x timing, and the serial datapaths (mlp-regression an
 both plans): the stream-protocol properties of the core and of its AXI4-Stream wrapper by k-induction
 (:func:`onchip.formal.prove`: properties proved, the induction length that closed, wall time) and the
 bounded read-back check. Each protocol row carries the date it was measured.
+For each point of ``--points`` (part ``live``): the bounded-response properties (s ready when the reload
+ends, a prediction within its latency: proved by k-induction or bounded) and the covers a working core
+must reach from reset (a sample accepted, a prediction delivered, an update committed, a parameter
+written and read back: the length of the trace that reaches each), on the core and its wrapper.
 For each preset x schedule: the bounded equivalence of the fast and compact plans
 (:func:`onchip.formal.check_plans`) with ``--plans-timeout`` seconds of solver time, reported
 in cycles and in predictions compared, and the item-by-item proof of the same two plans
@@ -20,6 +24,7 @@ Usage (about 40 minutes on a 2-core machine)::
     python sweeps/formal/formal_table.py --only kan-paper --plans-timeout 60
     python sweeps/formal/formal_table.py --parts plans      # then --combine results-plans.json results.json
     python sweeps/formal/formal_table.py --points 'kan-*/sequential/fast/*' '*/*/*/serial'
+    python sweeps/formal/formal_table.py --parts live --points '*/sequential/compact/*'
         # those protocol rows again, and the item-by-item rows of the matching presets' sequential/fast/parallel
         # points, merged into results.json (the other rows, the bounded plan checks and the netlist kept)
 """
@@ -77,7 +82,7 @@ def protocol_row(preset, schedule, timing, datapath, log) -> dict:
     readback = timing == "compact" and schedule == "sequential"
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="onchip-formal-") as tmp:
-        results = formal.prove(spec, folder=tmp, log=log, readback=readback)
+        results = formal.prove(spec, folder=tmp, log=log, readback=readback, live=False)  # live: its own part
     seconds = time.perf_counter() - t0
     proto = [r for r in results if r.name not in formal.READBACK_PROPERTIES]
     back = [r for r in results if r.name in formal.READBACK_PROPERTIES]
@@ -88,6 +93,49 @@ def protocol_row(preset, schedule, timing, datapath, log) -> dict:
             "readback_bound_cycles": min(r.bound for r in back) if back else "",
             "readback_status": sorted({r.status for r in back}),
             "seconds": round(seconds, 1)}
+
+
+def live_row(preset, schedule, timing, datapath, log) -> dict:
+    from onchip import formal
+    from onchip.formal.covers import cover_depth
+    from onchip.formal.protocol import prove_protocol
+    from onchip.hw import generate
+    from onchip.model.golden import initial_parameters
+
+    spec = point_spec(preset, schedule, timing, datapath)
+    design = generate(spec)
+    theta0 = initial_parameters(spec)
+    response, covers = {}, {}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="onchip-formal-") as tmp:
+        for level in formal.LEVELS:
+            text = design.verilog if level == "core" else design.axis_verilog
+            for r in prove_protocol(design.info, text, level, Path(tmp) / level, response=True, log=log):
+                response[f"{level}.{r.name}"] = {"status": r.status, "k": r.depth, "bound_cycles": r.bound}
+            for r in formal.check_covers(design.info, text, level, theta0, Path(tmp) / level, log=log):
+                covers[f"{level}.{r.name}"] = {"status": r.status, "cycles": r.bound}
+    return {"preset": preset, "schedule": schedule, "timing": timing, "datapath": datapath,
+            "date": time.strftime("%Y-%m-%d"), "reset_cycles": design.info["reset_cycles"],
+            "latency_cycles_prediction": design.info["latency_cycles_prediction"],
+            "cover_depth": cover_depth(design.info), "response": response, "covers": covers,
+            "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _live_cells(r: dict) -> list[str]:
+    """Table cells of a live row: per response property its verdict on core / axis (k or bound), per
+    cover the cycles of the trace that reaches it on core / axis (or its failure)."""
+    from onchip import formal
+
+    def verdict(x):
+        return f"proved k={x['k']}" if x["status"] == "proved" else \
+            f"{x['status']} {x['bound_cycles']}" if x.get("bound_cycles") is not None else x["status"]
+
+    def reached(x):
+        return str(x["cycles"]) if x["status"] == "covered" else f"{x['status']} ({x['cycles']})"
+
+    cells = [" / ".join(verdict(r["response"][f"{lv}.{n}"]) for lv in formal.LEVELS) for n in formal.RESPONSE_PROPERTIES]
+    cells += [" / ".join(reached(r["covers"][f"{lv}.{n}"]) for lv in formal.LEVELS) for n in formal.COVER_PROPERTIES]
+    return cells
 
 
 def plans_row(preset, schedule, timeout, log) -> dict:
@@ -149,6 +197,22 @@ def report(data: dict) -> str:
         lines.append(f"| {r['preset']} | {r['schedule']} | {r['timing']} | {r['datapath']} | {r['proved']} / "
                      f"{r['properties']} | {r['induction_depth']} | {r['readback_bound_cycles']} | {r['seconds']} | "
                      f"{r.get('date', data['date'])} |")
+    if data.get("live"):
+        lines += ["", "Doing the work (`onchip.formal.prove` with `live`): the protocol above holds on a core that never",
+                  "takes a sample, so each point also proves, on the core / on its AXI4-Stream wrapper, that s ready",
+                  "is high when the reload ends (`reset_cycles` after reset, no command offered) and that, with m ready",
+                  "held high, a prediction leaves within `latency_cycles_prediction` of its sample (k-induction; a",
+                  "bound where it does not close: cycles from reset, not a proof), and reaches four covers from reset",
+                  "in SymbiYosys cover mode: the cycles of the shortest trace that reaches each (searched to the",
+                  "cover depth; an unreached cover fails the check).", "",
+                  "| preset | schedule | timing | datapath | reload (cycles) | latency (cycles) | s ready after reload | "
+                  "prediction within latency | sample accepted | prediction delivered | update committed | "
+                  "written, read back | cover depth | wall time (s) | measured |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in data["live"]:
+            lines.append(f"| {r['preset']} | {r['schedule']} | {r['timing']} | {r['datapath']} | {r['reset_cycles']} | "
+                         f"{r['latency_cycles_prediction']} | " + " | ".join(_live_cells(r)) +
+                         f" | {r['cover_depth']} | {r['seconds']} | {r['date']} |")
     solver = {r["solver"] for r in data["plans"]}
     lines += ["", "Timing plans, bounded: fast and compact of each preset and schedule side by side on every",
               "input sequence up to the bound, in cycles from reset and in predictions the slower core",
@@ -193,21 +257,25 @@ def report(data: dict) -> str:
 
 def update_rows(only, patterns, parts, items_timeout) -> int:
     """Run the protocol rows matching ``patterns`` (``"protocol" in parts``) and the item-by-item rows of
-    the presets whose ``preset/sequential/fast/parallel`` matches (``"items" in parts``), and merge them into
+    the presets whose ``preset/sequential/fast/parallel`` matches (``"items" in parts``), the live rows of the
+    matching points (``"live" in parts``), and merge them into
     ``results.json`` / ``results.md``: a row of the same point replaced, rows in :func:`points` /
     :data:`PRESETS` order; the bounded plan checks and the netlist kept as they are."""
     data = json.loads((HERE / "results.json").read_text())
     rows = {tuple(r[k] for k in ("preset", "schedule", "timing", "datapath")): r for r in data["protocol"]}
     by_preset = {r["preset"]: r for r in data["items"]}
+    live = {tuple(r[k] for k in ("preset", "schedule", "timing", "datapath")): r for r in data.get("live", [])}
     todo = list(points(only, patterns)) if "protocol" in parts else []
+    live_todo = list(points(only, patterns)) if "live" in parts else []
     items = [p for p in PRESETS if (not only or p in only) and "items" in parts
              and any(fnmatch.fnmatch(f"{p}/sequential/fast/parallel", pat) for pat in patterns)]
-    if not todo and not items:
+    if not todo and not items and not live_todo:
         raise SystemExit(f"--points: no row matches {' '.join(patterns)}")
 
     def save():  # after every row: a stopped run keeps the rows it finished
         data["protocol"] = [rows[key] for key in points(None) if key in rows]
         data["items"] = [by_preset[p] for p in PRESETS if p in by_preset]
+        data["live"] = [live[key] for key in points(None) if key in live]
         tmp = HERE / "results.json.tmp"
         tmp.write_text(json.dumps(data, indent=1) + "\n")
         (HERE / "results.md").write_text(report(data))
@@ -216,6 +284,10 @@ def update_rows(only, patterns, parts, items_timeout) -> int:
     for preset, schedule, timing, datapath in todo:
         print(f"{preset} {schedule} {timing} {datapath}: protocol", flush=True)
         rows[preset, schedule, timing, datapath] = protocol_row(preset, schedule, timing, datapath, log)
+        save()
+    for preset, schedule, timing, datapath in live_todo:
+        print(f"{preset} {schedule} {timing} {datapath}: response bounds and covers", flush=True)
+        live[preset, schedule, timing, datapath] = live_row(preset, schedule, timing, datapath, log)
         save()
     for preset in items:
         print(f"{preset} sequential: fast against compact, item by item", flush=True)
@@ -233,7 +305,8 @@ def main(argv=None) -> int:
     ap.add_argument("--netlist-timeout", type=float, default=600.0, help="solver seconds of the netlist check")
     ap.add_argument("--no-netlist", action="store_true", help="skip the netlist check")
     ap.add_argument("--parts", default="protocol,plans,items,netlist",
-                    help="comma-separated parts to run; a subset writes results-<parts>.json (default: all)")
+                    help="comma-separated parts to run (protocol, plans, items, netlist; live with --points only); a subset "
+                         "writes results-<parts>.json (default: all but live)")
     ap.add_argument("--combine", nargs="+", default=None, metavar="JSON",
                     help="only write results.json and results.md from these part files")
     ap.add_argument("--points", nargs="+", default=None, metavar="PATTERN",

@@ -11,8 +11,11 @@ DESCRIPTION = """Generate the learner of --spec and check it against the golden 
 bench on Verilator (random valid/ready stalls, a reset in mid-stream, parameter read-back and a
 checkpoint/restore, latency and II against the generator's report) and the HLS C simulation,
 over a corner-case stream (or a task's). With --formal, SymbiYosys also proves the stream protocol
-of the core and of its AXI4-Stream wrapper for every input and every cycle (k-induction), checks
-the parameter read-back to a bound, and with --equivalence SECONDS compares the fast and compact
+of the core and of its AXI4-Stream wrapper for every input and every cycle (k-induction), proves
+(or bounds) that s ready rises when the reload ends and a prediction leaves within its reported
+latency, reaches covers a working core must reach (a sample accepted, a prediction delivered, an
+update committed, a parameter written and read back; an unreachable one fails), checks the
+parameter read-back to a bound, and with --equivalence SECONDS compares the fast and compact
 timing plans: to the bound it reaches from reset (a bounded result is reported with its bound,
 never as proved), and item by item, proved for every parameter state and every sample or
 command offered to an idle core. Exit status 0 only when every check that ran matched,
@@ -53,7 +56,8 @@ def add_parser(sub) -> None:
                         "(C simulation), or 'all' (default: rtl,hls)")
     p.add_argument("--formal", action="store_true",
                    help="also run the formal backend: protocol proofs by k-induction (core and AXI wrapper), "
-                        "the read-back checked to a bound (SymbiYosys + Yices 2, from pip)")
+                        "response bounds, covers that must be reached, the read-back checked to a bound "
+                        "(SymbiYosys + Yices 2, from pip)")
     p.add_argument("--equivalence", type=_args.float_range(0.0), default=0.0, metavar="SECONDS",
                    help="with --formal: seconds to spend comparing timing fast and compact to a bound, for "
                         "each of two hosts (any commands, and reads only), and per solver query of the "

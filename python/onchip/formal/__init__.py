@@ -4,8 +4,12 @@ Where simulation samples input sequences, these cover every one:
 
 * :func:`prove` proves the stream protocol of the core and of its AXI4-Stream wrapper for every
   input sequence and every cycle, by k-induction (:mod:`onchip.formal.protocol`, the properties
-  in :mod:`onchip.formal.properties`), and checks to a bound that a parameter read returns the
-  word last written, at an arbitrary address;
+  in :mod:`onchip.formal.properties`); proves (or checks to a bound) that s ready rises when the
+  reload ends and that a prediction leaves within the reported latency; reaches covers that a
+  working core must reach (a sample accepted, a prediction delivered, an update committed, a
+  parameter written and read back: :mod:`onchip.formal.covers`), so a dead core cannot pass;
+  and checks to a bound that a parameter read returns the word last written, at an arbitrary
+  address;
 * :func:`check_plans` checks to a bound that ``timing = "fast"`` and ``"compact"`` of one spec
   give the same predictions and parameters (:mod:`onchip.formal.equivalence`);
 * :func:`check_plans_per_item` proves the same item by item, for every parameter state, every
@@ -25,15 +29,16 @@ from pathlib import Path
 from .equivalence import (NETLIST_PROPERTIES, PLANS_LEVELS, PLANS_PROPERTIES, PLANS_SOLVER, check_netlist, check_plans,
                           plans_depth, plans_miter)
 from .items import ITEMS_LEVEL, ITEMS_PROPERTIES, ItemsError, check_plans_per_item
-from .properties import (AXIS_PROPERTIES, LEVELS, PROTOCOL_PROPERTIES, READBACK_PROPERTIES, harness,
-                         protocol_properties)
+from .covers import COVER_PROPERTIES, check_covers
+from .properties import (AXIS_PROPERTIES, LEVELS, PROTOCOL_PROPERTIES, READBACK_PROPERTIES, RESPONSE_PROPERTIES,
+                         harness, protocol_properties)
 from .protocol import PropertyResult, prove_protocol
 from .sby import missing_tools
 
-__all__ = ["PropertyResult", "prove", "prove_readback", "check_plans", "check_plans_per_item", "check_netlist",
+__all__ = ["PropertyResult", "prove", "prove_readback", "check_covers", "check_plans", "check_plans_per_item", "check_netlist",
            "missing_tools", "ITEMS_LEVEL", "ITEMS_PROPERTIES", "ItemsError",
            "harness", "plans_miter", "protocol_properties", "PROTOCOL_PROPERTIES", "AXIS_PROPERTIES",
-           "READBACK_PROPERTIES", "PLANS_PROPERTIES", "PLANS_LEVELS", "PLANS_SOLVER", "NETLIST_PROPERTIES", "LEVELS", "plan_designs", "plans_depth"]
+           "READBACK_PROPERTIES", "RESPONSE_PROPERTIES", "COVER_PROPERTIES", "PLANS_PROPERTIES", "PLANS_LEVELS", "PLANS_SOLVER", "NETLIST_PROPERTIES", "LEVELS", "plan_designs", "plans_depth"]
 
 def _folder(folder) -> Path:
     return Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="onchip-formal-"))
@@ -77,9 +82,9 @@ def prove_readback(design, theta0, folder, *, verilog: str | None = None, timeou
 
 
 def prove(spec, *, top: str | None = None, theta=None, folder=None, levels=LEVELS, readback: bool = True,
-          log=lambda text: None, verilog: dict[str, str] | None = None) -> list[PropertyResult]:
-    """Prove the stream protocol of the learner generated for ``spec`` (and check its read-back
-    to a bound).
+          live: bool = True, log=lambda text: None, verilog: dict[str, str] | None = None) -> list[PropertyResult]:
+    """Prove the stream protocol of the learner generated for ``spec``, that it does its work
+    (bounded response, covers), and check its read-back to a bound.
 
     Args:
         spec: a :class:`~onchip.spec.LearnerSpec`.
@@ -89,12 +94,16 @@ def prove(spec, *, top: str | None = None, theta=None, folder=None, levels=LEVEL
             folder when None.
         levels: any of :data:`LEVELS`.
         readback: also run :func:`prove_readback` on the core.
+        live: also check, at every level, :data:`RESPONSE_PROPERTIES` (proved, or bounded where
+            the induction does not close) and :data:`COVER_PROPERTIES` (each ``covered`` by a
+            trace from reset, or ``failed``): the protocol alone holds on a core that never
+            accepts a sample.
         log: called with one line per solver run.
         verilog: level -> Verilog to check instead of the generated one (a modified copy).
 
     Returns:
-        The :class:`PropertyResult` of every property: each level's protocol properties in order,
-        then the read-back ones.
+        The :class:`PropertyResult` of every property: per level its protocol properties in order,
+        then (``live``) its response properties and its covers; then the read-back ones.
 
     Raises:
         ValueError: an unknown level, or a spec that cannot be generated (as :func:`onchip.hw.generate`).
@@ -117,6 +126,9 @@ def prove(spec, *, top: str | None = None, theta=None, folder=None, levels=LEVEL
     for level in levels:
         text = verilog.get(level) or (design.verilog if level == "core" else design.axis_verilog)
         out += prove_protocol(design.info, text, level, folder / level, log=log)
+        if live:
+            out += prove_protocol(design.info, text, level, folder / level, response=True, log=log)
+            out += check_covers(design.info, text, level, theta0, folder / level, log=log)
     if readback:
         out += prove_readback(design, theta0, folder / "readback", verilog=verilog.get("core"), log=log)
     return out

@@ -30,6 +30,17 @@ property                       what it says (m: predictions, pr: parameter respo
 ``command_only_when_drained``  a command is taken only when every sample's prediction has been taken
 =============================  ==========================================================================
 
+Bounded response (:data:`RESPONSE_PROPERTIES`, with ``harness(..., response=True)``): the safety
+properties above hold on a core that never accepts a sample; these two say it does its work in
+the cycles it reports:
+
+=============================  ==========================================================================
+``sample_ready_after_reload``  s ready is high ``reset_cycles`` cycles after reset (the cycle the reload
+                               ends), unless a command was offered since the reset
+``prediction_within_latency``  with m ready held high, a sample's prediction is taken within
+                               ``latency_cycles_prediction`` cycles of its acceptance
+=============================  ==========================================================================
+
 The host's side (samples and commands) is constrained only by assumptions of the AXI4-Stream
 source rules (ARM IHI 0051, 2.2.1): valid, once raised, stays high and the data stable until the
 transfer, except across a reset. The learner is never constrained.
@@ -69,6 +80,8 @@ PROTOCOL_PROPERTIES = (
 )
 #: properties of the AXI wrapper only
 AXIS_PROPERTIES = ("m_padding_zero", "pr_padding_zero")
+#: the bounded-response properties (:func:`harness` with ``response``), checked in their own job
+RESPONSE_PROPERTIES = ("sample_ready_after_reload", "prediction_within_latency")
 #: the bounded read-back properties (:func:`readback_harness`)
 READBACK_PROPERTIES = ("read_returns_last_write", "write_echoes_value")
 
@@ -194,19 +207,50 @@ def _counter_width(limit: int) -> int:
 def _since_logic(info: dict) -> tuple[list[str], int]:
     """A saturating count of the cycles since the last reset cycle (0 in the first cycle out of
     reset, and in the initial state, which is the reset state)."""
-    cap = max(info["reset_cycles"], info["param_count"] + 1, 1)
+    # one past the reload's end: the cycle ``since == reset_cycles`` comes once per reset
+    cap = max(info["reset_cycles"], info["param_count"] + 1, 1) + 1
     w = _counter_width(cap)
     return [f"  reg [{w - 1}:0] since = 0;",
             "  always @(posedge clk)",
             f"    if (rst) since <= 0; else if (since < {cap}) since <= since + 1;"], cap
 
 
-def harness(info: dict, level: str) -> tuple[str, str]:
+def _response_logic(info: dict) -> tuple[list[str], list[str]]:
+    """Monitors and assertions of :data:`RESPONSE_PROPERTIES` (over the wires of :func:`harness`):
+    ``(module lines, checks inside its !rst block)``.
+
+    * ``sample_ready_after_reload``: in the cycle ``since == reset_cycles`` (the first after the
+      reload; the first after reset when nothing reloads) s ready is high, unless a command was
+      offered since reset (a command has precedence over samples).
+    * ``prediction_within_latency``: with m ready high in each of the last P =
+      ``latency_cycles_prediction`` cycles, no sample accepted more than P cycles ago is still
+      in flight. Samples leave in order, so that is ``inflight`` <= the samples accepted in
+      those P cycles: a sample taken at edge a is offered on m at edge a + P (the reported
+      latency) and, m ready high, taken then; the only stall is a prediction m does not take.
+    """
+    p = info["latency_cycles_prediction"]
+    shift = (lambda reg, bit: f"{reg} <= {bit};") if p == 1 else (lambda reg, bit: f"{reg} <= {{{reg}[{p - 2}:0], {bit}}};")
+    lines = ["  reg cmd_seen = 0;  // a command offered since the last reset",
+             f"  reg {_vec(p)}took = 0;  // bit i: a sample accepted i + 1 cycles ago",
+             f"  reg {_vec(p)}m_ready_held = 0;  // bit i: m ready high i + 1 cycles ago",
+             "  always @(posedge clk) begin",
+             "    if (rst) cmd_seen <= 0; else if (pc_valid) cmd_seen <= 1;",
+             f"    {shift('took', 's_fire & !rst')}",
+             f"    {shift('m_ready_held', 'm_ready')}",
+             "  end"]
+    recent = " + ".join(f"took[{i}]" for i in range(p)) if p > 1 else "took"
+    checks = [f"    sample_ready_after_reload: assert(since != {info['reset_cycles']} || cmd_seen || pc_valid || s_ready);",
+              f"    prediction_within_latency: assert(m_ready_held != {p}'b{'1' * p} || inflight <= {recent});"]
+    return lines, checks
+
+
+def harness(info: dict, level: str, *, response: bool = False) -> tuple[str, str]:
     """The protocol property module of a design and the Yosys commands that read it.
 
     Args:
         info: the design's description (:attr:`onchip.hw.Design.info`).
         level: ``"core"`` (module ``info["top"]``) or ``"axis"`` (its AXI4-Stream wrapper).
+        response: also check :data:`RESPONSE_PROPERTIES` (:func:`_response_logic`).
 
     Returns:
         ``(props_sv, expose_commands)``: the text of ``onchip_props.sv`` (top module
@@ -270,6 +314,10 @@ def harness(info: dict, level: str) -> tuple[str, str]:
             f" && (since >= {rc} || !pr_valid));",
             f"    reload_counts_cycles: assert(reload_count == (since < {n + 1} ? since : {n + 1}));",
         ]
+    if response:
+        monitors, more = _response_logic(info)
+        lines += monitors
+        checks += more
     if level == "axis":
         for key in ("m", "pr"):
             width, payload = p[key][3], p[key][4]

@@ -20,14 +20,16 @@ import re
 from pathlib import Path
 
 from . import sby
-from .properties import harness, protocol_properties
+from .properties import RESPONSE_PROPERTIES, harness, protocol_properties
 
 #: induction lengths tried, in cycles
 INDUCTION_DEPTHS = (4, 8, 16, 32)
 #: per-job solver timeout, in seconds
 JOB_TIMEOUT = 600
+#: solver seconds of the check from reset of a response property whose induction did not close
+RESPONSE_BMC_TIMEOUT = 300
 
-STATUSES = ("proved", "bounded", "failed", "not_proved")
+STATUSES = ("proved", "bounded", "covered", "failed", "not_proved")
 
 
 @dataclasses.dataclass
@@ -38,11 +40,13 @@ class PropertyResult:
         name: the property's label (:data:`onchip.formal.properties.PROTOCOL_PROPERTIES`...).
         level: ``"core"``, ``"axis"`` or the check it belongs to (``"equivalence"``, ``"netlist"``).
         status: ``proved`` (unbounded: k-induction closed), ``bounded`` (holds for every input
-            sequence up to ``bound`` cycles from reset; not a proof), ``failed`` (a counterexample,
-            ``trace``) or ``not_proved`` (no counterexample up to ``bound`` cycles, induction open
-            at ``depth``).
+            sequence up to ``bound`` cycles from reset; not a proof), ``covered`` (a cover reached:
+            ``trace`` reaches it in ``bound`` cycles from reset), ``failed`` (a counterexample,
+            ``trace``; for a cover: not reached within ``bound`` cycles) or ``not_proved`` (no
+            counterexample up to ``bound`` cycles, induction open at ``depth``).
         depth: the induction length k in cycles (proved / not_proved), else None.
-        bound: the cycles checked from the initial state (bounded / failed / not_proved), else None.
+        bound: the cycles checked from the initial state (bounded / failed / not_proved), or the
+            length of the trace that reaches a cover (covered), else None.
         samples: for equivalence checks, the samples every sequence of ``bound`` cycles holds.
         seconds: wall time of the solver runs that decided it.
         trace: the counterexample VCD (failed), or the induction step's (not_proved).
@@ -88,6 +92,12 @@ def bmc_depth(info: dict) -> int:
         + 2 * (port + 3) + 4
 
 
+def response_depth(info: dict) -> int:
+    """Cycles the check from reset of a response property spans: the reload, then two samples
+    taken II apart, each through its prediction."""
+    return info["reset_cycles"] + info["initiation_interval"] + info["latency_cycles_prediction"] + 2
+
+
 def _without(text: str, labels) -> str:
     """The harness text with the assertions of ``labels`` left out."""
     for label in labels:
@@ -96,8 +106,8 @@ def _without(text: str, labels) -> str:
 
 
 def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUCTION_DEPTHS, settle: bool = True,
-                   log=lambda text: None) -> list[PropertyResult]:
-    """Prove the stream-protocol properties of one generated design.
+                   response: bool = False, log=lambda text: None) -> list[PropertyResult]:
+    """Prove the stream-protocol properties of one generated design (or its bounded-response ones).
 
     Args:
         info: the design's description (:attr:`onchip.hw.Design.info`).
@@ -109,18 +119,24 @@ def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUC
         settle: after a counterexample, go on deciding the other properties without the failed
             ones (False: stop there; the undecided properties are ``not_proved``, their text
             naming the counterexample that stopped the run).
+        response: check :data:`onchip.formal.properties.RESPONSE_PROPERTIES` instead, the
+            protocol's assertions kept beside them as the invariants their induction needs. One
+            the induction does not close is ``bounded`` to the cycles the check from reset reached
+            (:func:`response_depth`, or what :data:`RESPONSE_BMC_TIMEOUT` seconds reach), never
+            proved; where that check ends before the reload and one prediction, ``not_proved``.
         log: called with one line per solver run.
 
     Returns:
-        One :class:`PropertyResult` per property of :func:`onchip.formal.properties.protocol_properties`,
-        in that order.
+        One :class:`PropertyResult` per property of :func:`onchip.formal.properties.protocol_properties`
+        (``response``: of ``RESPONSE_PROPERTIES``), in that order.
 
     Raises:
         FileNotFoundError: the formal tools are not installed.
         ToolError: Yosys could not read the design or the properties.
     """
-    names = list(protocol_properties(info, level))
-    text, expose = harness(info, level)
+    names = list(RESPONSE_PROPERTIES if response else protocol_properties(info, level))
+    text, expose = harness(info, level, response=response)
+    job = f"{level}_{'response' if response else 'prove'}"
     top = top_of(info, level)
     folder = Path(folder)
     results: dict[str, PropertyResult] = {}
@@ -132,10 +148,10 @@ def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUC
         last = None
         for k in depths:
             attempt += 1
-            r = sby.run_job(folder, f"{level}_prove{attempt}", mode="prove", depth=k,
+            r = sby.run_job(folder, f"{job}{attempt}", mode="prove", depth=k,
                             script=script(top, expose), files={"design.v": verilog, "onchip_props.sv": props},
                             timeout=JOB_TIMEOUT)
-            log(f"formal {level}: k-induction at k = {k}: {r.status} {' '.join(r.failed)} ({r.seconds:.1f} s)")
+            log(f"formal {level}{' response' if response else ''}: k-induction at k = {k}: {r.status} {' '.join(r.failed)} ({r.seconds:.1f} s)")
             last = r
             if r.status == "PASS":
                 closed = k
@@ -160,11 +176,12 @@ def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUC
             if bad:
                 continue
         # the induction did not close: look for a real counterexample from reset
-        depth = bmc_depth(info)
+        depth = response_depth(info) if response else bmc_depth(info)
         attempt += 1
-        b = sby.run_job(folder, f"{level}_bmc{attempt}", mode="bmc", depth=depth, script=script(top, expose),
-                        files={"design.v": verilog, "onchip_props.sv": props}, timeout=JOB_TIMEOUT)
-        log(f"formal {level}: bounded check to {depth} cycles: {b.status} {' '.join(b.failed)} ({b.seconds:.1f} s)")
+        b = sby.run_job(folder, f"{job}_bmc{attempt}", mode="bmc", depth=depth, script=script(top, expose),
+                        files={"design.v": verilog, "onchip_props.sv": props},
+                        timeout=RESPONSE_BMC_TIMEOUT if response else JOB_TIMEOUT)
+        log(f"formal {level}{' response' if response else ''}: bounded check to {depth} cycles: {b.status} {' '.join(b.failed)} ({b.seconds:.1f} s)")
         bad = [n for n in b.failed if n in open_names] if b.status == "FAIL" else []
         for n in bad:
             trace = b.traces.get(n) or b.trace
@@ -177,6 +194,13 @@ def prove_protocol(info: dict, verilog: str, level: str, folder, *, depths=INDUC
             continue
         reached = b.steps_checked if b.steps_checked is not None else depth
         for n in open_names:
+            # a response bound checked past the reload and a sample's prediction: bounded, not proved
+            if response and reached > info["reset_cycles"] + info["latency_cycles_prediction"] + 1:
+                results[n] = PropertyResult(
+                    n, level, "bounded", bound=reached, seconds=b.seconds,
+                    detail=f"bounded, not a proof: holds for every input sequence of up to {reached} cycles from "
+                           f"reset (k-induction did not close at k = {depths[-1]})")
+                continue
             culprit = n in (last.failed if last else [])
             results[n] = PropertyResult(
                 n, level, "not_proved", depth=depths[-1], bound=reached, seconds=b.seconds,
