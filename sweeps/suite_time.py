@@ -41,7 +41,7 @@ def time_run(name: str) -> dict:
 
     Returns:
         ``{"run", "command", "seconds" (wall clock), "closing" (pytest's last line), "ok", "load_before",
-        "load_after" (1-minute load averages)}``.
+        "load_after" (1-minute load averages), "failed" (pytest's FAILED lines)}``.
     """
     load_before = os.getloadavg()[0]
     start = time.monotonic()
@@ -52,7 +52,7 @@ def time_run(name: str) -> dict:
                    f"no closing line (exit {done.returncode})")
     return {"run": name, "command": "python " + " ".join(RUNS[name]).replace(" -q", ""), "seconds": seconds,
             "closing": closing, "ok": done.returncode == 0, "load_before": load_before,
-            "load_after": os.getloadavg()[0]}
+            "load_after": os.getloadavg()[0], "failed": [line for line in lines if line.startswith("FAILED ")]}
 
 
 def previous_rows() -> dict[str, str]:
@@ -98,6 +98,8 @@ def main() -> int:
         print(f"timing {name} run ...", flush=True)
         results.append(time_run(name))
         print(f"  {results[-1]['seconds'] / 60:.1f} min: {results[-1]['closing']}", flush=True)
+        for line in results[-1]["failed"]:  # which tests, so a failed timing run says what to look at
+            print(f"  {line}", flush=True)
     write(results)
     print(f"wrote {OUT.relative_to(ROOT)}")
     return 0 if all(r["ok"] for r in results) else 1
