@@ -50,6 +50,8 @@ def test_changed_spec_round_trips():
         (dict(datapath="systolic"), ["datapath", "systolic"]),
         (dict(datapath="serial", lanes=3), ["lanes=3", "widest layer's 1 inputs"]),
         (dict(lanes=2), ["lanes=2", "serial KAN datapath only"]),
+        (dict(channels=0), ["channels", "0"]),
+        (dict(channels=2.5), ["channels", "2.5"]),
     ],
 )
 def test_unbuildable_specs_say_which_field_and_why(changes, words):
@@ -177,7 +179,7 @@ def test_auto_timing_follows_datapath_and_schedule():
 
 
 # -- numbers: a bool is not an integer, NaN and infinities are not numbers ----------------------
-INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed", "lanes")
+INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed", "lanes", "channels")
 FLOAT_FIELDS = ("learning_rate", "init_scale")
 #: every numeric field, with a bad value of each kind it can be given (a list field: each element)
 BOOL_VALUES = [(name, True) for name in INT_FIELDS + FLOAT_FIELDS] + [
@@ -385,3 +387,13 @@ def test_a_mistyped_width_is_refused_in_one_line_within_little_memory(tmp_path, 
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.count("\n") == 1 and "the largest supported device" in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_channels_round_trip_and_each_channel_is_sequential():
+    spec = PRESETS["kan-readout"].replace(schedule="pipelined", staleness=3)
+    assert spec.effective_staleness == 3
+    multi = spec.replace(channels=4)
+    assert multi.effective_staleness == 0  # a channel's sample waits for its own update: no staleness
+    assert LearnerSpec.from_toml(multi.to_toml()) == multi
+    assert "channels" not in spec.to_toml()  # single-channel specs keep their text (and cache keys)
+    assert multi.hardware_size()["parameter_bits"] == 4 * spec.hardware_size()["parameter_bits"]

@@ -69,7 +69,7 @@ def max_multipliers(coef_width: int) -> int:
 
 
 #: Integer fields of a spec (a bool is refused: TOML's ``true`` is not the integer 1).
-INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed", "lanes")
+INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed", "lanes", "channels")
 #: Float fields: a finite float, or an integer the float holds exactly (stored as that float);
 #: bools, NaN and infinities are refused.
 FLOAT_FIELDS = ("learning_rate", "init_scale")
@@ -209,6 +209,12 @@ class LearnerSpec:
         lanes: serial KAN datapath: edges processed per clock cycle in each layer (at most
             the layer's input count is used), each lane with k+1 multipliers for the spline
             dot and k+1 for the update; 1 for every other datapath.
+        channels: N, the independent learners that share one datapath (multiplexed qubit
+            readout: one discriminator per qubit). Every sample names its channel
+            (``ceil(log2 N)`` bits after the other stream fields); channel c's predictions and
+            parameters equal those of a single-channel *sequential* learner run on channel c's
+            sub-stream, whatever the order of channels in the stream (so ``staleness`` does not
+            apply: :attr:`effective_staleness` is 0). Parameters are (N, P). Default 1.
         init_seed: seed of the initial parameters (they are part of the learner:
             the RTL holds them as its reset values).
         name: preset name, informational.
@@ -253,6 +259,7 @@ class LearnerSpec:
     allow_acc_wrap: bool = False
     timing: str = "auto"
     lanes: int = 1
+    channels: int = 1
 
     def __post_init__(self):
         # numbers first, kind by kind, so that no later check computes with a bool, a NaN or an infinity
@@ -309,6 +316,7 @@ class LearnerSpec:
             f"datapath='serial' is built for the sequential schedule; got schedule={self.schedule!r}",
         )
         need(self.lanes >= 1, f"lanes must be an integer >= 1, got {self.lanes!r}")
+        need(self.channels >= 1, f"channels must be an integer >= 1, got {self.channels!r}")
         need(
             self.lanes == 1 or (self.kind == "kan" and self.datapath == "serial"),
             f"lanes={self.lanes!r} applies to the serial KAN datapath only (kind='kan', datapath='serial'); "
@@ -448,8 +456,10 @@ class LearnerSpec:
 
     @property
     def effective_staleness(self) -> int:
-        """D used by the models: ``staleness`` when pipelined, 0 when sequential."""
-        return self.staleness if self.schedule == "pipelined" else 0
+        """D used by the models: ``staleness`` when pipelined, 0 when sequential or with more than
+        one channel (each channel is a sequential learner; the hardware stalls a sample whose
+        channel still has an update in flight)."""
+        return self.staleness if self.schedule == "pipelined" and self.channels == 1 else 0
 
     @property
     def n_in(self) -> int:
@@ -468,7 +478,7 @@ class LearnerSpec:
 
     def hardware_size(self) -> dict[str, int]:
         """Lower bounds of what the learner's hardware holds, for :data:`MAX_PARAMETER_BITS` and
-        :data:`MAX_MULTIPLIERS`: ``parameters`` (P), ``parameter_bits`` (P x coef width) and
+        :data:`MAX_MULTIPLIERS`: ``parameters`` (P x channels), ``parameter_bits`` (that x coef width) and
         ``multipliers`` (parallel KAN: k+1 per edge; parallel MLP: one per weight; serial MLP: one
         lane per neuron; serial KAN: 2(k+1) per lane and layer). Python integers: nothing is
         allocated, whatever the widths."""
@@ -480,6 +490,7 @@ class LearnerSpec:
                     else len(pairs) * self.lanes * 2 * k1)
         else:
             mult = sum(a * b for a, b in pairs) if self.datapath == "parallel" else sum(b for _, b in pairs)
+        p *= self.channels  # one parameter bank per channel, one datapath
         return {"parameters": p, "parameter_bits": p * self.formats.coef.width, "multipliers": mult}
 
     @property
@@ -520,6 +531,8 @@ class LearnerSpec:
             d["allow_acc_wrap"] = True
         if self.timing != "auto":  # likewise: specs without it keep their text (the sources' digest,
             d["timing"] = self.timing  # part of every hardware cache key, tells the plans apart)
+        if self.channels != 1:  # likewise: single-channel specs keep their text
+            d["channels"] = self.channels
         d["formats"] = self.formats.as_dict()
         return d
 
