@@ -3,7 +3,8 @@ command and CI's) and the first check (``python -m pytest -m quick``), each time
 
 Writes ``sweeps/suite_time.md`` beside this script with the date, the machine (cores, memory, load
 average before and after each run) and pytest's own closing line, so the README can link the figure
-instead of copying it. A run that fails is written down as failed, with its closing line, and the
+instead of copying it, and the full run's slowest tests (pytest's ``--durations``), so the 20-minute
+budget of the default run is managed from measurements. A run that fails is written down as failed, with its closing line, and the
 script exits non-zero.
 
 Usage (from the repository root, in the environment the README sets up)::
@@ -28,6 +29,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT = HERE / "suite_time.md"
 RUNS = {"full": ["-m", "pytest", "-q"], "quick": ["-m", "pytest", "-q", "-m", "quick"]}
+#: how many of the full run's slowest test phases are listed
+SLOWEST = 25
 
 
 def _memory_gib() -> float:
@@ -41,18 +44,21 @@ def time_run(name: str) -> dict:
 
     Returns:
         ``{"run", "command", "seconds" (wall clock), "closing" (pytest's last line), "ok", "load_before",
-        "load_after" (1-minute load averages), "failed" (pytest's FAILED lines)}``.
+        "load_after" (1-minute load averages), "failed" (pytest's FAILED lines), "slowest" (pytest's
+        ``--durations`` lines: seconds, phase, test id; the full run only)}``.
     """
     load_before = os.getloadavg()[0]
     start = time.monotonic()
-    done = subprocess.run([sys.executable, *RUNS[name]], cwd=ROOT, capture_output=True, text=True)
+    extra = [f"--durations={SLOWEST}", "--durations-min=1"] if name == "full" else []
+    done = subprocess.run([sys.executable, *RUNS[name], *extra], cwd=ROOT, capture_output=True, text=True)
     seconds = time.monotonic() - start
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     closing = next((line.strip("= ") for line in reversed(lines) if re.search(r"\d+ (passed|failed)", line)),
                    f"no closing line (exit {done.returncode})")
     return {"run": name, "command": "python " + " ".join(RUNS[name]).replace(" -q", ""), "seconds": seconds,
             "closing": closing, "ok": done.returncode == 0, "load_before": load_before,
-            "load_after": os.getloadavg()[0], "failed": [line for line in lines if line.startswith("FAILED ")]}
+            "load_after": os.getloadavg()[0], "failed": [line for line in lines if line.startswith("FAILED ")],
+            "slowest": [line.strip() for line in lines if re.match(r"\s*\d+\.\d+s (call|setup|teardown) ", line)]}
 
 
 def previous_rows() -> dict[str, str]:
@@ -67,12 +73,27 @@ def previous_rows() -> dict[str, str]:
     return rows
 
 
+def previous_slowest() -> list[str]:
+    """The slowest-tests section of the last report (kept when this invocation does not redo the full run)."""
+    if not OUT.exists():
+        return []
+    text = OUT.read_text()
+    return text[text.index("## Slowest"):].splitlines() if "## Slowest" in text else []
+
+
 def write(results: list[dict]) -> None:
     rows = previous_rows()
+    slowest = previous_slowest()
     today = dt.date.today().isoformat()
     for r in results:
         rows[r["run"]] = (f"| `{r['command']}` | {r['seconds'] / 60:.1f} | {r['closing']} | {today} "
                           f"| {r['load_before']:.1f} / {r['load_after']:.1f} |")
+        if r["slowest"]:
+            slowest = [f"## Slowest test phases of the full run ({today}, pytest --durations={SLOWEST}; with "
+                       "xdist's two workers, a shared build's cost lands on the first test that needs it)", "",
+                       "| seconds | phase | test |", "|---:|---|---|",
+                       *(f"| {d.split()[0][:-1]} | {d.split()[1]} | `{' '.join(d.split()[2:])}` |" for d in r["slowest"]),
+                       ""]
     text = [
         "# How long the tests take",
         "",
@@ -85,6 +106,7 @@ def write(results: list[dict]) -> None:
         "|---|---:|---|---|---|",
         *(rows[k] for k in ("full", "quick") if k in rows),
         "",
+        *slowest,
     ]
     OUT.write_text("\n".join(text))
 
