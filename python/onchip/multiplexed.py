@@ -131,15 +131,19 @@ def run_multiplexed_job(*, qubits: int, out: "str | Path", model: str | None = N
 
     Args:
         qubits: N >= 1.
-        samples: shots per qubit (>= :data:`onchip.run.MIN_READOUT_SAMPLES`); the stream holds N
-            times as many samples.
+        out: the output folder (written whole or not at all).
+        model: the learner kind of the task's preset (None: ``"kan"``), as for :func:`onchip.run.run_job`.
+        spec: a preset name, TOML file or spec; it gets ``channels = N`` (:func:`multichannel_spec`).
+        backend: one of :data:`onchip.backends.JOB_BACKENDS`.
         data: None, one shots file reused by every qubit, or a list of N files
             (:func:`onchip.tasks.multiqubit.make_multiqubit_readout`).
+        samples: shots per qubit (>= :data:`onchip.run.MIN_READOUT_SAMPLES`); the stream holds N
+            times as many samples.
+        seed: seed of the stream (>= 0).
+        progress: show the backend's progress bar.
+        states: prepared states to tell apart, the same for every qubit.
         drift: None / ``"independent"`` (each qubit its own), or a scenario for every qubit.
-        spec, model: as for :func:`onchip.run.run_job`; the spec gets ``channels = N``
-            (:func:`multichannel_spec`).
         theta: raw initial parameters, (P,) for every channel or (N, P).
-        Others: as for :func:`onchip.run.run_job`.
 
     Writes to ``out`` (whole or not at all): ``metrics.json`` (per qubit and mean figures),
     ``predictions.npy`` (raw int64 outputs in stream order, float64 for ``float``),
