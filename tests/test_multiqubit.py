@@ -153,3 +153,88 @@ def test_bad_input_is_refused_in_one_line_and_nothing_is_written(tmp_path, capsy
     for word in words:
         assert word in err
     assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def _single_channel_runs(stream, spec, theta=None):
+    # qubit c alone on a one-channel learner: what channel c of the multiplexed learner must give
+    from onchip.model import GoldenLearner
+
+    out = []
+    for c, q in enumerate(stream.qubits):
+        g = GoldenLearner(spec.replace(channels=1))
+        start = None if theta is None else theta[c]
+        out.append(g.run(g.quantize_inputs(q.x), g.quantize_targets(q.y), theta=start))
+    return out
+
+
+def test_the_job_end_to_end_equals_one_learner_per_qubit(tmp_path, capsys):
+    from onchip.model import GoldenLearner
+    from onchip.spec import PRESETS, load_spec
+
+    n, s = 3, 1500
+    code, out = _run(tmp_path, "--qubits", str(n), "--samples", str(s))
+    assert code == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".onchip-output", "drift", "metrics.json", "predictions.npy", "rolling.csv", "rolling.png", "spec.toml"]
+    spec = load_spec(out / "spec.toml")
+    assert spec.channels == n and spec.replace(channels=1) == PRESETS["kan-readout"]
+    stream = make_multiqubit_readout(n, s, 0)
+    preds = np.load(out / "predictions.npy")
+    assert preds.dtype == np.int64 and preds.shape == (n * s, 1)
+    singles = _single_channel_runs(stream, spec)
+    metrics = json.loads((out / "metrics.json").read_text())
+    g = GoldenLearner(PRESETS["kan-readout"])
+    for c in range(n):
+        np.testing.assert_array_equal(preds[c::n], singles[c])
+        # the qubit's figures are the single-qubit job's figures of its own stream
+        want = json.loads(json.dumps(tasks.evaluate(stream.qubits[c], g.dequantize_outputs(singles[c]))))
+        assert metrics["per_qubit"][c] == want
+        scenario = tasks.load_drift(out / "drift" / f"qubit-{c}.toml", task="qubit-readout")
+        assert scenario.stream_events(s) == stream.qubits[c].events
+    assert metrics["mean"]["assignment_fidelity"] == pytest.approx(
+        np.mean([m["assignment_fidelity"] for m in metrics["per_qubit"]]), abs=1e-15)
+    assert np.loadtxt(out / "rolling.csv", delimiter=",", skiprows=1).shape == (s, 1 + 2 * n)
+    assert (out / "rolling.png").read_bytes()[:4] == b"\x89PNG"
+    text = capsys.readouterr().out
+    assert f"{n} qubits" in text and "qubit 2: fidelity" in text and f"mean over {n} qubits, online learner" in text
+
+
+def test_one_real_file_reused_by_every_qubit_is_stated_and_learned(tmp_path, capsys):
+    from real_data import REAL_SHOTS
+
+    code, out = _run(tmp_path, "--qubits", "2", "--data", str(REAL_SHOTS), "--samples", "6000", "--drift", "phase-jump")
+    assert code == 0
+    m = json.loads((out / "metrics.json").read_text())
+    iq = m["per_qubit_stream"][1]["source"]["iq_map"]
+    assert "iq_map" not in m["per_qubit_stream"][0]["source"]
+    assert f"rotated {iq['rotation_deg']:g} deg" in capsys.readouterr().out
+    for q in m["per_qubit"]:  # each learner follows its qubit through the +90 deg jump; each frozen LDA does not
+        assert q["assignment_fidelity_last_5000"] > 0.95
+        assert q["static_baseline"]["assignment_fidelity_last_5000"] < 0.8
+
+
+def test_theta_of_one_row_per_qubit_starts_each_channel(tmp_path):
+    from onchip.spec import PRESETS
+
+    spec = PRESETS["kan-readout"]
+    rng = np.random.default_rng(0)
+    theta = rng.integers(-200, 200, size=(2, spec.parameter_count()))
+    np.save(tmp_path / "theta.npy", theta)
+    code, out = _run(tmp_path, "--qubits", "2", "--samples", "300", "--spec", "kan-readout",
+                     "--theta", str(tmp_path / "theta.npy"))
+    assert code == 0
+    preds = np.load(out / "predictions.npy")
+    singles = _single_channel_runs(make_multiqubit_readout(2, 300, 0), spec.replace(channels=2), theta)
+    for c in range(2):
+        np.testing.assert_array_equal(preds[c::2], singles[c])
+
+
+def test_a_spec_of_other_channels_is_refused(tmp_path, capsys):
+    from onchip.spec import PRESETS
+
+    (tmp_path / "four.toml").write_text(PRESETS["kan-readout"].replace(channels=4).to_toml())
+    code, out = _run(tmp_path, "--qubits", "8", "--samples", "200", "--spec", str(tmp_path / "four.toml"))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "qubits" in err and "channels = 4" in err
+    assert not out.exists()

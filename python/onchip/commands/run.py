@@ -55,6 +55,16 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
 
 
+def _theta_spec(args):
+    # the spec --theta is for: with --qubits N, the job's spec of channels = N (a row per qubit)
+    if args.theta is None or args.qubits is None:
+        return args.spec
+    from ..multiplexed import multichannel_spec
+    from ..spec import load_spec
+
+    return multichannel_spec(load_spec(args.spec), args.qubits)
+
+
 def run(args) -> int:
     from ..run import run_job
 
@@ -70,7 +80,7 @@ def run(args) -> int:
         task=args.task, model=args.model, spec=args.spec, backend=args.backend, data=args.data,
         samples=100_000 if args.samples is None else args.samples, seed=args.seed, out=args.out,
         progress=not args.quiet, states=args.states, drift=args.drift, episodes=args.episodes,
-        theta=_args.load_theta(args.theta, args.spec), qubits=args.qubits,
+        theta=_args.load_theta(args.theta, _theta_spec(args)), qubits=args.qubits,
     )
     from ..run import summary_lines
 
