@@ -161,9 +161,8 @@ def _single_channel_runs(stream, spec, theta=None):
 
     out = []
     for c, q in enumerate(stream.qubits):
-        g = GoldenLearner(spec.replace(channels=1))
-        start = None if theta is None else theta[c]
-        out.append(g.run(g.quantize_inputs(q.x), g.quantize_targets(q.y), theta=start))
+        g = GoldenLearner(spec.replace(channels=1), None if theta is None else theta[c])
+        out.append(g.run(g.quantize_inputs(q.x), g.quantize_targets(q.y)))
     return out
 
 
