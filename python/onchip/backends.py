@@ -15,6 +15,11 @@ decisions and parameters equal to the golden model's, bit for bit (the project's
 test, ``tests/test_backends.py``, checks it for every backend available here). The float twin
 takes and returns floats.
 
+With ``spec.channels`` = N > 1 each sample also names its channel (``channel`` (N,) integers in
+[0, N), required; :func:`onchip.model.golden.check_channel`) and parameters are (N, P), a bank per
+channel: channel c's results are those of a single-channel sequential learner run on its samples
+alone. A backend without channel support refuses such a spec in one line (:func:`refuse_channels`).
+
 Each sample has a kind (:class:`onchip.model.SampleKind`: TARGET, PREDICT or ERROR; ``kind=None``
 is all TARGET): ``y`` then carries a target, nothing, or dL/dy_hat (raw ``grad`` values; floats
 for ``float``). A run returns a :class:`~onchip.result.RunResult`, which unpacks as ``(predictions, theta)``
@@ -55,7 +60,7 @@ class Backend(Protocol):
         """True when the backend can run on this machine (its tools are installed)."""
 
     def run(self, spec: LearnerSpec, x, y, *, kind=None, theta=None, learn: bool = True,
-            progress: bool = False) -> RunResult:
+            progress: bool = False, channel=None) -> RunResult:
         """Run a whole stream.
 
         Args:
@@ -66,17 +71,21 @@ class Backend(Protocol):
                 and may be None when not ``learn``.
             kind: (N,) :class:`onchip.model.SampleKind` values, or None (all TARGET).
             theta: (P,) initial parameters, raw ``coef`` integers (floats for ``float``);
-                default :func:`onchip.model.golden.initial_parameters`.
+                with channels > 1, (N, P) or (P,) for every channel; default
+                :func:`onchip.model.golden.initial_parameters` (in every channel).
             learn: test-then-train (True) or inference only (the parameters do not change).
             progress: show a progress bar.
+            channel: (N,) integers in [0, channels), each sample's channel; required with
+                channels > 1, None (all channel 0) with one.
 
         Returns:
-            :class:`RunResult`: (predictions (N, n_out), final parameters (P,) after every
-            pending update has landed), int64 raw values or float64 for ``float``, and
-            ``.decisions`` (N,).
+            :class:`RunResult`: (predictions (N, n_out), final parameters (P,), (N, P) with
+            channels > 1, after every pending update has landed), int64 raw values or float64
+            for ``float``, and ``.decisions`` (N,).
 
         Raises:
-            ValueError: bad shapes, dtypes, kinds, theta, or raw values outside their formats.
+            ValueError: bad shapes, dtypes, kinds, channels, theta, or raw values outside their
+                formats; a spec with channels > 1 on a backend without channel support.
         """
 
 
@@ -117,6 +126,22 @@ def available_backends() -> tuple[str, ...]:
     return tuple(name for name, b in _REGISTRY.items() if b.available())
 
 
+def refuse_channels(spec: LearnerSpec, backend: str, channel, n: int) -> None:
+    """Refuse a multi-channel spec on a backend that runs one channel only.
+
+    With one channel, ``channel`` is checked (None, or all zeros) and ignored.
+
+    Raises:
+        ValueError: naming ``channels``: the spec has more than one; or a bad ``channel``.
+    """
+    from .model.golden import check_channel
+
+    if spec.channels > 1:
+        raise ValueError(f"channels = {spec.channels}: the {backend} backend runs single-channel learners only; "
+                         "run this spec on golden, float or hls")
+    check_channel(spec, channel, n)
+
+
 def _bar(total: int, desc: str, enabled: bool):
     from .progress import progress_bar
 
@@ -135,17 +160,20 @@ class GoldenBackend:
     def available(self) -> bool:
         return True
 
-    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False):
+    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False, channel=None):
         from .model import GoldenLearner, decisions
-        from .model.golden import check_stream
+        from .model.golden import check_channel, check_stream
 
         learner = GoldenLearner(spec, theta)
         x, y, kind = check_stream(spec, x, y, learn=learn, kind=kind)
+        channel = check_channel(spec, channel, len(x)) if spec.channels > 1 or channel is not None else None
         preds = np.zeros((len(x), spec.n_out), np.int64)
         with _bar(len(x), _label(spec, self.name), progress) as bar:
             for lo in range(0, len(x), _CHUNK):
                 hi = min(lo + _CHUNK, len(x))
-                preds[lo:hi] = learner.run(x[lo:hi], y[lo:hi], kind[lo:hi]) if learn else learner.predict(x[lo:hi])
+                ch = None if channel is None else channel[lo:hi]
+                preds[lo:hi] = (learner.run(x[lo:hi], y[lo:hi], kind[lo:hi], ch) if learn
+                                else learner.predict(x[lo:hi], ch))
                 bar.update(hi - lo)
         learner.flush()
         return RunResult(preds, learner.theta.copy(), decisions(preds), kernel=", then ".join(learner.kernels))
@@ -163,17 +191,17 @@ class FloatBackend:
     def available(self) -> bool:
         return importlib.util.find_spec("torch") is not None
 
-    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False):
+    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False, channel=None):
         from .model import decisions
         from .model.float_twin import FloatTwin
 
         twin = FloatTwin(spec, theta)
         x = np.asarray(x, dtype=np.float64)
         if not learn:
-            preds = twin.predict(x)
+            preds = twin.predict(x, channel)
             return RunResult(preds, twin.theta.numpy().copy(), decisions(preds))
         with _bar(len(x), _label(spec, self.name), progress) as bar:
-            preds = twin.run(x, np.asarray(y, dtype=np.float64), progress=bar.update, kind=kind)
+            preds = twin.run(x, np.asarray(y, dtype=np.float64), progress=bar.update, kind=kind, channel=channel)
         twin.flush()
         bad = np.flatnonzero(~np.isfinite(preds).all(axis=1))
         if len(bad):  # float SGD has no saturation: at a large learning rate it can run away
@@ -192,9 +220,10 @@ class RtlBackend:
 
         return available()
 
-    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False):
+    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False, channel=None):
         from .verilator.backend import run
 
+        refuse_channels(spec, self.name, channel, len(np.asarray(x)))
         return run(spec, x, y, kind=kind, theta=theta, learn=learn, progress=progress)
 
 
@@ -208,10 +237,11 @@ class CocotbBackend:
     def available(self) -> bool:
         return RtlBackend().available() and importlib.util.find_spec("cocotb") is not None
 
-    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False):
+    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False, channel=None):
         from .hw import sim
         from .model.golden import check_parameters, check_stream, initial_parameters
 
+        refuse_channels(spec, self.name, channel, len(np.asarray(x)))
         x, y, kind = check_stream(spec, x, y, learn=learn, kind=kind)
         theta = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
         design = sim.cached_design(spec)
@@ -238,10 +268,10 @@ class HlsBackend:
 
         return missing() is None
 
-    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False):
+    def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False, channel=None):
         from .hls import HlsLearner
 
-        return HlsLearner(spec, theta).run(x, y, kind=kind, learn=learn, progress=progress)
+        return HlsLearner(spec, theta).run(x, y, kind=kind, learn=learn, progress=progress, channel=channel)
 
 
 for _backend in (GoldenBackend(), FloatBackend(), RtlBackend(), CocotbBackend(), HlsBackend()):

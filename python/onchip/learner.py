@@ -30,7 +30,15 @@ class Learner:
         backend: a name of :func:`onchip.backends.backend_names` (``"golden"``, ``"float"``,
             ``"rtl"``, ``"cocotb"``, ``"hls"``).
         theta: initial parameters (P,): raw ``coef`` integers, or floats for ``"float"``;
-            default: the spec's seeded initial parameters.
+            with ``spec.channels`` = N > 1, (N, P) (a bank per channel) or (P,) (every
+            channel); default: the spec's seeded initial parameters (in every channel).
+
+    Channels: with N > 1 channels the learner is N independent learners on one datapath (one
+    per qubit of a multiplexed readout). Every call then takes ``channel`` (N,) integers in
+    [0, N), the channel of each sample, and refuses a call without it; channel c's predictions
+    and parameters are those of a single-channel sequential learner run on channel c's samples
+    alone, whatever the order of channels in the stream. With one channel, ``channel`` may be
+    left out (or all zeros).
 
     Sample kinds (:class:`onchip.model.SampleKind`): ``run``/``step``/``step_raw`` take
     ``kind`` (N,): TARGET (y is the target; the default), PREDICT (y ignored, no update) or
@@ -47,8 +55,10 @@ class Learner:
 
     Raises:
         onchip.SpecError: a bad spec.
-        ValueError: an unknown backend, or a bad ``theta`` (wrong length, not integers,
-            outside the ``coef`` format).
+        ValueError: an unknown backend, or a bad ``theta`` (wrong shape, not integers,
+            outside the ``coef`` format); in a call, a bad or missing ``channel`` (one line
+            naming ``channel`` and the bad value) or a multi-channel spec on a backend
+            without channel support.
 
     Example:
         >>> import numpy as np, onchip
@@ -60,6 +70,10 @@ class Learner:
         >>> from onchip.model import SampleKind            # the host computes the error itself
         >>> q = learner.predict(x[:1])
         >>> _ = learner.step(x[:1], 0.5 * (q - 1.0), kind=[SampleKind.ERROR])
+        >>> two = onchip.Learner(onchip.load_spec("kan-regression").replace(channels=2))
+        >>> _ = two.run(x, np.sin(x), channel=np.arange(256) % 2)   # round robin
+        >>> two.parameters.shape
+        (2, 11)
     """
 
     def __init__(self, spec: "LearnerSpec | str", backend: str = "golden", *, theta=None):
@@ -76,26 +90,34 @@ class Learner:
 
     # -- parameters --------------------------------------------------------------------------
     def _checked_theta(self, theta) -> np.ndarray:
+        from .model.float_twin import check_float_parameters
         from .model.golden import check_parameters
 
         if self.raw:
             return check_parameters(self.spec, theta)
-        theta = np.asarray(theta, dtype=np.float64)
-        p = self.spec.parameter_count()
-        if theta.shape != (p,):
-            raise ValueError(f"theta must have shape ({p},), got {theta.shape}")
-        return theta.copy()
+        return check_float_parameters(self.spec, theta)
+
+    def _channel(self, channel, n: int):
+        # None with one channel and none given (the stream as before); else (n,) int64, checked
+        from .model.golden import check_channel
+
+        if channel is None and self.spec.channels == 1:
+            return None
+        if channel is not None and np.ndim(channel) == 0:
+            channel = [channel]  # one sample's channel as a plain integer
+        return check_channel(self.spec, channel, n)
 
     @property
     def parameters(self) -> np.ndarray:
-        """Current parameters (P,): raw int64 ``coef`` values, or float64 for ``"float"``. A copy.
+        """Current parameters (P,), (N, P) with N > 1 channels: raw int64 ``coef`` values, or
+        float64 for ``"float"``. A copy.
 
         Setting it checks and loads new parameters (raises ValueError like ``theta``)."""
         if self._theta is None:
             from .model.golden import initial_parameters
 
             theta = initial_parameters(self.spec)
-            return theta if self.raw else dequantize(theta, self.spec.formats.coef)
+            return self._checked_theta(theta if self.raw else dequantize(theta, self.spec.formats.coef))
         return self._theta.copy()
 
     @parameters.setter
@@ -111,30 +133,35 @@ class Learner:
         if not self.raw:
             raise ValueError(f"{what} needs a fixed-point backend; {self.backend!r} works in floats")
 
-    def predict_raw(self, x_raw) -> np.ndarray:
+    def predict_raw(self, x_raw, channel=None) -> np.ndarray:
         """Raw predictions (N, n_out) int64 (``act`` format) of raw inputs (N, n_in) (``input``
-        format), without learning.
+        format), without learning; ``channel`` (N,) as in :meth:`run`.
 
         Raises:
-            ValueError: a float backend, bad shapes, or raw values outside their format.
+            ValueError: a float backend, bad shapes, raw values outside their format, or a bad
+                or missing ``channel``.
         """
         self._need_raw("predict_raw")
-        out = self._impl.run(self.spec, x_raw, None, theta=self._theta, learn=False)
+        channel = self._channel(channel, len(np.asarray(x_raw)))
+        out = self._impl.run(self.spec, x_raw, None, theta=self._theta, learn=False, channel=channel)
         self.decisions = out.decisions
         return out[0]
 
-    def step_raw(self, x_raw, y_raw, kind=None) -> np.ndarray:
+    def step_raw(self, x_raw, y_raw, kind=None, channel=None) -> np.ndarray:
         """Test-then-train over raw samples: x (N, n_in) ``input``, y (N, n_out) by ``kind``:
-        targets (``act``), errors dL/dy_hat (``grad``) or ignored (PREDICT).
+        targets (``act``), errors dL/dy_hat (``grad``) or ignored (PREDICT); ``channel`` (N,) as
+        in :meth:`run`.
 
         Returns:
             raw predictions (N, n_out) int64, each made before its sample's update.
 
         Raises:
-            ValueError: a float backend, bad shapes or kinds, or raw values outside their format.
+            ValueError: a float backend, bad shapes, kinds or channels, or raw values outside
+                their format.
         """
         self._need_raw("step_raw")
-        out = self._impl.run(self.spec, x_raw, y_raw, kind=kind, theta=self._theta)
+        channel = self._channel(channel, len(np.asarray(x_raw)))
+        out = self._impl.run(self.spec, x_raw, y_raw, kind=kind, theta=self._theta, channel=channel)
         preds, self._theta = out
         self.decisions = out.decisions
         return preds
@@ -156,43 +183,49 @@ class Learner:
             raise ValueError(f"y must have shape ({n}, {self.spec.n_out}), got {y.shape}")
         return y
 
-    def predict(self, x) -> np.ndarray:
-        """Predictions (N, n_out) float64 of inputs x (N, n_in) (or (N,) for one input), without learning.
+    def predict(self, x, channel=None) -> np.ndarray:
+        """Predictions (N, n_out) float64 of inputs x (N, n_in) (or (N,) for one input), without
+        learning; ``channel`` (N,) as in :meth:`run`.
 
         Raises:
-            ValueError: bad shapes, NaN or infinite inputs.
+            ValueError: bad shapes, NaN or infinite inputs, a bad or missing ``channel``.
         """
         x = self._x(x)
+        channel = self._channel(channel, len(x))
         if not self.raw:
-            out = self._impl.run(self.spec, x, None, theta=self._theta, learn=False)
+            out = self._impl.run(self.spec, x, None, theta=self._theta, learn=False, channel=channel)
             self.decisions = out.decisions
             return out[0]
-        return self._golden.dequantize_outputs(self.predict_raw(self._golden.quantize_inputs(x)))
+        return self._golden.dequantize_outputs(self.predict_raw(self._golden.quantize_inputs(x), channel))
 
-    def run(self, x, y, *, kind=None, progress: bool = False) -> np.ndarray:
+    def run(self, x, y, *, kind=None, channel=None, progress: bool = False) -> np.ndarray:
         """Test-then-train over float samples x (N, n_in), y (N, n_out) ((N,) for one column).
 
         Args:
             kind: (N,) :class:`onchip.model.SampleKind` values (None: all TARGET); the y rows of
                 ERROR samples are dL/dy_hat (quantized to the ``grad`` format on a fixed-point
                 backend), those of PREDICT samples are ignored.
+            channel: (N,) integers in [0, channels), the channel of each sample: required with
+                channels > 1 (refused when missing), may be left out with one.
 
         Returns:
             predictions (N, n_out) float64, each made before its sample's update.
 
         Raises:
-            ValueError: bad shapes or kinds, NaN or infinite values.
+            ValueError: bad shapes, kinds or channels, NaN or infinite values.
         """
         from .model.golden import check_kind
         from .model.stream import SampleKind
 
         x = self._x(x)
         y = self._y(y, len(x))
+        channel = self._channel(channel, len(x))
         kinds = None if kind is None else check_kind(kind, len(x))
         if kinds is not None:
             y = np.where((kinds == SampleKind.PREDICT)[:, None], 0.0, y)
         if not self.raw:
-            out = self._impl.run(self.spec, x, y, kind=kinds, theta=self._theta, progress=progress)
+            out = self._impl.run(self.spec, x, y, kind=kinds, theta=self._theta, progress=progress,
+                                 channel=channel)
             preds, self._theta = out
             self.decisions = out.decisions
             return preds
@@ -201,17 +234,18 @@ class Learner:
             err = kinds == SampleKind.ERROR
             y_raw[err] = self.spec.formats.grad.quantize(y[err])
         out = self._impl.run(self.spec, self._golden.quantize_inputs(x), y_raw, kind=kinds,
-                             theta=self._theta, progress=progress)
+                             theta=self._theta, progress=progress, channel=channel)
         preds, self._theta = out
         self.decisions = out.decisions
         return self._golden.dequantize_outputs(preds)
 
-    def step(self, x, y, kind=None) -> np.ndarray:
-        """One sample or a few: :meth:`run` without a progress bar (x (n_in,) or (N, n_in))."""
+    def step(self, x, y, kind=None, channel=None) -> np.ndarray:
+        """One sample or a few: :meth:`run` without a progress bar (x (n_in,) or (N, n_in));
+        ``channel`` an integer for one sample, else (N,)."""
         x = np.asarray(x, dtype=np.float64)
         if x.ndim == 1 and self.spec.n_in > 1:
             x, y = x.reshape(1, -1), np.asarray(y, dtype=np.float64).reshape(1, -1)
-        return self.run(x, y, kind=kind)
+        return self.run(x, y, kind=kind, channel=channel)
 
     def __repr__(self) -> str:
         return f"Learner({self.spec.name or self.spec.kind!r}, backend={self.backend!r})"

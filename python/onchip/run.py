@@ -47,14 +47,18 @@ class BackendRun:
     kernel: str | None = None
 
 
-def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True, theta=None) -> BackendRun:
+def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True, theta=None,
+                channel=None) -> BackendRun:
     """Run ``spec`` on the float stream ``x`` (N, n_in), ``y`` (N, n_out) with one backend
     of :mod:`onchip.backends`: fixed-point backends get the stream quantized to the spec's
-    formats, and their raw predictions are dequantized. ``theta``: raw initial parameters (P,)
-    (default: the spec's), dequantized for the float backend.
+    formats, and their raw predictions are dequantized. ``theta``: raw initial parameters (P,),
+    or (N, P) / (P,) for every channel with channels > 1 (default: the spec's), dequantized for
+    the float backend. ``channel``: (N,) integers in [0, channels), each sample's channel
+    (required with channels > 1); ``theta`` of the result is then (N, P).
 
     Raises:
-        ValueError: unknown backend, or data of the wrong shape.
+        ValueError: unknown backend, data of the wrong shape, a bad or missing ``channel``, or a
+            multi-channel spec on a backend without channel support.
     """
     from .model import GoldenLearner
 
@@ -64,14 +68,18 @@ def run_backend(backend: str, spec: LearnerSpec, x, y, *, progress: bool = True,
     if not impl.raw:
         start = time.perf_counter()
         start_theta = None if theta is None else spec.formats.coef.dequantize(theta)
-        preds, final = impl.run(spec, x, y, progress=progress, theta=start_theta)
+        preds, final = impl.run(spec, x, y, progress=progress, theta=start_theta, channel=channel)
         return BackendRun(preds, None, final, time.perf_counter() - start)
     golden = GoldenLearner(spec)
     x_raw, y_raw = golden.quantize_inputs(x), golden.quantize_targets(y)
+    if channel is not None or spec.channels > 1:
+        from .model.golden import check_channel
+
+        channel = check_channel(spec, channel, len(x_raw))
     # compile the kernels or build the model (or find them cached) outside the timing
-    impl.run(spec, x_raw[:1], y_raw[:1], theta=theta)
+    impl.run(spec, x_raw[:1], y_raw[:1], theta=theta, channel=None if channel is None else channel[:1])
     start = time.perf_counter()
-    result = impl.run(spec, x_raw, y_raw, progress=progress, theta=theta)
+    result = impl.run(spec, x_raw, y_raw, progress=progress, theta=theta, channel=channel)
     seconds = time.perf_counter() - start
     raw, final = result
     return BackendRun(golden.dequantize_outputs(raw), raw, final, seconds, getattr(result, "kernel", None))

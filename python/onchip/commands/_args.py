@@ -131,7 +131,8 @@ def add_quiet(parser: argparse.ArgumentParser, *aliases: str) -> None:
 
 
 THETA_HELP = ("raw initial parameters: a .npy of P integers in the spec's coef format (the theta.npy "
-              "of `onchip import`), the reset values instead of the spec's seeded draw")
+              "of `onchip import`), the reset values instead of the spec's seeded draw; with channels = N "
+              "> 1, (N, P) (a row per channel) or (P,) (every channel)")
 
 
 def add_theta(parser: argparse.ArgumentParser) -> None:
@@ -140,7 +141,8 @@ def add_theta(parser: argparse.ArgumentParser) -> None:
 
 
 def load_theta(path: str | None, spec):
-    """The parameters of ``--theta``: an int64 (P,) array, or None without the flag.
+    """The parameters of ``--theta``: an int64 (P,) array ((N, P) or (P,) for a spec of N > 1
+    channels, as given), or None without the flag.
 
     Args:
         path: the flag's value (None: not given).
@@ -149,8 +151,8 @@ def load_theta(path: str | None, spec):
 
     Raises:
         ValueError: starting ``--theta FILE:``: not a readable .npy (an empty file, an .npz archive
-            under any name, a pickle), not shape (P,), a value that is not an integer representable
-            in int64, or one outside ``formats.coef``.
+            under any name, a pickle), not shape (P,) (or (N, P) with N channels), a value that is
+            not an integer representable in int64, or one outside ``formats.coef`` (its index).
     """
     if path is None:
         return None
@@ -168,9 +170,17 @@ def load_theta(path: str | None, spec):
     if not isinstance(theta, np.ndarray):  # an .npz archive (whatever its name): np.load opens it lazily
         getattr(theta, "close", lambda: None)()
         raise ValueError(f"--theta {path}: an .npz archive, not a .npy array (save one array with numpy.save)")
-    p = spec.parameter_count()
-    if theta.shape != (p,):
+    p, nc = spec.parameter_count(), spec.channels
+    if nc == 1 and theta.shape != (p,):
         raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {p} parameters need ({p},)")
+    if nc > 1 and theta.shape not in ((nc, p), (p,)):
+        raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {nc} channels of {p} parameters need "
+                         f"({nc}, {p}) (a row per channel) or ({p},) (every channel)")
+
+    def at(flat: int):  # a flat position as the index a user reads in the array
+        where = np.unravel_index(flat, theta.shape)
+        return where[0] if len(where) == 1 else tuple(int(i) for i in where)
+
     if theta.dtype == bool or not (np.issubdtype(theta.dtype, np.integer) or np.issubdtype(theta.dtype, np.floating)):
         raise ValueError(f"--theta {path}: dtype {theta.dtype}; raw parameters are integers")
     if np.issubdtype(theta.dtype, np.floating):
@@ -178,17 +188,17 @@ def load_theta(path: str | None, spec):
         bad = ~np.isfinite(wide) | (wide != np.round(wide)) | (np.abs(wide) >= 2.0**63)
         if bad.any():
             n = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"--theta {path}: value {float(theta[n])!r} at index {n} is not an integer representable "
-                             "in int64")
+            raise ValueError(f"--theta {path}: value {float(theta.flat[n])!r} at index {at(n)} is not an integer "
+                             "representable in int64")
     elif theta.dtype == np.uint64 and theta.size and theta.max() >= 2**63:
         n = int(np.argmax(theta))
-        raise ValueError(f"--theta {path}: value {int(theta[n])} at index {n} is not representable in int64")
+        raise ValueError(f"--theta {path}: value {int(theta.flat[n])} at index {at(n)} is not representable in int64")
     theta = theta.astype(np.int64)
     c = spec.formats.coef
     out = (theta < c.min_raw) | (theta > c.max_raw)
     if out.any():
         n = int(np.flatnonzero(out)[0])
-        raise ValueError(f"--theta {path}: value {int(theta[n])} at index {n} is outside formats.coef {c} "
+        raise ValueError(f"--theta {path}: value {int(theta.flat[n])} at index {at(n)} is outside formats.coef {c} "
                          f"(raw [{c.min_raw}, {c.max_raw}])")
     return theta
 

@@ -143,7 +143,7 @@ class HlsLearner:
         # a given project is a written one: its test bench must compile too
         self.program, self.compiled = build_simulator(self.project, opt=opt, testbench=project is not None)
 
-    def run(self, x_raw, y_raw, *, kind=None, learn: bool = True, progress: bool = False):
+    def run(self, x_raw, y_raw, *, kind=None, learn: bool = True, progress: bool = False, channel=None):
         """Reset, load the initial parameters, run the stream, flush and read the parameters.
 
         Args:
@@ -165,7 +165,10 @@ class HlsLearner:
         """
         from ..progress import progress_bar
 
+        from ..backends import refuse_channels
+
         spec = self.spec
+        refuse_channels(spec, "hls", channel, len(np.asarray(x_raw)))
         with_kinds = learn and kind is not None
         x, y, kind = check_stream(spec, x_raw, y_raw, learn=learn, kind=kind)
         n_out, p = spec.n_out, spec.parameter_count()

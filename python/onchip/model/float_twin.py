@@ -27,9 +27,16 @@ class FloatTwin:
 
     Args:
         spec: the learner (formats are ignored except to dequantize the initial parameters).
-        theta: initial float parameters, flat (P,); default: the golden initial parameters.
+        theta: initial float parameters, flat (P,); with ``spec.channels`` = N > 1, (N, P) (a
+            bank per channel) or (P,) (every channel); default: the golden initial parameters.
+
+    Channels: as in the golden model, channel c learns only from its own samples, sequentially,
+    on its own bank (``theta`` is then (N, P)).
 
     Method: per-sample SGD on L = 1/2 |y_hat - y|^2 with PyTorch autograd.
+
+    Raises:
+        ValueError: ``theta`` of the wrong shape (naming the shapes it takes).
     """
 
     def __init__(self, spec: LearnerSpec, theta: np.ndarray | None = None):
@@ -37,12 +44,7 @@ class FloatTwin:
 
         self._torch = torch
         self.spec = spec
-        if theta is None:
-            theta = dequantize(initial_parameters(spec), spec.formats.coef)
-        theta = np.asarray(theta, dtype=np.float64)
-        if theta.shape != (spec.parameter_count(),):
-            raise ValueError(f"theta must have shape ({spec.parameter_count()},), got {theta.shape}")
-        self.theta = torch.tensor(theta, dtype=torch.float64)
+        self.theta = torch.tensor(check_float_parameters(spec, theta), dtype=torch.float64)
         self._pending: deque = deque()
         if spec.kind == "kan":
             lo, hi = spec.grid_range
@@ -68,14 +70,28 @@ class FloatTwin:
                     a = torch.relu(a)
         return a
 
-    def predict(self, x) -> np.ndarray:
-        """Inference: (N, n_in) float -> (N, n_out) float predictions, no update."""
-        torch = self._torch
-        with torch.no_grad():
-            xs = torch.as_tensor(np.asarray(x, dtype=np.float64))
-            return np.stack([self._forward(self.theta, xi).numpy() for xi in xs])
+    def _bank(self, c: int):
+        # channel c's parameters: a view, so an in-place update lands in self.theta
+        return self.theta[c] if self.spec.channels > 1 else self.theta
 
-    def run(self, x, y, progress=None, *, kind=None) -> np.ndarray:
+    def predict(self, x, channel=None) -> np.ndarray:
+        """Inference: (N, n_in) float (and (N,) ``channel``, required with channels > 1) -> (N, n_out)
+        float predictions, no update.
+
+        Raises:
+            ValueError: a bad or missing ``channel`` (:func:`onchip.model.golden.check_channel`).
+        """
+        from .golden import check_channel
+
+        torch = self._torch
+        xs = torch.as_tensor(np.asarray(x, dtype=np.float64))
+        chs = check_channel(self.spec, channel, len(xs)).tolist()
+        if not len(xs):
+            return np.zeros((0, self.spec.n_out))
+        with torch.no_grad():
+            return np.stack([self._forward(self._bank(c), xi).numpy() for c, xi in zip(chs, xs)])
+
+    def run(self, x, y, progress=None, *, kind=None, channel=None) -> np.ndarray:
         """Test-then-train over (N, n_in) inputs and (N, n_out) targets -> (N, n_out) predictions.
 
         ``kind`` (N,) :class:`~onchip.model.stream.SampleKind` values (None: all TARGET), as in
@@ -83,11 +99,14 @@ class FloatTwin:
         row is dL/dy_hat itself (the gradient is that vector times the Jacobian of y_hat), a
         PREDICT row is ignored and its zero update still takes its slot of the D-sample window.
         ``progress``, if given, is called with the number of samples done every 1000 samples.
+        ``channel`` (N,) integers in [0, channels), required with channels > 1: the bank each
+        sample is predicted and learned with.
 
         Raises:
-            ValueError: ``kind`` of the wrong shape or with a value that is not a sample kind.
+            ValueError: ``kind`` of the wrong shape or with a value that is not a sample kind; a
+                bad or missing ``channel``.
         """
-        from .golden import check_kind
+        from .golden import check_channel, check_kind
         from .stream import SampleKind
 
         torch = self._torch
@@ -96,13 +115,15 @@ class FloatTwin:
         # Python ints: numpy integers compared with SampleKind look __array_ufunc__ up on the enum
         # three times a sample (and swallow an interrupt raised there: onchip.interrupts)
         kinds = check_kind(kind, len(xs)).tolist()
+        chs = check_channel(self.spec, channel, len(xs)).tolist()
         preds = np.zeros((len(xs), self.spec.n_out))
         lr = self.spec.learning_rate
         depth = self.spec.effective_staleness
         for n in range(len(xs)):
-            if depth and len(self._pending) == depth:
+            if depth and len(self._pending) == depth:  # depth is 0 with channels > 1
                 self.theta -= self._pending.popleft()
-            theta = self.theta.clone().requires_grad_(True)
+            bank = self._bank(chs[n])
+            theta = bank.clone().requires_grad_(True)
             out = self._forward(theta, xs[n])
             if kinds[n] == SampleKind.PREDICT:
                 grad = torch.zeros_like(self.theta)
@@ -113,7 +134,7 @@ class FloatTwin:
             if depth:
                 self._pending.append(lr * grad)
             else:
-                self.theta -= lr * grad
+                bank -= lr * grad
             if progress is not None and (n + 1) % 1000 == 0:
                 progress(1000)
         return preds
@@ -122,3 +143,24 @@ class FloatTwin:
         """Commit pending (delayed) updates."""
         while self._pending:
             self.theta -= self._pending.popleft()
+
+
+def check_float_parameters(spec: LearnerSpec, theta) -> np.ndarray:
+    """Float parameters of ``spec`` as float64: (P,) with one channel, (N, P) with N > 1 (a (P,)
+    ``theta`` is every channel's); None: the golden initial parameters, dequantized.
+
+    Raises:
+        ValueError: naming ``theta``: the wrong shape (and the shapes it takes).
+    """
+    if theta is None:
+        theta = dequantize(initial_parameters(spec), spec.formats.coef)
+    theta = np.asarray(theta, dtype=np.float64)
+    p, n = spec.parameter_count(), spec.channels
+    if n == 1 and theta.shape != (p,):
+        raise ValueError(f"theta must have shape ({p},), got {theta.shape}")
+    if n > 1:
+        if theta.shape not in ((n, p), (p,)):
+            raise ValueError(f"theta must have shape ({n}, {p}) (one row per channel) or ({p},) (every channel), "
+                             f"got {theta.shape}")
+        theta = np.broadcast_to(theta, (n, p))
+    return np.array(theta, dtype=np.float64)

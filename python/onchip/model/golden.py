@@ -50,7 +50,8 @@ def layout(spec: LearnerSpec) -> list[Layer]:
 
 
 def initial_parameters(spec: LearnerSpec) -> np.ndarray:
-    """Seeded initial parameters (raw, ``coef`` format), flat int64 of length parameter_count().
+    """Seeded initial parameters (raw, ``coef`` format), flat int64 of length parameter_count():
+    one channel's; with channels > 1 every channel starts from them (:func:`check_parameters`).
 
     KAN coefficients uniform in +/- init_scale; MLP weights uniform in
     +/- init_scale*sqrt(3/fan_in) (variance init_scale^2/fan_in), biases 0.
@@ -68,24 +69,68 @@ def initial_parameters(spec: LearnerSpec) -> np.ndarray:
 
 
 def check_parameters(spec: LearnerSpec, theta) -> np.ndarray:
-    """Validate raw parameters for ``spec``: shape (P,), integers inside the ``coef`` range.
+    """Validate raw parameters for ``spec``: integers inside the ``coef`` range, one bank per channel.
+
+    Shapes: (P,) with one channel; with ``spec.channels`` = N > 1, (N, P) (row c is channel c's
+    bank) or (P,), which every channel starts from (broadcast).
 
     Returns:
-        an int64 copy.
+        an int64 copy: (P,) with one channel, (N, P) with more.
 
     Raises:
-        ValueError: wrong shape, not integers, or values outside ``formats.coef``.
+        ValueError: naming ``theta``: wrong shape (and the shapes it takes), not integers, or values
+            outside ``formats.coef``.
     """
     theta = np.asarray(theta)
-    p = spec.parameter_count()
-    if theta.shape != (p,):
+    p, n = spec.parameter_count(), spec.channels
+    if n == 1 and theta.shape != (p,):
         raise ValueError(f"theta must have shape ({p},), got {theta.shape}")
+    if n > 1 and theta.shape not in ((n, p), (p,)):
+        raise ValueError(f"theta must have shape ({n}, {p}) (one row per channel) or ({p},) (every channel), "
+                         f"got {theta.shape}")
     if not np.issubdtype(theta.dtype, np.integer):
         raise ValueError(f"theta must hold raw integers, got dtype {theta.dtype}")
     c = spec.formats.coef
-    if len(theta) and (theta.min() < c.min_raw or theta.max() > c.max_raw):
+    if theta.size and (theta.min() < c.min_raw or theta.max() > c.max_raw):
         raise ValueError(f"theta has raw values outside {c} ([{c.min_raw}, {c.max_raw}])")
+    if n > 1:
+        return np.ascontiguousarray(np.broadcast_to(theta, (n, p)), dtype=np.int64).copy()
     return theta.astype(np.int64).copy()
+
+
+def check_channel(spec: LearnerSpec, channel, n: int) -> np.ndarray:
+    """Validate per-sample channels: (n,) integers in [0, ``spec.channels``).
+
+    ``None`` is every sample on channel 0, allowed only with one channel: with more, a stream
+    that does not say where each sample goes is refused rather than guessed.
+
+    Returns:
+        an int64 array (n,): ``channel`` itself when it already is one (to read, not to write into).
+
+    Raises:
+        ValueError: naming ``channel``: missing with channels > 1, wrong shape, a value that is
+            not an integer (the first such sample), or one outside [0, channels) (the first).
+    """
+    nc = spec.channels
+    if channel is None:
+        if nc > 1:
+            raise ValueError(f"channel is required: the spec has channels = {nc}; pass channel: ({n},) "
+                             f"integers in [0, {nc}), the channel of each sample")
+        return np.zeros(n, np.int64)
+    c = np.asarray(channel)
+    if c.shape != (n,):
+        raise ValueError(f"channel must have shape ({n},) (one per sample), got {c.shape}")
+    if c.size and not np.issubdtype(c.dtype, np.integer):
+        k = 0  # the first value that is not a whole number (or the first, for an integral float)
+        if c.dtype.kind == "f":
+            frac = ~np.isfinite(c) | (c != np.round(c))
+            k = int(np.flatnonzero(frac)[0]) if frac.any() else 0
+        raise ValueError(f"channel must hold integers in [0, {nc}), got channel[{k}] = {c[k].item()!r} (dtype {c.dtype})")
+    if c.size and (c.min() < 0 or c.max() >= nc):
+        k = int(np.flatnonzero((c < 0) | (c >= nc))[0])
+        raise ValueError(f"channel[{k}] = {int(c[k])} is not a channel of the spec "
+                         f"(channels = {nc}: 0 to {nc - 1})")
+    return c.astype(np.int64, copy=False)
 
 
 def check_raw(name: str, a, cols: int, fmt: Fmt) -> np.ndarray:
@@ -206,15 +251,20 @@ def check_stream(
 
 
 def split_parameters(spec: LearnerSpec, theta: np.ndarray) -> list[dict[str, np.ndarray]]:
-    """Flat parameters -> per-layer arrays: ``{"coef"}`` (KAN) or ``{"weight", "bias"}`` (MLP)."""
+    """Flat parameters -> per-layer arrays: ``{"coef"}`` (KAN) or ``{"weight", "bias"}`` (MLP).
+
+    ``theta`` (P,) gives ``coef`` (n_out, n_in, G+k), ``weight`` (n_out, n_in), ``bias``
+    (n_out,); (N, P) (one row per channel) gives the same with a leading (N,) dimension.
+    """
     out = []
+    lead = theta.shape[:-1]
     for layer in layout(spec):
-        chunk = theta[layer.offset : layer.offset + layer.size]
+        chunk = theta[..., layer.offset : layer.offset + layer.size]
         if spec.kind == "kan":
-            out.append({"coef": chunk.reshape(layer.n_out, layer.n_in, spec.n_coef)})
+            out.append({"coef": chunk.reshape(lead + (layer.n_out, layer.n_in, spec.n_coef))})
         else:
             w = layer.n_in * layer.n_out
-            out.append({"weight": chunk[:w].reshape(layer.n_out, layer.n_in), "bias": chunk[w:]})
+            out.append({"weight": chunk[..., :w].reshape(lead + (layer.n_out, layer.n_in)), "bias": chunk[..., w:]})
     return out
 
 
@@ -267,10 +317,19 @@ def update_size(spec: LearnerSpec) -> int:
 class GoldenLearner:
     """Bit-exact reference of a fixed-point online learner.
 
+    Channels: with ``spec.channels`` = N > 1 the learner is N independent learners, one
+    parameter bank each; every sample names its channel, and channel c's predictions and
+    parameters are exactly those of a single-channel sequential learner run on channel c's
+    samples alone, whatever the order of channels in the stream (the hardware stalls a sample
+    whose channel still has an update in flight, so the order changes only its throughput).
+    That definition is how it computes: each call runs the samples of each channel, in their
+    order, on that channel's bank.
+
     Args:
         spec: the learner.
-        theta: initial raw parameters (flat, ``coef`` format); default
-            :func:`initial_parameters`.
+        theta: initial raw parameters (``coef`` format): (P,) with one channel; with N
+            channels (N, P) (a bank per channel) or (P,) (every channel starts from it);
+            default :func:`initial_parameters` in every channel.
         specialise: which compiled stream kernel runs; both compute the same bits
             (:mod:`onchip.model.specialise`). True: the runner specialised to this spec
             (compiled on first use, seconds once per machine and spec, then several times the
@@ -279,13 +338,19 @@ class GoldenLearner:
             is compiled or the stream is long). May be changed between runs.
 
     Attributes:
-        theta: current raw parameters, int64 (P,), P = spec.parameter_count().
-            Pending (not yet committed) updates of the pipelined schedule are
+        theta: current raw parameters, int64 (P,), P = spec.parameter_count(); (N, P) with
+            N > 1 channels. Pending (not yet committed) updates of the pipelined schedule are
             not in it until :meth:`flush`.
 
     Raises:
-        ValueError: ``theta`` of the wrong length or outside the ``coef`` range;
-            inputs of the wrong shape.
+        ValueError: ``theta`` of the wrong shape or outside the ``coef`` range (naming the
+            shapes it takes); inputs of the wrong shape; a bad ``channel`` (:func:`check_channel`).
+
+    Example (two channels, interleaved)::
+
+        g = GoldenLearner(load_spec("kan-readout").replace(channels=2))
+        preds = g.run(x_raw, y_raw, channel=[0, 1, 1, 0])  # x_raw (4, n_in), y_raw (4, n_out)
+        g.theta.shape                                      # (2, P)
     """
 
     def __init__(self, spec: LearnerSpec, theta: np.ndarray | None = None, *, specialise: bool | None = None):
@@ -300,37 +365,74 @@ class GoldenLearner:
         #: the stream kernels that have run, in the order of first use: "generic" and/or
         #: "specialised" (same bits; their speed differs several-fold)
         self.kernels: list[str] = []
-        depth = spec.effective_staleness
+        depth = spec.effective_staleness  # 0 with channels > 1: every update lands before the next sample
         m = update_size(spec)
         self._q_addr = np.zeros((depth + 1, m), np.int64)  # the FIFO of stream._stream
         self._q_delta = np.zeros((depth + 1, m), np.int64)
         self._q_state = np.zeros(2, np.int64)
-        self.initial_theta = initial_parameters(spec) if theta is None else self._checked(theta)
+        self.initial_theta = self._checked(initial_parameters(spec) if theta is None else theta)
         self.theta = self.initial_theta.copy()
 
     # -- parameters ------------------------------------------------------------
     def _checked(self, theta) -> np.ndarray:
         return check_parameters(self.spec, theta)
 
-    def reset(self) -> None:
-        """Back to the initial parameters, with no update pending."""
-        self.theta = self.initial_theta.copy()
-        self._q_state[:] = 0
+    def _channel_index(self, channel) -> int:
+        c = check_channel(self.spec, np.asarray(channel).reshape(1), 1)
+        return int(c[0])
+
+    def reset(self, channel: int | None = None) -> None:
+        """Back to the initial parameters, with no update pending: every channel, or only ``channel``.
+
+        Raises:
+            ValueError: ``channel`` not in [0, channels).
+        """
+        if channel is None:
+            self.theta = self.initial_theta.copy()
+            self._q_state[:] = 0
+            return
+        c = self._channel_index(channel)
+        if self.spec.channels == 1:
+            self.reset()
+        else:
+            self.theta[c] = self.initial_theta[c]
 
     def flush(self) -> None:
         """Commit all pending updates (pipelined schedule); the next sample sees all of them."""
-        _flush(self.theta, self.spec.formats.coef.code, self._q_addr, self._q_delta, self._q_state)
+        if self.spec.channels == 1:  # with more, nothing is ever pending (each channel is sequential)
+            _flush(self.theta, self.spec.formats.coef.code, self._q_addr, self._q_delta, self._q_state)
 
-    def load(self, theta) -> None:
-        """Flush, then replace the parameters (the RTL parameter port's write)."""
-        theta = self._checked(theta)
-        self.flush()
-        self.theta = theta
+    def load(self, theta, channel: int | None = None) -> None:
+        """Flush, then replace the parameters (the RTL parameter port's write).
 
-    def parameters(self) -> list[dict[str, np.ndarray]]:
-        """Flush, then the per-layer parameter arrays (copies): see :func:`split_parameters`."""
+        Args:
+            theta: as the constructor's (every channel), or (P,) for ``channel`` alone.
+            channel: None (every channel) or the one channel whose bank is replaced.
+
+        Raises:
+            ValueError: a bad ``theta`` (naming the shapes it takes) or ``channel``.
+        """
+        if channel is None or self.spec.channels == 1:
+            if channel is not None:
+                self._channel_index(channel)
+            theta = self._checked(theta)
+            self.flush()
+            self.theta = theta
+            return
+        c = self._channel_index(channel)
+        one = check_parameters(self.spec.replace(channels=1), theta)
+        self.theta[c] = one
+
+    def parameters(self, channel: int | None = None) -> list[dict[str, np.ndarray]]:
+        """Flush, then the per-layer parameter arrays (copies): see :func:`split_parameters`;
+        with channels > 1 each has a leading (N,) dimension, or is ``channel``'s alone."""
         self.flush()
-        return split_parameters(self.spec, self.theta.copy())
+        theta = self.theta.copy()
+        if channel is not None and self.spec.channels > 1:
+            theta = theta[self._channel_index(channel)]
+        elif channel is not None:
+            self._channel_index(channel)
+        return split_parameters(self.spec, theta)
 
     @property
     def pending(self) -> int:
@@ -357,8 +459,9 @@ class GoldenLearner:
         return dequantize(raw, self.spec.formats.act)
 
     # -- running ----------------------------------------------------------------------
-    def _run(self, x_raw, y_raw, learn: bool, kind=None) -> np.ndarray:
+    def _run(self, x_raw, y_raw, learn: bool, kind=None, channel=None) -> np.ndarray:
         x_raw, y_raw, kind = check_stream(self.spec, x_raw, y_raw, learn=learn, kind=kind)
+        channel = check_channel(self.spec, channel, len(x_raw))
         x_raw, y_raw = np.ascontiguousarray(x_raw), np.ascontiguousarray(y_raw)
         preds = np.zeros((len(x_raw), self.spec.n_out), np.int64)
         self._samples_run += len(x_raw)
@@ -368,17 +471,25 @@ class GoldenLearner:
                                                               self._specialised) else "generic"
         if kernel not in self.kernels:
             self.kernels.append(kernel)
-        if kernel == "specialised":
-            self._specialised(
-                self.theta, x_raw, y_raw, kind, self._q_addr, self._q_delta, self._q_state, preds, learn
-            )
-        else:
-            self._run_generic(
-                self.theta, x_raw, y_raw, kind, self._cfg, self._q_addr, self._q_delta, self._q_state, preds, learn
-            )
+        if self.spec.channels == 1:
+            self._stream(kernel, self.theta, x_raw, y_raw, kind, preds, learn)
+            return preds
+        # each channel's samples, in order, on its own bank: the definition of the channels
+        for c in np.unique(channel):
+            rows = np.flatnonzero(channel == c)
+            out = np.zeros((len(rows), self.spec.n_out), np.int64)
+            self._stream(kernel, self.theta[c], x_raw[rows], y_raw[rows], kind[rows], out, learn)
+            preds[rows] = out
         return preds
 
-    def run(self, x_raw, y_raw, kind=None) -> np.ndarray:
+    def _stream(self, kernel, theta, x, y, kind, preds, learn) -> None:
+        # one compiled stream over (x, y, kind) on the bank ``theta`` (updated in place)
+        if kernel == "specialised":
+            self._specialised(theta, x, y, kind, self._q_addr, self._q_delta, self._q_state, preds, learn)
+        else:
+            self._run_generic(theta, x, y, kind, self._cfg, self._q_addr, self._q_delta, self._q_state, preds, learn)
+
+    def run(self, x_raw, y_raw, kind=None, channel=None) -> np.ndarray:
         """Test-then-train over a stream of raw samples.
 
         Args:
@@ -388,6 +499,8 @@ class GoldenLearner:
             kind: (N,) :class:`~onchip.model.stream.SampleKind` values; None: all TARGET.
                 A PREDICT sample commits a zero update in its slot of the D-sample window
                 (:mod:`onchip.model.stream`).
+            channel: (N,) integers in [0, channels): each sample's channel; required with
+                channels > 1, None (channel 0) with one.
 
         Returns:
             (N, n_out) int64 raw predictions, each made before that sample's update; the
@@ -395,14 +508,18 @@ class GoldenLearner:
 
         Raises:
             ValueError: wrong shapes, non-integer values, bad kinds or raw values outside their
-                format (:func:`check_stream`, the check every backend applies).
+                format (:func:`check_stream`, the check every backend applies), a bad or missing
+                ``channel`` (:func:`check_channel`).
         """
-        return self._run(x_raw, y_raw, learn=True, kind=kind)
+        return self._run(x_raw, y_raw, learn=True, kind=kind, channel=channel)
 
-    def predict(self, x_raw) -> np.ndarray:
-        """Inference only: (N, n_in) raw inputs -> (N, n_out) raw predictions, no update."""
-        return self._run(x_raw, None, learn=False)
+    def predict(self, x_raw, channel=None) -> np.ndarray:
+        """Inference only: (N, n_in) raw inputs (and their (N,) ``channel``) -> (N, n_out) raw
+        predictions, no update."""
+        return self._run(x_raw, None, learn=False, channel=channel)
 
-    def step(self, x_raw, y_raw, kind: int = 0) -> np.ndarray:
-        """One sample: (n_in,) raw input, (n_out,) raw target or error, its kind -> (n_out,) raw prediction."""
-        return self.run(np.asarray(x_raw).reshape(1, -1), np.asarray(y_raw).reshape(1, -1), [kind])[0]
+    def step(self, x_raw, y_raw, kind: int = 0, channel: int | None = None) -> np.ndarray:
+        """One sample: (n_in,) raw input, (n_out,) raw target or error, its kind and channel ->
+        (n_out,) raw prediction."""
+        ch = None if channel is None else np.asarray(channel).reshape(1)
+        return self.run(np.asarray(x_raw).reshape(1, -1), np.asarray(y_raw).reshape(1, -1), [kind], ch)[0]
