@@ -139,6 +139,19 @@ def _plot(path, rows, paired, rolling0, args) -> None:
     plt.close(fig)
 
 
+def _shows(r) -> str:
+    # the sentence under the table, from the figures themselves
+    whole = r["paired"]["assignment_fidelity"]
+    ahead = sum(d > 0 for d in whole["per_seed"])
+    learner = [row["learner"]["assignment_fidelity"] for row in r["rows"]]
+    lda = [row["lda"]["assignment_fidelity"] for row in r["rows"]]
+    events = sum(row["drift_events"] for row in r["rows"])
+    rec = {who: sum(row["recovered"][who] for row in r["rows"]) for who in ("learner", "lda")}
+    return (f"The learner's mean fidelity is above the frozen LDAs' on {ahead} of {len(r['rows'])} seeds "
+            f"({min(learner):.4f}-{max(learner):.4f} against {min(lda):.4f}-{max(lda):.4f}); over all seeds it came "
+            f"back from {rec['learner']} of the {events} drift events, the LDAs from {rec['lda']}.")
+
+
 def _readme(path, r) -> None:
     def fmt(p):
         lo, hi = p["ci95"]
@@ -166,6 +179,7 @@ def _readme(path, r) -> None:
               f"| whole stream | {fmt(p['assignment_fidelity'])} | {p['assignment_fidelity']['p_value']:.3g} |",
               f"| last 5000 shots | {fmt(p['assignment_fidelity_last_5000'])} | "
               f"{p['assignment_fidelity_last_5000']['p_value']:.3g} |",
+              "", _shows(r),
               "<!-- --8<-- [end:table] -->", "",
               f"Command: `{r['command']}`", "",
               "![per seed, paired differences, and the learner's rolling fidelity on every qubit](multiqubit.png)", "",
