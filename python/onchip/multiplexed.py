@@ -170,7 +170,8 @@ def run_multiplexed_job(*, qubits: int, out: "str | Path", model: str | None = N
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < MIN_READOUT_SAMPLES:
         raise ValueError(f"samples: the qubit-readout job needs at least {MIN_READOUT_SAMPLES} shots per qubit "
                          f"(each qubit's static discriminator is calibrated on its first shots), got {samples!r}")
-    stream = make_multiqubit_readout(qubits, int(samples), seed, data=data, states=states, drift=drift)
+    stream = make_multiqubit_readout(qubits, int(samples), seed, data=data, states=states, drift=drift,
+                                     progress=progress)
     resolved = multichannel_spec(resolve_spec("qubit-readout", model, spec, stream.x.shape[1], stream.y.shape[1]),
                                  qubits)
     model = resolved.kind
@@ -184,7 +185,7 @@ def run_multiplexed_job(*, qubits: int, out: "str | Path", model: str | None = N
     with atomic_output_dir(out) as stage:
         result = run_backend(backend, resolved, stream.x, stream.y, progress=progress, theta=theta,
                              channel=stream.channel)
-        figures = evaluate_multiqubit(stream, result.predictions)
+        figures = evaluate_multiqubit(stream, result.predictions, progress=progress)
         metrics = {"task": "qubit-readout", "model": model, "backend": backend, "spec": resolved.name or "custom",
                    "channels": resolved.channels, "seed": seed, **figures,
                    "samples_per_second": len(stream) / max(result.seconds, 1e-9), "kernel": result.kernel,

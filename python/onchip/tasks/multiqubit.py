@@ -197,7 +197,8 @@ class MultiQubitStream:
 
 
 def make_multiqubit_readout(qubits: int, samples: int, seed: int, *, data=None, states=None,
-                            drift: "str | Path | DriftScenario | None" = None) -> MultiQubitStream:
+                            drift: "str | Path | DriftScenario | None" = None,
+                            progress: bool = False) -> MultiQubitStream:
     """Build the N-qubit readout stream (see the module docstring).
 
     Args:
@@ -211,6 +212,7 @@ def make_multiqubit_readout(qubits: int, samples: int, seed: int, *, data=None, 
             same for every qubit.
         drift: None or ``"independent"`` (each qubit its own drawn scenario), else a preset
             name, TOML file or :class:`DriftScenario` that drives every qubit alike.
+        progress: show a progress bar over the qubits (:func:`onchip.progress.progress_bar`).
 
     Returns:
         A :class:`MultiQubitStream`; ``meta["per_qubit"][c]`` says how qubit c's source and drift
@@ -227,8 +229,10 @@ def make_multiqubit_readout(qubits: int, samples: int, seed: int, *, data=None, 
     reused = data is not None and len(set(map(str, files))) == 1 and qubits > 1
     shared = None if drift is None or (isinstance(drift, str) and drift == INDEPENDENT) else \
         load_drift(drift, task="qubit-readout")
+    from ..progress import progress_bar
+
     streams, scenarios, described = [], [], []
-    for c in range(qubits):
+    for c in progress_bar(range(qubits), desc="qubit streams", unit="qubit", disable=not progress, leave=False):
         scenario = shared or draw_qubit_drift(qubit_rng(seed, c, "drift"), c)
         child = int(qubit_seed(seed, c, "shots").generate_state(1)[0])
         if files[c] is None:
@@ -272,7 +276,8 @@ def _mean_figures(per_qubit: list[dict | None]) -> dict:
     return out
 
 
-def evaluate_multiqubit(stream: MultiQubitStream, predictions, window: int | None = None) -> dict:
+def evaluate_multiqubit(stream: MultiQubitStream, predictions, window: int | None = None, *,
+                        progress: bool = False) -> dict:
     """Readout metrics of each qubit, and their mean, from predictions in stream order.
 
     Qubit c's figures are :func:`onchip.tasks.fidelity.evaluate_readout` of its own stream and
@@ -283,6 +288,7 @@ def evaluate_multiqubit(stream: MultiQubitStream, predictions, window: int | Non
         stream: the N-qubit stream (N S samples).
         predictions: (N S, n_out) learner outputs in stream order.
         window: rolling-fidelity window in shots of one qubit (default 1000).
+        progress: show a progress bar over the qubits.
 
     Returns:
         ``{"qubits": N, "samples_per_qubit": S, "per_qubit": [N dicts], "mean": {...},
@@ -294,9 +300,12 @@ def evaluate_multiqubit(stream: MultiQubitStream, predictions, window: int | Non
     Raises:
         ValueError: predictions of the wrong length or width, or not finite; a bad window.
     """
+    from ..progress import progress_bar
     from .fidelity import evaluate_readout
 
-    per_qubit = [evaluate_readout(s, p, window) for s, p in zip(stream.qubits, stream.split(predictions))]
+    pairs = zip(stream.qubits, stream.split(predictions))
+    per_qubit = [evaluate_readout(s, p, window) for s, p in progress_bar(
+        pairs, total=stream.n_qubits, desc="scoring qubits", unit="qubit", disable=not progress, leave=False)]
     return {"qubits": stream.n_qubits, "samples_per_qubit": stream.shots, "per_qubit": per_qubit,
             "mean": _mean_figures(per_qubit),
             "static_baseline_mean": _mean_figures([m["static_baseline"] for m in per_qubit])}
