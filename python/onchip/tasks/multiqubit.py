@@ -149,7 +149,7 @@ class MultiQubitStream:
         channel: (N S,) int64, the qubit of each row (0, 1, ..., N-1, 0, 1, ...).
 
     Raises:
-        ValueError: no qubit, or streams of unequal length or width.
+        ValueError: no qubit, streams of unequal length or width, or drifts not one per qubit.
     """
 
     qubits: tuple[Stream, ...]
@@ -167,6 +167,8 @@ class MultiQubitStream:
             if len(s) != len(first) or s.x.shape[1] != first.x.shape[1] or s.y.shape[1] != first.y.shape[1]:
                 raise ValueError(f"qubits: stream of qubit {c} has x {s.x.shape}, y {s.y.shape}; "
                                  f"qubit 0's has x {first.x.shape}, y {first.y.shape}")
+        if self.drifts and len(self.drifts) != len(self.qubits):
+            raise ValueError(f"drifts: {len(self.drifts)} scenarios for {len(self.qubits)} qubits")
         object.__setattr__(self, "x", interleave([s.x for s in self.qubits]))
         object.__setattr__(self, "y", interleave([s.y for s in self.qubits]))
         object.__setattr__(self, "channel", np.tile(np.arange(len(self.qubits), dtype=np.int64), len(first)))
