@@ -251,3 +251,81 @@ def test_cli_refuses_a_theta_of_the_wrong_shape(tmp_path, capsys, command):
     assert err.count("\n") == 1, err
     assert "--theta" in err and f"shape (2, {P}), the spec's 3 channels of {P} parameters need (3, {P})" in err, err
     assert not out.exists()
+
+
+# -- HLS C simulation == golden, per channel ------------------------------------------------------
+@pytest.fixture(scope="module")
+def hls_learners():
+    pytest.importorskip("hls4ml")  # ships the ap_types headers the C simulation compiles against
+    from concurrent.futures import ThreadPoolExecutor
+
+    from onchip.hls import HlsLearner
+
+    names = ("kan-pipelined", "mlp")
+    with ThreadPoolExecutor(max_workers=2) as pool:  # g++ runs outside the GIL
+        built = list(pool.map(lambda n: HlsLearner(SPECS[n], opt="O0"), names))
+    return dict(zip(names, built))
+
+
+@pytest.mark.parametrize("name", ["kan-pipelined", "mlp"])
+def test_hls_csim_equals_the_golden_model_per_channel(hls_learners, name):
+    from onchip.hls import HlsLearner
+
+    spec = SPECS[name]
+    hls = hls_learners[name]
+    x, y = random_stream(spec, 1500, seed=13)
+    for order, channel in orders(len(x), seed=13).items():
+        g = GoldenLearner(spec)
+        got_preds, got_theta = hls.run(x, y, channel=channel)
+        np.testing.assert_array_equal(got_preds, g.run(x, y, channel=channel), err_msg=order)
+        np.testing.assert_array_equal(got_theta, g.theta, err_msg=order)
+    # every sample kind, and a bank per channel loaded through the parameter port
+    kind = np.random.default_rng(14).integers(0, 3, len(x))
+    y_k = np.where(kind[:, None] == 2, y // 16, y)  # ERROR rows: small errors in the grad format
+    theta = bank_thetas(spec, 15)
+    g = GoldenLearner(spec, theta)
+    got = HlsLearner(spec, theta, opt="O0").run(x, y_k, kind=kind, channel=channel)
+    np.testing.assert_array_equal(got.predictions, g.run(x, y_k, kind, channel))
+    np.testing.assert_array_equal(got.theta, g.theta)
+    assert not np.array_equal(g.theta, theta)  # it learned: not two idle models compared
+    np.testing.assert_array_equal(hls.run(x, None, learn=False, channel=channel).predictions,
+                                  GoldenLearner(spec).predict(x, channel))
+    with pytest.raises(ValueError, match=r"^channel is required"):
+        hls.run(x, y)
+
+
+@pytest.mark.slow  # ~25 s: the program at O2 and the test bench, compiled
+def test_cli_hls_writes_a_multichannel_project_whose_testbench_passes(tmp_path, capsys):
+    """`onchip hls --csim` on a spec of 3 channels: the C simulation equals the golden model, and the
+    Vitis test bench (stimulus with a channel word per sample, a parameter line per channel), built
+    with g++, passes on the golden data and catches a corrupted parameter of the last channel."""
+    pytest.importorskip("hls4ml")
+    import subprocess
+
+    from onchip.cli import main
+    from onchip.hls import ap_types_dir
+    from onchip.hls.build import compiler
+
+    spec = SPECS["mlp"]
+    (tmp_path / "spec.toml").write_text(spec.to_toml())
+    out = tmp_path / "proj"
+    assert main(["hls", "--spec", str(tmp_path / "spec.toml"), "--out", str(out), "--samples", "300",
+                 "--csim"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("bit-exact")
+    stim = (out / "tb_data" / "stimulus.dat").read_text().splitlines()
+    assert {int(line.split()[-1]) for line in stim[1:]} == set(range(N))  # the channel word, last
+    assert len(stim[1].split()) == spec.n_in + spec.n_out + 1
+    cxx, _ = compiler()
+    subprocess.run([cxx, "-O0", "-std=c++14", "-w", "-I.", f"-I{ap_types_dir()}", "onchip_tb.cpp",
+                    "onchip_learner.cpp", "-o", "tb"], cwd=out, check=True)
+    ok = subprocess.run(["./tb"], cwd=out, capture_output=True, text=True)
+    assert ok.returncode == 0 and "0 mismatches" in ok.stdout, ok.stdout
+    exp = out / "tb_data" / "expected.dat"
+    lines = exp.read_text().splitlines()
+    assert len(lines) == 300 + N
+    fields = lines[-1].split()
+    fields[0] = str(int(fields[0]) + 1)
+    lines[-1] = " ".join(fields)
+    exp.write_text("\n".join(lines) + "\n")
+    bad = subprocess.run(["./tb"], cwd=out, capture_output=True, text=True)
+    assert bad.returncode == 1 and "1 mismatches" in bad.stdout, bad.stdout

@@ -3,7 +3,8 @@
 The folder gets ``<top>.h``, ``<top>.cpp``, the helpers, a self-checking test
 bench, ``run_hls.tcl`` (csim, csynth, cosim, export IP) and ``tb_data/`` with a
 seeded random stream and the golden model's predictions and final parameters
-on it, so that Vitis' csim and cosim check the design bit for bit.
+on it, so that Vitis' csim and cosim check the design bit for bit. A spec of
+``channels`` > 1 gets a stream of seeded random channels, one word per sample.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ def add_parser(subparsers) -> None:
 
 
 def testbench_stream(spec, samples: int, seed: int):
-    """Seeded raw stream for the test bench: x uniform over 1.25x the grid/input range, y in +/-1.5.
+    """Seeded raw stream for the test bench: x uniform over 1.25x the grid/input range, y in +/-1.5;
+    with channels > 1 also each sample's channel, uniform (drawn after x and y, so that x and y
+    are those of the single-channel stream).
 
-    Returns (x_raw (N, n_in), y_raw (N, n_out)) int64.
+    Returns (x_raw (N, n_in), y_raw (N, n_out)) int64, and channel (N,) int64 with channels > 1.
     """
     import numpy as np
 
@@ -50,7 +53,8 @@ def testbench_stream(spec, samples: int, seed: int):
     half = 1.25 * (max(abs(v) for v in spec.grid_range) if spec.kind == "kan" else 2.0)
     x = rng.uniform(-half, half, (samples, spec.n_in))
     y = rng.uniform(-1.5, 1.5, (samples, spec.n_out))
-    return g.quantize_inputs(x), g.quantize_targets(y)
+    stream = (g.quantize_inputs(x), g.quantize_targets(y))
+    return stream if spec.channels == 1 else (*stream, rng.integers(0, spec.channels, samples))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,20 +68,22 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     theta = _args.load_theta(args.theta, spec)
     project = emit(spec, theta=theta, top=args.top, part=args.part, clock_ns=args.clock_ns)
-    x_raw, y_raw = testbench_stream(spec, args.samples, args.seed)
+    stimulus = testbench_stream(spec, args.samples, args.seed)
+    x_raw, y_raw = stimulus[:2]
+    channel = stimulus[2] if spec.channels > 1 else None
     golden = GoldenLearner(spec, theta)
-    preds = golden.run(x_raw, y_raw)
+    preds = golden.run(x_raw, y_raw, channel=channel)
     golden.flush()
     summary = {"spec": spec.name or "custom", "top": args.top, "samples": args.samples, "seed": args.seed}
     if args.csim:
         from ..hls import HlsLearner
 
         # the project written below, under its top and with its compiled-in reset state
-        hls_preds, hls_theta = HlsLearner(spec, project=project).run(x_raw, y_raw)
+        hls_preds, hls_theta = HlsLearner(spec, project=project).run(x_raw, y_raw, channel=channel)
         summary["csim_predictions_equal"] = bool(np.array_equal(hls_preds, preds))
         summary["csim_parameters_equal"] = bool(np.array_equal(hls_theta, golden.theta))
     with atomic_output_dir(args.out) as stage:
-        write(project, stage, stimulus=(x_raw, y_raw), expected=(preds, golden.theta))
+        write(project, stage, stimulus=stimulus, expected=(preds, golden.theta))
         (stage / "spec.toml").write_text(spec.to_toml())
         write_json(stage / "summary.json", summary)
     print(f"wrote {args.out}: {', '.join(sorted([*project.files, 'spec.toml', 'summary.json']))}, tb_data/")

@@ -19,7 +19,7 @@ import tempfile
 import numpy as np
 
 from ..errors import ToolError
-from ..model.golden import check_stream
+from ..model.golden import check_channel, check_stream
 from ..result import RunResult
 from ..spec import LearnerSpec
 from .build import build_simulator
@@ -116,9 +116,9 @@ class HlsLearner:
 
     Args:
         spec: the learner.
-        theta: initial raw parameters (flat int64 (P,), ``coef`` format), loaded
-            through the parameter port; default: the compiled-in reset state
-            (:func:`onchip.model.golden.initial_parameters`).
+        theta: initial raw parameters (flat int64 (P,), ``coef`` format; with channels > 1
+            (N, P), or (P,) for every channel), loaded through the parameter port; default:
+            the compiled-in reset state (:func:`onchip.model.golden.initial_parameters`).
         opt: optimization level of the program (:data:`onchip.hls.build.OPT_LEVELS`):
             ``O2`` for long streams, ``O0`` to build faster for short ones.
         top: the top function the project is emitted under (:func:`onchip.hw.names.check_top`).
@@ -154,24 +154,26 @@ class HlsLearner:
                 ``OP_RUN``; otherwise ``OP_RUN_KINDS``, one kind word per sample).
             learn: test-then-train (True) or inference only (``OP_PREDICT``).
             progress: show a tqdm bar.
+            channel: (N,) integers in [0, channels), each sample's channel (sent after its
+                other words); required with channels > 1.
 
         Returns:
             :class:`onchip.result.RunResult`: (predictions raw int64 (N, n_out), final
-            parameters raw int64 (P,)), ``.decisions`` (N,) the top function's decision words.
+            parameters raw int64 (P,), (channels, P) with more than one), ``.decisions`` (N,)
+            the top function's decision words.
 
         Raises:
-            ValueError: inputs of the wrong shape or outside their formats (``check_stream``).
+            ValueError: inputs of the wrong shape or outside their formats (``check_stream``),
+                a bad or missing ``channel`` (``check_channel``).
             HlsSimulationError: the C simulation failed (the calling process carries on).
         """
         from ..progress import progress_bar
 
-        from ..backends import refuse_channels
-
         spec = self.spec
-        refuse_channels(spec, "hls", channel, len(np.asarray(x_raw)))
         with_kinds = learn and kind is not None
         x, y, kind = check_stream(spec, x_raw, y_raw, learn=learn, kind=kind)
-        n_out, p = spec.n_out, spec.parameter_count()
+        channel = check_channel(spec, channel, len(x))
+        n_out, p, nc = spec.n_out, spec.parameter_count(), spec.channels
         preds = np.zeros((len(x), n_out), np.int64)
         dec = np.zeros(len(x), np.int64)
         mode = 2 if with_kinds else int(learn)
@@ -179,8 +181,8 @@ class HlsLearner:
         try:
             with progress_bar(total=len(x), desc=f"{spec.name or spec.kind} hls", unit="sample", unit_scale=True,
                       disable=not progress, leave=False) as bar:
-                sizes = child.receive(4).tolist()
-                want = [spec.n_in, n_out, p, spec.effective_staleness]
+                sizes = child.receive(5).tolist()
+                want = [spec.n_in, n_out, p, spec.effective_staleness, nc]
                 if sizes != want:
                     child.fail(f"has sizes {sizes}, expected {want}")
                 child.send([_RESET])
@@ -193,6 +195,8 @@ class HlsLearner:
                         words = np.hstack([xs, kind[lo:hi, None], y[lo:hi]])
                     else:
                         words = np.hstack([xs, y[lo:hi]]) if learn else xs
+                    if nc > 1:  # the channel word, after the other fields
+                        words = np.hstack([words, channel[lo:hi, None]])
                     child.send([_RUN, len(xs), mode], words)
                     out = child.receive(len(xs) * (n_out + 1) + 1)
                     if out[-1] != 0:
@@ -201,7 +205,9 @@ class HlsLearner:
                     preds[lo:hi], dec[lo:hi] = rows[:, :n_out], rows[:, n_out]
                     bar.update(len(xs))
                 child.send([_READ])
-                theta = child.receive(p)
+                theta = child.receive(nc * p)
+                if nc > 1:
+                    theta = theta.reshape(nc, p)
             child.close()
         finally:
             child.kill()
@@ -209,7 +215,7 @@ class HlsLearner:
 
 
 def run(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool = True,
-        progress: bool = True, top: str = DEFAULT_TOP):
+        progress: bool = True, top: str = DEFAULT_TOP, channel=None):
     """Test-then-train (or, without ``learn``, infer over) a whole raw stream on the C-simulated HLS learner.
 
     Args:
@@ -221,6 +227,7 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool =
         learn: test-then-train (True) or inference only.
         progress: show a tqdm bar.
         top: the top function the C++ is emitted and compiled under.
+        channel: (N,) each sample's channel (required with channels > 1).
 
     Returns:
         :class:`onchip.result.RunResult`: (predictions raw int64 (N, n_out), final parameters
@@ -231,4 +238,5 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool =
         ValueError: bad shapes or theta. FileNotFoundError: no toolchain.
         onchip.hls.build.HlsBuildError: a compile error. HlsSimulationError: the C simulation failed.
     """
-    return HlsLearner(spec, theta, top=top).run(x_raw, y_raw, kind=kind, learn=learn, progress=progress)
+    return HlsLearner(spec, theta, top=top).run(x_raw, y_raw, kind=kind, learn=learn, progress=progress,
+                                                channel=channel)

@@ -14,6 +14,13 @@ once sample n has read the parameters, the update of sample n - D is
 committed (read-before-write) and that of sample n queued; the FIFO is
 flushed before the parameters are read out or replaced.
 
+Channels (``spec.channels`` = N > 1): the parameters are N banks, ``theta[N_CHANNELS][N_PARAM]``,
+each with its reset values (``<TOP>_THETA_INIT`` nested per channel); every sample carries its
+channel in one more stream word after the existing fields, and is predicted and learned with that
+channel's bank. Each channel is a sequential learner (the schedule's staleness does not apply),
+so channel c equals a single-channel learner run on c's samples alone. The parameter port reads
+or loads one channel's bank at a time, the channel given in the call's ``n_samples`` argument.
+
 Files of a project (:func:`emit`):
 
 * ``<top>.h``: formats, sizes, basis tables, initial parameters, the top's prototype;
@@ -156,10 +163,12 @@ def _header(spec: LearnerSpec, theta: np.ndarray, top: str) -> str:
         lines.append(f"typedef {f.basis.cpp()} basis_t;")
     lines += [
         f"typedef ap_uint<{_bits_for(p)}> addr_t;",
+        f"typedef ap_uint<{_bits_for(spec.channels)}> channel_t;  // a sample's channel, ceil(log2 N_CHANNELS) bits",
         "",
         f"static const int N_IN = {spec.n_in};",
         f"static const int N_OUT = {spec.n_out};",
         f"static const int N_PARAM = {p};",
+        f"static const int N_CHANNELS = {spec.channels};  // parameter banks, one per channel",
         f"static const int N_UPDATE = {n_update};",
         f"// Updates a sample does not see (pipelined schedule); 0 = sequential.",
         f"static const int STALENESS = {depth};",
@@ -187,8 +196,9 @@ def _header(spec: LearnerSpec, theta: np.ndarray, top: str) -> str:
         "",
         f"}}  // namespace {namespace(top)}",
         "",
-        "// Initial parameters (coef_t), the learner's reset state; layout as onchip.model.layout.",
-        f"#define {top}_THETA_INIT {_array(f.coef.dequantize(theta))}".replace("\n", " \\\n"),
+        "// Initial parameters (coef_t), the learner's reset state; layout as onchip.model.layout"
+        + ("; one row per channel." if theta.ndim == 2 else "."),
+        f"#define {top}_THETA_INIT {_init(f.coef.dequantize(theta))}".replace("\n", " \\\n"),
         "",
         f"void {top}(hls::stream<axis_word>& s_in, hls::stream<axis_word>& s_out,",
         " " * (len(top) + 6) + "ap_uint<3> op, ap_uint<32> n_samples);",
@@ -197,6 +207,13 @@ def _header(spec: LearnerSpec, theta: np.ndarray, top: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _init(theta: np.ndarray) -> str:
+    """The initializer of the reset state: flat (P,), or one braced row per channel (N, P)."""
+    if theta.ndim == 1:
+        return _array(theta)
+    return "{\n" + ",\n".join(_array(row) for row in theta) + "\n}"
 
 
 def _nested(table: np.ndarray) -> str:
@@ -475,8 +492,11 @@ def _partition(var: str, size: int, dim: int = 1) -> str:
 
 
 def _top(spec: LearnerSpec) -> str:
-    depth = spec.effective_staleness
+    depth = spec.effective_staleness  # 0 with channels: each channel is sequential
     p, m = spec.parameter_count(), update_size(spec)
+    banks = spec.channels > 1
+    # the bank a sample and the parameter port use: theta itself, or theta[ch] of its channel
+    bank = "theta[ch]" if banks else "theta"
     queue_decl = ""
     queue_helpers = ""
     if depth:
@@ -522,9 +542,40 @@ def _top(spec: LearnerSpec) -> str:
                 q_count = q_count + 1;
             }"""
     else:
-        learn = """            learner_step(theta, x, y, g, kind, pred, addr, delta);
-            if (op != OP_PREDICT) commit(theta, addr, delta);"""
+        learn = f"""            learner_step({bank}, x, y, g, kind, pred, addr, delta);
+            if (op != OP_PREDICT) commit({bank}, addr, delta);"""
     reset_queue = "        q_head = 0;\n        q_count = 0;\n" if depth else ""
+    if banks:
+        state = f"""    static coef_t theta[N_CHANNELS][N_PARAM] = ONCHIP_THETA_INIT;
+{_partition('theta', p, 2)}"""
+        reset = """        static const coef_t init[N_CHANNELS][N_PARAM] = ONCHIP_THETA_INIT;
+    RESET_C:
+        for (int c = 0; c < N_CHANNELS; c++)
+        RESET_P:
+            for (int q = 0; q < N_PARAM; q++) theta[c][q] = init[c][q];"""
+        port_channel = """
+        if (n_samples >= N_CHANNELS) return;  // no such bank: nothing is transferred
+        const channel_t ch = n_samples;"""
+        sample_channel = """
+        // the channel word, after the other fields: the bank this sample uses (a value past the
+        // last channel is outside the contract, refused by the host; clamped to stay in bounds)
+        ap_uint<32> cw = s_in.read().data;
+        const channel_t ch = (cw < N_CHANNELS) ? channel_t(cw) : channel_t(N_CHANNELS - 1);"""
+        port_doc = """//   OP_READ    the N_PARAM parameter words of channel n_samples out (TLAST on the last).
+//   OP_LOAD    N_PARAM parameter words in, into channel n_samples's bank (the parameter port).
+//   OP_RESET   every channel back to its initial parameters.
+//   Every sample of OP_RUN / OP_RUN_KINDS / OP_PREDICT ends with one more word, its channel
+//   (0 to N_CHANNELS - 1): the bank it is predicted and learned with."""
+    else:
+        state = f"""    static coef_t theta[N_PARAM] = ONCHIP_THETA_INIT;
+{_partition('theta', p)}"""
+        reset = """        static const coef_t init[N_PARAM] = ONCHIP_THETA_INIT;
+    RESET_P:
+        for (int q = 0; q < N_PARAM; q++) theta[q] = init[q];"""
+        port_channel = sample_channel = ""
+        port_doc = """//   OP_READ    flush, then the N_PARAM parameter words out (TLAST on the last).
+//   OP_LOAD    flush, then N_PARAM parameter words in (the parameter port).
+//   OP_RESET   back to the initial parameters, nothing pending."""
     return f"""
 // theta[addr[n]] = overflow(theta[addr[n]] - delta[n]) in coef_t (same binary point:
 // only the overflow mode acts), in order (onchip.model.stream.commit).
@@ -547,9 +598,7 @@ COMMIT_N:
 //   OP_PREDICT n_samples x N_IN input words in -> as OP_RUN; no learning, nothing pending.
 //   The decision word: the index of the largest prediction, the lowest on a tie (one
 //   output: 1 when the prediction is >= 0), onchip.model.decision.
-//   OP_READ    flush, then the N_PARAM parameter words out (TLAST on the last).
-//   OP_LOAD    flush, then N_PARAM parameter words in (the parameter port).
-//   OP_RESET   back to the initial parameters, nothing pending.
+{port_doc}
 // A word carries the raw two's-complement integer of its value (value = raw * 2^-F).
 void ONCHIP_TOP(hls::stream<axis_word>& s_in, hls::stream<axis_word>& s_out,
                 ap_uint<3> op, ap_uint<32> n_samples) {{
@@ -558,25 +607,22 @@ void ONCHIP_TOP(hls::stream<axis_word>& s_in, hls::stream<axis_word>& s_out,
 #pragma HLS INTERFACE mode=s_axilite port=op
 #pragma HLS INTERFACE mode=s_axilite port=n_samples
 #pragma HLS INTERFACE mode=s_axilite port=return
-    static coef_t theta[N_PARAM] = ONCHIP_THETA_INIT;
-{_partition('theta', p)}
+{state}
 {queue_decl}
     if (op == OP_RESET) {{
-        static const coef_t init[N_PARAM] = ONCHIP_THETA_INIT;
-    RESET_P:
-        for (int q = 0; q < N_PARAM; q++) theta[q] = init[q];
+{reset}
 {reset_queue}        return;
     }}
     if (op == OP_READ || op == OP_LOAD) {{
-        {flush}
+        {flush}{port_channel}
     PARAM_P:
         for (int q = 0; q < N_PARAM; q++) {{
 #pragma HLS PIPELINE II=1
             if (op == OP_LOAD) {{
-                theta[q] = onchip::from_word<coef_t>(s_in.read().data);
+                {bank}[q] = onchip::from_word<coef_t>(s_in.read().data);
             }} else {{
                 axis_word w;
-                w.data = onchip::to_word(theta[q]);
+                w.data = onchip::to_word({bank}[q]);
                 w.keep = -1;
                 w.strb = -1;
                 w.last = (q == N_PARAM - 1);
@@ -608,7 +654,7 @@ SAMPLES:
             ap_int<32> word = (op == OP_PREDICT) ? ap_int<32>(0) : s_in.read().data;
             y[j] = onchip::from_word<act_t>(word);
             g[j] = onchip::from_word<grad_t>(word);
-        }}
+        }}{sample_channel}
         {{
 {learn}
         }}
@@ -698,8 +744,9 @@ def emit(
 
     Args:
         spec: the learner.
-        theta: initial raw parameters (flat int64 (P,), ``coef`` format), compiled in
-            as the reset state; default :func:`onchip.model.golden.initial_parameters`.
+        theta: initial raw parameters (flat int64 (P,), ``coef`` format; with channels > 1
+            (N, P) or (P,) for every channel), compiled in as the reset state; default
+            :func:`onchip.model.golden.initial_parameters` (in every channel).
         top: name of the top function (:func:`onchip.hw.names.check_top`).
         part: FPGA part of the Vitis script.
         clock_ns: clock period of the Vitis script, ns.
@@ -731,14 +778,13 @@ def emit(
 
 
 def checked_theta(spec: LearnerSpec, theta) -> np.ndarray:
-    """``theta`` as int64 (P,) after checking shape and range; the spec's initial parameters if None.
+    """``theta`` as int64 (P,) ((N, P) with channels > 1) after checking shape and range
+    (:func:`onchip.model.golden.check_parameters`); the spec's initial parameters if None.
 
     Raises:
         ValueError: wrong shape, non-integer dtype, or raw values outside the ``coef`` format.
     """
-    if theta is None:
-        return initial_parameters(spec)
-    return check_parameters(spec, theta)
+    return check_parameters(spec, initial_parameters(spec) if theta is None else theta)
 
 
 def write(project: HlsProject, folder, *, stimulus=None, expected=None) -> None:
@@ -748,8 +794,9 @@ def write(project: HlsProject, folder, *, stimulus=None, expected=None) -> None:
         project: from :func:`emit`.
         folder: destination folder.
         stimulus: optional ``(x_raw (N, n_in), y_raw (N, n_out))`` written to
-            ``tb_data/stimulus.dat``.
-        expected: optional ``(predictions (N, n_out), theta (P,))`` raw, written to
+            ``tb_data/stimulus.dat``; with channels > 1, ``(x_raw, y_raw, channel (N,))``, the
+            channel written after each sample's other words.
+        expected: optional ``(predictions (N, n_out), theta (P,) or (channels, P))`` raw, written to
             ``tb_data/expected.dat`` with each sample's decision after its predictions (what
             the test bench checks against).
     """
@@ -761,8 +808,7 @@ def write(project: HlsProject, folder, *, stimulus=None, expected=None) -> None:
     if stimulus is not None:
         data = folder / "tb_data"
         data.mkdir(exist_ok=True)
-        x, y = (np.asarray(a, np.int64) for a in stimulus)
-        rows = np.hstack([x, y])
+        rows = np.hstack([np.asarray(a, np.int64).reshape(len(stimulus[0]), -1) for a in stimulus])
         body = "\n".join(" ".join(str(int(v)) for v in row) for row in rows)
         (data / "stimulus.dat").write_text(f"{len(rows)}\n{body}\n")
         if expected is not None:
@@ -771,5 +817,5 @@ def write(project: HlsProject, folder, *, stimulus=None, expected=None) -> None:
             preds, theta = (np.asarray(a, np.int64) for a in expected)
             rows = np.hstack([preds, decisions(preds)[:, None]]) if len(preds) else preds
             lines = [" ".join(str(int(v)) for v in row) for row in rows]
-            lines.append(" ".join(str(int(v)) for v in theta))
+            lines += [" ".join(str(int(v)) for v in bank) for bank in theta.reshape(-1, theta.shape[-1])]
             (data / "expected.dat").write_text("\n".join(lines) + "\n")

@@ -4,14 +4,15 @@
 // signal) ends this process and not the caller.
 //
 // Protocol (native-endian int64 words; stdin: commands, stdout: answers):
-//   on start        out: N_IN, N_OUT, N_PARAM, STALENESS (a sanity check)
+//   on start        out: N_IN, N_OUT, N_PARAM, STALENESS, N_CHANNELS (a sanity check)
 //   0 RESET         back to the compiled-in initial parameters, nothing pending
 //   1 RUN n learn   in: n samples of N_IN inputs, then for learn == 1 N_OUT targets, for
-//                   learn == 2 one kind word and N_OUT y words (OP_RUN_KINDS);
+//                   learn == 2 one kind word and N_OUT y words (OP_RUN_KINDS), then with
+//                   N_CHANNELS > 1 the sample's channel;
 //                   out: n * (N_OUT predictions, one decision), then one status word (0,
 //                   or -1 if the top did not answer every sample). learn == 0 is inference.
-//   2 READ          flush, out: N_PARAM parameters
-//   3 LOAD          flush, in: N_PARAM parameters (the parameter port)
+//   2 READ          flush, out: N_CHANNELS x N_PARAM parameters, channel by channel
+//   3 LOAD          flush, in: N_CHANNELS x N_PARAM parameters (the parameter port, a bank per channel)
 // End of input ends the program with status 0; a malformed command, status 3.
 #include <stdint.h>
 #include <stdio.h>
@@ -36,8 +37,8 @@ static bool read_words(int64_t* dst, size_t n) { return fread(dst, sizeof(int64_
 static void write_words(const int64_t* src, size_t n) { fwrite(src, sizeof(int64_t), n, stdout); }
 
 int main() {
-    const int64_t sizes[4] = {N_IN, N_OUT, N_PARAM, STALENESS};
-    write_words(sizes, 4);
+    const int64_t sizes[5] = {N_IN, N_OUT, N_PARAM, STALENESS, N_CHANNELS};
+    write_words(sizes, 5);
     fflush(stdout);
     std::vector<int64_t> buf, out;
     int64_t op;
@@ -51,7 +52,7 @@ int main() {
             const int64_t n = head[0];
             const int64_t learn = head[1];
             if (learn < 0 || learn > 2) return 3;
-            const int64_t per = N_IN + (learn == 1 ? N_OUT : learn == 2 ? N_OUT + 1 : 0);
+            const int64_t per = N_IN + (learn == 1 ? N_OUT : learn == 2 ? N_OUT + 1 : 0) + (N_CHANNELS > 1);
             buf.resize((size_t)(n * per));
             if (!read_words(buf.data(), buf.size())) return 3;
             for (size_t k = 0; k < buf.size(); k++) push(s_in, buf[k]);
@@ -66,16 +67,21 @@ int main() {
             write_words(out.data(), out.size());
             write_words(&status, 1);
         } else if (op == 2) {
-            ONCHIP_TOP(s_in, s_out, OP_READ, 0);
-            out.assign(N_PARAM, 0);
-            for (int p = 0; p < N_PARAM; p++)
-                out[p] = onchip::raw_bits(onchip::from_word<coef_t>(s_out.read().data)).to_int64();
+            out.assign((size_t)N_CHANNELS * N_PARAM, 0);
+            for (int c = 0; c < N_CHANNELS; c++) {  // the parameter port reads one channel's bank
+                ONCHIP_TOP(s_in, s_out, OP_READ, ap_uint<32>(c));
+                for (int p = 0; p < N_PARAM; p++)
+                    out[(size_t)c * N_PARAM + p] =
+                        onchip::raw_bits(onchip::from_word<coef_t>(s_out.read().data)).to_int64();
+            }
             write_words(out.data(), out.size());
         } else if (op == 3) {
-            buf.resize(N_PARAM);
+            buf.resize((size_t)N_CHANNELS * N_PARAM);
             if (!read_words(buf.data(), buf.size())) return 3;
-            for (int p = 0; p < N_PARAM; p++) push(s_in, buf[p]);
-            ONCHIP_TOP(s_in, s_out, OP_LOAD, 0);
+            for (int c = 0; c < N_CHANNELS; c++) {
+                for (int p = 0; p < N_PARAM; p++) push(s_in, buf[(size_t)c * N_PARAM + p]);
+                ONCHIP_TOP(s_in, s_out, OP_LOAD, ap_uint<32>(c));
+            }
         } else {
             return 3;
         }

@@ -1,9 +1,9 @@
 // Self-checking Vitis HLS test bench (csim and cosim) of an onchip learner.
 // Replays tb_data/stimulus.dat (first line N, then one sample per line: N_IN raw
-// inputs and N_OUT raw targets) through the top function and compares every
-// prediction, decision and the final parameters with tb_data/expected.dat (N lines of
-// N_OUT raw predictions and the decision, then one line of N_PARAM raw parameters), written from
-// the onchip golden model. Returns 0 when everything matches bit for bit.
+// inputs, N_OUT raw targets and, with N_CHANNELS > 1, the sample's channel) through the top
+// function and compares every prediction, decision and the final parameters with
+// tb_data/expected.dat (N lines of N_OUT raw predictions and the decision, then one line of
+// N_PARAM raw parameters per channel), written from the onchip golden model. Returns 0 when everything matches bit for bit.
 #include <cstdio>
 #include <vector>
 
@@ -27,7 +27,7 @@ int main() {
     long long n = 0;
     if (std::fscanf(fs, "%lld", &n) != 1 || n < 1) return 2;
     hls::stream<axis_word> s_in, s_out;
-    for (long long k = 0; k < n * (N_IN + N_OUT); k++) {
+    for (long long k = 0; k < n * (N_IN + N_OUT + (N_CHANNELS > 1)); k++) {
         long long v;
         if (std::fscanf(fs, "%lld", &v) != 1) return 2;
         s_in.write(word(v));
@@ -42,9 +42,11 @@ int main() {
             got.push_back(onchip::raw_bits(onchip::from_word<act_t>(s_out.read().data)).to_int64());
         got.push_back(s_out.read().data.to_int64());  // the decision word
     }
-    ONCHIP_TOP(s_in, s_out, OP_READ, 0);
-    for (int p = 0; p < N_PARAM; p++)
-        got.push_back(onchip::raw_bits(onchip::from_word<coef_t>(s_out.read().data)).to_int64());
+    for (int c = 0; c < N_CHANNELS; c++) {  // the parameter port reads one channel's bank
+        ONCHIP_TOP(s_in, s_out, OP_READ, ap_uint<32>(c));
+        for (int p = 0; p < N_PARAM; p++)
+            got.push_back(onchip::raw_bits(onchip::from_word<coef_t>(s_out.read().data)).to_int64());
+    }
 
     FILE* fe = std::fopen("tb_data/expected.dat", "r");
     if (!fe) {
@@ -64,6 +66,6 @@ int main() {
         }
     }
     std::fclose(fe);
-    std::printf("%lld samples, %d parameters: %lld mismatches\n", n, N_PARAM, mismatches);
+    std::printf("%lld samples, %d parameters: %lld mismatches\n", n, N_CHANNELS * N_PARAM, mismatches);
     return mismatches ? 1 : 0;
 }

@@ -461,7 +461,8 @@ class GoldenLearner:
     # -- running ----------------------------------------------------------------------
     def _run(self, x_raw, y_raw, learn: bool, kind=None, channel=None) -> np.ndarray:
         x_raw, y_raw, kind = check_stream(self.spec, x_raw, y_raw, learn=learn, kind=kind)
-        channel = check_channel(self.spec, channel, len(x_raw))
+        if channel is not None or self.spec.channels > 1:  # one channel and none named: nothing to check
+            channel = check_channel(self.spec, channel, len(x_raw))
         x_raw, y_raw = np.ascontiguousarray(x_raw), np.ascontiguousarray(y_raw)
         preds = np.zeros((len(x_raw), self.spec.n_out), np.int64)
         self._samples_run += len(x_raw)
