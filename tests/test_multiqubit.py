@@ -237,3 +237,16 @@ def test_a_spec_of_other_channels_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "qubits" in err and "channels = 4" in err
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_the_hls_backend_gives_the_golden_predictions_of_the_multiplexed_job(tmp_path):
+    from onchip.backends import get_backend
+
+    if not get_backend("hls").available():
+        pytest.skip("the HLS C simulation needs g++")
+    assert _run(tmp_path, "--qubits", "2", "--samples", "300", name="golden")[0] == 0
+    assert _run(tmp_path, "--qubits", "2", "--samples", "300", "--backend", "hls", name="hls")[0] == 0
+    golden, hls = (np.load(tmp_path / name / "predictions.npy") for name in ("golden", "hls"))
+    assert golden.shape == (600, 1)
+    np.testing.assert_array_equal(hls, golden)
