@@ -159,6 +159,45 @@ NO_DRIFT = ReadoutDrift(ramp_deg=0.0, steps=())
 
 
 @dataclass(frozen=True)
+class IQMap:
+    """A fixed rotation and offset of a file's shots: one measured qubit read as another.
+
+    ``z' = c + R(rotation_deg) (z - c) + d offset``, with c the midpoint and d the distance of
+    the means of the first two selected states (ADC units). It acts before the drift and the
+    calibration; the calibration re-centres the stream, so the rotation is what the learner
+    sees (another orientation of the decision boundary), the offset what the raw ADC values show.
+
+    Attributes:
+        rotation_deg: IQ-plane rotation, degrees.
+        offset: (I, Q) shift in units of d.
+
+    Raises:
+        ValueError: a non-finite rotation or offset (names the field).
+    """
+
+    rotation_deg: float = 0.0
+    offset: tuple[float, float] = (0.0, 0.0)
+
+    def __post_init__(self):
+        if not np.isfinite(self.rotation_deg):
+            raise ValueError(f"IQMap.rotation_deg: expected a finite angle, got {self.rotation_deg!r}")
+        off = np.asarray(self.offset, dtype=float)
+        if off.shape != (2,) or not np.isfinite(off).all():
+            raise ValueError(f"IQMap.offset: expected two finite numbers, got {self.offset!r}")
+
+    def apply(self, shots: np.ndarray, mean0: np.ndarray, mean1: np.ndarray) -> np.ndarray:
+        """Map ``shots`` (any (..., 2) array, ADC units) given the two reference means (2,); same shape."""
+        centre, sep = (mean0 + mean1) / 2.0, float(np.hypot(*(mean1 - mean0)))
+        a = np.deg2rad(self.rotation_deg)
+        rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+        return centre + (shots - centre) @ rot.T + sep * np.asarray(self.offset, dtype=float)
+
+    def describe(self) -> dict:
+        """JSON-able parameters."""
+        return {"rotation_deg": float(self.rotation_deg), "offset_separations": [float(v) for v in self.offset]}
+
+
+@dataclass(frozen=True)
 class Calibration:
     """Fixed affine map from drifted ADC values to features: ``x = (z - centre) * scale``."""
 
@@ -255,6 +294,7 @@ def make_qubit_readout(
     model: ReadoutModel | None = None,
     calibration_shots: int = CALIBRATION_SHOTS,
     states=None,
+    iq_map: "IQMap | None" = None,
 ) -> Stream:
     """Build a drifting qubit-readout stream (see the module docstring for each step).
 
@@ -273,6 +313,8 @@ def make_qubit_readout(
             normalisation (and by the static baseline).
         states: prepared states to use, increasing (e.g. ``(0, 1, 2)`` or ``"0,1,2"``);
             default every state of the file, or states 0 and 1 of the built-in source.
+        iq_map: an :class:`IQMap` applied to the file's shots before the drift (only with
+            ``data``): one measured file read as another qubit's (the multi-qubit task).
 
     Returns:
         Stream with x (N, 2) features (calibrated means of the first two selected states
@@ -283,12 +325,15 @@ def make_qubit_readout(
         FileNotFoundError: ``data`` or a drift file does not exist.
         ValueError: samples < 1 or seed < 0 (or not integers), invalid file
             (see :func:`load_shots`), a bad ``states`` selection, two selected states
-            with identical means, both ``data`` and ``model`` given, calibration_shots < 1,
+            with identical means, both ``data`` and ``model`` given, ``iq_map`` without ``data``,
+            calibration_shots < 1,
             an invalid drift scenario (:class:`~onchip.tasks.drift.DriftError`).
     """
     samples, seed = check_samples_seed(samples, seed)
     if data is not None and model is not None:
         raise ValueError("model: the built-in source model cannot be combined with a data file")
+    if iq_map is not None and data is None:
+        raise ValueError("iq_map: maps the shots of a data file; the built-in source takes a model instead")
     if isinstance(calibration_shots, bool) or not isinstance(calibration_shots, (int, np.integer)) \
             or calibration_shots < 1:
         raise ValueError(f"calibration_shots: expected a positive integer, got {calibration_shots!r}")
@@ -296,6 +341,8 @@ def make_qubit_readout(
     if data is not None:
         shots = load_shots(data)
         selected = check_states(range(len(shots)) if states is None else states, len(shots), f"data {str(data)!r}")
+        if iq_map is not None:
+            shots = iq_map.apply(shots, shots[selected[0]].mean(axis=0), shots[selected[1]].mean(axis=0))
         means = [shots[s].mean(axis=0) for s in selected]
         for a in range(len(selected)):
             for b in range(a + 1, len(selected)):
@@ -336,6 +383,8 @@ def make_qubit_readout(
         source = {"kind": "file", "path": str(data), "file_shape": list(shots.shape),
                   "states_used": list(selected), "with_replacement": replacement,
                   "distinct_shots": [int(shots.shape[1])] * n_states, "draws": draws}
+        if iq_map is not None:
+            source["iq_map"] = iq_map.describe()
     else:
         source = {"kind": "model", **model.describe(), "states_used": list(selected), "draws": draws}
     source["state_means_adc"] = [m.tolist() for m in means]
