@@ -18,6 +18,7 @@ markers (sweeps/pretrain_adapt/README.md). Needs the ``qkeras`` and ``pykan`` ex
 import argparse
 import datetime
 import json
+import os
 import platform
 from pathlib import Path
 
@@ -118,11 +119,12 @@ def main(argv=None):
                                  learning_rate=2.0**-5, name="qkeras-readout")
         static = onchip.evaluate(stream, np.zeros_like(stream.y))["static_baseline"]
         static_first = assignment_fidelity(stream.y[:1000], static_baseline_predictions(stream)[:1000])
+        rtl = {}
         for model, imported, init_scale in (("kan", kan, 0.1), ("mlp", mlp, 1.0)):
             per_start = run_starts(imported.spec, imported.theta, stream, init_scale)
             if not args.quick or source == "real shots":  # a Verilator build per learner
-                rtl = rtl_matches(imported.spec, imported.theta, stream, rtl_shots)
-                print(f"rtl == golden ({model}, {source}, imported, {rtl_shots} shots): {rtl}")
+                rtl[model] = rtl_matches(imported.spec, imported.theta, stream, rtl_shots)
+                print(f"rtl == golden ({model}, {source}, imported, {rtl_shots} shots): {rtl[model]}")
             for start, m in per_start.items():
                 results.append({"source": source, "model": model, "start": start, **m})
                 print(f"{source} / {model} / {start}: fidelity {m['fidelity']:.4f}, first 1000 "
@@ -136,7 +138,8 @@ def main(argv=None):
                         "kan_grid_size": kan.grid["grid_size"], "kan_act": str(kan.spec.formats.act),
                         "kan_max_error": kan.output["max_error"], "kan_rms_error": kan.output["rms_error"],
                         "kan_rms_error_lsb": kan.output["rms_error_lsb"], "mlp_act": str(mlp.spec.formats.act),
-                        "mlp_coef": str(mlp.spec.formats.coef)})
+                        "mlp_coef": str(mlp.spec.formats.coef), "rtl_shots": rtl_shots,
+                        **{f"{m}_rtl": rtl.get(m) for m in ("kan", "mlp")}})
         print(f"kan import ({source}): grid [{kan.grid['lo']}, {kan.grid['hi']}) G={kan.grid['grid_size']}, "
               f"output error on the pretraining shots: max {kan.output['max_error']:.4g}, "
               f"RMS {kan.output['rms_error']:.4g}")
@@ -158,7 +161,8 @@ def main(argv=None):
 
         cond = (f"Measured {when} by `python examples/pretrain_then_adapt.py --out {args.out} --page {args.page}`; "
                 f"{samples} shots, seed {args.seed}; pykan {version('pykan')}, QKeras {version('qkeras')}, "
-                f"torch {torch.__version__}, Python {platform.python_version()}.")
+                f"torch {torch.__version__}, Python {platform.python_version()}; {os.cpu_count()} cores, load average "
+                f"{os.getloadavg()[0]:.1f} at the end.")
         block = [cond, "", *lines, "", *reading(results, imports)]
         page = args.page.read_text().split("\n")
         first, last = page.index(BEGIN), page.index(END)
@@ -188,11 +192,12 @@ def reading(results, imports):
                 if not never else f"recover within {min(recovered)}-{max(recovered)} shots where they recover ("
                 + "; ".join(f"{r['source']} {r['model']} {r['start']}: {r['recovery_shots']}" for r in never) + ")."),
              "", "What each import became (the KAN's output error on the pretraining shots, against pykan's own):", "",
-             "| source | KAN grid | KAN G | KAN act | KAN max error | KAN RMS error (LSB) | MLP act | MLP coef |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| source | KAN grid | KAN G | KAN act | KAN max error | KAN RMS error (LSB) | MLP act | MLP coef "
+             "| RTL == golden (KAN, MLP; first shots, learning on) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {i['source']} | [{i['kan_grid'][0]:g}, {i['kan_grid'][1]:g}) | {i['kan_grid_size']} | "
               f"`{i['kan_act']}` | {i['kan_max_error']:.3g} | {i['kan_rms_error_lsb']:.2f} | `{i['mlp_act']}` | "
-              f"`{i['mlp_coef']}` |" for i in imports]
+              f"`{i['mlp_coef']}` | {i['kan_rtl']}, {i['mlp_rtl']} ({i['rtl_shots']} shots) |" for i in imports]
     return lines
 
 
