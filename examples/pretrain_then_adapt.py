@@ -189,8 +189,10 @@ def reading(results, imports):
              f"learning on: the frozen import, like the static discriminator, falls to {min(frozen_last):.2f}-"
              f"{max(frozen_last):.2f} over the last 5000 shots after the phase jump, while the adapting learners "
              + (f"recover within {min(recovered)}-{max(recovered)} shots after each drift event."
-                if not never else f"recover within {min(recovered)}-{max(recovered)} shots where they recover ("
-                + "; ".join(f"{r['source']} {r['model']} {r['start']}: {r['recovery_shots']}" for r in never) + ")."),
+                if not never else (f"recover within {min(recovered)}-{max(recovered)} shots where they recover"
+                                   if recovered else "do not recover either")
+                + " (" + "; ".join(f"{r['source']} {r['model']} {r['start']}: {r['recovery_shots']}" for r in never)
+                + ")."),
              "", "What each import became (the KAN's output error on the pretraining shots, against pykan's own):", "",
              "| source | KAN grid | KAN G | KAN act | KAN max error | KAN RMS error (LSB) | MLP act | MLP coef "
              "| RTL == golden (KAN, MLP; first shots, learning on) |",
