@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import tempfile
 import time
@@ -171,7 +172,8 @@ def main() -> None:
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cond = (f"{when}; pykan {version('pykan')}, torch {torch.__version__}, "
             f"Python {platform.python_version()}, {platform.machine()}; LBFGS {args.steps} steps, pykan's "
-            f"test RMS {fit_rms:.4f}; {time.time() - start:.0f} s")
+            f"test RMS {fit_rms:.4f}; {time.time() - start:.0f} s on {os.cpu_count()} cores, load average "
+            f"{os.getloadavg()[0]:.1f} at the end")
     ref = rows[-1]["spec"].formats.act.lsb  # a common unit: the new default's act LSB
     for r in rows:
         r.pop("spec"), r.pop("theta")
@@ -192,7 +194,7 @@ def render(results: dict) -> None:
     base8 = next(p for p in parts if p["grid_size"] == proj8["grid_size"] and p["edge"] == "base")
     wide7, spline7 = by["refine 2, 24-bit data, T 7, fit to the table"], by["refine 2, T 7, fit to B-splines"]
     lines = ["# pykan import: where the error comes from", "",
-             "Reproduce (a few minutes on 2 cores; needs the `pykan` extra):", "",
+             "Reproduce (needs the `pykan` extra; its duration and the machine's load are in the line below):", "",
              "    python sweeps/pykan_import/run.py --synth      # --render: README.md again from results.json", "",
              f"Measured {cond}.", "", "<!-- --8<-- [start:table] -->",
              ("Output error of the imported learner (golden model) against pykan's `model(x)` on 2000 test points, "
