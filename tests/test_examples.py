@@ -28,7 +28,7 @@ def value(text: str, key: str) -> str:
 
 
 def test_every_example_is_tested():
-    # three_learners_verilator.py runs as a block of docs/integrate.md (tests/test_docs_integrate.py)
+    # three_learners_verilator.py runs as a block of docs/integrate.md (tests/test_docs_integrate_three.py)
     tested = {"readout_adapt.py", "hardware_report.py", "rtl_vs_golden.py", "local_sweep.py", "pretrain_then_adapt.py",
               "three_learners_verilator.py"}
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested

@@ -521,3 +521,33 @@ def test_batchnorm_is_refused_unless_folded_and_then_its_error_is_measured(tmp_p
     assert (check["differing"], check["max_lsb"]) == (np.count_nonzero(diff), diff.max())  # the measured error
     text = (tmp_path / "out" / "report.md").read_text()
     assert "Batch normalisation is folded: the import is not exact" in text and "(bit-exact)" not in text
+
+
+def test_a_rounded_output_states_its_error_against_qkeras_first(tmp_path, capsys):
+    """The tutorial form's unquantized output, rounded into the one act format (--output-format), is
+    not exact: the import says so first, with the RMS and largest difference from QKeras' own output
+    in act LSB, as measured here from model.predict and the golden model; an exact import says nothing."""
+    from onchip.cli import main
+    from onchip.frontends.qkeras import rounded_output_error
+
+    model = _tutorial()
+    path, out = tmp_path / "tutorial.h5", tmp_path / "imp"
+    model.save(path)
+    x = _on_grid(2000)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["import", str(path), "--out", str(out), "--input-format", TUTORIAL_INPUT,
+                 "--output-format", "ap_fixed<7,3,RND_CONV,SAT>", "--data", str(tmp_path / "x.npy")]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    imp = from_qkeras(model, input_format=TUTORIAL_INPUT, output_format="ap_fixed<7,3,RND_CONV,SAT>")
+    diff = _golden(imp, x) - model.predict(x.astype(np.float32), verbose=0).astype(np.float64) * 2.0**imp.spec.formats.act.frac_bits
+    rms, worst = float(np.sqrt(np.mean(diff ** 2))), float(np.abs(diff).max())
+    assert 0 < rms and report["check"]["output_error"]["rms_lsb"] == pytest.approx(rms)
+    assert report["check"]["output_error"]["max_lsb"] == pytest.approx(worst)
+    first = printed.splitlines()[0]
+    assert first.startswith("warning: not exact: the unquantized output of 'd3' is rounded into "
+                            "ap_fixed<7,3,RND_CONV,SAT>") and f"RMS {rms:.3f} LSB, max {worst:.3f} LSB" in first
+    assert report["warnings"] == [first.removeprefix("warning: ")]
+    assert "**Warning:** not exact" in (out / "report.md").read_text()
+    exact = from_qkeras(_tutorial(hidden="relu"), input_format=TUTORIAL_INPUT)
+    assert rounded_output_error(model, exact, x, _golden(exact, x)) is None

@@ -63,3 +63,20 @@ def test_the_real_shot_table_is_the_main_jobs():
 def test_every_relative_link_in_the_readme_resolves():
     for link in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", README):
         assert (ROOT / link).exists(), f"README links {link}, which does not exist"
+
+
+def test_the_resource_headline_is_what_the_resources_csv_gives():
+    """The headline's KAN growth is the generated growth table's (rendered here from the CSV, so a rerun that
+    moves it fails until the README follows), and the MLP's DSP = 7H holds in every parallel row."""
+    from onchip.sweep.pages import read_rows, render_tables
+    from onchip.sweep.schema import load_definition
+
+    what, measured, page = next(r for r in HEADLINES if "sweeps/resources/README.md" in r[2])
+    csv_path = ROOT / "sweeps" / "resources" / "results" / "results.csv"
+    growth = render_tables(load_definition(ROOT / "sweeps" / "resources" / "sweep.toml"), csv_path)["kan-growth"]
+    m = re.search(r"logic ([+-][\d.]+%) from G = 4 to 64 while its parameters grow ([\d.]+x)", measured)
+    assert m, f"README headline {what!r} no longer reads 'logic +X% from G = 4 to 64 ... grow Nx': {measured}"
+    parallel = next(line for line in growth.splitlines() if line.startswith("| parallel "))
+    assert f"| {m.group(2)} (" in parallel and f"| {m.group(1)} (" in parallel, (measured, parallel)
+    mlp = [r for r in read_rows(csv_path) if r["preset"] == "mlp-readout" and r["datapath"] == "parallel"]
+    assert mlp and "DSP = 7H" in measured and all(r["dsp"] == 7 * r["hidden"] for r in mlp)

@@ -77,6 +77,32 @@ def test_a_design_too_large_for_the_part_is_refused_before_anything_is_written(t
     assert json.loads((out / "manifest.json").read_text())["fit"]["checked"] is False
 
 
+def test_learners_that_differ_only_in_name_share_one_fit_synthesis(tmp_path, monkeypatch):
+    """Two IP cores of one spec under two top names (docs/integrate.md's qubit0 and qubit1) cost one Yosys
+    run, of a design that names neither; another spec, or another family, costs its own."""
+    import onchip
+    from onchip.flow import fit, yosys
+
+    calls = _fake_counts(monkeypatch, tmp_path)
+    counted = yosys.synthesize
+    seen = []
+
+    def synthesize(verilog, top, family, workdir=None):
+        seen.append((top, "qubit" in verilog))
+        return counted(verilog, top, family)
+
+    monkeypatch.setattr(yosys, "synthesize", synthesize)
+    for top in ("qubit0_learner", "qubit1_learner"):
+        design = onchip.generate("kan-readout", top=top)
+        assert f"\\{top}." in design.verilog  # its submodules are named after it
+        fit.check_xilinx_fit(design.verilog, design.top, "xcvu13p-fhga2104-2-e")
+    assert calls == ["xcup"] and seen == [(fit.FIT_TOP, False)]
+    other = onchip.generate("kan-regression", top="qubit0_learner")
+    fit.check_xilinx_fit(other.verilog, other.top, "xcvu13p-fhga2104-2-e")
+    fit.check_xilinx_fit(design.verilog, design.top, "xc7a100tcsg324-1")
+    assert calls == ["xcup", "xcup", "xc7"]
+
+
 @pytest.mark.slow
 def test_the_wide_kan_is_refused_for_the_zynq_7010_with_real_yosys(tmp_path, capsys):
     """A 3->4->2 KAN (G=16, k=3) at fast needs about 200 DSP48 (Yosys, xc7); the Zynq-7010 has 80."""

@@ -13,6 +13,9 @@ Each row changes one knob, so that the error's sources separate:
 * the basis table (its truncation of the position to T bits), by T and by what the
   coefficients are fitted to (the exact B-splines, or the table as the hardware reads it);
 * coefficient and data rounding, by the width of the data formats (16 against 24 bits).
+Other models, each imported with the defaults and measured the same way (the table "Other models"):
+the trained model after ``refine(10)`` and ``--steps`` more LBFGS steps, the trained model after
+``update_grid`` on its training inputs, and a [2, 4, 3, 1] G6 k1 KAN trained like the first.
 ``--synth`` adds the LUT / FF / DSP / LUTRAM of the old and the new default import (Yosys,
 ``synth_xilinx -family xcup``; several minutes).
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import tempfile
 import time
@@ -46,27 +50,73 @@ ROWS = [
 ]
 
 
-def train(steps: int):
+def dataset():
+    """pykan's ``create_dataset`` of f(x, y) = exp(sin(pi x) + y^2): 1000 training, 2000 test points, seed 0."""
     import torch
-    from kan import KAN, create_dataset
+    from kan import create_dataset
 
     torch.manual_seed(0)
     f = lambda x: torch.exp(torch.sin(torch.pi * x[:, [0]]) + x[:, [1]] ** 2)  # noqa: E731
-    data = create_dataset(f, n_var=2, train_num=1000, test_num=2000, seed=0)
-    model = KAN(width=[2, 3, 1], grid=5, k=3, seed=0, auto_save=False)
+    return create_dataset(f, n_var=2, train_num=1000, test_num=2000, seed=0)
+
+
+def fit(model, data, steps: int) -> float:
+    """``steps`` LBFGS steps of pykan's ``fit`` (no regularisation); pykan's test RMS after them."""
+    import torch
+
     model.fit(data, opt="LBFGS", steps=steps, lamb=0.0, log=steps + 1)
     with torch.no_grad():
-        fit_rms = float(((model(data["test_input"]) - data["test_label"]) ** 2).mean().sqrt())
-    return model, data["test_input"].numpy().astype(np.float64), fit_rms
+        return float(((model(data["test_input"]) - data["test_label"]) ** 2).mean().sqrt())
+
+
+def train(steps: int, data, width=(2, 3, 1), grid: int = 5, k: int = 3):
+    """A pykan KAN of ``width``, ``grid``, ``k`` (seed 0) trained on ``data``: (model, pykan's test RMS)."""
+    from kan import KAN
+
+    model = KAN(width=list(width), grid=grid, k=k, seed=0, auto_save=False)
+    return model, fit(model, data, steps)
+
+
+def copy(model):
+    """A copy of a pykan KAN through its own checkpoint (``model.copy()`` writes into the working folder)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model.saveckpt(f"{tmp}/copy")
+        out = type(model).loadckpt(f"{tmp}/copy")
+    out.auto_save = False  # pykan would otherwise write checkpoints into ./model
+    return out
+
+
+def other_models(model, data, steps: int) -> list[dict]:
+    """The models pykan users commonly hold beside the trained one, each imported with the defaults."""
+    from onchip.frontends.pykan import from_pykan
+
+    refined = model.refine(10)
+    refined.auto_save = False
+    refined_rms = fit(refined, data, steps)
+    updated = copy(model)
+    updated.update_grid(data["train_input"])
+    deep, deep_rms = train(steps, data, width=(2, 4, 3, 1), grid=6, k=1)
+    cases = [(f"refine(10), then {steps} more steps", "[2, 3, 1] G10 k3", refined, refined_rms),
+             ("update_grid on the training inputs", "[2, 3, 1] G5 k3", updated, None),
+             ("a deeper, linear-spline KAN", "[2, 4, 3, 1] G6 k1", deep, deep_rms)]
+    x = data["test_input"].numpy().astype(np.float64)
+    out = []
+    for label, shape, m, rms in cases:
+        imp = from_pykan(m, x=x)
+        o = imp.output
+        out.append({"label": label, "model": shape, "pykan_test_rms": rms, "grid_size": imp.spec.grid_size,
+                    "basis_table_bits": imp.spec.basis_table_bits, "act": str(imp.spec.formats.act),
+                    "parameters": imp.spec.parameter_count(), "rms_lsb": o["rms_error_lsb"],
+                    "max_lsb": o["max_error_lsb"], "outside": o["outside_model_grid_fraction"],
+                    "warnings": list(imp.warnings)})
+    return out
 
 
 def part(model, keep: str):
     """A copy of ``model`` whose edges keep only their spline part or only their base part."""
     import torch
 
-    with tempfile.TemporaryDirectory() as tmp:  # model.copy() would write its checkpoint into the working folder
-        model.saveckpt(f"{tmp}/copy")
-        out = type(model).loadckpt(f"{tmp}/copy")
+    out = copy(model)
     with torch.no_grad():
         for layer in out.act_fun:
             (layer.scale_base if keep == "spline" else layer.scale_sp).zero_()
@@ -90,7 +140,9 @@ def main() -> None:
     from onchip.frontends.pykan import from_pykan
 
     start = time.time()
-    model, x, fit_rms = train(args.steps)
+    data = dataset()
+    model, fit_rms = train(args.steps, data)
+    x = data["test_input"].numpy().astype(np.float64)
     rows = []
     for label, kw in ROWS:
         imp = from_pykan(model, x=x, **kw)
@@ -108,6 +160,7 @@ def main() -> None:
             imp = from_pykan(m, x=x, refine=refine, bits=24, basis_table_bits=12, fit_to="spline")
             parts.append({"refine": refine, "grid_size": imp.spec.grid_size, "edge": keep,
                           "float_rms": imp.output["float_rms_error"], "float_max": imp.output["float_max_error"]})
+    others = other_models(copy(model), data, args.steps)
     synth = []
     if args.synth:
         from onchip.flow.steps import synth as run_synth
@@ -119,12 +172,13 @@ def main() -> None:
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cond = (f"{when}; pykan {version('pykan')}, torch {torch.__version__}, "
             f"Python {platform.python_version()}, {platform.machine()}; LBFGS {args.steps} steps, pykan's "
-            f"test RMS {fit_rms:.4f}; {time.time() - start:.0f} s")
+            f"test RMS {fit_rms:.4f}; {time.time() - start:.0f} s on {os.cpu_count()} cores, load average "
+            f"{os.getloadavg()[0]:.1f} at the end")
     ref = rows[-1]["spec"].formats.act.lsb  # a common unit: the new default's act LSB
     for r in rows:
         r.pop("spec"), r.pop("theta")
         r["rms_ref"], r["float_rms_ref"] = r["rms"] / ref, r.pop("float_rms_lsb") * r.pop("act_lsb") / ref
-    results = {"conditions": cond, "rows": rows, "parts": parts, "synth": synth}
+    results = {"conditions": cond, "rows": rows, "parts": parts, "others": others, "synth": synth}
     (HERE / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     render(results)
 
@@ -140,7 +194,7 @@ def render(results: dict) -> None:
     base8 = next(p for p in parts if p["grid_size"] == proj8["grid_size"] and p["edge"] == "base")
     wide7, spline7 = by["refine 2, 24-bit data, T 7, fit to the table"], by["refine 2, T 7, fit to B-splines"]
     lines = ["# pykan import: where the error comes from", "",
-             "Reproduce (a few minutes on 2 cores; needs the `pykan` extra):", "",
+             "Reproduce (needs the `pykan` extra; its duration and the machine's load are in the line below):", "",
              "    python sweeps/pykan_import/run.py --synth      # --render: README.md again from results.json", "",
              f"Measured {cond}.", "", "<!-- --8<-- [start:table] -->",
              ("Output error of the imported learner (golden model) against pykan's `model(x)` on 2000 test points, "
@@ -155,6 +209,17 @@ def render(results: dict) -> None:
     lines += ["", ("The float projection alone, by part of the edge (24-bit data, T 12, fitted to the B-splines; "
                    "function units):"), "", "| G | edge | RMS | max |", "|---|---|---|---|"]
     lines += [f"| {p['grid_size']} | {p['edge']} | {p['float_rms']:.2e} | {p['float_max']:.2e} |" for p in parts]
+    others = results.get("others", [])
+    if others:
+        lines += ["", ("Other models, each imported with the defaults and measured on the same 2000 test points "
+                       "(LSB of its own `act`; outside: the share of test points where some layer's input leaves "
+                       "its own pykan grid, which the import follows):"), "",
+                  "| model | pykan model | pykan test RMS | G | T | act | parameters | RMS (LSB) | max (LSB) | outside |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {o['label']} | {o['model']} | "
+                  f"{'-' if o['pykan_test_rms'] is None else format(o['pykan_test_rms'], '.4f')} | {o['grid_size']} | "
+                  f"{o['basis_table_bits']} | `{o['act']}` | {o['parameters']} | {o['rms_lsb']:.2f} | "
+                  f"{o['max_lsb']:.1f} | {o['outside']:.1%} |" for o in others]
     if synth:
         lines += ["", "Cost (Yosys `synth_xilinx -family xcup`, sequential schedule, the spec's timing):", "",
                   "| import | LUT | FF | DSP | LUTRAM | latency (cycles) | II |", "|---|---|---|---|---|---|---|"]

@@ -50,7 +50,8 @@ def run(args) -> int:
         print(f"warning: {warning}")
     if report["framework"] == "qkeras":
         c = report["check"]
-        check = (f"{c['outputs'] - c['differing']} of {c['outputs']} outputs equal QKeras' on {c['samples']} inputs"
+        theirs = "QKeras' rounded into --output-format" if c.get("outputs_rounded") else "QKeras'"
+        check = (f"{c['outputs'] - c['differing']} of {c['outputs']} outputs equal {theirs} on {c['samples']} inputs"
                  + (f" (others within {c['max_lsb']} LSB)" if c["differing"] else ""))
     else:
         o = report["output"]

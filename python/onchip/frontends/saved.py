@@ -46,11 +46,13 @@ def qkeras_check(model, imported, x=None, seed: int = 0) -> dict:
 
     Returns:
         ``{"source": "data" | "probe", "samples", "outputs", "differing", "max_lsb",
-        "float32_exact", "inputs_on_grid", "outputs_rounded"}``: outputs compared, how many
-        differ and by how many ``act`` LSB at most.
+        "float32_exact", "inputs_on_grid", "outputs_rounded", "output_error"}``: outputs compared,
+        how many differ and by how many ``act`` LSB at most; ``output_error``: for an output
+        rounded into ``output_format``, the learner against QKeras' own unrounded output
+        (:func:`onchip.frontends.qkeras.rounded_output_error`), else None.
     """
     from ..model import GoldenLearner
-    from .qkeras import reference_outputs
+    from .qkeras import reference_outputs, rounded_output_error
 
     spec = imported.spec
     source = "data" if x is not None else "probe"
@@ -64,7 +66,22 @@ def qkeras_check(model, imported, x=None, seed: int = 0) -> dict:
     return {"source": source, "samples": int(len(x)), "outputs": int(diff.size),
             "differing": int(np.count_nonzero(diff)), "max_lsb": int(diff.max()) if diff.size else 0,
             "float32_exact": all(d["exact"] for d in imported.float32_exact),
-            "inputs_on_grid": not imported.input_quantized, "outputs_rounded": imported.output_rounded}
+            "inputs_on_grid": not imported.input_quantized, "outputs_rounded": imported.output_rounded,
+            "output_error": rounded_output_error(model, imported, x, ours)}
+
+
+def rounded_output_warning(check: dict, layers: list[dict]) -> str | None:
+    """The report's first line for an output rounded into ``output_format`` (None otherwise): not
+    exact, and by how much against QKeras' own output (``check`` of :func:`qkeras_check`)."""
+    e = check.get("output_error")
+    if e is None:
+        return None
+    out = next(l for l in reversed(layers) if l["kind"] == "output")
+    return (f"not exact: the unquantized output of {out['layer']!r} is rounded into {out['format']} (--output-format; "
+            f"the learner has one act format, which the hidden quantized ReLUs fix): against QKeras' own output on "
+            f"{e['samples']} {check['source']} inputs, RMS {e['rms_lsb']:.3f} LSB, max {e['max_lsb']:.3f} LSB"
+            + (f", {e['saturated']:.1%} saturated" if e["saturated"] else "")
+            + "; exact only with an output quantizer of that format (QActivation(quantized_bits(...)))")
 
 
 def _markdown(report: dict) -> str:
@@ -171,9 +188,11 @@ def import_model(path: str | os.PathLike, out: str | os.PathLike, *, template=No
             for arg, flag in (("input_format", "--input-format"), ("output_format", "--output-format")):
                 text = text.replace(f"{arg}: ", f"{flag}: ")
             raise ValueError(text) from None
+        check = qkeras_check(model, imported, x)
+        warning = rounded_output_warning(check, list(imported.layers))
         report.update(layers=list(imported.layers), notes=list(imported.notes), skipped=list(imported.skipped),
-                      folded=list(imported.folded),
-                      float32_exact=list(imported.float32_exact), check=qkeras_check(model, imported, x))
+                      folded=list(imported.folded), warnings=[warning] if warning else [],
+                      float32_exact=list(imported.float32_exact), check=check)
     else:
         if coef is not None:
             raise ValueError("--coef applies to QKeras models (give a pykan import's formats with --template)")

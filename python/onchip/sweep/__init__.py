@@ -20,6 +20,8 @@ A sweep definition is TOML::
 
     [[plot]]  x = "param_count", y = ["lut", "ff"], series = ["kind"], file = "resources.png"
 
+    [[table]] name = "main", page = "README.md", columns = [{ head = "LUT", value = "{lut}" }]
+
 Grid axes are :class:`~onchip.spec.LearnerSpec` fields plus ``preset``,
 ``hidden`` (MLP: widths = [n_in, hidden, n_out]), ``format_width`` and
 ``format_int_bits`` (all formats :meth:`Formats.uniform`), and the settings a
@@ -50,7 +52,8 @@ points finish.
 Modules: ``schema`` (reading and checking a definition), ``grid`` (points and
 their keys), ``computations`` (the :class:`Computation` registry and one point's
 evaluation), ``timing`` (software step time), ``store`` (finished points in the
-cache), ``executors`` (local and Dask), ``report`` (table and plots), ``runner``
+cache), ``executors`` (local and Dask), ``report`` (table and plots), ``pages`` (the
+``[[table]]`` entries: markdown tables from ``results.csv`` written into results pages), ``runner``
 (:func:`run_sweep`).
 """
 
@@ -66,6 +69,7 @@ from .computations import (
 )
 from .executors import DaskExecutor, Executor, LocalExecutor, make_executor
 from .grid import expand, max_basis_table_bits, point_spec
+from .pages import render_tables, stale_tables, write_pages
 from .report import plot_table, table_rows, write_table
 from .runner import run_sweep
 from .schema import load_definition, validate_definition
@@ -80,5 +84,5 @@ __all__ = [
     "load_definition", "validate_definition", "expand", "point_spec", "max_basis_table_bits",
     "evaluate_point", "software_step_seconds", "add_software_latency", "run_sweep",
     "Executor", "LocalExecutor", "DaskExecutor", "make_executor", "record_path",
-    "table_rows", "write_table", "plot_table",
+    "table_rows", "write_table", "plot_table", "render_tables", "write_pages", "stale_tables",
 ]

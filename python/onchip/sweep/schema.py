@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .computations import COMPUTATIONS
 from .grid import expand
+from .pages import check_tables
 
 
 def load_definition(path: str | os.PathLike) -> dict:
@@ -39,7 +40,7 @@ def validate_definition(d: dict) -> None:
     Raises:
         ValueError: naming the bad key and value (``sweep.compute``, ``[[grid]]``,
             ``<computation>.<setting>`` or the grid point); an unknown table, ``[sweep]`` key,
-            computation setting or ``[[plot]]`` key, with the closest known name (a misspelt one
+            computation setting, ``[[plot]]`` or ``[[table]]`` key, with the closest known name (a misspelt one
             would otherwise be ignored: a default used, a plot not drawn).
     """
     _check_names(d)
@@ -70,7 +71,7 @@ def _check_names(d: dict) -> None:
         if unknown:
             raise ValueError(unknown_fields(unknown, known, f"{where}: unknown key(s)"))
 
-    tables = ("sweep", "base", "grid", "plot", *COMPUTATIONS)
+    tables = ("sweep", "base", "grid", "plot", "table", *COMPUTATIONS)
     refuse("sweep definition", {k: v for k, v in d.items() if k != "_dir"}, tables)
     refuse("[sweep]", d.get("sweep", {}), SWEEP_KEYS)
     for name, computation in COMPUTATIONS.items():
@@ -84,3 +85,4 @@ def _check_names(d: dict) -> None:
         missing = [key for key in ("x", "y") if key not in plot]
         if missing:
             raise ValueError(f"[[plot]] {i + 1}: needs {' and '.join(missing)} (the columns it draws)")
+    check_tables(d.get("table", []))
