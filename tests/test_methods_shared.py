@@ -440,3 +440,56 @@ def test_causal_lm_prefers_the_factual_continuation():
     want = sum(float(logp[t - 1, ids[0, t]]) for t in range(n_prompt, ids.shape[1]))
     assert two == pytest.approx(want, abs=1e-3)
     assert lm.next_token_logprobs(["a", "b c"]).shape[0] == 2
+
+
+def test_requote_swaps_a_printed_bootstrap_interval_for_the_t_interval_and_leaves_the_rest():
+    sv = _seed_verdicts()
+    row = {"difference": 0.2, "bootstrap": [0.1, 0.3], "t": [-0.05, 0.45]}
+    text = ("Paired difference A - B over seeds (mean [ci95], percentile bootstrap): x: +0.200 [+0.100, +0.300] "
+            "(n=3); y: +0.200 [-0.050, +0.450]; z: 0.7 [0.1, 0.3]; w: 0.20 [0.10, 0.30]")
+    out, n = sv.requote(text, [row])
+    assert n == 2
+    assert out == ("Paired difference A - B over seeds (mean [ci95], Student t): x: +0.200 [-0.050, +0.450] "
+                   "(n=3); y: +0.200 [-0.050, +0.450]; z: 0.7 [0.1, 0.3]; w: 0.20 [-0.05, 0.45]")
+
+
+def test_no_committed_card_or_results_file_calls_the_paired_interval_a_bootstrap():
+    # the paired interval is a Student t interval; only the generated blocks that compare the two name the
+    # bootstrap (humanlike's split-half distance is a bootstrap of its own, not an interval)
+    sv = _seed_verdicts()
+    files = [*sorted((ROOT / "seeds").glob("*.md")), *sorted((ROOT / "sweeps").rglob("results.md"))]
+    bad = []
+    for path in files:
+        text = path.read_text()
+        for start in (sv.START, sv.CARD_START):
+            while start in text:
+                a = text.index(start)
+                text = text[:a] + text[text.index(sv.END, a) + len(sv.END):]
+        text = text.replace("bootstrap split-half", "")
+        for i, line in enumerate(text.splitlines()):
+            if "bootstrap" in line.lower() and "(percentile bootstrap [" not in line:
+                bad.append(f"{path.relative_to(ROOT)}: {line.strip()[:80]}")
+    assert bad == []
+
+
+# ~50 s on a loaded machine: recomputes every committed interval and rebuilds every results.md
+@pytest.mark.slow
+def test_committed_intervals_results_and_cards_are_what_seed_verdicts_writes():
+    assert _seed_verdicts().main(["--check"]) == 0
+
+
+def test_seed_times_reads_wall_cpu_and_memory_from_time_v_and_judges_the_2_core_limit():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seed_times", ROOT / "sweeps" / "seed_times.py")
+    st = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(st)
+    text = ("\tCommand being timed: \"onchip radar --quiet\"\n\tUser time (seconds): 250.50\n"
+            "\tSystem time (seconds): 9.50\n\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:02:03\n"
+            "\tMaximum resident set size (kbytes): 524288\n")
+    assert st.parse_time_v(text) == {"wall_s": 3723.0, "cpu_s": 260.0, "max_rss_mib": 512}
+    assert st.parse_time_v(text.replace("1:02:03", "4:05.50"))["wall_s"] == 245.5
+    with pytest.raises(ValueError, match="User time"):
+        st.parse_time_v(text.replace("User time", "Usr time"))
+    assert [st.verdict(s) for s in (300, 301, 600, 601)] == ["fits", "fits only with both cores busy",
+                                                              "fits only with both cores busy", "over"]
