@@ -493,3 +493,44 @@ def test_seed_times_reads_wall_cpu_and_memory_from_time_v_and_judges_the_2_core_
         st.parse_time_v(text.replace("User time", "Usr time"))
     assert [st.verdict(s) for s in (300, 301, 600, 601)] == ["fits", "fits only with both cores busy",
                                                               "fits only with both cores busy", "over"]
+
+
+#: quotes in cards that are not stored intervals but share a stored difference at the printed precision
+#: (computed from per-seed values: dynaview's next-state column, token-search's gap differences and Frechet)
+_COMPUTED_QUOTES = {("dynaview.md", "+0.032 [-0.047, +0.111]"), ("token-search.md", "+0.037 [+0.001, +0.074]"),
+                    ("token-search.md", "+0.085 [+0.001, +0.169]"), ("token-search.md", "+0.050 [+0.010, +0.090]"),
+                    ("token-search.md", "-0.50 [-0.76, -0.24]"), ("token-search.md", "+0.35 [+0.20, +0.50]")}
+
+
+def test_an_interval_a_card_quotes_for_a_stored_difference_is_that_stored_interval():
+    # a card that quotes "d [lo, hi]" where d is a paired difference its metrics.json stores must quote
+    # the stored interval (the t interval), not an older one
+    import re
+
+    sv = _seed_verdicts()
+    num = r"[+\-−]?\d+(?:\.\d+)?"
+    quote = re.compile(rf"({num})\s*(?:pp|nats|LUT|dB)?\s*\[({num}),\s*({num})\]")
+    stored = {}
+    for path in (ROOT / "sweeps").rglob("metrics.json"):
+        card = sv.card_of(path.relative_to(ROOT).as_posix()).name
+        for _, obj in sv._walk(json.loads(path.read_text())):
+            if sv.is_paired(obj):
+                stored.setdefault(card, []).append((obj["difference"], *obj[sv._ci_key(obj)]))
+    wrong = []
+    for card in sorted((ROOT / "seeds").glob("*.md")):
+        text = card.read_text()
+        if sv.CARD_START in text:
+            a = text.index(sv.CARD_START)
+            text = text[:a] + text[text.index(sv.END, a):]
+        for m in quote.finditer(text):
+            vals = [float(x.replace("−", "-")) for x in m.groups()]
+            k = max(len(x.split(".")[1]) if "." in x else 0 for x in m.groups())
+            near = lambda a, b: abs(a - b) <= 0.5001 * 10 ** -k
+            for scale in (1, 100):  # fractions quoted as percentage points
+                same = [c for c in stored.get(card.name, []) if near(c[0] * scale, vals[0])]
+                if same:
+                    if not any(near(c[1] * scale, vals[1]) and near(c[2] * scale, vals[2]) for c in same) \
+                            and (card.name, " ".join(m.group(0).split())) not in _COMPUTED_QUOTES:
+                        wrong.append(f"{card.name}: {m.group(0)!r}, stored {[round(x * scale, k) for x in same[0]]}")
+                    break
+    assert wrong == []
