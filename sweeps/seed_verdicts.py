@@ -8,8 +8,9 @@ from those values, without rerunning any experiment, and
 - rewrites the interval, ``p_value`` and the verdicts built on it (a positive control's
   ``sensitive``, humanlike's ``monotone`` noise ladder) in each ``metrics.json``;
 - rewrites ``results.md`` with the method's own report code where that code is a function of the
-  stored result (:func:`_regenerators`; the others are named), and ``sweeps/unlearning/README.md``
-  with its generator;
+  stored result (:func:`_regenerators`); a ``results.md`` it cannot rebuild (no such code, or a run
+  older than the code) gets its printed bootstrap intervals replaced by the t intervals
+  (:func:`requote`), and is named; ``sweeps/unlearning/README.md`` is rebuilt by its generator;
 - writes into ``seeds/README.md``, between its markers, the table of every interval whose verdict
   (excludes zero or not) differs between the percentile bootstrap the project used before
   (:func:`bootstrap_interval`, reproduced here) and the t interval, on the same stored values. The
