@@ -89,14 +89,16 @@ def measure(method: str) -> dict:
     return row
 
 
-def committed_seconds(method: str):
-    """Wall seconds the committed default run recorded, or None."""
+def committed_seconds(method: str) -> str:
+    """What the committed run of ``method`` recorded about its wall time ("-" when nothing), naming its
+    command (it may be larger than the default run: more seeds, or other settings)."""
     folder = METHODS[method][1]
     path = ROOT / "sweeps" / folder / "metrics.json" if folder else None
     if path is None or not path.exists():
-        return None
-    s = json.loads(path.read_text()).get("seconds")
-    return round(s) if isinstance(s, (int, float)) else None
+        return "-"
+    metrics = json.loads(path.read_text())
+    s = metrics.get("seconds")
+    return f"committed run `{metrics.get('command')}` recorded {s:.0f} s wall" if isinstance(s, (int, float)) else "-"
 
 
 def verdict(cpu: float) -> str:
@@ -118,9 +120,8 @@ def table(rows: dict) -> str:
                           f"{r['load_before']} -> {r['load_after']}", r["cores"],
                           verdict(r["cpu_s"]) if not r["exit"] else f"failed (exit {r['exit']})"])
         else:
-            s = committed_seconds(method)
             lines.append([method, f"`onchip {method}`", "not measured", "-", "-", "-", "-", "-",
-                          f"committed run recorded {s} s wall" if s else "-"])
+                          committed_seconds(method)])
     intro = (f"Written by `sweeps/seed_times.py` (last row added {max((r['date'] for r in rows.values()), default='-')}"
              "). Each row is one run of the method's default command under `nice -n 10 /usr/bin/time -v` on this "
              "shared machine; CPU = user + system seconds of the command and its children; load = the 1 / 5 / 15-"
