@@ -8,8 +8,9 @@ from those values, without rerunning any experiment, and
 - rewrites the interval, ``p_value`` and the verdicts built on it (a positive control's
   ``sensitive``, humanlike's ``monotone`` noise ladder) in each ``metrics.json``;
 - rewrites ``results.md`` with the method's own report code where that code is a function of the
-  stored result (:func:`_regenerators`; the others are named), and ``sweeps/unlearning/README.md``
-  with its generator;
+  stored result (:func:`_regenerators`); a ``results.md`` it cannot rebuild (no such code, or a run
+  older than the code) gets its printed bootstrap intervals replaced by the t intervals
+  (:func:`requote`), and is named; ``sweeps/unlearning/README.md`` is rebuilt by its generator;
 - writes into ``seeds/README.md``, between its markers, the table of every interval whose verdict
   (excludes zero or not) differs between the percentile bootstrap the project used before
   (:func:`bootstrap_interval`, reproduced here) and the t interval, on the same stored values. The
@@ -169,6 +170,8 @@ def _regenerators() -> dict:
     from onchip.methods.fedspa import experiment as fedspa
     from onchip.methods.gats import experiment as gats
     from onchip.methods.humanlike import experiment as humanlike
+    from onchip.methods.ink import experiment as ink
+    from onchip.methods.ips import experiment as ips
     from onchip.methods.lmaps import experiment as lmaps
     from onchip.methods.logicsage import experiment as logicsage
     from onchip.methods.memorization import experiment as memorization
@@ -188,7 +191,7 @@ def _regenerators() -> dict:
             "dynaview": _whole(dynaview.results_table), "multi2": _whole(multi2.results_table),
             "seg-research": _whole(seg_research.results_table), "unlearning": _unlearning,
             "gats": sections(gats), "gats-literal-judge": sections(gats), "radar": sections(radar),
-            "logicsage": sections(logicsage)}
+            "logicsage": sections(logicsage), "ink": sections(ink), "ips": sections(ips)}
 
 
 #: config fields of a run's scale that the committed run and the default command should share
@@ -308,9 +311,9 @@ def card_text(card: str, rows: list[tuple[str, dict]]) -> str:
     lines = [f"- `{Path(f).parent.relative_to('sweeps').as_posix()}` `{r['path']}`: {_fmt(r['difference'])} "
              f"{_interval(r['t'])} (percentile bootstrap {_interval(r['bootstrap'])}): {_verdict(r['t'])}"
              for f, r in rows]
-    intro = ("**Intervals.** The committed `metrics.json` and `results.md` give Student t intervals; where this "
-             "card quotes the percentile-bootstrap interval used before, these verdicts no longer hold (all of "
-             "them: seeds/README.md):")
+    intro = ("**Intervals.** The committed `metrics.json`, `results.md` and this card give Student t intervals; "
+             "these verdicts differ from those of the percentile bootstrap used before, on the same per-seed "
+             "values (all of them: seeds/README.md):")
     block = "\n".join([CARD_START, intro, "", *lines, END])
     m = re.search(r"^## (Results|Measured).*$", card, flags=re.MULTILINE)
     at = m.end() + 1 if m else len(card)
@@ -351,6 +354,46 @@ def table(changed: list[tuple[str, dict]], total: int, missing: list[str]) -> st
     return "\n".join([*lines, "", END])
 
 
+_NUM = r"[+\-−]?\d+(?:\.\d+)?"
+_QUOTE = __import__("re").compile(rf"({_NUM})(\s*)\[({_NUM}),(\s*)({_NUM})\]")
+
+
+def requote(text: str, rows: list[dict]) -> tuple[str, int]:
+    """``text`` with every printed ``d [lo, hi]`` that is the percentile-bootstrap interval of a row
+    (same difference and bounds at the printed precision) replaced by that row's t interval, printed
+    the same way. For a ``results.md`` that its method's report code cannot rebuild. Returns the text
+    and the number of intervals replaced."""
+    def num(s):
+        return float(s.replace("−", "-"))
+
+    def digits(s):
+        return len(s.split(".")[1]) if "." in s else 0
+
+    out, last, n = [], 0, 0
+    for m in _QUOTE.finditer(text):
+        d, sp, lo, sp2, hi = m.groups()
+        k = max(map(digits, (d, lo, hi)))
+        same = lambda vals: all(abs(v - num(x)) <= 0.5001 * 10 ** -k for v, x in zip(vals, (d, lo, hi)))
+        if any(same([r["difference"], *r["t"]]) for r in rows):
+            continue
+        hit = next((r for r in rows if same([r["difference"], *r["bootstrap"]])), None)
+        if hit is None:
+            continue
+        signed = any(x[0] in "+-−" for x in (lo, hi))
+        show = lambda v: (f"{v:+.{k}f}" if signed else f"{v:.{k}f}")
+        out += [text[last:m.start()], f"{d}{sp}[{show(hit['t'][0])},{sp2}{show(hit['t'][1])}]"]
+        last, n = m.end(), n + 1
+    text = "".join(out) + text[last:]
+    for before, after in WORDING.items():
+        text = text.replace(before, after)
+    return text, n
+
+
+#: how the older report code named the paired interval -> the name of the interval it now holds
+WORDING = {"(mean [ci95], percentile bootstrap)": "(mean [ci95], Student t)", "(bootstrap ci95)": "(Student t ci95)",
+           "Bootstrap over prompt pairs": "Over prompt pairs (Student t)"}
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     regen = _regenerators()
@@ -369,12 +412,17 @@ def main(argv: list[str]) -> int:
             writes[path] = json.dumps(new, indent=2) + "\n"
         results = path.parent / "results.md"
         build = regen.get(path.parent.name) or regen.get(path.parent.parent.name)
-        if build and results.exists():
+        if results.exists():
             text = results.read_text()
-            if build(path.parent, new, text) != text:
-                writes[results] = build(path.parent, new, text)
-        elif results.exists():
-            left.append(rel.replace("metrics.json", "results.md"))
+            try:
+                fresh = build(path.parent, new, text) if build else None
+            except KeyError:  # a run older than its method's report code
+                fresh = None
+            if fresh is None:
+                fresh, n = requote(text, rows)
+                left.append(f"{rel.replace('metrics.json', 'results.md')} ({n} intervals requoted)")
+            if fresh != text:
+                writes[results] = fresh
         for target, text in writes.items():
             touched.append(target.relative_to(ROOT).as_posix())
             if not check:
@@ -410,8 +458,8 @@ def main(argv: list[str]) -> int:
     for t in touched:
         print("  ", t)
     if left:
-        print("results.md left as committed (its report code is not a function of metrics.json):", *left,
-              sep="\n   ")
+        print("results.md not rebuilt by its method's report code (older run or no such code); its printed "
+              "bootstrap intervals replaced by the t intervals:", *left, sep="\n   ")
     return 1 if check and touched else 0
 
 

@@ -440,3 +440,97 @@ def test_causal_lm_prefers_the_factual_continuation():
     want = sum(float(logp[t - 1, ids[0, t]]) for t in range(n_prompt, ids.shape[1]))
     assert two == pytest.approx(want, abs=1e-3)
     assert lm.next_token_logprobs(["a", "b c"]).shape[0] == 2
+
+
+def test_requote_swaps_a_printed_bootstrap_interval_for_the_t_interval_and_leaves_the_rest():
+    sv = _seed_verdicts()
+    row = {"difference": 0.2, "bootstrap": [0.1, 0.3], "t": [-0.05, 0.45]}
+    text = ("Paired difference A - B over seeds (mean [ci95], percentile bootstrap): x: +0.200 [+0.100, +0.300] "
+            "(n=3); y: +0.200 [-0.050, +0.450]; z: 0.7 [0.1, 0.3]; w: 0.20 [0.10, 0.30]")
+    out, n = sv.requote(text, [row])
+    assert n == 2
+    assert out == ("Paired difference A - B over seeds (mean [ci95], Student t): x: +0.200 [-0.050, +0.450] "
+                   "(n=3); y: +0.200 [-0.050, +0.450]; z: 0.7 [0.1, 0.3]; w: 0.20 [-0.05, 0.45]")
+
+
+def test_no_committed_card_or_results_file_calls_the_paired_interval_a_bootstrap():
+    # the paired interval is a Student t interval; only the generated blocks that compare the two name the
+    # bootstrap (humanlike's split-half distance is a bootstrap of its own, not an interval)
+    sv = _seed_verdicts()
+    files = [*sorted((ROOT / "seeds").glob("*.md")), *sorted((ROOT / "sweeps").rglob("results.md"))]
+    bad = []
+    for path in files:
+        text = path.read_text()
+        for start in (sv.START, sv.CARD_START):
+            while start in text:
+                a = text.index(start)
+                text = text[:a] + text[text.index(sv.END, a) + len(sv.END):]
+        text = text.replace("bootstrap split-half", "")
+        for i, line in enumerate(text.splitlines()):
+            if "bootstrap" in line.lower() and "(percentile bootstrap [" not in line:
+                bad.append(f"{path.relative_to(ROOT)}: {line.strip()[:80]}")
+    assert bad == []
+
+
+# ~50 s on a loaded machine: recomputes every committed interval and rebuilds every results.md
+@pytest.mark.slow
+def test_committed_intervals_results_and_cards_are_what_seed_verdicts_writes():
+    assert _seed_verdicts().main(["--check"]) == 0
+
+
+def test_seed_times_reads_wall_cpu_and_memory_from_time_v_and_judges_the_2_core_limit():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seed_times", ROOT / "sweeps" / "seed_times.py")
+    st = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(st)
+    text = ("\tCommand being timed: \"onchip radar --quiet\"\n\tUser time (seconds): 250.50\n"
+            "\tSystem time (seconds): 9.50\n\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:02:03\n"
+            "\tMaximum resident set size (kbytes): 524288\n")
+    assert st.parse_time_v(text) == {"wall_s": 3723.0, "cpu_s": 260.0, "max_rss_mib": 512}
+    assert st.parse_time_v(text.replace("1:02:03", "4:05.50"))["wall_s"] == 245.5
+    with pytest.raises(ValueError, match="User time"):
+        st.parse_time_v(text.replace("User time", "Usr time"))
+    assert [st.verdict(s) for s in (300, 301, 600, 601)] == ["fits", "fits only with both cores busy",
+                                                              "fits only with both cores busy", "over"]
+
+
+#: quotes in cards that are not stored intervals but share a stored difference at the printed precision
+#: (computed from per-seed values: dynaview's next-state column, token-search's gap differences and Frechet)
+_COMPUTED_QUOTES = {("dynaview.md", "+0.032 [-0.047, +0.111]"), ("token-search.md", "+0.037 [+0.001, +0.074]"),
+                    ("token-search.md", "+0.085 [+0.001, +0.169]"), ("token-search.md", "+0.050 [+0.010, +0.090]"),
+                    ("token-search.md", "-0.50 [-0.76, -0.24]"), ("token-search.md", "+0.35 [+0.20, +0.50]")}
+
+
+def test_an_interval_a_card_quotes_for_a_stored_difference_is_that_stored_interval():
+    # a card that quotes "d [lo, hi]" where d is a paired difference its metrics.json stores must quote
+    # the stored interval (the t interval), not an older one
+    import re
+
+    sv = _seed_verdicts()
+    num = r"[+\-−]?\d+(?:\.\d+)?"
+    quote = re.compile(rf"({num})\s*(?:pp|nats|LUT|dB)?\s*\[({num}),\s*({num})\]")
+    stored = {}
+    for path in (ROOT / "sweeps").rglob("metrics.json"):
+        card = sv.card_of(path.relative_to(ROOT).as_posix()).name
+        for _, obj in sv._walk(json.loads(path.read_text())):
+            if sv.is_paired(obj):
+                stored.setdefault(card, []).append((obj["difference"], *obj[sv._ci_key(obj)]))
+    wrong = []
+    for card in sorted((ROOT / "seeds").glob("*.md")):
+        text = card.read_text()
+        if sv.CARD_START in text:
+            a = text.index(sv.CARD_START)
+            text = text[:a] + text[text.index(sv.END, a):]
+        for m in quote.finditer(text):
+            vals = [float(x.replace("−", "-")) for x in m.groups()]
+            k = max(len(x.split(".")[1]) if "." in x else 0 for x in m.groups())
+            near = lambda a, b: abs(a - b) <= 0.5001 * 10 ** -k
+            for scale in (1, 100):  # fractions quoted as percentage points
+                same = [c for c in stored.get(card.name, []) if near(c[0] * scale, vals[0])]
+                if same:
+                    if not any(near(c[1] * scale, vals[1]) and near(c[2] * scale, vals[2]) for c in same) \
+                            and (card.name, " ".join(m.group(0).split())) not in _COMPUTED_QUOTES:
+                        wrong.append(f"{card.name}: {m.group(0)!r}, stored {[round(x * scale, k) for x in same[0]]}")
+                    break
+    assert wrong == []

@@ -487,27 +487,34 @@ def control_table(pc, nc, control_curves) -> str:
     return "\n\n".join(lines)
 
 
-def _write(stage, c: InkConfig, result: dict) -> None:
-    from onchip.plotting import pyplot
-
-    write_metrics(stage, result, c.command)
+def results_sections(result: dict) -> list[str]:
+    """The sections of ``results.md`` (markdown strings), from a run's result alone (its recorded
+    ``config`` included), so a committed ``metrics.json`` rebuilds its ``results.md``."""
+    c = result["config"]
     h = result["headline"]
     att_rows = [(n, p, *(f"{v:.3f}" if v is not None else "-" for v in a.values()))
                 for n, by in result["attention"].items() for p, a in by.items()]
     pairs = "; ".join(paired_line(k, v) for k, v in h["paired"].items())
     sections = [headline_line(h), f"Paired over seeds ({h['method']} minus each): {pairs}.",
-                f"Run time: {result['seconds']:.0f} s (torch threads: {result['config']['torch_threads']}).",
+                f"Run time: {result['seconds']:.0f} s (torch threads: {c['torch_threads']}).",
                 control_table(result["positive_control"], result["negative_control"], result["control_curves"]),
                 first_drop_table(result["first_drop"]), curve_table(result["curves"]),
-                (f"Filtering (starting from {c.filter_hard} hard distractors among {c.n_docs - 1}; Gemma's filtering "
-                 f"contexts hold {c.filter_docs} documents with {c.long_filter_hard} hard distractors, the tiny "
-                 f"model's {c.n_docs}; {c.filter_items} base contexts per seed):"),
+                (f"Filtering (starting from {c['filter_hard']} hard distractors among {c['n_docs'] - 1}; Gemma's "
+                 f"filtering contexts hold {c['filter_docs']} documents with {c['long_filter_hard']} hard "
+                 f"distractors, the tiny model's {c['n_docs']}; {c['filter_items']} base contexts per seed):"),
                 filter_table(result["filtering"])]
     if att_rows:
         keys = list(next(iter(next(iter(result["attention"].values())).values())))
         sections.append(markdown_table(["subject", "p", *keys], att_rows,
                                        caption="Attention of the answer position (mean over layers and heads)"))
-    write_results(stage, "onchip ink: the first drop of ink", c.command or "onchip ink", *sections)
+    return sections
+
+
+def _write(stage, c: InkConfig, result: dict) -> None:
+    from onchip.plotting import pyplot
+
+    write_metrics(stage, result, c.command)
+    write_results(stage, "onchip ink: the first drop of ink", c.command or "onchip ink", *results_sections(result))
     write_dict_csv(stage / "contexts.csv", [{k: v for k, v in r.items() if k != "attention"} |
                                             {f"att_{k}": (r["attention"] or {}).get(k) for k in ("gold", "hard", "easy")}
                                             for r in result["contexts"]] or [{"empty": ""}])

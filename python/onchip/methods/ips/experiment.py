@@ -397,7 +397,7 @@ def _f(v, std=None):
 
 
 def _paired_sections(result: dict) -> list[str]:
-    """Markdown: per-seed headline values with the paired differences, the bootstrap over prompt pairs,
+    """Markdown: per-seed headline values with the paired differences, the intervals over prompt pairs,
     and the positive control."""
     h, out = result["headline"], []
     pc, pairs = result.get("positive_control"), result.get("over_prompt_pairs") or {}
@@ -411,8 +411,8 @@ def _paired_sections(result: dict) -> list[str]:
                    + "; ".join(paired_line(n, p) for n, p in h["paired"].items())
                    + f". n = {first['n']} seeds: an interval that holds zero is no difference.")
     if pairs:
-        lines = [f"Bootstrap over prompt pairs ({pairs['n_pairs']} pairs of the headline subject, "
-                 f"{pairs['n_answer_unchanged']} with the answer unchanged; mean [ci95]):"]
+        lines = [f"Over prompt pairs ({pairs['n_pairs']} pairs of the headline subject, "
+                 f"{pairs['n_answer_unchanged']} with the answer unchanged; mean [Student t ci95]):"]
         for key, label in (("unstable_share_answer_unchanged", "unstable share, answer-unchanged pairs"),
                            ("unstable_share_minus_answer_flip", "unstable share - answer flip (all pairs)"),
                            ("unstable_share_minus_output_change", "unstable share - relative output change "
@@ -447,13 +447,10 @@ def results_table(summary) -> str:
                            "unstable share (answer unchanged)", "answer flips", "output-level change"], rows)
 
 
-def _write(stage, c: IpsConfig, result: dict) -> None:
-    from onchip.plotting import pyplot
-
-
-    write_metrics(stage, result, c.command)
-    h = result["headline"]
-    text = [headline_line(h), *_paired_sections(result), results_table(result["summary"])]
+def results_sections(result: dict) -> list[str]:
+    """The sections of ``results.md`` (markdown strings), from a run's result alone, so a committed
+    ``metrics.json`` rebuilds its ``results.md``."""
+    text = [headline_line(result["headline"]), *_paired_sections(result), results_table(result["summary"])]
     if result["gemma_pool_accuracy"]:
         text += ["Gemma 3 270M base accuracy on the review pool per seed (0-shot, base template): "
                  + "; ".join(f"seed {s}: raw {a['raw']:.2f}, calibrated {a['calibrated']:.2f}"
@@ -466,7 +463,16 @@ def _write(stage, c: IpsConfig, result: dict) -> None:
                  for v in next(iter(result["kan_oracle"].values()))}
         text += ["One-layer KAN (additive before the output conversion): largest |I(S)|, |S| >= 2, in output LSB: "
                  + ", ".join(f"{v}: {m:g}" for v, m in worst.items())]
-    write_results(stage, "onchip ips: interaction-based prompt sensitivity", c.command or "onchip ips", *text)
+    return text
+
+
+def _write(stage, c: IpsConfig, result: dict) -> None:
+    from onchip.plotting import pyplot
+
+
+    write_metrics(stage, result, c.command)
+    write_results(stage, "onchip ips: interaction-based prompt sensitivity", c.command or "onchip ips",
+                  *results_sections(result))
     flat = [{k: (";".join(f"{x:.6g}" for x in v) if isinstance(v, list) else v) for k, v in r.items()}
             for r in result["pairs"]]
     if flat:

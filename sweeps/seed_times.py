@@ -1,0 +1,153 @@
+"""Wall and CPU time of each seed method's default command, measured here with ``/usr/bin/time -v``.
+
+A default run should finish in 5 minutes on 2 cores. On a shared machine the wall time depends on
+the load, so every row records the CPU seconds (user + system, children included) beside the wall
+seconds, the machine's load average before and after the run, its core count and the date. Reading:
+a run whose CPU seconds stay under 300 fits on a quiet 2-core machine whatever its threading; over
+600 it cannot fit; in between it fits only if it keeps both cores busy.
+
+Each measured command is ``nice -n 10 onchip <method> [required flags] --quiet --out <scratch>``
+(the scratch folder is removed afterwards; cached models are kept, so these are warm times: a
+method's first run on a fresh machine also trains or converts its cached models). Rows are kept in ``sweeps/seed_times.json`` and the
+table ``sweeps/seed_times.md`` is rewritten from all rows: a method that was not measured yet shows
+the wall seconds its committed run recorded in ``metrics.json`` (``seconds``), marked as such.
+
+Run: ``PYTHONPATH=python python sweeps/seed_times.py radar fedspa`` (the named methods; ``--all``
+every method, hours; ``--table`` only rewrites the table).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ROWS = ROOT / "sweeps" / "seed_times.json"
+TABLE = ROOT / "sweeps" / "seed_times.md"
+
+#: method -> (flags its command requires, committed metrics.json of its default run)
+METHODS = {
+    "quantum-meta": (["--gate", "x"], "quantum_meta/x"), "unlearn": ([], None), "ais": ([], "ais/gmm4-d10"),
+    "memorization": ([], "memorization"), "lmaps": ([], "lmaps"), "autotune": ([], "autotune/regression"),
+    "humanlike": ([], "humanlike"), "tapc": ([], "tapc"), "ips": ([], "ips"), "ink": ([], "ink"),
+    "gats": ([], "gats"), "logicsage": ([], "logicsage"), "radar": ([], "radar"),
+    "token-search": ([], "token-search"), "fedspa": ([], "fedspa"), "multi2": ([], "multi2"),
+    "seg-research": ([], "seg-research"), "dynaview": ([], "dynaview"),
+}
+LIMIT_S = 300
+
+
+def parse_time_v(text: str) -> dict:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) from GNU ``time -v`` output.
+
+    Raises:
+        ValueError: naming the field when ``text`` lacks one of them.
+    """
+    def field(name):
+        m = re.search(rf"^\s*{re.escape(name)}: (.+)$", text, flags=re.MULTILINE)
+        if not m:
+            raise ValueError(f"time -v output: no '{name}' line")
+        return m.group(1).strip()
+
+    parts = [float(p) for p in field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":")]
+    wall = sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+    cpu = float(field("User time (seconds)")) + float(field("System time (seconds)"))
+    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+            "max_rss_mib": round(int(field("Maximum resident set size (kbytes)")) / 1024)}
+
+
+def load() -> str:
+    """The 1/5/15-minute load averages."""
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def measure(method: str) -> dict:
+    """Run one method's default command under ``/usr/bin/time -v`` and return its row."""
+    flags, _ = METHODS[method]
+    scratch = Path(tempfile.mkdtemp(prefix=f"seed-times-{method}-"))
+    out = scratch / "out"
+    argv = ["onchip", method, *flags, "--quiet", "--out", str(out)]
+    before, start = load(), datetime.datetime.now(datetime.timezone.utc)
+    try:
+        proc = subprocess.run(["nice", "-n", "10", "/usr/bin/time", "-v", *argv], capture_output=True, text=True)
+    finally:
+        after = load()
+        shutil.rmtree(scratch, ignore_errors=True)
+    row = {"method": method, "command": " ".join(argv[:-2]), "date": start.isoformat(timespec="minutes"),
+           "cores": os.cpu_count(), "load_before": before, "load_after": after, "exit": proc.returncode}
+    row.update(parse_time_v(proc.stderr))
+    if proc.returncode:
+        own = proc.stderr.split("\tCommand being timed:")[0].strip().splitlines()
+        row["error"] = own[-1][:200] if own else ""
+    return row
+
+
+def committed_seconds(method: str) -> str:
+    """What the committed run of ``method`` recorded about its wall time ("-" when nothing), naming its
+    command (it may be larger than the default run: more seeds, or other settings)."""
+    folder = METHODS[method][1]
+    path = ROOT / "sweeps" / folder / "metrics.json" if folder else None
+    if path is None or not path.exists():
+        return "-"
+    metrics = json.loads(path.read_text())
+    s = metrics.get("seconds")
+    return f"committed run `{metrics.get('command')}` recorded {s:.0f} s wall" if isinstance(s, (int, float)) else "-"
+
+
+def verdict(cpu: float) -> str:
+    if cpu <= LIMIT_S:
+        return "fits"
+    if cpu <= 2 * LIMIT_S:
+        return "fits only with both cores busy"
+    return "over"
+
+
+def table(rows: dict) -> str:
+    from onchip.methods._report import markdown_table
+
+    lines = []
+    for method in METHODS:
+        r = rows.get(method)
+        if r:
+            lines.append([method, f"`{r['command']}`", r["date"], r["wall_s"], r["cpu_s"], r["max_rss_mib"],
+                          f"{r['load_before']} -> {r['load_after']}", r["cores"],
+                          verdict(r["cpu_s"]) if not r["exit"] else f"failed (exit {r['exit']})"])
+        else:
+            lines.append([method, f"`onchip {method}`", "not measured", "-", "-", "-", "-", "-",
+                          committed_seconds(method)])
+    intro = (f"Written by `sweeps/seed_times.py` (last row added {max((r['date'] for r in rows.values()), default='-')}"
+             "). Each row is one run of the method's default command under `nice -n 10 /usr/bin/time -v` on this "
+             "shared machine; CPU = user + system seconds of the command and its children; load = the 1 / 5 / 15-"
+             "minute load averages before -> after the run. Limit: 5 minutes on 2 cores; CPU <= 300 s fits on a "
+             "quiet 2-core machine, over 600 s cannot fit, in between only if the run keeps both cores busy. "
+             "Cached models were kept between runs (warm).")
+    return "# Seed methods: default run time\n\n" + intro + "\n\n" + markdown_table(
+        ["method", "command", "date (UTC)", "wall s", "CPU s", "peak RSS MiB", "load before -> after", "cores",
+         "5 min on 2 cores"], lines)
+
+
+def main(argv: list[str]) -> int:
+    rows = json.loads(ROWS.read_text()) if ROWS.exists() else {}
+    names = list(METHODS) if "--all" in argv else [a for a in argv if not a.startswith("--")]
+    unknown = [n for n in names if n not in METHODS]
+    if unknown:
+        print(f"methods: unknown {unknown}; known: {', '.join(METHODS)}", file=sys.stderr)
+        return 2
+    for name in names:
+        rows[name] = measure(name)
+        print(json.dumps(rows[name]), flush=True)
+        ROWS.write_text(json.dumps(rows, indent=2) + "\n")
+        TABLE.write_text(table(rows))
+    TABLE.write_text(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
