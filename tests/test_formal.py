@@ -49,8 +49,11 @@ def by_name(results):
                  marks=pytest.mark.slow),
     # slow: the serial KAN at its default, fast (registered strobes, reload flag and port busy flag)
     pytest.param(dataclasses.replace(PRESETS["kan-regression"], datapath="serial"), marks=pytest.mark.slow),
+    # slow: predict-first, the prediction combinational out of its stage (both schedules)
+    pytest.param(resolve_spec("kan-readout", "sequential", None, "predict-first"), marks=pytest.mark.slow),
+    pytest.param(resolve_spec("kan-readout", "pipelined", "min", "predict-first"), marks=pytest.mark.slow),
 ], ids=["kan-paper", "kan-readout-pipelined-fast", "mlp-regression-serial-fast", "mlp-regression-serial-compact",
-        "kan-regression-serial-fast"])
+        "kan-regression-serial-fast", "kan-readout-predict-first", "kan-readout-pipelined-predict-first"])
 def test_the_stream_protocol_is_proved_for_every_cycle(spec, tmp_path):
     results = formal.prove(spec, folder=tmp_path, readback=False, live=False)
     names = [r.name for r in results]

@@ -130,8 +130,12 @@ def spec_fields(draw, *, max_width: int = 4, rtl: bool = False) -> dict:
         if name not in formats:
             formats[name] = draw(formats_field(name=name))
     fields["formats"] = formats
-    # the stage plan: both plans on every datapath
-    fields["timing"] = draw(st.sampled_from(["auto", "compact", "fast"]))
+    # the stage plan: both plans on every datapath, and predict-first where it applies (one-layer
+    # parallel KANs)
+    plans = ["auto", "compact", "fast"]
+    if kind == "kan" and len(widths) == 2 and fields["datapath"] == "parallel":
+        plans.append("predict-first")
+    fields["timing"] = draw(st.sampled_from(plans))
     if rtl and fields["schedule"] == "pipelined":
         fields["staleness"] = None  # the RTL's smallest, set once the spec is valid
     return fields

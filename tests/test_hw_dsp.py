@@ -166,3 +166,14 @@ def test_synth_builds_the_primitive_for_ecp5_only(monkeypatch, family, instantia
     monkeypatch.setattr(yosys, "synthesize", fake_synthesize)
     steps.synth(PRESETS["kan-regression"].replace(timing="fast"), family=family)
     assert seen == [instantiated]
+
+
+def test_predict_first_keeps_its_forward_products_unregistered_and_equals_golden(cache_dir):
+    """predict-first: the forward products feed an adder level in their cycle (no register to put in
+    the block: generic multipliers), the update's raw products are MULT18X18D with their register."""
+    spec = _spec("kan-readout", "sequential", "predict-first")
+    inst = _instances(generate(spec, axis=False, dsp="ecp5").verilog)
+    assert inst and all("_delta" in name for name in inst)  # the update's e x b only
+    result, (preds, theta) = _run(spec, mult18x18d_model(), cache_dir, 3000)
+    np.testing.assert_array_equal(result.predictions, preds)
+    np.testing.assert_array_equal(result.parameters, theta)

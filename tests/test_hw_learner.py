@@ -206,3 +206,34 @@ def test_layers_share_one_keyword_only_constructor():
     assert layer_class("kan") is KanLayer
     with pytest.raises(ValueError, match="kind must be one of kan, mlp"):
         layer_class("cnn")
+
+
+@pytest.mark.parametrize("schedule", ["sequential", "pipelined"])
+def test_predict_first_bit_exact(schedule):
+    """timing = "predict-first": the prediction out of the forward path's stages at once, the update
+    behind it; the same predictions and parameters as the golden model, the latency and II reported."""
+    spec, design = preset_design("kan-readout", schedule, "predict-first")
+    seg = run_and_compare(spec, design, N_SAMPLES, seed=13)
+    check_timing(design, seg, N_SAMPLES)
+
+
+def test_predict_first_stage_plan_of_kan_readout():
+    """Worked by hand for the 2->1 KAN, k = 3 (8 products), acc = ap_fixed<40,14,TRN,WRAP>:
+    0 accept (the input register), 1 the B-spline unit whole and the RAM read address, 2 read: the
+    RAM words times the basis values and one adder level, registered, 3 two levels and the rounding
+    to act: the prediction (3 cycles, against fast's 7); 4 the prediction registered, 5 the output
+    error, 6 raw e x b, 7 its rounding and the commit (fast: 10). Sequential II = 7 - 2 + 1 = 6,
+    pipelined minimum staleness 7 - 2 = 5."""
+    from onchip.hw.learner import min_staleness
+    from onchip.hw.plan import stage_plan
+
+    spec = PRESETS["kan-readout"].replace(timing="predict-first")
+    plan = stage_plan(spec)
+    assert (plan["prediction"], plan["read"], plan["update"], plan["port"]) == (3, [2], [7], 4)
+    lay = plan["layers"][0]
+    assert [lay[k] for k in ("in", "operands", "levels", "out", "error", "delta")] == [1, 2, 1, 3, 5, 6]
+    assert min_staleness(spec) == 5
+    info = cached_design(variant(spec, "sequential")).info
+    assert (info["latency_cycles_prediction"], info["latency_cycles_update"], info["initiation_interval"]) == (3, 7, 6)
+    fast = cached_design(variant(spec.replace(timing="fast"), "sequential")).info
+    assert fast["latency_cycles_prediction"] == 7

@@ -152,7 +152,7 @@ def test_readme_spec_example_is_the_kan_readout_preset():
 
 
 def test_timing_is_validated_and_written_only_when_chosen():
-    with pytest.raises(ValueError, match="timing must be one of auto, compact, fast; got 'turbo'"):
+    with pytest.raises(ValueError, match="timing must be one of auto, compact, fast, predict-first; got 'turbo'"):
         PRESETS["kan-paper"].replace(timing="turbo")
     for name, spec in PRESETS.items():
         assert spec.timing == "auto" and "timing" not in spec.to_toml()  # presets keep their text
@@ -397,3 +397,12 @@ def test_channels_round_trip_and_each_channel_is_sequential():
     assert LearnerSpec.from_toml(multi.to_toml()) == multi
     assert "channels" not in spec.to_toml()  # single-channel specs keep their text (and cache keys)
     assert multi.hardware_size()["parameter_bits"] == 4 * spec.hardware_size()["parameter_bits"]
+
+
+def test_predict_first_is_for_one_layer_parallel_kans():
+    spec = PRESETS["kan-readout"].replace(timing="predict-first")
+    assert spec.stage_timing == "predict-first" and LearnerSpec.from_toml(spec.to_toml()) == spec
+    for bad in (dict(kind="mlp", widths=(2, 8, 1)), dict(widths=(2, 3, 1)), dict(datapath="serial")):
+        with pytest.raises(ValueError, match=r"timing='predict-first' is built for a one-layer KAN on the "
+                                             r"parallel datapath; got kind="):
+            PRESETS["kan-readout"].replace(timing="predict-first", **bad)

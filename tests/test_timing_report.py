@@ -71,3 +71,27 @@ def test_write_family_table_needs_both_markers_and_keeps_the_rest(ts, tmp_path):
     with pytest.raises(ValueError, match="markers"):
         ts.write_family_table("| new |", lone)
     assert lone.read_text() == f"{ts.FAMILY_BEGIN}\nold\n"
+
+
+def test_anchors_table_sets_the_presets_and_predict_first_beside_the_anchors(ts):
+    placed = {"preset": "kan-readout", "timing": "predict-first", "schedule": "sequential",
+              "latency_cycles_prediction": 3, "latency_cycles_update": 7, "initiation_interval": 6,
+              "fmax_mhz": 75.0, "step_ns": 93.33, "latency_ns_prediction": 40.0, "seeds": [1, 2, 3]}
+    table = ts.anchors_table([placed, {**placed, "preset": "kan-paper", "timing": "fast", "seeds": [1]}])
+    assert "| QICK + hls4ml readout network (arXiv 2501.14663) | RFSoC | 32 ns | - (inference only) | - | no |" in table
+    assert "< 100 ns | 200 MHz | yes |" in table  # the seed paper's claim
+    # 3 cycles at 75 MHz: 40.0 ns to the prediction, 7 cycles 93.3 ns to the update
+    assert ("| onchip kan-readout, sequential, `predict-first` | ECP5 LFE5U-85F speed 6, routed | 40.0 ns (3 cycles) "
+            "| 93.3 ns (7 cycles) | 75.0 MHz | yes |") in table
+    assert "| onchip kan-paper, sequential, `fast` | ECP5 LFE5U-85F speed 6, routed | 40.0 ns (3 cycles) " \
+           "| 93.3 ns (7 cycles) | 75.0 MHz \u2020 | yes |" in table
+    assert "| onchip mlp-readout, sequential, `fast` | ECP5 LFE5U-85F speed 6, routed | not placed |" in table
+    assert ts._member_cell(placed, "pred") == "3 cycles, 40.0 ns"
+
+
+def test_anchors_table_in_the_results_page_is_the_one_results_json_gives(ts):
+    rows = json.loads((ROOT / "sweeps" / "timing" / "results.json").read_text())
+    page = (ROOT / "docs" / "results.md").read_text()
+    block = page.split(ts.ANCHORS_BEGIN, 1)[1].split(ts.ANCHORS_END, 1)[0]
+    assert block.strip() == ts.anchors_table(rows).strip()
+    assert "QICK + hls4ml" in block and "`predict-first`" in block

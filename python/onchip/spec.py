@@ -29,7 +29,7 @@ LOSSES = ("mse",)
 SCHEDULES = ("sequential", "pipelined")
 DATAPATHS = ("parallel", "serial")
 #: the stage plans of the RTL (:func:`onchip.hw.plan.stage_plan`)
-TIMINGS = ("compact", "fast")
+TIMINGS = ("compact", "fast", "predict-first")
 #: what the spec's ``timing`` field takes: a plan, or ``"auto"`` (:func:`default_timing`)
 TIMING_CHOICES = ("auto", *TIMINGS)
 
@@ -229,7 +229,10 @@ class LearnerSpec:
             a clock cycle) or ``"fast"`` (every multiplier's raw product is registered and no
             stage holds more than one multiplier, one carry chain or two adder-tree levels: more
             cycles of latency, a larger sequential II and pipelined minimum staleness, a higher
-            fmax). The
+            fmax) or ``"predict-first"`` (one-layer parallel KANs: the forward path in as few
+            stages as its arithmetic allows, the prediction leaving combinationally out of them,
+            the output error, backward pass and update registered as in fast behind it:
+            the fewest cycles from sample to prediction). The
             golden model's semantics do not depend on it. On the serial datapaths fast registers
             each lane's raw products and the step strobes (:func:`onchip.hw.mlp_serial.serial_plan`,
             :func:`onchip.hw.kan_serial.pass_offsets`).
@@ -328,6 +331,12 @@ class LearnerSpec:
             f"(a lane takes one input's edge per cycle)",
         )
         need(self.timing in TIMING_CHOICES, f"timing must be one of {', '.join(TIMING_CHOICES)}; got {self.timing!r}")
+        need(
+            self.timing != "predict-first" or (self.kind == "kan" and self.datapath == "parallel"
+                                               and len(self.widths) == 2),
+            f"timing='predict-first' is built for a one-layer KAN on the parallel datapath; got "
+            f"kind={self.kind!r}, widths={list(self.widths)}, datapath={self.datapath!r}",
+        )
         lr = self.learning_rate
         need(
             0 < lr <= 1 and math.log2(lr) == round(math.log2(lr)),

@@ -47,6 +47,8 @@ TASKS = ("kan-acrobot", "kan2-acrobot", "mlp-acrobot")
 MEMBERS = PRESETS + TASKS + tuple(sorted(p.stem for p in FAMILY.glob("*.toml")))
 TIMINGS = ("compact", "fast")
 SCHEDULES = ("sequential", "pipelined")
+#: the members also placed at ``timing = "predict-first"`` (one-layer KANs: the fewest cycles to a prediction)
+PREDICT_FIRST = ("kan-readout",)
 #: the paper's headline: an online step in under 100 ns
 TARGET_NS = 100.0
 
@@ -195,6 +197,7 @@ def points(only: list[str] | None) -> list[str]:
     """Every point (member/timing/schedule); with ``only``, those matching a pattern, in the order of the
     first pattern each matches (so a campaign runs the cheap points first)."""
     names = [f"{p}/{t}/{s}" for p in MEMBERS for t in TIMINGS for s in SCHEDULES]
+    names += [f"{p}/predict-first/{s}" for p in PREDICT_FIRST for s in SCHEDULES]
     if only:
         first = {n: next((i for i, pat in enumerate(only) if fnmatch.fnmatch(n, pat)), None) for n in names}
         names = sorted((n for n in names if first[n] is not None), key=lambda n: first[n])
@@ -257,6 +260,7 @@ def table(runs: dict) -> list[dict]:
             row.update(fmax_mhz=best["fmax_mhz"], best_seed=best_seed, ecp5_lut=best["lut"], ecp5_ff=best["ff"],
                        ecp5_dsp=best["dsp"], critical_path=best["critical_path"], synth_opts=best.get("synth_opts"),
                        step_ns=c["latency_cycles_update"] * 1e3 / best["fmax_mhz"],
+                       latency_ns_prediction=c["latency_cycles_prediction"] * 1e3 / best["fmax_mhz"],
                        ii_ns=c["initiation_interval"] * 1e3 / best["fmax_mhz"])
         if f"{name}/ecp5" in runs:
             row["ecp5_bram"] = runs[f"{name}/ecp5"]["bram"]
@@ -288,6 +292,9 @@ def _cell(row: dict, key: str, fmt: str = "{}") -> str:
 README = HERE.parents[1] / "README.md"
 RESULTS_PAGE = HERE / "README.md"
 PRESET_BEGIN, PRESET_END = "<!-- preset table: written by sweeps/timing/timing_sweep.py --report -->", "<!-- end of preset table -->"
+#: where --report writes the table beside the anchors (the seed paper, QICK + hls4ml)
+ANCHORS_PAGE = HERE.parents[1] / "docs" / "results.md"
+ANCHORS_BEGIN, ANCHORS_END = "<!-- anchors table: written by sweeps/timing/timing_sweep.py --report -->", "<!-- end of anchors table -->"
 FAMILY_BEGIN, FAMILY_END = "<!-- family table: written by sweeps/timing/timing_sweep.py --report -->", "<!-- end of family table -->"
 
 
@@ -316,6 +323,8 @@ def _member_cell(row: dict | None, what: str) -> str:
         return f"{row['latency_cycles_update']} cycles, {mhz}, {row['step_ns']:.1f} ns{few}"
     if what == "pip":
         return f"{mhz}, {row['ii_ns']:.1f} ns{few}"
+    if what == "pred":
+        return f"{row['latency_cycles_prediction']} cycles, {row['latency_ns_prediction']:.1f} ns{few}"
     return f"{row['step_ns']:.1f} ns{few}"
 
 
@@ -324,13 +333,14 @@ def family_table(rows: list[dict]) -> str:
     ns per update), pipelined at ``fast`` (fmax, ns per sample), sequential at ``compact`` (ns per update),
     ECP5 LUT / DSP at ``fast`` sequential; from the rows of :func:`table` (``results.json``)."""
     by = {(r["preset"], r["timing"], r["schedule"]): r for r in rows}
-    lines = ["| learner | sequential, `fast` | pipelined, `fast` (per sample) | sequential, `compact` "
-             "| ECP5 LUT / DSP (sequential, `fast`) |",
-             "|---|---|---|---|---|"]
+    lines = ["| learner | sequential, `fast` | prediction, sequential `fast` | pipelined, `fast` (per sample) "
+             "| sequential, `compact` | ECP5 LUT / DSP (sequential, `fast`) |",
+             "|---|---|---|---|---|---|"]
     for m in MEMBERS:
         seq = by.get((m, "fast", "sequential"))
         lut = f"{seq['ecp5_lut']} / {seq['ecp5_dsp']}" if seq and seq.get("ecp5_lut") is not None else "-"
-        lines.append(f"| {m} | {_member_cell(seq, 'seq')} | {_member_cell(by.get((m, 'fast', 'pipelined')), 'pip')} "
+        lines.append(f"| {m} | {_member_cell(seq, 'seq')} | {_member_cell(seq, 'pred')} "
+                     f"| {_member_cell(by.get((m, 'fast', 'pipelined')), 'pip')} "
                      f"| {_member_cell(by.get((m, 'compact', 'sequential')), 'ns')} | {lut} |")
     if any("\u2020" in line for line in lines):
         lines += ["", "\u2020 placed at fewer than 3 placer seeds (the others: best of seeds 1-3)."]
@@ -363,6 +373,44 @@ def preset_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: the published figures onchip is set beside, as their sources state them (not measured here)
+ANCHORS = [
+    {"design": "seed paper: KAN, forward + backward + update (claimed)", "part": "Virtex UltraScale+ XCVU13P",
+     "prediction": "-", "update": "< 100 ns", "fmax": "200 MHz", "learns": "yes"},
+    {"design": "QICK + hls4ml readout network (arXiv 2501.14663)", "part": "RFSoC",
+     "prediction": "32 ns", "update": "- (inference only)", "fmax": "-", "learns": "no"},
+]
+
+
+def anchors_table(rows: list[dict]) -> str:
+    """onchip beside the anchors (:data:`ANCHORS`): a line per anchor, then a line per preset at the plan a
+    user builds (sequential, ``fast``) and per point at ``timing = "predict-first"`` (:data:`PREDICT_FIRST`):
+    ns from a sample accepted to its prediction and decision out, ns to its update committed, fmax,
+    routed on the ULX3S 85F; from the rows of :func:`table` (``results.json``)."""
+    by = {(r["preset"], r["timing"], r["schedule"]): r for r in rows}
+    lines = ["| design | part | sample to prediction and decision | one online step (predict + update) | fmax "
+             "| learns online |",
+             "|---|---|---:|---:|---:|---|"]
+    lines += [f"| {a['design']} | {a['part']} | {a['prediction']} | {a['update']} | {a['fmax']} | {a['learns']} |"
+              for a in ANCHORS]
+    points = [(p, "fast", "sequential") for p in PRESETS]
+    points += [(p, "predict-first", s) for p in PREDICT_FIRST for s in SCHEDULES]
+    for p, timing, schedule in points:
+        r = by.get((p, timing, schedule))
+        what = f"onchip {p}, {schedule}, `{timing}`"
+        part = "ECP5 LFE5U-85F speed 6, routed"
+        if r is None or r.get("fmax_mhz") is None or "latency_cycles_update" not in r:
+            lines.append(f"| {what} | {part} | not placed | - | - | yes |")
+            continue
+        few = "" if {1, 2, 3} <= set(r["seeds"]) else " \u2020"
+        lines.append(f"| {what} | {part} | {r['latency_ns_prediction']:.1f} ns ({r['latency_cycles_prediction']} "
+                     f"cycles) | {r['step_ns']:.1f} ns ({r['latency_cycles_update']} cycles) "
+                     f"| {r['fmax_mhz']:.1f} MHz{few} | yes |")
+    if any("\u2020" in line for line in lines):
+        lines += ["", "\u2020 placed at fewer than 3 placer seeds (the others: best of seeds 1-3)."]
+    return "\n".join(lines)
+
+
 def write_family_table(text: str, path: Path = RESULTS_PAGE, markers: tuple[str, str] = (FAMILY_BEGIN, FAMILY_END)) -> None:
     """Replace the lines between the two ``markers`` lines in ``path`` with ``text`` (by default the family
     table's markers in the results page).
@@ -385,19 +433,21 @@ def report(runs: dict) -> None:
         "",
         "Written by `python sweeps/timing/timing_sweep.py --report` from `runs.json` (see README.md).",
         "ECP5: nextpnr-ecp5 on the ULX3S 85F (LFE5U-85F, speed 6, UART board top, a real bitstream), best",
-        "fmax of the placer seeds listed; step = update latency (cycles) / fmax, II ns = II / fmax.",
+        "fmax of the placer seeds listed; prediction = latency to the prediction (cycles) / fmax, step = update",
+        "latency (cycles) / fmax, II ns = II / fmax.",
         "BRAM: DP16KD of Yosys synth_ecp5 of the core as the board builds it (what nextpnr places).",
         "xcup: Yosys synth_xilinx of the core alone (not placed: no fmax).",
         "",
-        "| preset | timing | schedule | D | latency update (cycles) | II | fmax ECP5 (MHz) | seeds | step (ns) "
+        "| preset | timing | schedule | D | latency prediction (cycles) | latency update (cycles) | II "
+        "| fmax ECP5 (MHz) | seeds | prediction (ns) | step (ns) "
         "| II (ns) | ECP5 LUT / FF / DSP | ECP5 BRAM | xcup LUT / FF / DSP | critical path (best seed) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if r.get("not_run") or "latency_cycles_update" not in r:  # no record, or refused by the spec
             why = "not run with the current design" if r.get("not_run") else f"refused: {r['note']}"
             lines.append(f"| {r['preset']} | {r['timing']} | {r['schedule']} | - | - | - | - | - | - | - | - | - | - "
-                         f"| {why} |")
+                         f"| - | - | {why} |")
             continue
         cp = r.get("critical_path")
         cp_text = (f"{cp['start']} -> {cp['end']}: {cp['total_ns']:.2f} ns (logic {cp['logic_ns']:.2f}, "
@@ -405,9 +455,9 @@ def report(runs: dict) -> None:
         if r.get("synth_opts"):
             cp_text += f"; built with synth_ecp5 {r['synth_opts']} (Yosys 0.70's abc9 assertion without it)"
         lines.append(
-            f"| {r['preset']} | {r['timing']} | {r['schedule']} | {r['staleness']} | {r['latency_cycles_update']} "
-            f"| {r['initiation_interval']} | {_cell(r, 'fmax_mhz', '{:.1f}')} "
-            f"| {','.join(map(str, r['seeds'])) or '-'} "
+            f"| {r['preset']} | {r['timing']} | {r['schedule']} | {r['staleness']} | {r['latency_cycles_prediction']} "
+            f"| {r['latency_cycles_update']} | {r['initiation_interval']} | {_cell(r, 'fmax_mhz', '{:.1f}')} "
+            f"| {','.join(map(str, r['seeds'])) or '-'} | {_cell(r, 'latency_ns_prediction', '{:.1f}')} "
             f"| {_cell(r, 'step_ns', '{:.1f}')} | {_cell(r, 'ii_ns', '{:.1f}')} "
             f"| {_cell(r, 'ecp5_lut')} / {_cell(r, 'ecp5_ff')} / {_cell(r, 'ecp5_dsp')} | {_cell(r, 'ecp5_bram')} "
             f"| {_cell(r, 'xcup_lut')} / {_cell(r, 'xcup_ff')} / {_cell(r, 'xcup_dsp')} | {cp_text} |")
@@ -420,6 +470,7 @@ def report(runs: dict) -> None:
     (HERE / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
     write_family_table(family_table(rows))
     write_family_table(preset_table(rows), README, (PRESET_BEGIN, PRESET_END))
+    write_family_table(anchors_table(rows), ANCHORS_PAGE, (ANCHORS_BEGIN, ANCHORS_END))
     plot(rows)
 
 
@@ -431,7 +482,7 @@ def plot(rows: list[dict]) -> None:
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
     markers = {"sequential": "o", "pipelined": "s"}
-    colors = {"compact": "tab:gray", "fast": "tab:blue"}
+    colors = {"compact": "tab:gray", "fast": "tab:blue", "predict-first": "tab:green"}
     for r in rows:
         if "step_ns" not in r or r.get("ecp5_lut") is None:
             continue

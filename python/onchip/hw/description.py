@@ -27,7 +27,9 @@ STREAMS = {"s": "sample", "m": "prediction", "pc": "parameter command", "pr": "p
 
 #: What each stage plan (``spec.stage_timing``, :func:`onchip.hw.plan.stage_plan`) trades.
 TIMING_PLANS = {"compact": "fewest cycles: a multiply, its rounding and an adder tree share a cycle",
-                "fast": "a register after every multiplier and carry chain: more cycles, higher fmax"}
+                "fast": "a register after every multiplier and carry chain: more cycles, higher fmax",
+                "predict-first": "the forward path in the fewest stages, the prediction out of them at once; "
+                                 "the update registered as in fast behind it"}
 
 #: The meaning of the description's scalar keys (``definitions`` in the JSON).
 DEFINITIONS = {

@@ -28,7 +28,7 @@ from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, split_cell
 from .dsp import check_dsp, registered_product
 from .fixedpoint import fmt_shape, node, overflow, requant, requant_by_carry
 from .pipeline import Pipe, Staged
-from .plan import PORT_STAGES, stage_plan
+from .plan import PORT_STAGES, fast_registers, stage_plan
 from .ram import div_const, port_step
 
 
@@ -137,13 +137,13 @@ class _Layer:
         self.st = stages
         # timing = "fast": products registered raw, their conversion after the register; KAN updates
         # carry bank addresses and bank-ordered deltas
-        self.raw_products = self.bank_ordered = spec.stage_timing == "fast"
+        self.raw_products = self.bank_ordered = fast_registers(spec)
         #: an odd adder-tree level goes to the tree's last stage on the sequential schedule (measured,
         #: placer seeds 1-3, mean fmax change: sequential +4.1%, the user's 2->3->1 KAN +11%, where the
         #: first tree stage was the path; pipelined -1.9%, where the paths lie elsewhere: kept first)
         self.tree_extra_last = spec.schedule == "sequential"
         #: the rounding conversion: fast rounds with one carry chain, saturates by bits (requant_by_carry)
-        self.rq = requant_by_carry if spec.stage_timing == "fast" else requant
+        self.rq = requant_by_carry if fast_registers(spec) else requant
         #: the registered raw products: generic, or a device's DSP primitive (:mod:`onchip.hw.dsp`), on
         #: both schedules: with the pending-update queue in LUT RAM, mlp-readout pipelined at fast placed
         #: at 98.8 MHz with the product registers in the DSP against 79.9 generic (kan-readout 108.7
@@ -336,6 +336,10 @@ class KanLayer(_Layer):
                     ]
                 dterms = []
                 o = st["operands"]
+                if "levels" in st:  # predict-first: the products unregistered, summed after the loop
+                    terms += [Staged(self.rq(m, rp.data * self.bval[i][b].value, f_prod, f.acc), o)
+                              for b, rp in enumerate(banks.read)]
+                    continue
                 # the k+1 words by basis index, or (bank_operands) as the banks give them
                 words = [rp.data for rp in banks.read]
                 coefs = words if bank_operands else by_basis(words, lo_r[i])
@@ -355,10 +359,28 @@ class KanLayer(_Layer):
                     self_dphi.append(pipe.reg(dphi, sd.stage, f"l{l}_dphi{j}_{i}_s{st['out']}"))
             self.banks.append(row)
             self.dphi.append(self_dphi)
+            if "levels" in st:
+                outs.append(self._predict_first_sum(m, pipe, terms, j))
+                continue
             s = staged_tree(pipe, terms, st["out"] - 1, f"l{l}_sum{j}", self.tree_extra_last)
             out = self.rq(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.act)
             outs.append(pipe.reg(out, s.stage, f"l{l}_out{j}_s{st['out']}"))
         return outs
+
+    def _predict_first_sum(self, m: Module, pipe: Pipe, terms: list[Staged], j: int) -> Staged:
+        """``timing = "predict-first"``: output j from its products (at the read stage, unregistered):
+        the plan's ``levels`` adder-tree levels, one register, then the other levels and the rounding
+        to ``act``, combinational at the plan's ``out`` stage (the prediction; nothing registers it)."""
+        st, f = self.st, self.f
+        values = [t.value for t in terms]
+        for _ in range(st["levels"]):
+            values = _tree_level(values)
+        s = terms[0].stage
+        values = [pipe.reg(v, s, f"l{self.index}_sum{j}_t0_{n}_s{s + 1}").value for n, v in enumerate(values)]
+        out = self.rq(m, overflow(m, tree_sum(values), f.acc), f.acc.frac_bits, f.act)
+        if s + 1 != st["out"]:
+            raise AssertionError(f"layer {self.index}: output at stage {s + 1}, the stage plan says {st['out']}")
+        return Staged(out, s + 1)
 
     def backward(self, m: Module, pipe: Pipe, err: list[Staged]) -> list[Staged] | None:
         f, l, st = self.f, self.index, self.st
@@ -414,7 +436,7 @@ class KanLayer(_Layer):
                 n += k1
                 for b in range(k1):
                     rmw, wp = banks.rmw[b], banks.write[b]
-                    new = overflow(m, rmw.data - d[b], self.f.coef, by_bits=self.spec.stage_timing == "fast")
+                    new = overflow(m, rmw.data - d[b], self.f.coef, by_bits=fast_registers(self.spec))
                     hit = node(m, self.ram_wr & (self.port_edge == j * n_in + i) & (self.port_bank == b),
                                f"l{self.index}_port_hit{j}_{i}_{b}")
                     m.d.comb += [
@@ -525,6 +547,21 @@ class MlpLayer(_Layer):
                 z = Mux(z[-1], 0, z) if self.spec.stage_timing == "fast" else Mux(z > 0, z, 0)
             outs.append(pipe.reg(z, s.stage, f"l{l}_out{j}_s{st['out']}"))
         return outs
+
+    def _predict_first_sum(self, m: Module, pipe: Pipe, terms: list[Staged], j: int) -> Staged:
+        """``timing = "predict-first"``: output j from its products (at the read stage, unregistered):
+        the plan's ``levels`` adder-tree levels, one register, then the other levels and the rounding
+        to ``act``, combinational at the plan's ``out`` stage (the prediction; nothing registers it)."""
+        st, f = self.st, self.f
+        values = [t.value for t in terms]
+        for _ in range(st["levels"]):
+            values = _tree_level(values)
+        s = terms[0].stage
+        values = [pipe.reg(v, s, f"l{self.index}_sum{j}_t0_{n}_s{s + 1}").value for n, v in enumerate(values)]
+        out = self.rq(m, overflow(m, tree_sum(values), f.acc), f.acc.frac_bits, f.act)
+        if s + 1 != st["out"]:
+            raise AssertionError(f"layer {self.index}: output at stage {s + 1}, the stage plan says {st['out']}")
+        return Staged(out, s + 1)
 
     def backward(self, m: Module, pipe: Pipe, err: list[Staged]) -> list[Staged] | None:
         f, l, st = self.f, self.index, self.st

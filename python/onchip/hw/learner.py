@@ -48,7 +48,7 @@ from .interface import LearnerPorts, reload_from_rom
 from .layers import layer_class
 from .pending import PendingUpdates
 from .pipeline import Pipe
-from .plan import stage_plan
+from .plan import fast_registers, stage_plan
 
 
 def unpack(word, like: list) -> list:
@@ -170,11 +170,14 @@ class OnchipLearner(LearnerPorts):
         p = acts[0].stage
         assert p == self.stages["prediction"]
         m.d.comb += [self.m.payload.pred[j].eq(a.value) for j, a in enumerate(acts)]
-        self.decision(m, [a.value for a in acts], parallel=spec.stage_timing == "fast")
+        self.decision(m, [a.value for a in acts], parallel=fast_registers(spec))
 
-        # output error by the sample's kind (TARGET, ERROR, PREDICT: zero update, same slot)
-        e_out = self.output_error(m, [a.value for a in acts], [pipe.at(y, p) for y in ys], pipe.at(kind, p))
-        err = [pipe.reg(e, p, f"err{j}_s{p + 1}") for j, e in enumerate(e_out)]
+        # output error by the sample's kind (TARGET, ERROR, PREDICT: zero update, same slot), formed in
+        # the cycle before the error stage E (predict-first: from the prediction registered behind P)
+        q = self.stages["layers"][-1]["error"] - 1
+        preds = [pipe.at(pipe.reg(a.value, p, f"pred{j}_s{p + 1}") if q > p else a, q) for j, a in enumerate(acts)]
+        e_out = self.output_error(m, preds, [pipe.at(y, q) for y in ys], pipe.at(kind, q))
+        err = [pipe.reg(e, q, f"err{j}_s{q + 1}") for j, e in enumerate(e_out)]
         for layer in reversed(layers):
             err = layer.backward(m, pipe, err)
         assert [ly.read_stage for ly in layers] == self.stages["read"]
@@ -208,7 +211,7 @@ class OnchipLearner(LearnerPorts):
                 layer.apply(m, commit, fields_u, ahead_u)
                 continue
             packed_u = Cat(*fields_u)
-            fast = spec.stage_timing == "fast"
+            fast = fast_registers(spec)
             m.submodules[f"l{l}_pending"] = fifo = PendingUpdates(
                 width=len(packed_u), depth=self.staleness, registered=fast,
                 lookahead_bits=sum(len(x.value) for x in la) if fast else 0)

@@ -11,6 +11,40 @@ from .fixedpoint import requant_has_logic
 #: registers of a KAN parameter port at ``timing = "fast"`` (:meth:`onchip.hw.layers.KanLayer.port`)
 PORT_STAGES = 4
 
+#: ``timing = "predict-first"``: adder-tree levels in the products' cycle, before the one register of
+#: the forward sum (the other levels and the rounding to ``act`` follow it, in the prediction's cycle)
+PREDICT_FIRST_LEVELS = 1
+
+
+def fast_registers(spec: LearnerSpec) -> bool:
+    """Whether the plan registers the update path and the parameter port as ``fast`` does (raw
+    products registered, rounding by carry, bank-ordered updates, the port's register stages):
+    ``timing = "fast"``, and ``"predict-first"`` behind its forward path."""
+    return spec.stage_timing in ("fast", "predict-first")
+
+
+def predict_first_plan(spec: LearnerSpec) -> dict:
+    """The stage plan of ``timing = "predict-first"`` (a one-layer KAN; :func:`stage_plan` returns it).
+
+    Forward, in the fewest register stages its arithmetic allows: stage 0 takes the sample (the input
+    register); stage 1 holds the whole B-spline unit (offset, clamp, cell, basis table in logic),
+    the basis values registered in bank order beside the coefficient RAM's read address; stage 2
+    (``read``) holds the RAM words times the basis values (unregistered multipliers) and
+    :data:`PREDICT_FIRST_LEVELS` adder-tree levels, registered; stage 3 (``prediction``) the other
+    levels and the rounding and saturation to ``act``, driving the prediction and the decision
+    combinationally (the sink's register ends the latency). Behind it, the prediction is registered
+    (P + 1), the output error registered (E = P + 2), then the update as ``fast`` forms it (raw
+    product e x b at E + 1, its rounding at U = E + 2); the parameter port has ``fast``'s stages.
+    """
+    a, read = 1, 2
+    p = read + 1
+    e = p + 2
+    layer = {"in": a, "read": read, "operands": read, "product": read, "terms": read,
+             "levels": PREDICT_FIRST_LEVELS, "sum": p, "out": p, "port": PORT_STAGES,
+             "error": e, "delta": e + 1, "update": e + 2}
+    return {"timing": spec.stage_timing, "prediction": p, "read": [read], "update": [layer["update"]],
+            "port": PORT_STAGES, "layers": [layer]}
+
 
 def tree_stages(n: int) -> int:
     """Registered stages of a ``fast`` adder tree over ``n`` terms: one per two of its ceil(log2 n)
@@ -47,6 +81,8 @@ def stage_plan(spec: LearnerSpec) -> dict:
     G + k), the index inside the edge, its bank and word (measured: the decode of the reload
     counter limited kan-readout's fmax, G + k = 11). MLP parameters are registers: no stage.
 
+    ``timing = "predict-first"``: :func:`predict_first_plan`.
+
     Returns:
         ``{"timing", "prediction": P, "read": [R_l], "update": [U_l], "port": cycles a parameter-port
         command takes to reach the parameters, "layers": [dict per layer]}``;
@@ -57,6 +93,8 @@ def stage_plan(spec: LearnerSpec) -> dict:
         ``update`` U, and for hidden inputs ``bproduct``, ``bterms``, ``prev`` (the
         back-propagated error registered).
     """
+    if spec.stage_timing == "predict-first":
+        return predict_first_plan(spec)
     fast = spec.stage_timing == "fast"
     f = spec.formats
     n_layers = len(spec.widths) - 1
