@@ -19,12 +19,13 @@ After :meth:`forward` and :meth:`backward` a layer knows
 
 from __future__ import annotations
 
+import numpy as np
 from amaranth.hdl import Array, Const, Module, Mux, Signal, Value
 
 from ..model.golden import layout
 from ..spec import LearnerSpec
 from .bspline import BSplineUnit
-from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, split_cell
+from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, channel_address, split_cell
 from .dsp import check_dsp, registered_product
 from .fixedpoint import fmt_shape, node, overflow, requant, requant_by_carry
 from .pipeline import Pipe, Staged
@@ -95,8 +96,9 @@ class _Layer:
     Args (keyword-only):
         spec: the learner (its ``kind`` must be the layer's).
         config: its kernel configuration (:func:`onchip.model.golden.kernel_config`).
-        theta0: raw initial parameters of the whole learner, flat (P,); the layer takes its
-            slice ``layout(spec)[index]`` (:func:`onchip.model.golden.layout`).
+        theta0: raw initial parameters of the whole learner, flat (P,), or (N, P) for N channels
+            (KAN: one bank range per channel, :class:`~onchip.hw.coefmem.EdgeBanks`); the layer takes
+            its slice ``layout(spec)[index]`` (:func:`onchip.model.golden.layout`).
         index: layer number l, 0 .. L-1 (the last layer is the output layer).
         live_backprop: the backward pass may use the parameters as they are when it runs (the
             sequential schedule, where no update lands in between) instead of the values the
@@ -107,7 +109,11 @@ class _Layer:
             device's DSP primitive with its registers (``"ecp5"``, :mod:`onchip.hw.dsp`).
 
     Raises:
-        ValueError: a spec of another kind, an index outside 0 .. L-1, or theta0 not of length P.
+        ValueError: a spec of another kind, an index outside 0 .. L-1, or theta0 not of length P
+            (or not N rows of P for N channels).
+
+    Channels (N > 1): the learner sets :attr:`channel` (the sample's channel, a :class:`Staged`)
+    before :meth:`forward` and drives :attr:`port_chan` beside the port's other signals.
     """
 
     kind = ""
@@ -122,9 +128,14 @@ class _Layer:
             raise ValueError(f"{type(self).__name__} builds a {self.kind} layer, the spec is a {spec.kind}")
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(slices):
             raise ValueError(f"index must be a layer number 0 .. {len(slices) - 1}, got {index!r}")
-        if len(theta0) != spec.parameter_count():
+        thetas = np.atleast_2d(np.asarray(theta0))
+        if thetas.ndim != 2 or thetas.shape[1] != spec.parameter_count():
             raise ValueError(f"theta0 must hold the {spec.parameter_count()} parameters of the learner, "
-                             f"got {len(theta0)}")
+                             f"got shape {np.shape(theta0)}")
+        #: initial parameters by channel (N, P); theta0 is channel 0's
+        self.thetas, self.channels = thetas, thetas.shape[0]
+        theta0 = thetas[0]
+        self.channel: Staged | None = None
         lay = slices[index]
         self.spec, self.index, self.offset = spec, index, lay.offset
         self.n_in, self.n_out, self.size = lay.n_in, lay.n_out, lay.size
@@ -157,6 +168,8 @@ class _Layer:
         self.port_rd = Signal(name=f"l{index}_port_rd")
         self.port_local = Signal(range(max(2, self.size)), name=f"l{index}_port_local")
         self.port_data = Signal(fmt_shape(self.f.coef), name=f"l{index}_port_data")
+        self.port_chan = (Signal(range(self.channels), name=f"l{index}_port_chan") if self.channels > 1
+                          else None)
         self.readback: Value | None = None
 
     def product(self, m: Module, pipe: Pipe, x: Value, y: Value, stage: int, frac_from: int, fmt,
@@ -247,8 +260,10 @@ class KanLayer(_Layer):
         self.g, self.k1 = spec.grid_size, spec.spline_order + 1
         self.n_lookahead = n_in
         nc = spec.n_coef
-        self.theta0 = [[[int(theta0[offset + (j * n_in + i) * nc + q]) for q in range(nc)] for i in range(n_in)]
-                       for j in range(n_out)]
+        # [channel][j][i]: the G + k coefficients of edge (j, i)
+        self.theta_ch = [[[[int(th[offset + (j * n_in + i) * nc + q]) for q in range(nc)] for i in range(n_in)]
+                          for j in range(n_out)] for th in self.thetas]
+        self.theta0 = self.theta_ch[0]
         self.depth = -(-nc // self.k1)
         # the port command as it reaches the RAM banks (decoded; registered when fast, see port)
         self.port_edge = Signal(range(max(2, n_in * n_out)), name=f"l{index}_port_edge")
@@ -258,8 +273,10 @@ class KanLayer(_Layer):
             self.ram_wr = Signal(name=f"l{index}_ram_wr")
             self.ram_rd = Signal(name=f"l{index}_ram_rd")
             self.ram_data = Signal.like(self.port_data, name=f"l{index}_ram_data")
+            self.ram_chan = None if self.port_chan is None else Signal.like(self.port_chan, name=f"l{index}_ram_chan")
         else:
             self.ram_wr, self.ram_rd, self.ram_data = self.port_wr, self.port_rd, self.port_data
+            self.ram_chan = self.port_chan
 
     def _split(self, m: Module, cell: Value, name: str):
         return split_cell(m, cell, self.k1, self.g, f"l{self.index}_{name}")
@@ -303,6 +320,8 @@ class KanLayer(_Layer):
                 self.clamped.append(pipe.reg(unit.clamped, a, f"l{l}_clamped{i}_s{a + 1}"))
         self.lookahead = self.cell
         r = st["read"]
+        # the sample's channel where the RAM is addressed (N > 1: the banks hold a range per channel)
+        chan_c = None if self.channel is None else pipe.at(self.channel, c)
         self.read_stage = r
         if self.bank_ordered:
             # per bank, registered in the read stage: the commit's RAM address, and the basis value of
@@ -321,17 +340,23 @@ class KanLayer(_Layer):
                                        for bk, v in enumerate(ordered)])
             self.lookahead = self.waddr
             self.n_lookahead = len(self.waddr)
+        if self.channel is not None:  # the commit's RAM addresses start with the sample's channel
+            self.lookahead = [self.channel] + self.lookahead
+            self.n_lookahead += 1
         f_prod = f.coef.frac_bits + f.basis.frac_bits
         self.banks = []
         outs = []
         for j in range(self.n_out):
             terms, self_dphi, row = [], [], []
             for i in range(self.n_in):
-                banks = EdgeBanks(m, self.theta0[j][i], self.k1, f.coef, f"l{l}_coef_{j}_{i}")
+                banks = EdgeBanks(m, self.theta0[j][i], self.k1, f.coef, f"l{l}_coef_{j}_{i}",
+                                  channels=None if self.channel is None else [t[j][i] for t in self.theta_ch])
+                self.span = banks.span
                 row.append(banks)
+                port_addr = channel_address(self.port_baddr, self.ram_chan, banks.span)
                 for b, rp in enumerate(banks.read):
                     m.d.comb += [
-                        rp.addr.eq(Mux(self.ram_rd, self.port_baddr, addr[i][b])),
+                        rp.addr.eq(Mux(self.ram_rd, port_addr, channel_address(addr[i][b], chan_c, banks.span))),
                         rp.en.eq(pipe.en | self.ram_rd),
                     ]
                 dterms = []
@@ -369,6 +394,8 @@ class KanLayer(_Layer):
         f_update = f.grad.frac_bits + f.basis.frac_bits + self.spec.lr_shift
         where = self.waddr if self.bank_ordered else self.cell  # bank addresses, or the cells
         cells = [pipe.at(x, self.update_stage) for x in where]
+        if self.channel is not None:  # the channel first: the commit reads it one cycle ahead
+            cells = [pipe.at(self.channel, self.update_stage)] + cells
         bvals = self.bval_bank if self.bank_ordered else self.bval
         deltas = []
         for j in range(self.n_out):
@@ -395,6 +422,9 @@ class KanLayer(_Layer):
         that can commit in the next cycle) and written in the same cycle; parameter-port writes share
         the write ports."""
         n_in, k1 = self.n_in, self.k1
+        ch_now = ch_next = None
+        if self.channel is not None:  # fields and ahead start with the channel
+            ch_now, ch_next, fields, ahead = fields[0], ahead[0], fields[1:], ahead[1:]
         if self.bank_ordered:  # fields: bank addresses, then deltas in bank order
             na = n_in * k1
             deltas = fields[na:]
@@ -417,10 +447,12 @@ class KanLayer(_Layer):
                     new = overflow(m, rmw.data - d[b], self.f.coef, by_bits=self.spec.stage_timing == "fast")
                     hit = node(m, self.ram_wr & (self.port_edge == j * n_in + i) & (self.port_bank == b),
                                f"l{self.index}_port_hit{j}_{i}_{b}")
+                    span = banks.span
                     m.d.comb += [
-                        rmw.addr.eq(nxt_addr[i][b]),
+                        rmw.addr.eq(channel_address(nxt_addr[i][b], ch_next, span)),
                         rmw.en.eq(1),
-                        wp.addr.eq(Mux(hit, self.port_baddr, now_addr[i][b])),
+                        wp.addr.eq(Mux(hit, channel_address(self.port_baddr, self.ram_chan, span),
+                                       channel_address(now_addr[i][b], ch_now, span))),
                         wp.data.eq(Mux(hit, self.ram_data, new)),
                         wp.en.eq(commit | hit),
                     ]
@@ -444,15 +476,19 @@ class KanLayer(_Layer):
         else:
             pre = f"l{l}_port"
             wr, rd, data = self.port_wr, self.port_rd, self.port_data
-            local, wr, rd, data = port_step(m, 1, pre, local=self.port_local, wr=wr, rd=rd, data=data)
+            chan = {} if self.port_chan is None else {"chan": self.port_chan}  # carried beside the command
+            local, wr, rd, data, *ch = port_step(m, 1, pre, local=self.port_local, wr=wr, rd=rd, data=data, **chan)
+            chan = {"chan": ch[0]} if ch else {}
             # the division by G + k as shifts and adds: as a constant multiply Yosys maps it to a
             # MULT18X18D, whose routing was kan-1-4-1's critical path (sweeps/timing/README.md)
-            edge, local, wr, rd, data = port_step(m, 2, pre, edge=div_const(local, nc, self.size - 1, in_logic=True),
-                                                  local=local, wr=wr, rd=rd, data=data)
+            edge, local, wr, rd, data, *ch = port_step(m, 2, pre, edge=div_const(local, nc, self.size - 1, in_logic=True),
+                                                       local=local, wr=wr, rd=rd, data=data, **chan)
+            chan = {"chan": ch[0]} if ch else {}
             # the edge's first word e (G + k) from a table on e (one LUT level), then one subtraction
             first = Array([Const(e * nc, range(max(2, self.size))) for e in range(self.n_in * self.n_out)])[edge]
-            q, edge, wr, rd, data = port_step(m, 3, pre, q=(local - first)[: max(1, (nc - 1).bit_length())],
-                                              edge=edge, wr=wr, rd=rd, data=data)
+            q, edge, wr, rd, data, *ch = port_step(m, 3, pre, q=(local - first)[: max(1, (nc - 1).bit_length())],
+                                                   edge=edge, wr=wr, rd=rd, data=data, **chan)
+            chan = {"chan": ch[0]} if ch else {}
             if k1 & (k1 - 1):
                 # q < G + k: for k + 1 not a power of two the bank/word split is read from two small
                 # constant tables (one LUT level), not a constant multiply and a subtract in one cycle
@@ -462,9 +498,10 @@ class KanLayer(_Layer):
                 baddr = div_const(q, k1, nc - 1)
                 bank = q - baddr * k1
             baddr, bank, edge, *carried = port_step(m, 4, pre, baddr=baddr, bank=bank, edge=edge, wr=wr, rd=rd,
-                                                    data=data)
+                                                    data=data, **chan)
             m.d.comb += [self.port_edge.eq(edge), self.port_baddr.eq(baddr), self.port_bank.eq(bank)]
-            m.d.comb += [r.eq(v) for r, v in zip([self.ram_wr, self.ram_rd, self.ram_data], carried)]
+            ram = [self.ram_wr, self.ram_rd, self.ram_data] + ([self.ram_chan] if chan else [])
+            m.d.comb += [r.eq(v) for r, v in zip(ram, carried)]
         sel_edge = Signal.like(self.port_edge, name=f"l{l}_rd_edge")
         sel_bank = Signal.like(self.port_bank, name=f"l{l}_rd_bank")
         with m.If(self.ram_rd):

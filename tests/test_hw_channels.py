@@ -1,0 +1,159 @@
+"""Many channels on one datapath: channel c of the RTL equals a single-channel sequential golden
+learner run on channel c's sub-stream alone, whatever the channel order, with stalls, reset,
+checkpoint and read-back; round-robin channels with N >= the sequential II issue one sample per
+clock, a burst of one channel one per II.
+"""
+
+import numpy as np
+import pytest
+
+from onchip.hw import sim
+from onchip.hw.interface import channel_parameters, single_channel
+from onchip.hw.sim import cached_design
+from onchip.model import GoldenLearner
+from onchip.spec import PRESETS
+
+from hw_support import stimulus
+from support import random_theta
+
+ORDERS = ("round_robin", "random", "bursts")
+
+
+def channel_order(order: str, n: int, channels: int, seed: int) -> np.ndarray:
+    """(n,) channels: round robin, uniform random, or runs of one channel (lengths 1 .. 40)."""
+    rng = np.random.default_rng(seed)
+    if order == "round_robin":
+        return np.arange(n) % channels
+    if order == "random":
+        return rng.integers(0, channels, n)
+    out = []
+    while len(out) < n:
+        out += [int(rng.integers(channels))] * int(rng.integers(1, 41))
+    return np.asarray(out[:n])
+
+
+def golden_channels(spec, x, y, channel, theta=None):
+    """Predictions (in stream order) and flushed parameters (N, P) of N single-channel
+    sequential golden learners, channel c run on the samples whose channel is c."""
+    one = single_channel(spec)
+    theta = channel_parameters(spec, theta)
+    preds = np.zeros((len(x), spec.n_out), np.int64)
+    final = []
+    for c in range(spec.channels):
+        g = GoldenLearner(one, theta[c])
+        pick = channel == c
+        if pick.any():
+            preds[pick] = g.run(x[pick], y[pick])
+        g.flush()
+        final.append(g.theta.copy())
+    return preds, np.stack(final)
+
+
+def kan(timing: str, channels: int = 4):
+    return PRESETS["kan-readout"].replace(timing=timing, channels=channels)
+
+
+def assert_channels(design, spec, seg, want_preds, want_theta):
+    got = sim.unpack_predictions(design, seg["preds"])
+    assert got.shape == want_preds.shape
+    bad = np.nonzero((got != want_preds).any(axis=1))[0]
+    assert bad.size == 0, f"sample {bad[0]}: RTL {got[bad[0]]}, golden {want_preds[bad[0]]} ({bad.size} differ)"
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg["responses"]).reshape(spec.channels, -1), want_theta)
+
+
+@pytest.mark.parametrize("timing", ["compact", "fast"])
+@pytest.mark.parametrize("order", ORDERS)
+def test_kan_channels_equal_golden_per_channel(timing, order):
+    spec = kan(timing)
+    design = cached_design(spec)
+    x, y = stimulus(spec, 1500, seed=3)
+    ch = channel_order(order, len(x), spec.channels, seed=4)
+    want_preds, want_theta = golden_channels(spec, x, y, ch)
+    out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y, channel=ch), "then": {"op": "read"}}],
+                      seed=7, p_valid=0.8, p_ready=0.8, p_param_ready=0.7)
+    assert_channels(design, spec, out["segments"][0], want_preds, want_theta)
+    # the channels learned different things: the test could tell a shared bank from N banks
+    assert len({tuple(t) for t in want_theta}) == spec.channels
+
+
+@pytest.mark.parametrize("timing", ["compact", "fast"])
+def test_kan_channels_interval(timing):
+    """Without stalls: round robin over N >= II channels takes a sample every clock; a burst of
+    one channel one per II (the per-channel hazard); the design reports both."""
+    spec = kan(timing, channels=8)
+    design = cached_design(spec)
+    info = design.info
+    ii = info["initiation_interval_channel"]
+    assert spec.channels >= ii and info["initiation_interval"] == 1
+    x, y = stimulus(spec, 400, seed=8)
+    rr = channel_order("round_robin", len(x), spec.channels, 0)
+    burst = np.full(len(x), 5)
+    want_rr, _ = golden_channels(spec, x, y, rr)
+    out = sim.run_job(design, [
+        {"payloads": sim.pack_samples(design, x, y, channel=rr), "then": {"op": "none"}},
+        {"payloads": sim.pack_samples(design, x, y, channel=burst), "then": {"op": "none"}},
+    ], measure=True)
+    seg_rr, seg_b = out["segments"]
+    np.testing.assert_array_equal(sim.unpack_predictions(design, seg_rr["preds"]), want_rr)
+    assert set(np.diff(seg_rr["accept_cycles"])) == {1}
+    assert set(np.diff(seg_b["accept_cycles"])) == {ii}
+    lat = np.asarray(seg_rr["pred_cycles"]) - np.asarray(seg_rr["accept_cycles"])
+    assert set(lat) == {info["latency_cycles_prediction"]}
+
+
+def test_kan_channels_reset_checkpoint_restore():
+    """Per-channel reset ROM (a distinct theta per channel), reset with samples in flight, read-back,
+    checkpoint and restore through the (channel, index) parameter port, under random stalls."""
+    spec = kan("fast", channels=3)  # N not a power of two: channel 3 exists in the field, not in the design
+    p = spec.parameter_count()
+    theta0 = np.stack([random_theta(single_channel(spec), s) for s in range(spec.channels)])
+    design = cached_design(spec, theta=theta0)
+    xs = [stimulus(spec, 500, seed=s) for s in (11, 12, 13)]
+    chs = [channel_order(o, 500, spec.channels, s) for o, s in zip(ORDERS, (1, 2, 3))]
+    restore = np.stack([random_theta(single_channel(spec), 10 + s) for s in range(spec.channels)])
+
+    # reset after the first stream: the ROM restores every channel's own theta0
+    _, theta_a = golden_channels(spec, *xs[0], chs[0], theta0)
+    p1, t1 = golden_channels(spec, *xs[1], chs[1], theta0)
+    p2, t2 = golden_channels(spec, *xs[2], chs[2], restore)
+    out = sim.run_job(design, [
+        {"payloads": sim.pack_samples(design, *xs[0], channel=chs[0]), "then": {"op": "reset", "after": 3}},
+        {"payloads": [], "then": {"op": "read"}},
+        {"payloads": sim.pack_samples(design, *xs[1], channel=chs[1]),
+         "then": {"op": "write", "values": [int(v) for v in restore.ravel()]}},
+        {"payloads": sim.pack_samples(design, *xs[2], channel=chs[2]), "then": {"op": "read"}},
+    ], seed=9, p_valid=0.8, p_ready=0.7, p_param_ready=0.6)
+    seg_a, seg_0, seg_1, seg_2 = out["segments"]
+    assert not (theta_a == theta0).all()
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg_0["responses"]).reshape(-1, p), theta0)
+    np.testing.assert_array_equal(sim.unpack_predictions(design, seg_1["preds"]), p1)
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg_1["responses"]).reshape(-1, p), restore)
+    assert_channels(design, spec, seg_2, p2, t2)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (3, "channel[7] = 3 is outside 0 .. 2 (channels=3)"),
+    (-1, "channel[7] = -1 is outside 0 .. 2 (channels=3)"),
+])
+def test_channel_out_of_range_refused(bad, message):
+    from onchip.hw.interface import pack_samples
+
+    spec = kan("compact", channels=3)
+    x, y = stimulus(spec, 10, seed=0)
+    ch = np.zeros(10, int)
+    ch[7] = bad
+    with pytest.raises(ValueError) as exc:
+        pack_samples(spec, x, y, channel=ch)
+    assert str(exc.value) == message
+
+
+def test_channel_missing_and_theta_shape_refused():
+    from onchip.hw.interface import pack_samples
+
+    spec = kan("compact", channels=4)
+    x, y = stimulus(spec, 4, seed=0)
+    with pytest.raises(ValueError, match="^channel must be given for channels=4"):
+        pack_samples(spec, x, y)
+    p = spec.parameter_count()
+    with pytest.raises(ValueError, match=rf"^theta must have shape \({p},\) or \(4, {p}\) for channels=4, got \(3, {p}\)$"):
+        channel_parameters(spec, np.zeros((3, p), int))
