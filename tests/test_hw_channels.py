@@ -49,8 +49,18 @@ def golden_channels(spec, x, y, channel, theta=None):
     return preds, np.stack(final)
 
 
+def preset(kind: str, timing: str, channels: int = 4):
+    return PRESETS[f"{kind}-readout"].replace(timing=timing, channels=channels)
+
+
 def kan(timing: str, channels: int = 4):
-    return PRESETS["kan-readout"].replace(timing=timing, channels=channels)
+    return preset("kan", timing, channels)
+
+
+# (kind, timing, order): the KAN at fast in every order and both kinds in random order run by
+# default, the rest in the slow set (a Verilator build each design)
+CASES = [pytest.param(k, t, o, marks=() if (k == "kan" and t == "fast") or o == "random" else pytest.mark.slow)
+         for k in ("kan", "mlp") for t in ("compact", "fast") for o in ORDERS]
 
 
 def assert_channels(design, spec, seg, want_preds, want_theta):
@@ -61,10 +71,9 @@ def assert_channels(design, spec, seg, want_preds, want_theta):
     np.testing.assert_array_equal(sim.unpack_coef(design, seg["responses"]).reshape(spec.channels, -1), want_theta)
 
 
-@pytest.mark.parametrize("timing", ["compact", "fast"])
-@pytest.mark.parametrize("order", ORDERS)
-def test_kan_channels_equal_golden_per_channel(timing, order):
-    spec = kan(timing)
+@pytest.mark.parametrize("kind, timing, order", CASES)
+def test_channels_equal_golden_per_channel(kind, timing, order):
+    spec = preset(kind, timing)
     design = cached_design(spec)
     x, y = stimulus(spec, 1500, seed=3)
     ch = channel_order(order, len(x), spec.channels, seed=4)
@@ -76,18 +85,19 @@ def test_kan_channels_equal_golden_per_channel(timing, order):
     assert len({tuple(t) for t in want_theta}) == spec.channels
 
 
-@pytest.mark.parametrize("timing", ["compact", "fast"])
-def test_kan_channels_interval(timing):
+@pytest.mark.parametrize("kind, timing, channels", [
+    ("kan", "compact", 8), ("kan", "fast", 8), pytest.param("mlp", "fast", 16, marks=pytest.mark.slow)])
+def test_channels_interval(kind, timing, channels):
     """Without stalls: round robin over N >= II channels takes a sample every clock; a burst of
     one channel one per II (the per-channel hazard); the design reports both."""
-    spec = kan(timing, channels=8)
+    spec = preset(kind, timing, channels)
     design = cached_design(spec)
     info = design.info
     ii = info["initiation_interval_channel"]
     assert spec.channels >= ii and info["initiation_interval"] == 1
     x, y = stimulus(spec, 400, seed=8)
     rr = channel_order("round_robin", len(x), spec.channels, 0)
-    burst = np.full(len(x), 5)
+    burst = np.full(len(x), spec.channels - 1)
     want_rr, _ = golden_channels(spec, x, y, rr)
     out = sim.run_job(design, [
         {"payloads": sim.pack_samples(design, x, y, channel=rr), "then": {"op": "none"}},
@@ -101,10 +111,11 @@ def test_kan_channels_interval(timing):
     assert set(lat) == {info["latency_cycles_prediction"]}
 
 
-def test_kan_channels_reset_checkpoint_restore():
+@pytest.mark.parametrize("kind", ["kan", "mlp"])
+def test_channels_reset_checkpoint_restore(kind):
     """Per-channel reset ROM (a distinct theta per channel), reset with samples in flight, read-back,
     checkpoint and restore through the (channel, index) parameter port, under random stalls."""
-    spec = kan("fast", channels=3)  # N not a power of two: channel 3 exists in the field, not in the design
+    spec = preset(kind, "fast", channels=3)  # N not a power of two: the field holds 3, the design has no channel 3
     p = spec.parameter_count()
     theta0 = np.stack([random_theta(single_channel(spec), s) for s in range(spec.channels)])
     design = cached_design(spec, theta=theta0)

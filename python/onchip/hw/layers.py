@@ -20,7 +20,8 @@ After :meth:`forward` and :meth:`backward` a layer knows
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Array, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.lib.memory import Memory
 
 from ..model.golden import layout
 from ..spec import LearnerSpec
@@ -30,7 +31,7 @@ from .dsp import check_dsp, registered_product
 from .fixedpoint import fmt_shape, node, overflow, requant, requant_by_carry
 from .pipeline import Pipe, Staged
 from .plan import PORT_STAGES, stage_plan
-from .ram import div_const, port_step
+from .ram import div_const, port_step, ram_style
 
 
 def layer_class(kind: str) -> type:
@@ -135,7 +136,8 @@ class _Layer:
         #: initial parameters by channel (N, P); theta0 is channel 0's
         self.thetas, self.channels = thetas, thetas.shape[0]
         theta0 = thetas[0]
-        self.channel: Staged | None = None
+        self.channel: Staged | None = None  # the sample's channel from stage 1 on
+        self.channel_in: Value | None = None  # ... and in the accepting cycle (the payload field)
         lay = slices[index]
         self.spec, self.index, self.offset = spec, index, lay.offset
         self.n_in, self.n_out, self.size = lay.n_in, lay.n_out, lay.size
@@ -519,6 +521,11 @@ class MlpLayer(_Layer):
     hidden inputs, the error to the previous layer W^T e masked by the ReLU
     (2 stages) with the weights the forward pass read.
 
+    N > 1 channels (``theta0`` (N, P)): the layer's weights and biases are one row of a memory of N
+    rows (one per channel, each parameter a write granule), read a stage before the products
+    (address: the sample's channel), read again by the commit one cycle ahead and written back
+    changed, as a KAN layer's banks are; the backward pass uses the weights the forward pass read.
+
     Args, Raises: those of the layers' common constructor (keyword-only ``spec``, ``config``
     (a :class:`~onchip.model.kernels.MlpConfig`), ``theta0``, ``index``, ``live_backprop``).
     """
@@ -531,10 +538,42 @@ class MlpLayer(_Layer):
                          stages=stages, dsp=dsp)
         offset, n_in, n_out = self.offset, self.n_in, self.n_out
         self.params: list[Signal] = []
+        if self.channels > 1:  # a memory row per channel, made in forward
+            self.storage, self.n_lookahead = "memory", 1
+            return
         self.w = [[self._param(theta0[offset + j * n_in + i], f"l{index}_w_{j}_{i}") for i in range(n_in)]
                   for j in range(n_out)]
         b0 = offset + n_in * n_out
         self.b = [self._param(theta0[b0 + j], f"l{index}_b_{j}") for j in range(n_out)]
+
+    def _memory(self, m: Module, a: int, pipe: Pipe) -> None:
+        """N > 1 channels: the memory of N rows, its read port (addressed by the channel of the sample
+        one stage before ``a``, the word valid at ``a``) and the weights and biases as its fields."""
+        w, l = self.f.coef.width, self.index
+        n = self.size
+        rows = [sum((int(v) & ((1 << w) - 1)) << (k * w) for k, v in enumerate(th[self.offset : self.offset + n]))
+                for th in self.thetas]
+        self.mem = Memory(shape=unsigned(n * w), depth=self.channels, init=rows,
+                          attrs={"ram_style": ram_style(self.channels, n * w)})
+        m.submodules[f"l{l}_params"] = self.mem
+        self.wport = self.mem.write_port(granularity=w)
+        self.rport = self.mem.read_port(transparent_for=(self.wport,))
+        self.rmw = self.mem.read_port(transparent_for=(self.wport,))
+        chan = self.channel_in if a == 1 else pipe.at(self.channel, a - 1)  # stage 0: the payload's
+        m.d.comb += [
+            self.rport.addr.eq(Mux(self.port_rd, self.port_chan, chan)),
+            self.rport.en.eq(pipe.en | self.port_rd),
+        ]
+
+        def fields(word):
+            return [word[k * w : (k + 1) * w].as_signed() if self.f.coef.signed else word[k * w : (k + 1) * w]
+                    for k in range(n)]
+
+        self.fields_of = fields
+        words = fields(self.rport.data)
+        self.params = words
+        self.w = [[words[j * self.n_in + i] for i in range(self.n_in)] for j in range(self.n_out)]
+        self.b = words[self.n_in * self.n_out :]
 
     def forward(self, m: Module, pipe: Pipe, u: list[Staged]) -> list[Staged]:
         f, l, st = self.f, self.index, self.st
@@ -542,6 +581,8 @@ class MlpLayer(_Layer):
         if a != st["in"] or st["read"] != a:
             raise AssertionError(f"layer {l}: inputs at stage {a}, the stage plan says {st['in']} (read at in)")
         self.read_stage = a
+        if self.channel is not None:
+            self._memory(m, a, pipe)
         self.u = u
         f_prod = f.coef.frac_bits + self.in_frac
         self.w_read = None
@@ -576,6 +617,9 @@ class MlpLayer(_Layer):
               for j in range(self.n_out) for i in range(self.n_in)]
         db = [self.delta(m, pipe, err[j].value, None, e, f_b, f"l{l}_db{j}") for j in range(self.n_out)]
         self.update_fields = dw + db
+        if self.channel is not None:  # the channel first: the commit reads its row one cycle ahead
+            self.lookahead = [self.channel]
+            self.update_fields = [pipe.at(self.channel, self.update_stage)] + self.update_fields
         if l == 0:
             return None
         f_back = f.coef.frac_bits + f.grad.frac_bits
@@ -598,7 +642,24 @@ class MlpLayer(_Layer):
         return sig
 
     def apply(self, m: Module, commit: Value, fields: list[Value], ahead: list[Value]) -> None:
-        """Commit an update vector when ``commit``: every weight and bias, theta = overflow(theta - delta)."""
+        """Commit an update vector when ``commit``: every weight and bias, theta = overflow(theta - delta)
+        (N > 1 channels: in the row of the update's channel, read one cycle ahead; port writes
+        share the write port, one granule)."""
+        fast = self.spec.stage_timing == "fast"
+        if self.channel is not None:
+            ch_now, ch_next, deltas = fields[0], ahead[0], fields[1:]
+            old = self.fields_of(self.rmw.data)
+            new = [overflow(m, t - d, self.f.coef, by_bits=fast) for t, d in zip(old, deltas)]
+            onehot = Signal(self.size, name=f"l{self.index}_port_granule")
+            m.d.comb += [
+                onehot.eq(Mux(self.port_wr, 1 << self.port_local, 0)),
+                self.rmw.addr.eq(ch_next),
+                self.rmw.en.eq(1),
+                self.wport.addr.eq(Mux(self.port_wr, self.port_chan, ch_now)),
+                self.wport.data.eq(Mux(self.port_wr, Cat(*([self.port_data] * self.size)), Cat(*new))),
+                self.wport.en.eq(Mux(self.port_wr, onehot, Mux(commit, (1 << self.size) - 1, 0))),
+            ]
+            return
         thetas = [w for row in self.w for w in row] + self.b
         with m.If(commit):
             for theta, delta in zip(thetas, fields):
@@ -613,6 +674,8 @@ class MlpLayer(_Layer):
         with m.If(self.port_rd):
             m.d.sync += sel.eq(self.port_local)
         self.readback = Array(self.params)[sel]
+        if self.channel is not None:  # read through the read port; writes in apply
+            return
         with m.If(self.port_wr):
             with m.Switch(self.port_local):
                 for n, sig in enumerate(self.params):

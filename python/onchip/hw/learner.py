@@ -121,18 +121,15 @@ class OnchipLearner(LearnerPorts):
         self.dsp = check_dsp(dsp)
         self.staleness = schedule_staleness(spec)
         self.pipelined = self.staleness > 0
-        if spec.channels > 1 and spec.kind != "kan":
-            raise ValueError(f"channels={spec.channels} is built for the parallel KAN datapath; "
-                             f"the {spec.kind} datapath has one channel")
         # each channel is a sequential learner: the datapath is the sequential one
         self.plan_spec = single_channel(spec).replace(channels=spec.channels)
         self._plan()
         super().__init__(spec, theta)
         #: where the parameters live: KAN coefficients in RAM banks, MLP weights in registers
-        self.param_storage = "memory" if spec.kind == "kan" else "registers"
-        #: cycles after reset before a parameter command is taken: the RAM reload from the ROM (a
-        #: command enters the port's stages behind the last reload word)
-        self.reset_cycles_command = self.n_params + 1 if self.param_storage == "memory" else 0
+        self.param_storage = "memory" if spec.kind == "kan" or self.channels > 1 else "registers"
+        #: cycles after reset before a parameter command is taken: the RAM reload from the ROM of N P
+        #: words (a command enters the port's stages behind the last reload word)
+        self.reset_cycles_command = len(self.theta0) + 1 if self.param_storage == "memory" else 0
         #: ... before a sample is taken: the reload, and its last word through the port's stages
         self.reset_cycles = self.reset_cycles_command + self.stages["port"] if self.param_storage == "memory" else 0
 
@@ -175,7 +172,7 @@ class OnchipLearner(LearnerPorts):
         cfg = kernel_config(spec)
         theta0 = self.theta_channels if self.channels > 1 else self.theta0
         n_layers = len(spec.widths) - 1
-        live = not self.pipelined
+        live = not self.pipelined and self.channels == 1  # channels: the weights read travel with the sample
 
         make = layer_class(spec.kind)
         layers = [make(spec=spec, config=cfg, theta0=theta0, index=l, live_backprop=live,
@@ -189,7 +186,7 @@ class OnchipLearner(LearnerPorts):
         chan_in = self.sample_channel()
         chan = None if chan_in is None else pipe.reg(chan_in, 0, "channel_s1")
         for layer in layers:
-            layer.channel = chan
+            layer.channel, layer.channel_in = chan, chan_in
 
         acts = xs
         for layer in layers:
