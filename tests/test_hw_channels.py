@@ -168,3 +168,24 @@ def test_channel_missing_and_theta_shape_refused():
     p = spec.parameter_count()
     with pytest.raises(ValueError, match=rf"^theta must have shape \({p},\) or \(4, {p}\) for channels=4, got \(3, {p}\)$"):
         channel_parameters(spec, np.zeros((3, p), int))
+
+
+@pytest.mark.parametrize("kind", ["kan", "mlp"])
+def test_rtl_backend_channels(kind):
+    """The ``rtl`` backend (the Verilated core under the C++ stream harness) takes ``channel`` and
+    (N, P) parameters, loads them through the (channel, index) port and reads (N, P) back."""
+    from onchip.backends import get_backend
+
+    backend = get_backend("rtl")
+    if not backend.available():
+        pytest.skip("the rtl backend's toolchain is not available")
+    spec = preset(kind, "fast", channels=4)
+    theta = np.stack([random_theta(single_channel(spec), 20 + c) for c in range(spec.channels)])
+    x, y = stimulus(spec, 2000, seed=21)
+    ch = channel_order("random", len(x), spec.channels, seed=22)
+    want_preds, want_theta = golden_channels(spec, x, y, ch, theta)
+    got = backend.run(spec, x, y, theta=theta, channel=ch)
+    np.testing.assert_array_equal(got.predictions, want_preds)
+    np.testing.assert_array_equal(got.theta, want_theta)
+    with pytest.raises(ValueError, match=r"^channel\[3\] = 4 is outside 0 \.\. 3 \(channels=4\)$"):
+        backend.run(spec, x[:5], y[:5], channel=np.array([0, 1, 2, 4, 0]))
