@@ -189,3 +189,59 @@ def test_rtl_backend_channels(kind):
     np.testing.assert_array_equal(got.theta, want_theta)
     with pytest.raises(ValueError, match=r"^channel\[3\] = 4 is outside 0 \.\. 3 \(channels=4\)$"):
         backend.run(spec, x[:5], y[:5], channel=np.array([0, 1, 2, 4, 0]))
+
+
+def test_cli_generate_takes_channels(tmp_path, capsys):
+    import json
+
+    from onchip.cli import main
+
+    out = tmp_path / "g"
+    assert main(["generate", "--spec", "kan-readout", "--timing", "compact", "--channels", "4", "--out", str(out)]) == 0
+    info = json.loads((out / "onchip_learner.json").read_text())
+    assert info["channels"] == 4 and info["spec"]["channels"] == 4
+    assert info["payload"]["s"]["channel"]["width"] == 2 and info["payload"]["pc"]["channel"]["width"] == 2
+    assert main(["generate", "--spec", "kan-readout", "--channels", "0", "--out", str(tmp_path / "z")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--channels" in err[0] and "'0'" in err[0]
+    assert not (tmp_path / "z").exists()
+
+
+def test_cli_theta_shape_per_channel(tmp_path, capsys):
+    from onchip.cli import main
+
+    spec = kan("compact", channels=4)
+    p = spec.parameter_count()
+    good, bad = tmp_path / "good.npy", tmp_path / "bad.npy"
+    np.save(good, np.stack([random_theta(single_channel(spec), c) for c in range(4)]))
+    np.save(bad, np.zeros((3, p), np.int64))
+    assert main(["generate", "--spec", "kan-readout", "--timing", "compact", "--channels", "4", "--theta", str(good),
+                 "--out", str(tmp_path / "a")]) == 0
+    capsys.readouterr()
+    assert main(["generate", "--spec", "kan-readout", "--channels", "4", "--theta", str(bad),
+                 "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(
+        f"--theta {bad}: shape (3, {p}), the spec's {p} parameters need ({p},) (every channel) or (4, {p}) "
+        f"for channels=4"), err
+    assert not (tmp_path / "b").exists()
+
+
+def test_channels_over_the_block_ram_refused_before_generation(tmp_path, capsys):
+    """N banks over the device's block RAM: refused from the spec, naming the BRAM count, before
+    the N-bank design is generated (exit 2, one line, nothing written)."""
+    from onchip.cli import main
+    from onchip.flow.fit import DesignTooLarge, block_rams_needed, check_lattice_bram, shortfalls
+
+    spec = kan("fast", channels=20000)
+    with pytest.raises(DesignTooLarge) as exc:
+        check_lattice_bram(spec, "LFE5U-85F", "ecp5")
+    (short,) = shortfalls(str(exc.value))
+    assert short == {"resource": "BRAM", "cell": "DP16KD", "needed": block_rams_needed(spec, "ecp5"),
+                     "available": 208, "at_least": True}
+    assert check_lattice_bram(kan("fast", channels=64), "LFE5U-85F", "ecp5") is not None  # fits: no refusal
+    out = tmp_path / "p"
+    assert main(["pnr", "--spec", "kan-readout", "--channels", "20000", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "BRAM (DP16KD): at least" in err[0] and "208 available" in err[0], err
+    assert not out.exists()

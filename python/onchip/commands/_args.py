@@ -67,9 +67,13 @@ def add_seed(parser: argparse.ArgumentParser, *, many: bool = False, what: str =
 
 
 def add_spec(parser: argparse.ArgumentParser) -> None:
-    """Add ``--spec`` and the design overrides ``--schedule``, ``--staleness`` and ``--timing``
-    (applied by :func:`onchip.commands.generate.resolve_spec`) for the commands that build a learner."""
+    """Add ``--spec`` and the design overrides ``--schedule``, ``--staleness``, ``--timing`` and
+    ``--channels`` (applied by :func:`onchip.commands.generate.resolve_spec`) for the commands that
+    build a learner."""
     parser.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
+    parser.add_argument("--channels", type=int_range(1, None), default=None, metavar="N",
+                        help="override the spec's channels: N independent learners on one datapath, each "
+                             "sample naming its channel (default: the spec's, 1 unless it sets one)")
     parser.add_argument("--schedule", choices=("sequential", "pipelined"), help="override the spec's schedule")
     parser.add_argument(
         "--staleness",
@@ -140,7 +144,8 @@ def add_theta(parser: argparse.ArgumentParser) -> None:
 
 
 def load_theta(path: str | None, spec):
-    """The parameters of ``--theta``: an int64 (P,) array, or None without the flag.
+    """The parameters of ``--theta``: an int64 (P,) array ((P,) or (N, P) for a spec of N > 1
+    channels), or None without the flag.
 
     Args:
         path: the flag's value (None: not given).
@@ -168,9 +173,11 @@ def load_theta(path: str | None, spec):
     if not isinstance(theta, np.ndarray):  # an .npz archive (whatever its name): np.load opens it lazily
         getattr(theta, "close", lambda: None)()
         raise ValueError(f"--theta {path}: an .npz archive, not a .npy array (save one array with numpy.save)")
-    p = spec.parameter_count()
-    if theta.shape != (p,):
-        raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {p} parameters need ({p},)")
+    p, nch = spec.parameter_count(), spec.channels
+    if theta.shape != (p,) and (nch == 1 or theta.shape != (nch, p)):
+        need = f"({p},)" if nch == 1 else f"({p},) (every channel) or ({nch}, {p}) for channels={nch}"
+        raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {p} parameters need {need}")
+    shape, theta = theta.shape, theta.ravel()  # checked flat, returned in the shape given
     if theta.dtype == bool or not (np.issubdtype(theta.dtype, np.integer) or np.issubdtype(theta.dtype, np.floating)):
         raise ValueError(f"--theta {path}: dtype {theta.dtype}; raw parameters are integers")
     if np.issubdtype(theta.dtype, np.floating):
@@ -190,7 +197,7 @@ def load_theta(path: str | None, spec):
         n = int(np.flatnonzero(out)[0])
         raise ValueError(f"--theta {path}: value {int(theta[n])} at index {n} is outside formats.coef {c} "
                          f"(raw [{c.min_raw}, {c.max_raw}])")
-    return theta
+    return theta.reshape(shape)
 
 
 class _Default:

@@ -388,13 +388,17 @@ def reload_from_rom(m: Module, theta0, fmt: Fmt, enabled: bool = True, registere
     ``active`` is a register (cleared as the count reaches its end) rather than a compare of the
     count, the same value each cycle; for ``timing = "fast"``, where that compare into the
     sequencer's sample handshake was the routed critical path. ``channels`` N > 1: ``theta0`` holds
-    N banks of P words one after the other, written as (channel, index) by two counters (no division)."""
+    N banks of P words one after the other, written as (channel, index) by two counters (no division);
+    when every channel starts from the same P words the ROM holds them once, walked N times."""
     n = len(theta0)
+    shared = channels > 1 and len({tuple(int(v) for v in row) for row in np.reshape(theta0, (channels, -1))}) == 1
+    if shared:
+        theta0 = theta0[: n // channels]
     if not enabled:
         zero = Const(0, 1)
         return Reload(zero, zero, Const(0, max(1, (n - 1).bit_length())), Const(0, fmt_shape(fmt)))
-    m.submodules.theta0_rom = rom = Memory(shape=fmt_shape(fmt), depth=n, init=[int(v) for v in theta0],
-                                           attrs=rom_attrs(n, fmt.width))
+    m.submodules.theta0_rom = rom = Memory(shape=fmt_shape(fmt), depth=len(theta0), init=[int(v) for v in theta0],
+                                           attrs=rom_attrs(len(theta0), fmt.width))
     rom_rd = rom.read_port()
     count = Signal(range(n + 2), name="reload_count")
     active = Signal(init=int(registered), name="reloading")
@@ -405,8 +409,9 @@ def reload_from_rom(m: Module, theta0, fmt: Fmt, enabled: bool = True, registere
         m.d.comb += active.eq(count != n + 1)
     write = Signal(name="reload_write")
     addr = Signal(range(max(2, n)), name="reload_addr")
+    if not shared:
+        m.d.comb += rom_rd.addr.eq(count)
     m.d.comb += [
-        rom_rd.addr.eq(count),
         write.eq(active & (count != 0)),
         addr.eq(count - 1),
     ]
@@ -422,4 +427,6 @@ def reload_from_rom(m: Module, theta0, fmt: Fmt, enabled: bool = True, registere
             m.d.sync += [index.eq(0), channel.eq(channel + 1)]
         with m.Else():
             m.d.sync += index.eq(index + 1)
+    if shared:  # the word written next cycle: the index after this cycle's
+        m.d.comb += rom_rd.addr.eq(Mux(write, Mux(index == p - 1, 0, index + 1), 0))
     return Reload(active, write, index, rom_rd.data, channel[: channel_width(channels)])
