@@ -169,37 +169,38 @@ def _blocks(depth: int, width: int, family: str) -> int:
     return min(-(-depth // d) * -(-width // w) for d, w in BRAM_SHAPES[family])
 
 
-def parameter_memories(spec) -> list[tuple[int, int, int]]:
-    """The block-RAM memories of ``spec``'s parallel datapath as (depth, width, copies): the KAN
+def parameter_memories(spec) -> list[tuple[int, int, int, str]]:
+    """The memories of ``spec``'s parallel datapath as (depth, width, copies, ram_style): the KAN
     coefficient banks (k + 1 per edge, a range per channel, :class:`onchip.hw.coefmem.EdgeBanks`), the
     MLP's rows per channel (N > 1), the reset ROM of the banks; ``copies``: one per read port (a
     block RAM serves one write and one read; the banks have two reads). Memories the generator keeps in
-    LUT RAM or logic (below half a block, :func:`onchip.hw.ram.ram_style`) are left out by
+    LUT RAM or logic (``ram_style`` "distributed", :func:`onchip.hw.ram.bank_style`) are left out by
     :func:`block_rams_needed` (not on the iCE40, which has no LUT RAM); empty for the serial datapaths."""
+    from ..hw.ram import bank_style, ram_style
+
     if spec.datapath != "parallel":
         return []
     n, w = spec.channels, spec.formats.coef.width
-    mems = []
+    mems = []  # (depth, width, copies, ram_style)
     if spec.kind == "kan":
         k1, nc = spec.spline_order + 1, spec.n_coef
         depth = -(-nc // k1)
         span = depth if n == 1 else 1 << (depth - 1).bit_length()
         edges = sum(a * b for a, b in zip(spec.widths[:-1], spec.widths[1:]))
-        mems += [(span * n, w, 2)] * (edges * k1)
+        mems += [(span * n, w, 2, bank_style(span * n, w, n))] * (edges * k1)
     elif n > 1:
-        mems += [(n, w * (a * b + b), 2) for a, b in zip(spec.widths[:-1], spec.widths[1:])]
+        mems += [(n, w * (a * b + b), 2, ram_style(n, w * (a * b + b))) for a, b in zip(spec.widths[:-1], spec.widths[1:])]
     if mems:  # the reset ROM: P words, or N P when the channels start apart (the default: P)
-        mems.append((spec.parameter_count(), w, 1))
+        p = spec.parameter_count()
+        mems.append((p, w, 1, ram_style(p, w)))
     return mems
 
 
 def block_rams_needed(spec, family: str) -> int:
     """Lower bound of the block RAMs of ``spec``'s parameter memories on ``family`` (``ecp5``: those the
-    generator marks block, :data:`onchip.hw.ram.BLOCK_RAM_BITS` bits and up; ``ice40``: every memory)."""
-    from ..hw.ram import BLOCK_RAM_BITS
-
-    return sum(c * _blocks(d, wd, family) for d, wd, c in parameter_memories(spec)
-               if family == "ice40" or d * wd >= BLOCK_RAM_BITS)
+    generator marks block; ``ice40``: every memory)."""
+    return sum(c * _blocks(d, wd, family) for d, wd, c, style in parameter_memories(spec)
+               if family == "ice40" or style == "block")
 
 
 def check_lattice_bram(spec, device: str, family: str) -> int | None:

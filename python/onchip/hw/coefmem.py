@@ -25,7 +25,7 @@ from amaranth.lib.memory import Memory
 
 from ..fixed import Fmt
 from .fixedpoint import fmt_shape
-from .ram import ram_style
+from .ram import bank_style
 
 
 def split_cell(m: Module, cell: Value, k1: int, grid_size: int, name: str) -> tuple[Value, Value]:
@@ -102,7 +102,7 @@ class EdgeBanks:
                 words = [int(ch[q]) for q in range(b, n, k1)]
                 init += words + [0] * (self.span - len(words))
             mem = Memory(shape=fmt_shape(fmt), depth=depth, init=init,
-                         attrs={"ram_style": ram_style(depth, fmt.width)})
+                         attrs={"ram_style": bank_style(depth, fmt.width, len(per))})
             m.submodules[f"{name}_bank{b}"] = mem
             wp = mem.write_port()
             self.write.append(wp)
