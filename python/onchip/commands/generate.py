@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{design.top}: {info['architecture']}; {_args.plan_words(spec, info)}, "
         f"latency to prediction {info['latency_cycles_prediction']} cycles, "
-        f"to update {info['latency_cycles_update']} cycles, II {info['initiation_interval']} -> {args.out}"
+        f"to update {info['latency_cycles_update']} cycles, II {info['initiation_interval']}"
+        + (f" ({info['channels']} channels in round robin; {info['initiation_interval_channel']} within a channel)"
+           if info.get("channels", 1) > 1 else "") + f" -> {args.out}"
     )
     return 0
