@@ -57,9 +57,10 @@ def kan(timing: str, channels: int = 4):
     return preset("kan", timing, channels)
 
 
-# (kind, timing, order): the KAN at fast in every order and both kinds in random order run by
-# default, the rest in the slow set (a Verilator build each design)
-CASES = [pytest.param(k, t, o, marks=() if (k == "kan" and t == "fast") or o == "random" else pytest.mark.slow)
+# (kind, timing, order): the KAN at fast in every order, the KAN at compact and the MLP at fast in
+# random order run by default, the rest in the slow set (a Verilator build each design)
+DEFAULT = {("kan", "fast")} | {("kan", "compact", "random"), ("mlp", "fast", "random")}
+CASES = [pytest.param(k, t, o, marks=() if (k, t) in DEFAULT or (k, t, o) in DEFAULT else pytest.mark.slow)
          for k in ("kan", "mlp") for t in ("compact", "fast") for o in ORDERS]
 
 
@@ -111,14 +112,21 @@ def test_channels_interval(kind, timing, channels):
     assert set(lat) == {info["latency_cycles_prediction"]}
 
 
-@pytest.mark.parametrize("kind", ["kan", "mlp"])
-def test_channels_reset_checkpoint_restore(kind):
-    """Per-channel reset ROM (a distinct theta per channel), reset with samples in flight, read-back,
+@pytest.mark.parametrize("kind, shared", [("kan", False), ("mlp", True),
+                                           pytest.param("mlp", False, marks=pytest.mark.slow)])
+def test_channels_reset_checkpoint_restore(kind, shared):
+    """Per-channel reset ROM (a distinct theta per channel, or one ROM of P words shared by every
+    channel: mlp-readout's nonzero initial parameters), reset with samples in flight, read-back,
     checkpoint and restore through the (channel, index) parameter port, under random stalls."""
     spec = preset(kind, "fast", channels=3)  # N not a power of two: the field holds 3, the design has no channel 3
     p = spec.parameter_count()
-    theta0 = np.stack([random_theta(single_channel(spec), s) for s in range(spec.channels)])
-    design = cached_design(spec, theta=theta0)
+    if shared:
+        theta0 = channel_parameters(spec)
+        assert theta0.any()
+        design = cached_design(spec)
+    else:
+        theta0 = np.stack([random_theta(single_channel(spec), s) for s in range(spec.channels)])
+        design = cached_design(spec, theta=theta0)
     xs = [stimulus(spec, 500, seed=s) for s in (11, 12, 13)]
     chs = [channel_order(o, 500, spec.channels, s) for o, s in zip(ORDERS, (1, 2, 3))]
     restore = np.stack([random_theta(single_channel(spec), 10 + s) for s in range(spec.channels)])
@@ -170,7 +178,7 @@ def test_channel_missing_and_theta_shape_refused():
         channel_parameters(spec, np.zeros((3, p), int))
 
 
-@pytest.mark.parametrize("kind", ["kan", "mlp"])
+@pytest.mark.parametrize("kind", ["kan", pytest.param("mlp", marks=pytest.mark.slow)])
 def test_rtl_backend_channels(kind):
     """The ``rtl`` backend (the Verilated core under the C++ stream harness) takes ``channel`` and
     (N, P) parameters, loads them through the (channel, index) port and reads (N, P) back."""
