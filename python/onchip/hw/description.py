@@ -471,11 +471,7 @@ def description_lines(info: dict, which: str = "core") -> list[str]:
     lines += [
         f"Latency: prediction {info['latency_cycles_prediction']} cycles after the edge that takes the sample, "
         f"update committed after {info['latency_cycles_update']}; II {info['initiation_interval']} "
-        f"cycle{'s' if info['initiation_interval'] != 1 else ''}."
-        + (f" {info['channels']} channels: a sample waits while one of its channel is in the first "
-           f"{info['initiation_interval_channel'] - 1} stages (II {info['initiation_interval_channel']} within a "
-           f"channel; {info['initiation_interval_round_robin']:g} per sample in round robin)."
-           if info.get("channels", 1) > 1 else ""),
+        f"cycle{'s' if info['initiation_interval'] != 1 else ''}.",
         f"Timing plan: {info['timing']} ({TIMING_PLANS[info['timing']]}); stages (0: the cycle that takes the sample): prediction {st['prediction']}, "
         f"parameter read per layer {st['read']}, update per layer {st['update']}, parameter port {st['port']}.",
         "Formats: " + ", ".join(f"{k} {v}" for k, v in info["formats"].items()) + ".",
