@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -49,6 +50,7 @@ def point_spec(preset: str, channels: int):
     return ALL[preset].replace(timing=TIMING, channels=channels)
 
 
+@functools.lru_cache(maxsize=None)
 def point_design(preset: str, channels: int, top: str = "onchip_learner"):
     """The core as ``onchip pnr`` / ``onchip synth --family ecp5`` builds it (products in MULT18X18D)."""
     from onchip.hw import generate
