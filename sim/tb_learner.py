@@ -16,7 +16,9 @@ parameter response in a cycle (random stalls from ``seed``); a segment may
 hold its own ``p_valid`` / ``p_ready`` / ``p_param_ready`` for its cycles
 (e.g. 1.0: a segment without stalls, to measure latency and II); ``measure``:
 also record the cycles of every acceptance, prediction and commit strobe.
-``param_count``: parameters read or written; ``command``: ``{"data", "addr", "write"}`` ->
+``param_count``: parameters read or written per channel; ``channels`` (default 1): a read or
+write covers every channel, channel by channel (``values`` then holds channels x param_count
+values); ``command``: ``{"data", "addr", "write"}`` (and ``"channel"`` for more than one channel) ->
 ``[offset, width]`` in the command payload (from its layout, :func:`onchip.hw.interface.command_layout`).
 ``names`` (optional) drives a wrapper instead of the core: ``{"clk": ..., "rst": ...,
 "rst_active_low": bool, "s": prefix, "m": ..., "pc": ..., "pr": ...}``, the streams
@@ -59,6 +61,9 @@ async def stream(dut):
     p_param_ready = job.get("p_param_ready", 1.0)
     measure = job.get("measure", False)
     n_params = job["param_count"]
+    channels = job.get("channels", 1)
+    # (channel, index) of every parameter a read or a write covers, channel by channel
+    where = [({"channel": c} if channels > 1 else {}, a) for c in range(channels) for a in range(n_params)]
     fields = job["command"]  # name -> [offset, width] of the command layout
 
     def command(**values):
@@ -114,9 +119,9 @@ async def stream(dut):
         then = seg.get("then", {"op": "none"})
         op = then["op"]
         if op == "read":
-            cmds = [command(addr=a, write=0) for a in range(n_params)]
+            cmds = [command(addr=a, write=0, **ch) for ch, a in where]
         elif op == "write":
-            cmds = [command(data=v, addr=a, write=1) for a, v in enumerate(then["values"])]
+            cmds = [command(data=v, addr=a, write=1, **ch) for (ch, a), v in zip(where, then["values"])]
         else:
             cmds = []
         n, i, sent_cmd = len(payloads), 0, 0

@@ -223,8 +223,7 @@ class RtlBackend:
     def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False, channel=None):
         from .verilator.backend import run
 
-        refuse_channels(spec, self.name, channel, len(np.asarray(x)))
-        return run(spec, x, y, kind=kind, theta=theta, learn=learn, progress=progress)
+        return run(spec, x, y, kind=kind, theta=theta, learn=learn, progress=progress, channel=channel)
 
 
 class CocotbBackend:
@@ -239,15 +238,15 @@ class CocotbBackend:
 
     def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False, channel=None):
         from .hw import sim
-        from .model.golden import check_parameters, check_stream, initial_parameters
+        from .hw.interface import channel_parameters
+        from .model.golden import check_stream
 
-        refuse_channels(spec, self.name, channel, len(np.asarray(x)))
         x, y, kind = check_stream(spec, x, y, learn=learn, kind=kind)
-        theta = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
+        theta = channel_parameters(spec, theta)  # (channels, P)
         design = sim.cached_design(spec)
-        write = {"op": "write", "values": [int(v) for v in theta]}
+        write = {"op": "write", "values": [int(v) for v in theta.ravel()]}
         segments = [{"payloads": [], "then": write},
-                    {"payloads": sim.pack_samples(design, x, y, kind), "then": {"op": "none"}},
+                    {"payloads": sim.pack_samples(design, x, y, kind, channel), "then": {"op": "none"}},
                     {"payloads": [], "then": {"op": "read"}}]
         segs = sim.run_job(design, segments)["segments"]
         got = [sim.unpack_predictions(design, s["preds"], decisions=True) for s in segs if s["preds"]]
@@ -255,7 +254,8 @@ class CocotbBackend:
             preds, dec = np.concatenate([p for p, _ in got]), np.concatenate([d for _, d in got])
         else:
             preds, dec = np.zeros((0, spec.n_out), np.int64), np.zeros(0, np.int64)
-        return RunResult(preds.astype(np.int64), sim.unpack_coef(design, segs[-1]["responses"]), dec)
+        final = sim.unpack_coef(design, segs[-1]["responses"])
+        return RunResult(preds.astype(np.int64), final.reshape(spec.channels, -1) if spec.channels > 1 else final, dec)
 
 
 class HlsBackend:

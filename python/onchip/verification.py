@@ -428,6 +428,57 @@ def _max_cycles(info: dict, n: int) -> int:
     return 20 * (n * per + fixed) + 20_000
 
 
+def _channel_bench_cases(spec, design, x, y, *, backend, seed, log, theta=None) -> list[Case]:
+    """N > 1 channels: the stream with a random channel per sample (seeded by ``seed``) under random
+    stalls, then every channel's parameters read back, against N single-channel sequential golden
+    learners each run on its channel's samples; then round-robin channels without stalls, whose
+    accepted-sample interval must be the reported round-robin II."""
+    from .hw import sim
+    from .hw.interface import channel_parameters, single_channel
+    from .model import GoldenLearner
+
+    n_ch, one = spec.channels, single_channel(spec)
+    theta = channel_parameters(spec, theta)
+    ch = np.random.default_rng([seed, 67]).integers(0, n_ch, len(x))
+    rr = np.arange(min(len(x), TIMING_SAMPLES)) % n_ch
+    want = np.zeros((len(x), spec.n_out), np.int64)
+    final = []
+    for c in range(n_ch):
+        g, pick = GoldenLearner(one, theta[c]), ch == c
+        if pick.any():
+            want[pick] = g.run(x[pick], y[pick])
+        g.flush()
+        final.append(g.theta.copy())
+    simulator = "icarus" if backend == "icarus" else "verilator"
+    log(f"{backend}: cocotb bench, {len(x)} samples on {n_ch} channels in random order with random stalls, "
+        f"read-back of every channel, then {len(rr)} in round robin without stalls (timing)")
+    t0 = time.perf_counter()
+    write = {"op": "write", "values": [int(v) for v in theta.ravel()]}
+    out = _run_bench(design, [
+        {"payloads": [], "then": write},
+        {"payloads": sim.pack_samples(design, x, y, channel=ch), "then": {"op": "read"}},
+        {"payloads": sim.pack_samples(design, x[: len(rr)], y[: len(rr)], channel=rr), "then": {"op": "none"},
+         **{k: 1.0 for k in STALLS}},
+    ], seed=seed, measure=True, simulator=simulator, max_cycles=_max_cycles(design.info, 2 * len(x)), **STALLS)
+    seconds = time.perf_counter() - t0
+    _, seg, seg_rr = out["segments"]
+    who = f"{backend} (cocotb)"
+    got = sim.unpack_predictions(design, seg["preds"])
+    cases = [_case(f"{backend}.predictions", _compare_preds(spec, got, want, 0, x, y, who),
+                   f"{len(x)} predictions on {n_ch} channels equal the golden model's per channel", seconds)]
+    got_theta = sim.unpack_coef(design, seg["responses"])
+    cases.append(_case(f"{backend}.parameters", _compare_theta(got_theta, np.concatenate(final), who, "read-back"),
+                       f"{got_theta.size} parameters ({n_ch} channels) read back equal the golden model's"))
+    gaps = np.diff(seg_rr["accept_cycles"])
+    ii, ii_ch = design.info["initiation_interval_round_robin"], design.info["initiation_interval_channel"]
+    # N samples per II_ch cycles: the cycles of k gaps are k II, give or take one channel's II
+    ok = gaps.size > 0 and abs(int(gaps.sum()) - gaps.size * ii) <= (0 if ii == 1 else ii_ch)
+    mean = f"{gaps.mean():.3f}" if gaps.size else "none"
+    cases.append(Case(f"{backend}.initiation_interval", "passed" if ok else "failed",
+                      f"round-robin channels: measured {mean} cycles per sample, reported {ii:g}"))
+    return cases
+
+
 def _bench_cases(spec, design, x, y, *, backend, seed, waves, log, theta=None) -> tuple[list[Case], str | None]:
     """One bench job: a stall-free timing segment, then the stream under stalls with a reset,
     read-backs and a restoring write; the cases of ``backend`` and the waveform path (or None)."""
@@ -663,7 +714,7 @@ def check_arguments(samples, seed, backends) -> tuple[int, int, tuple[str, ...]]
 def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STREAM, data=None,
            backends=("rtl", "hls"), schedule: str | None = None, staleness=None, timing: str | None = None,
            waves: bool = False, progress: bool = False, top: str | None = None, theta=None,
-           formal_dir=None, equivalence: float = 0) -> VerifyReport:
+           formal_dir=None, equivalence: float = 0, channels: int | None = None) -> VerifyReport:
     """Verify the hardware of ``spec`` against the golden model (see the module docstring).
 
     Args:
@@ -677,6 +728,9 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
         schedule: override of the spec's schedule, as ``onchip generate --schedule``.
         staleness: override, as ``--staleness``: an integer or ``"min"``.
         timing: override, as ``--timing``: ``"compact"`` or ``"fast"``.
+        channels: override, as ``--channels``: N > 1 runs the RTL bench on a random channel order
+            against N single-channel golden learners; the HLS backend (one channel) is reported
+            skipped with the reason.
         waves: dump the bench's protocol job as FST (VCD without the LZ4 headers); a second,
             traced Verilator build. The dump path is in the report and in every mismatch.
         progress: print one line per stage to stderr and show the HLS progress bar.
@@ -710,12 +764,13 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
     if isinstance(equivalence, bool) or not isinstance(equivalence, (int, float, np.integer, np.floating)) \
             or not np.isfinite(equivalence) or equivalence < 0:
         raise ValueError(f"equivalence: must be a number of seconds >= 0, got {equivalence!r}")
-    spec = resolve_spec(spec, schedule, staleness, timing)
+    spec = resolve_spec(spec, schedule, staleness, timing, channels)
     if theta is not None:
+        from .hw.interface import channel_parameters
         from .model.golden import check_parameters
 
         try:
-            theta = check_parameters(spec, theta)
+            theta = check_parameters(spec, theta) if spec.channels == 1 else channel_parameters(spec, theta)
         except ValueError as exc:
             raise ValueError(f"theta: {exc}") from None
     x, y = make_verify_stream(spec, stream, samples, seed, data)
@@ -728,6 +783,8 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
     design = None
     for backend in backends:
         why = _available(backend)
+        if not why and spec.channels > 1 and backend == "hls":
+            why = f"channels={spec.channels}: the HLS C++ checked here has one channel"
         if why:
             report.cases.append(Case(backend, "skipped", f"not run: {why}"))
             continue
@@ -747,6 +804,10 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
 
                     log(f"generating the RTL of {report.label}")
                     design = cached_design(spec, top) if theta is None else cached_design(spec, top, theta=theta)
+                if spec.channels > 1:
+                    report.cases += _channel_bench_cases(spec, design, x, y, backend=backend, seed=seed, log=log,
+                                                         theta=theta)
+                    continue
                 cases, dump = _bench_cases(spec, design, x, y, backend=backend, seed=seed, waves=waves, log=log,
                                            theta=theta)
                 report.cases += cases

@@ -67,9 +67,13 @@ def add_seed(parser: argparse.ArgumentParser, *, many: bool = False, what: str =
 
 
 def add_spec(parser: argparse.ArgumentParser) -> None:
-    """Add ``--spec`` and the design overrides ``--schedule``, ``--staleness`` and ``--timing``
-    (applied by :func:`onchip.commands.generate.resolve_spec`) for the commands that build a learner."""
+    """Add ``--spec`` and the design overrides ``--schedule``, ``--staleness``, ``--timing`` and
+    ``--channels`` (applied by :func:`onchip.commands.generate.resolve_spec`) for the commands that
+    build a learner."""
     parser.add_argument("--spec", required=True, help="a preset name or a TOML spec file")
+    parser.add_argument("--channels", type=int_range(1, None), default=None, metavar="N",
+                        help="override the spec's channels: N independent learners on one datapath, each "
+                             "sample naming its channel (default: the spec's, 1 unless it sets one)")
     parser.add_argument("--schedule", choices=("sequential", "pipelined"), help="override the spec's schedule")
     parser.add_argument(
         "--staleness",

@@ -32,8 +32,8 @@ def add_parser(subparsers) -> None:
 
 
 def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | int | None = None,
-                 timing: str | None = None):
-    """Load a spec and apply the --schedule / --staleness / --timing overrides.
+                 timing: str | None = None, channels: int | None = None):
+    """Load a spec and apply the --schedule / --staleness / --timing / --channels overrides.
 
     A ``timing`` override of a pipelined spec raises a staleness below the new
     :func:`~onchip.hw.learner.min_staleness` to it, unless ``staleness`` is given.
@@ -46,6 +46,11 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
     from ..spec import load_spec
 
     spec = load_spec(spec_arg)
+    if channels is not None:
+        try:
+            spec = spec.replace(channels=channels)
+        except ValueError as exc:
+            raise ValueError(f"--channels {channels}: {exc}") from None
     if timing:
         try:
             spec = spec.replace(timing=timing)
@@ -83,13 +88,15 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
 def run(args: argparse.Namespace) -> int:
     from ..flow.steps import generate_to
 
-    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing)
+    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing, args.channels)
     design = generate_to(spec, args.out, top=args.top, theta=_args.load_theta(args.theta, spec),
                          dsp=None if args.dsp == "generic" else args.dsp, packet=args.packet)
     info = design.info
     print(
         f"{design.top}: {info['architecture']}; {_args.plan_words(spec, info)}, "
         f"latency to prediction {info['latency_cycles_prediction']} cycles, "
-        f"to update {info['latency_cycles_update']} cycles, II {info['initiation_interval']} -> {args.out}"
+        f"to update {info['latency_cycles_update']} cycles, II {info['initiation_interval']}"
+        + (f" ({info['channels']} channels in round robin; {info['initiation_interval_channel']} within a channel)"
+           if info.get("channels", 1) > 1 else "") + f" -> {args.out}"
     )
     return 0

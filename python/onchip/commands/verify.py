@@ -73,6 +73,14 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run, reports_out=True)
 
 
+def resolve(args):
+    """The spec ``--theta`` is read for: ``--spec`` with ``--channels`` (the shape it takes)."""
+    from ..spec import load_spec
+
+    spec = load_spec(args.spec)
+    return spec if args.channels is None else spec.replace(channels=args.channels)
+
+
 def run(args) -> int:
     import shutil
 
@@ -88,7 +96,8 @@ def run(args) -> int:
         report = verify(args.spec, samples=args.samples, seed=args.seed, stream=args.stream, data=args.data,
                         backends=backends, schedule=args.schedule, staleness=args.staleness,
                         timing=args.timing, waves=args.waves, progress=not args.quiet, top=args.top,
-                        theta=_args.load_theta(args.theta, args.spec), equivalence=args.equivalence)
+                        theta=_args.load_theta(args.theta, resolve(args)), equivalence=args.equivalence,
+                        channels=args.channels)
     except ValueError as exc:
         message = _args.flag_message(str(exc), list(FLAGS), FLAGS)
         if message == str(exc) and not message.startswith("--") and "spec" in message.split(":")[0]:

@@ -84,20 +84,21 @@ def frame_bytes(width: int) -> int:
     return max(1, math.ceil(width / 8))
 
 
-def sample_frames(spec, x_raw, y_raw) -> list[bytes]:
+def sample_frames(spec, x_raw, y_raw, channel=None) -> list[bytes]:
     """What a host sends a board: one little-endian frame of ``ceil(S/8)`` bytes per sample.
 
     Args:
         spec: the learner's :class:`~onchip.spec.LearnerSpec`.
         x_raw, y_raw: (N, n_in) / (N, n_out) raw integers (``input`` / ``act`` formats).
+        channel: (N,) channels 0 .. channels - 1 (a spec of N > 1 channels; the frame's ``channel`` field).
 
     Raises:
-        ValueError: wrong shapes or raw values outside their formats.
+        ValueError: wrong shapes, raw values outside their formats, a bad channel.
     """
     from ..hw.interface import pack_samples, sample_layout
 
     n = frame_bytes(sample_layout(spec).size)
-    return [word.to_bytes(n, "little") for word in pack_samples(spec, x_raw, y_raw)]
+    return [word.to_bytes(n, "little") for word in pack_samples(spec, x_raw, y_raw, channel=channel)]
 
 
 def prediction_frame_bytes(spec) -> int:

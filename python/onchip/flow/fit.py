@@ -56,6 +56,13 @@ XILINX_PARTS: dict[str, dict[str, int]] = {
 #: DSP blocks of the Lattice devices on onchip's boards: ECP5 18x18 multipliers (Lattice FPGA-DS-02012,
 #: ECP5 and ECP5-5G Family Data Sheet, Table 1.1) and iCE40 UltraPlus SB_MAC16 (FPGA-DS-02008, Table 1.1).
 LATTICE_DSP = {"LFE5U-12F": 28, "LFE5U-25F": 28, "LFE5U-45F": 72, "LFE5U-85F": 156, "iCE40UP5K": 8}
+#: Block RAMs of the Lattice devices on onchip's boards: ECP5 sysMEM EBR (DP16KD, 18 Kbit; FPGA-DS-02012,
+#: Table 1.1) and iCE40 UltraPlus EBR (SB_RAM40_4K, 4 Kbit; FPGA-DS-02008, Table 1.1).
+LATTICE_BRAM = {"LFE5U-12F": 32, "LFE5U-25F": 56, "LFE5U-45F": 108, "LFE5U-85F": 208, "iCE40UP5K": 30}
+#: (depth, width) configurations of one block RAM, per family (DP16KD: FPGA-TN-02204 sysMEM usage guide;
+#: SB_RAM40_4K: iCE40 Technology Library)
+BRAM_SHAPES = {"ecp5": ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)),
+               "ice40": ((2048, 2), (1024, 4), (512, 8), (256, 16))}
 #: resource key -> the name users read, with the Xilinx primitive it counts
 XILINX_NAMES = {"dsp": "DSP (DSP48)", "bram": "BRAM (RAMB36)", "lut": "LUT", "ff": "FF"}
 
@@ -154,6 +161,68 @@ def check_lattice_dsp(verilog: str, top: str, device: str, family: str) -> int |
         raise DesignTooLarge(f"the design does not fit the {device}: DSP ({DSP_PRIMITIVES[family]}): {needed} "
                              f"needed, {available} available (counted after coarse synthesis; LUT, FF and BRAM "
                              f"are counted when it fits)")
+    return needed
+
+
+def _blocks(depth: int, width: int, family: str) -> int:
+    """Block RAMs of ``family`` one depth x width memory takes at the least (its best configuration)."""
+    return min(-(-depth // d) * -(-width // w) for d, w in BRAM_SHAPES[family])
+
+
+def parameter_memories(spec) -> list[tuple[int, int, int, str]]:
+    """The memories of ``spec``'s parallel datapath as (depth, width, copies, ram_style): the KAN
+    coefficient banks (k + 1 per edge, a range per channel, :class:`onchip.hw.coefmem.EdgeBanks`), the
+    MLP's rows per channel (N > 1), the reset ROM of the banks; ``copies``: one per read port (a
+    block RAM serves one write and one read; the banks have two reads). Memories the generator keeps in
+    LUT RAM or logic (``ram_style`` "distributed", :func:`onchip.hw.ram.bank_style`) are left out by
+    :func:`block_rams_needed` (not on the iCE40, which has no LUT RAM); empty for the serial datapaths."""
+    from ..hw.ram import bank_style, ram_style
+
+    if spec.datapath != "parallel":
+        return []
+    n, w = spec.channels, spec.formats.coef.width
+    mems = []  # (depth, width, copies, ram_style)
+    if spec.kind == "kan":
+        k1, nc = spec.spline_order + 1, spec.n_coef
+        depth = -(-nc // k1)
+        span = depth if n == 1 else 1 << (depth - 1).bit_length()
+        edges = sum(a * b for a, b in zip(spec.widths[:-1], spec.widths[1:]))
+        mems += [(span * n, w, 2, bank_style(span * n, w, n))] * (edges * k1)
+    elif n > 1:
+        mems += [(n, w * (a * b + b), 2, ram_style(n, w * (a * b + b))) for a, b in zip(spec.widths[:-1], spec.widths[1:])]
+    if mems:  # the reset ROM: P words, or N P when the channels start apart (the default: P)
+        p = spec.parameter_count()
+        mems.append((p, w, 1, ram_style(p, w)))
+    return mems
+
+
+def block_rams_needed(spec, family: str) -> int:
+    """Lower bound of the block RAMs of ``spec``'s parameter memories on ``family`` (``ecp5``: those the
+    generator marks block; ``ice40``: every memory)."""
+    return sum(c * _blocks(d, wd, family) for d, wd, c, style in parameter_memories(spec)
+               if family == "ice40" or style == "block")
+
+
+def check_lattice_bram(spec, device: str, family: str) -> int | None:
+    """Refuse, before any synthesis, a ``spec`` whose parameter memories (with N channels: N banks)
+    take more block RAMs than the Lattice ``device`` has (:func:`block_rams_needed`, a lower bound).
+
+    Returns:
+        the block RAMs counted, or None for one channel (nextpnr's pack decides, as for every
+        resource) or a device or family without a count here.
+
+    Raises:
+        DesignTooLarge: more than the device has, naming the BRAM count needed and available.
+    """
+    available = LATTICE_BRAM.get(device)
+    if available is None or family not in BRAM_SHAPES or spec.channels == 1:  # one channel: the pack decides
+        return None
+    needed = block_rams_needed(spec, family)
+    if needed > available:
+        cell = {"ecp5": "DP16KD", "ice40": "SB_RAM40_4K"}[family]
+        raise DesignTooLarge(f"the design does not fit the {device}: BRAM ({cell}): at least {needed} needed, "
+                             f"{available} available (the parameter memories of channels={spec.channels}, "
+                             f"{spec.parameter_count()} parameters each)")
     return needed
 
 

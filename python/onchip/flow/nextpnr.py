@@ -256,6 +256,10 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
     # in seconds to a minute: a design taking more DSPs than the device has is refused before the
     # full synthesis (hours on the largest) and before its board top is built (an Amaranth top
     # never elaborated warns)
+    # at once, from the spec: N channels' parameter banks over the device's block RAM
+    from ..spec import LearnerSpec
+
+    fit.check_lattice_bram(LearnerSpec.from_dict(design.info["spec"]), spec_board.platform().device, spec_board.family)
     fit.check_lattice_dsp(design.verilog, design.top, spec_board.platform().device, spec_board.family)
     platform, top = board_top(design, spec_board, baud)
     clk_hz = platform.lookup(platform.default_clk).clock.frequency

@@ -193,7 +193,11 @@ def pnr(spec: "LearnerSpec | str | os.PathLike", *, out: "str | os.PathLike", bo
         raise ValueError(f"--baud must be >= 1200, got {baud}")
     check_board_top(top)
     check_output_dir(out)
-    design = generate(spec, axis=False, top=top, theta=theta, dsp=family_dsp(get_board(board).family))
+    from . import fit
+
+    lattice = get_board(board)
+    fit.check_lattice_bram(spec, lattice.platform().device, lattice.family)  # before generating N banks
+    design = generate(spec, axis=False, top=top, theta=theta, dsp=family_dsp(lattice.family))
     with atomic_output_dir(out) as stage:
         report = place_and_route(design, board, stage, baud=baud, seed=seed)
         # the core as placed, its header and JSON now giving the board clock and the placement's fmax

@@ -118,7 +118,13 @@ def prove(spec, *, top: str | None = None, theta=None, folder=None, levels=LEVEL
     why = missing_tools()
     if why:
         raise FileNotFoundError(why)
-    theta0 = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
+    if spec.channels > 1:  # (N, P); the covers take channel 0's
+        from ..hw.interface import channel_parameters
+
+        theta_all = channel_parameters(spec, theta)
+        theta0 = theta_all[0]
+    else:
+        theta0 = theta_all = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
     design = generate(spec, top=top or TOP, theta=theta, axis="axis" in levels)
     folder = _folder(folder)
     verilog = verilog or {}
@@ -130,7 +136,7 @@ def prove(spec, *, top: str | None = None, theta=None, folder=None, levels=LEVEL
             out += prove_protocol(design.info, text, level, folder / level, response=True, log=log)
             out += check_covers(design.info, text, level, theta0, folder / level, log=log)
     if readback:
-        out += prove_readback(design, theta0, folder / "readback", verilog=verilog.get("core"), log=log)
+        out += prove_readback(design, theta_all, folder / "readback", verilog=verilog.get("core"), log=log)
     return out
 
 

@@ -28,6 +28,9 @@ property                       what it says (m: predictions, pr: parameter respo
 ``command_ready_needs_valid``  command ready is high only while command valid is
 ``no_sample_while_command``    while a command is offered no sample is taken
 ``command_only_when_drained``  a command is taken only when every sample's prediction has been taken
+``channel_hazard``             (N > 1 channels) no sample is taken while a sample of its channel is in
+                               one of the first II - 1 stages (II: between two samples of one channel,
+                               ``initiation_interval_channel``): its update is not yet committed
 =============================  ==========================================================================
 
 Bounded response (:data:`RESPONSE_PROPERTIES`, with ``harness(..., response=True)``): the safety
@@ -48,7 +51,8 @@ transfer, except across a reset. The learner is never constrained.
 :func:`readback_harness` writes the bounded companion ``read_returns_last_write``: for an
 arbitrary address A (``anyconst``), a read of A answers the last value written to A, or the
 initial parameter after a reset (with the parameter port alone: no sample offered);
-``write_echoes_value``: a write answers the value written.
+``write_echoes_value``: a write answers the value written. With N > 1 channels the address is
+(channel, index), both ``anyconst``.
 
 Internal signals (the stage valid bits, the reload counter) are read through Yosys ``expose``
 after ``flatten``: :func:`observed` lists them by the names the generators give them
@@ -91,7 +95,16 @@ def protocol_properties(info: dict, level: str) -> tuple[str, ...]:
     :data:`PROTOCOL_PROPERTIES` (the reload ones only where parameters reload from a ROM after
     reset), plus :data:`AXIS_PROPERTIES` for ``"axis"``."""
     out = [p for p in PROTOCOL_PROPERTIES if _reloads(info) or p not in _RELOAD_ONLY]
+    out += list(CHANNEL_PROPERTIES if _channels(info) > 1 else ())
     return tuple(out + list(AXIS_PROPERTIES if level == "axis" else ()))
+
+
+#: properties of a design of N > 1 channels
+CHANNEL_PROPERTIES = ("channel_hazard",)
+
+
+def _channels(info: dict) -> int:
+    return int(info.get("channels", 1))
 
 
 _RELOAD_ONLY = ("no_sample_during_reload", "no_command_during_reload", "nothing_valid_during_reload",
@@ -109,6 +122,8 @@ def in_flight_bound(info: dict) -> int:
     p, ii = info["latency_cycles_prediction"], info["initiation_interval"]
     if info["datapath"] == "serial":
         return 2
+    if _channels(info) > 1:  # round-robin channels fill every stage
+        return p
     return p if info["schedule"] == "pipelined" else math.ceil(p / ii)
 
 
@@ -121,7 +136,9 @@ def observed(info: dict, level: str) -> dict[str, str]:
       and ``rw<n>`` = ``read_wait<n>`` (a read on its way through the port's stages, n = 0 .. port);
     * serial MLP: ``fwd<l>`` = ``fwd_l<l>`` (layer l's forward pass), ``responding`` (the
       sequencer's RESPOND state) and ``out_valid`` = ``m__valid``;
-    * where parameters reload: ``reload_count``.
+    * where parameters reload: ``reload_count``;
+    * N > 1 channels: ``c<s>`` = ``channel_s<s>`` (the channel of the sample at stage s) for
+      s = 1 .. II - 1 (``initiation_interval_channel``), and their ``v<s>``.
     """
     pre = "learner." if level == "axis" else ""
     names = {}
@@ -136,6 +153,10 @@ def observed(info: dict, level: str) -> dict[str, str]:
             names[f"v{s}"] = f"{pre}valid_s{s}"
         for n in range(info["stages"].get("port", 0) + 1):
             names[f"rw{n}"] = f"{pre}read_wait{n or ''}"
+        if _channels(info) > 1:
+            for s in range(1, info["initiation_interval_channel"]):
+                names[f"c{s}"] = f"{pre}channel_s{s}"
+                names[f"v{s}"] = f"{pre}valid_s{s}"
     if _reloads(info):
         names["reload_count"] = f"{pre}reload_count"
     return names
@@ -188,10 +209,12 @@ def _instance(info: dict, level: str, extra: dict[str, str]) -> tuple[list[str],
 
 def _widths(info: dict, level: str) -> dict[str, tuple[str, int]]:
     """:func:`observed` with each signal's width."""
-    n = info["param_count"]
+    n = info["param_count"] * _channels(info)
     out = {}
     for wire, name in observed(info, level).items():
         width = max(1, (n + 1).bit_length()) if wire == "reload_count" else 1
+        if wire.startswith("c") and wire[1:].isdigit():  # a stage's channel
+            width = info["payload"]["s"]["channel"]["width"]
         out[wire] = (name, width)
     return out
 
@@ -269,7 +292,7 @@ def harness(info: dict, level: str, *, response: bool = False) -> tuple[str, str
     wf = _counter_width(info["latency_cycles_prediction"] + 2)
     since, cap = _since_logic(info)
     reloads = _reloads(info)
-    n = info["param_count"]
+    n = info["param_count"] * _channels(info)  # the reload writes N P words
     lines = ["module onchip_props(input clk);", *decl, *_fire(), *since,
              "  reg init = 1;",
              f"  reg [{wf - 1}:0] inflight = 0;  // samples accepted, predictions not yet taken",
@@ -288,7 +311,7 @@ def harness(info: dict, level: str, *, response: bool = False) -> tuple[str, str
         stages = f"{out_valid} + ({fwd})"
         owed = "pr_valid + responding"
     else:
-        stages = " + ".join(w for w in obs if w.startswith("v"))
+        stages = " + ".join(f"v{s}" for s in range(1, info["latency_cycles_prediction"] + 1))
         owed = "pr_valid + (" + " | ".join(w for w in obs if w.startswith("rw")) + ")"
     r, rc = info["reset_cycles"], info["reset_cycles_command"]
     # the AXI4-Stream source rules for the host, as assumptions
@@ -306,6 +329,11 @@ def harness(info: dict, level: str, *, response: bool = False) -> tuple[str, str
         "    no_sample_while_command: assert(!pc_valid || !s_ready);",
         "    command_only_when_drained: assert(!pc_fire || inflight == 0);",
     ]
+    if _channels(info) > 1:
+        ch = info["payload"]["s"]["channel"]
+        lo, cw = ch["offset"], ch["width"]
+        same = " || ".join(f"(v{s} && c{s} == s_data[{lo + cw - 1}:{lo}])" for s in range(1, info["initiation_interval_channel"]))
+        checks.append(f"    channel_hazard: assert(!s_fire || !({same or '0'}));")
     if reloads:
         checks += [
             f"    no_sample_during_reload: assert(since >= {r} || !s_ready);",
@@ -354,7 +382,7 @@ def readback_harness(info: dict, level: str, theta0) -> tuple[str, str]:
     Args:
         info: the design's description.
         level: ``"core"`` or ``"axis"``.
-        theta0: the raw initial parameters (P,), the design's reset values.
+        theta0: the raw initial parameters (P,), the design's reset values; (N, P) for N > 1 channels.
 
     Returns:
         ``(props_sv, expose_commands)`` as :func:`harness`.
@@ -367,14 +395,28 @@ def readback_harness(info: dict, level: str, theta0) -> tuple[str, str]:
     aw = pc["addr"]["width"]
     a_lo = pc["addr"]["offset"]
     w_bit = pc["write"]["offset"]
-    table = "\n".join(f"      {aw}'d{a}: theta0_a = {coef_w}'h{int(v) & ((1 << coef_w) - 1):x};"
-                      for a, v in enumerate(theta0))
+    rows = [list(r) for r in (theta0 if getattr(theta0[0], "__len__", None) else [theta0])]  # (N, P)
+    nch, n_p = len(rows), len(rows[0])
+    # N > 1 channels: the address is (channel, index), the channel field in the key's top bits
+    cw = pc["channel"]["width"] if nch > 1 else 0
+    kw = aw + cw
+    table = "\n".join(f"      {kw}'d{(c << aw) | a}: theta0_a = {coef_w}'h{int(v) & ((1 << coef_w) - 1):x};"
+                      for c, row in enumerate(rows) for a, v in enumerate(row))
+    if nch > 1:
+        c_lo = pc["channel"]["offset"]
+        chan = [f"  (* anyconst *) reg [{cw - 1}:0] CA;",
+                f"  always @(*) assume(CA < {nch});  // a channel of the design",
+                f"  wire [{cw - 1}:0] cmd_chan = pc_data[{c_lo + cw - 1}:{c_lo}];"]
+        key, hit = "{CA, A}", "cmd_addr == A && cmd_chan == CA"
+    else:
+        chan, key, hit = [], "A", "cmd_addr == A"
     lines = ["module onchip_props(input clk);", *decl, *_fire(),
              f"  (* anyconst *) reg [{aw - 1}:0] A;",
-             f"  always @(*) assume(A < {len(theta0)});  // a parameter's address (theta has P words)",
+             f"  always @(*) assume(A < {n_p});  // a parameter's address (theta has P words)",
+             *chan,
              f"  reg [{coef_w - 1}:0] theta0_a;",
              "  always @(*) begin",
-             f"    case (A)\n{table}\n      default: theta0_a = 0;\n    endcase",
+             f"    case ({key})\n{table}\n      default: theta0_a = 0;\n    endcase",
              "  end",
              f"  wire [{aw - 1}:0] cmd_addr = pc_data[{a_lo + aw - 1}:{a_lo}];",
              f"  wire cmd_write = pc_data[{w_bit}];",
@@ -387,11 +429,11 @@ def readback_harness(info: dict, level: str, theta0) -> tuple[str, str]:
              "  always @(posedge clk) begin",
              "    init <= 0;",
              "    if (rst) shadow <= theta0_a;",
-             "    else if (pc_fire && cmd_write && cmd_addr == A) shadow <= cmd_data;",
+             f"    else if (pc_fire && cmd_write && {hit}) shadow <= cmd_data;",
              "    else shadow <= cur;",
              "    if (rst) begin want_read <= 0; want_echo <= 0; end",
              "    else if (pc_fire) begin",
-             "      want_read <= !cmd_write && cmd_addr == A; want_echo <= cmd_write; echo <= cmd_data;",
+             f"      want_read <= !cmd_write && {hit}; want_echo <= cmd_write; echo <= cmd_data;",
              "    end else if (pr_fire) begin want_read <= 0; want_echo <= 0; end",
              "  end",
              "  always @(posedge clk) if (!init && !$past(rst)) begin",

@@ -79,6 +79,9 @@ def build_learner(spec: LearnerSpec, theta=None, dsp: str | None = None):
             f"{PARALLEL_MLP_MAX_PARAMS} a multiplier-per-weight datapath is generated for; "
             f"use datapath='serial' (weights in RAM, one MAC lane per neuron)"
         )
+    if spec.channels > 1 and spec.datapath == "serial":
+        raise ValueError(f"channels={spec.channels} is built on the parallel datapath; "
+                         f"datapath='serial' has one channel")
     if spec.datapath == "serial" and spec.kind == "kan":
         from .kan_serial import SerialKanLearner
 

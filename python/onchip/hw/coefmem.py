@@ -20,12 +20,12 @@ synchronous RAM keeps the pipeline's read-before-write timing unchanged.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Module, Signal, Value
+from amaranth.hdl import Array, Cat, Module, Signal, Value
 from amaranth.lib.memory import Memory
 
 from ..fixed import Fmt
 from .fixedpoint import fmt_shape
-from .ram import ram_style
+from .ram import bank_style
 
 
 def split_cell(m: Module, cell: Value, k1: int, grid_size: int, name: str) -> tuple[Value, Value]:
@@ -60,6 +60,14 @@ def by_bank(values: list[Value], lo: Value) -> list[Value]:
     return [Array([values[(b - v) % k1] for v in range(k1)])[lo] for b in range(k1)]
 
 
+def channel_address(word: Value, channel: Value | None, span: int) -> Value:
+    """RAM address of ``word`` (< ``span``, a power of two) in the range of ``channel``: the channel
+    above the word's bits; ``word`` itself when there is one channel (``channel`` None)."""
+    if channel is None:
+        return word
+    return Cat(word[: (span - 1).bit_length()], channel)
+
+
 class EdgeBanks:
     """The k+1 banks of one edge, each a :class:`amaranth.lib.memory.Memory` of
     ceil((G + k) / (k+1)) words in the coefficient format.
@@ -68,21 +76,33 @@ class EdgeBanks:
     (the commit's read of the current coefficients) and ``write``; both reads
     transparent to the write.
 
+    With N channels (``channels``: one list of G + k coefficients per channel) a bank holds N
+    such word ranges, each padded to a power of two, so an address is (channel, word) as bit
+    fields: :func:`channel_address`.
+
     Args:
         m: module receiving the memories.
         coefs: the edge's G + k initial raw coefficients (memory contents at configuration).
         k1: k + 1. fmt: coefficient format. name: prefix of the memories' names.
+        channels: the initial coefficients of every channel (N lists), instead of ``coefs``.
     """
 
-    def __init__(self, m: Module, coefs: list[int], k1: int, fmt: Fmt, name: str):
-        n = len(coefs)
+    def __init__(self, m: Module, coefs: list[int] | None, k1: int, fmt: Fmt, name: str,
+                 channels: list[list[int]] | None = None):
+        per = [coefs] if channels is None else channels
+        n = len(per[0])
         self.depth = -(-n // k1)
+        # one channel: depth words; N channels: a power-of-two range each
+        self.span = self.depth if channels is None else 1 << (self.depth - 1).bit_length()
+        depth = self.span * len(per)
         self.read, self.rmw, self.write = [], [], []
         for b in range(k1):
-            init = [int(coefs[q]) for q in range(b, n, k1)]
-            init += [0] * (self.depth - len(init))
-            mem = Memory(shape=fmt_shape(fmt), depth=self.depth, init=init,
-                         attrs={"ram_style": ram_style(self.depth, fmt.width)})
+            init = []
+            for ch in per:
+                words = [int(ch[q]) for q in range(b, n, k1)]
+                init += words + [0] * (self.span - len(words))
+            mem = Memory(shape=fmt_shape(fmt), depth=depth, init=init,
+                         attrs={"ram_style": bank_style(depth, fmt.width, len(per))})
             m.submodules[f"{name}_bank{b}"] = mem
             wp = mem.write_port()
             self.write.append(wp)

@@ -134,6 +134,8 @@ def _field_meaning(stream: str, member: str, name: str) -> str:
         ("s", "y"): f"output {index}: its target (kind TARGET) or the error dL/dy_hat (kind ERROR, in the error "
                     f"format); ignored for PREDICT",
         ("s", "kind"): "what the sample asks for; 3 is reserved and acts as PREDICT",
+        ("s", "channel"): "the channel (independent learner) the sample belongs to, 0 .. channels - 1",
+        ("pc", "channel"): "the channel whose parameter theta[channel, addr] is read or written, 0 .. channels - 1",
         ("m", "pred"): f"prediction of output {index}, made before the sample's own update",
         ("m", "decision"): "index of the largest prediction, the lowest on a tie; one output: 1 when pred0 >= 0",
         ("pc", "data"): "the value to write (write = 1); ignored by a read",
@@ -327,6 +329,17 @@ def clock_line(clock: dict) -> str:
     return f"Clock constraint: {mhz} ({clock['constraint']}). fmax: {fmax}."
 
 
+def _channel_entries(learner) -> dict:
+    """``channels``, and for N > 1 the intervals the channel order sets: ``initiation_interval_channel``
+    (between two samples of one channel: a burst of one channel), ``initiation_interval_round_robin``
+    (mean, round-robin channels; 1 once N >= the former)."""
+    n = getattr(learner, "channels", 1)
+    if n == 1:
+        return {}
+    return {"channels": n, "initiation_interval_channel": learner.sequential_ii,
+            "initiation_interval_round_robin": learner.round_robin_interval}
+
+
 def describe(learner, *, top: str, packet: int = 1) -> dict:
     """``Design.info`` of ``learner`` (an :class:`~onchip.hw.learner.OnchipLearner` or
     :class:`~onchip.hw.mlp_serial.SerialMlpLearner`) generated as module ``top``; JSON-able.
@@ -358,6 +371,7 @@ def describe(learner, *, top: str, packet: int = 1) -> dict:
         "latency_cycles_prediction": learner.latency_prediction,
         "latency_cycles_update": learner.latency_update,
         "initiation_interval": learner.initiation_interval,
+        **_channel_entries(learner),
         "timing": spec.stage_timing,
         "stages": {"prediction": stages["prediction"], "read": list(stages["read"]),
                    "update": list(stages["update"]), "port": stages["port"]},

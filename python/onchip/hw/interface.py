@@ -32,6 +32,60 @@ def param_addr_width(n_params: int) -> int:
 KIND_WIDTH = 2
 
 
+def channel_width(channels: int) -> int:
+    """Bits of the ``channel`` field of the sample and command payloads for ``channels`` = N:
+    ceil(log2 N); 0 (no field) for one channel."""
+    return (int(channels) - 1).bit_length()
+
+
+def single_channel(spec: LearnerSpec) -> LearnerSpec:
+    """The learner one channel of ``spec`` is: ``channels = 1`` on the sequential schedule
+    (each channel of a multi-channel learner is a sequential learner on its own sub-stream)."""
+    return spec if spec.channels == 1 else spec.replace(channels=1, schedule="sequential")
+
+
+def channel_parameters(spec: LearnerSpec, theta=None) -> np.ndarray:
+    """Raw parameters of every channel of ``spec``, (N, P) int64: ``theta`` None (the golden
+    initial parameters in every channel), (P,) (the same in every channel) or (N, P).
+
+    Raises:
+        ValueError: another shape (the message names ``theta`` and both shapes it takes), or values
+            :func:`onchip.model.golden.check_parameters` refuses.
+    """
+    one, n = single_channel(spec), spec.channels
+    if theta is None:
+        return np.tile(initial_parameters(one), (n, 1))
+    theta = np.asarray(theta)
+    p = one.parameter_count()
+    if theta.ndim == 1 or n == 1:
+        return np.tile(check_parameters(one, theta), (n, 1))
+    if theta.shape != (n, p):
+        raise ValueError(f"theta must have shape ({p},) or ({n}, {p}) for channels={n}, got {theta.shape}")
+    return np.stack([check_parameters(one, row) for row in theta])
+
+
+def check_channel(spec: LearnerSpec, channel, n: int) -> np.ndarray:
+    """The (n,) int64 channel of each of ``n`` samples: ``channel`` None (all 0; refused when
+    ``spec.channels`` > 1) or n integers 0 .. N-1.
+
+    Raises:
+        ValueError: a missing channel, a wrong shape, not integers, or a value outside 0 .. N-1
+            (the message names the first bad sample).
+    """
+    nch = spec.channels
+    if channel is None:
+        if nch > 1:
+            raise ValueError(f"channel must be given for channels={nch}: (N,) integers 0 .. {nch - 1}")
+        return np.zeros(n, np.int64)
+    c = np.asarray(channel)
+    if c.shape != (n,) or (c.size and not np.issubdtype(c.dtype, np.integer)):
+        raise ValueError(f"channel must be ({n},) integers 0 .. {nch - 1}, got shape {c.shape} dtype {c.dtype}")
+    bad = np.flatnonzero((c < 0) | (c >= nch))
+    if bad.size:
+        raise ValueError(f"channel[{bad[0]}] = {int(c[bad[0]])} is outside 0 .. {nch - 1} (channels={nch})")
+    return c.astype(np.int64)
+
+
 def decision_width(n_out: int) -> int:
     """Bits of the prediction payload's ``decision`` field: an index 0 .. max(n_out, 2) - 1."""
     return max(1, (max(n_out, 2) - 1).bit_length())
@@ -49,12 +103,14 @@ def y_field_shape(act_shape, grad_shape) -> Shape:
 
 
 def stream_layouts(*, n_in: int, n_out: int, input_shape, act_shape, coef_shape,
-                   addr_width: int, grad_shape=None) -> dict[str, data.StructLayout]:
+                   addr_width: int, grad_shape=None, channels: int = 1) -> dict[str, data.StructLayout]:
     """Payload layouts of the four learner streams, members lowest bits first.
 
     Args:
         grad_shape: shape of a raw ``grad`` value (default ``act_shape``); the ``y`` fields take
             :func:`y_field_shape` of the two.
+        channels: N; above 1 the sample and command payloads end with a ``channel`` field of
+            :func:`channel_width` bits (the learner whose sample it is, whose parameter it addresses).
 
     Returns:
         ``{"s": {x: ArrayLayout(input_shape, n_in), y: ArrayLayout(y_field_shape, n_out),
@@ -72,13 +128,16 @@ def stream_layouts(*, n_in: int, n_out: int, input_shape, act_shape, coef_shape,
         if value < 1:
             raise ValueError(f"stream_layouts {name} must be at least 1, got {value}")
     y_shape = y_field_shape(act_shape, act_shape if grad_shape is None else grad_shape)
+    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+        raise ValueError(f"stream_layouts channels must be an integer >= 1, got {channels!r}")
+    extra = {"channel": unsigned(channel_width(channels))} if channels > 1 else {}
     return {
         "s": data.StructLayout({"x": data.ArrayLayout(input_shape, n_in),
                                 "y": data.ArrayLayout(y_shape, n_out),
-                                "kind": unsigned(KIND_WIDTH)}),
+                                "kind": unsigned(KIND_WIDTH), **extra}),
         "m": data.StructLayout({"pred": data.ArrayLayout(act_shape, n_out),
                                 "decision": unsigned(decision_width(n_out))}),
-        "pc": data.StructLayout({"data": coef_shape, "addr": unsigned(addr_width), "write": unsigned(1)}),
+        "pc": data.StructLayout({"data": coef_shape, "addr": unsigned(addr_width), "write": unsigned(1), **extra}),
         "pr": data.StructLayout({"data": coef_shape}),
     }
 
@@ -87,13 +146,15 @@ def _spec_layouts(spec: LearnerSpec) -> dict[str, data.StructLayout]:
     f = spec.formats
     return stream_layouts(n_in=spec.n_in, n_out=spec.n_out, input_shape=fmt_shape(f.input),
                           act_shape=fmt_shape(f.act), coef_shape=fmt_shape(f.coef),
-                          addr_width=param_addr_width(spec.parameter_count()), grad_shape=fmt_shape(f.grad))
+                          addr_width=param_addr_width(spec.parameter_count()), grad_shape=fmt_shape(f.grad),
+                          channels=spec.channels)
 
 
 def sample_layout(spec: LearnerSpec) -> data.StructLayout:
     """Payload of the sample stream ``s``: ``x`` (n_in values of the input format), then ``y``
     (n_out values: targets of the act format or errors of the grad format, :func:`y_field_shape`),
-    then ``kind`` (2 bits, :class:`onchip.model.SampleKind`)."""
+    then ``kind`` (2 bits, :class:`onchip.model.SampleKind`), then, for ``channels`` N > 1,
+    ``channel`` (:func:`channel_width` bits)."""
     return _spec_layouts(spec)["s"]
 
 
@@ -105,7 +166,8 @@ def prediction_layout(spec: LearnerSpec) -> data.StructLayout:
 
 def command_layout(spec: LearnerSpec) -> data.StructLayout:
     """Payload of the parameter command stream ``pc``: ``data`` (coef format), ``addr`` (flat
-    parameter index, :func:`param_addr_width` bits), ``write`` (1: write ``data``, 0: read)."""
+    parameter index, :func:`param_addr_width` bits), ``write`` (1: write ``data``, 0: read), then,
+    for ``channels`` N > 1, ``channel`` (whose parameter, :func:`channel_width` bits)."""
     return _spec_layouts(spec)["pc"]
 
 
@@ -146,19 +208,23 @@ def field_value(word: int, fld: data.Field) -> int:
     return v - (1 << fld.width) if Shape.cast(fld.shape).signed and v >> (fld.width - 1) else v
 
 
-def pack_samples(spec: LearnerSpec, x_raw, y_raw, kind=None) -> list[int]:
-    """Raw samples (N, n_in) / (N, n_out) / kinds (N,) -> ``s__payload`` integers of
-    :func:`sample_layout` (each field two's complement in its width, x[0] from bit 0).
+def pack_samples(spec: LearnerSpec, x_raw, y_raw, kind=None, channel=None) -> list[int]:
+    """Raw samples (N, n_in) / (N, n_out) / kinds (N,) / channels (N,) -> ``s__payload`` integers
+    of :func:`sample_layout` (each field two's complement in its width, x[0] from bit 0).
 
     Raises:
         ValueError: wrong shapes, bad kinds or raw values outside their formats
-            (:func:`onchip.model.golden.check_stream`, the check every backend applies).
+            (:func:`onchip.model.golden.check_stream`, the check every backend applies), a bad
+            ``channel`` (:func:`check_channel`).
     """
     x_raw, y_raw, kind = check_stream(spec, x_raw, y_raw, kind=kind)
+    channel = check_channel(spec, channel, len(x_raw))
     fields = payload_fields(sample_layout(spec))
     total = np.zeros(len(x_raw), dtype=object)
     columns = [(f"x{i}", x_raw[:, i]) for i in range(spec.n_in)] + [(f"y{j}", y_raw[:, j]) for j in range(spec.n_out)]
     columns.append(("kind", kind))
+    if spec.channels > 1:
+        columns.append(("channel", channel))
     for name, col in columns:
         f = fields[name]
         total = total + ((col.astype(object) & ((1 << f.width) - 1)) << f.offset)
@@ -185,24 +251,33 @@ class LearnerPorts(wiring.Component):
 
         s: In(stream), samples: x[0..n_in-1] (input format W_in bits each), then y[0..n_out-1]
             (target in act, or error in grad: :func:`y_field_shape`), then kind (2 bits:
-            0 TARGET, 1 PREDICT, 2 ERROR; 3 is treated as PREDICT).
+            0 TARGET, 1 PREDICT, 2 ERROR; 3 is treated as PREDICT), then for N > 1 channels
+            channel (:func:`channel_width` bits).
         m: Out(stream), predictions pred[0..n_out-1] (act), then decision (index of the largest
             output, lowest on a tie; sign for one output), one per sample, in order.
-        pc: In(stream), parameter commands: data (W_coef) | addr (param_addr_width) << W_coef | write << top.
+        pc: In(stream), parameter commands: data (W_coef) | addr (param_addr_width) << W_coef | write
+            (| channel above it, for N > 1 channels: the parameter is theta[channel, addr]).
         pr: Out(stream), one response per command: the value read, or the value written.
 
     Attributes:
-        spec; theta0: reset values of the parameters (raw, flat (P,)); n_params: P;
+        spec; theta0: reset values of the parameters (raw, flat (N P,), channel by channel);
+        theta_channels: the same as (N, P); channels: N; n_params: P (per channel);
         layouts: the payload layout of each stream, by name (``s``, ``m``, ``pc``, ``pr``);
         addr_width, sample_width, pred_width, cmd_width: bits.
 
     Raises:
-        ValueError: a bad ``theta`` (:func:`onchip.model.golden.check_parameters`).
+        ValueError: a bad ``theta``: (P,) or, for N > 1 channels, (N, P) (:func:`channel_parameters`).
     """
 
     def __init__(self, spec: LearnerSpec, theta=None):
         self.spec = spec
-        self.theta0 = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
+        self.channels = spec.channels
+        if self.channels == 1:
+            self.theta0 = initial_parameters(spec) if theta is None else check_parameters(spec, theta)
+            self.theta_channels = self.theta0[None, :]
+        else:
+            self.theta_channels = channel_parameters(spec, theta)
+            self.theta0 = self.theta_channels.reshape(-1)
         self.n_params = spec.parameter_count()
         self.addr_width = param_addr_width(self.n_params)
         self.layouts = _spec_layouts(spec)
@@ -220,6 +295,14 @@ class LearnerPorts(wiring.Component):
         """(x[0..n_in-1], y[0..n_out-1], kind) of the sample payload ``s.payload``."""
         pl = self.s.payload
         return [pl.x[i] for i in range(self.spec.n_in)], [pl.y[j] for j in range(self.spec.n_out)], pl.kind
+
+    def sample_channel(self) -> Value | None:
+        """The ``channel`` field of the sample payload (None for one channel)."""
+        return self.s.payload.channel if self.channels > 1 else None
+
+    def command_channel(self) -> Value | None:
+        """The ``channel`` field of the parameter command (None for one channel)."""
+        return self.pc.payload.channel if self.channels > 1 else None
 
     def output_error(self, m: Module, preds, ys, kind) -> list[Value]:
         """The output error of each output by the sample's kind (the golden model's
@@ -286,28 +369,36 @@ class LearnerPorts(wiring.Component):
 
 @dataclass(frozen=True)
 class Reload:
-    """The reload of parameters from ROM after reset: ``active`` while it runs (P + 1 cycles), and in
-    the cycles it writes, ``write`` with theta0[``addr``] = ``data``."""
+    """The reload of parameters from ROM after reset: ``active`` while it runs (N P + 1 cycles), and in
+    the cycles it writes, ``write`` with theta0[``channel``, ``addr``] = ``data`` (``channel`` None
+    for one channel)."""
 
     active: Value
     write: Value
     addr: Value
     data: Value
+    channel: Value | None = None
 
 
-def reload_from_rom(m: Module, theta0, fmt: Fmt, enabled: bool = True, registered: bool = False) -> Reload:
+def reload_from_rom(m: Module, theta0, fmt: Fmt, enabled: bool = True, registered: bool = False,
+                    channels: int = 1) -> Reload:
     """A counter walking a ROM of ``theta0`` after reset, for parameters kept in RAM (``rst`` does
     not reset a RAM): word n is written in cycle n + 1, so the reload takes P + 1 cycles.
     ``enabled=False`` (every parameter a register): a reload that never runs. ``registered``:
     ``active`` is a register (cleared as the count reaches its end) rather than a compare of the
     count, the same value each cycle; for ``timing = "fast"``, where that compare into the
-    sequencer's sample handshake was the routed critical path."""
+    sequencer's sample handshake was the routed critical path. ``channels`` N > 1: ``theta0`` holds
+    N banks of P words one after the other, written as (channel, index) by two counters (no division);
+    when every channel starts from the same P words the ROM holds them once, walked N times."""
     n = len(theta0)
+    shared = channels > 1 and len({tuple(int(v) for v in row) for row in np.reshape(theta0, (channels, -1))}) == 1
+    if shared:
+        theta0 = theta0[: n // channels]
     if not enabled:
         zero = Const(0, 1)
         return Reload(zero, zero, Const(0, max(1, (n - 1).bit_length())), Const(0, fmt_shape(fmt)))
-    m.submodules.theta0_rom = rom = Memory(shape=fmt_shape(fmt), depth=n, init=[int(v) for v in theta0],
-                                           attrs=rom_attrs(n, fmt.width))
+    m.submodules.theta0_rom = rom = Memory(shape=fmt_shape(fmt), depth=len(theta0), init=[int(v) for v in theta0],
+                                           attrs=rom_attrs(len(theta0), fmt.width))
     rom_rd = rom.read_port()
     count = Signal(range(n + 2), name="reload_count")
     active = Signal(init=int(registered), name="reloading")
@@ -318,11 +409,24 @@ def reload_from_rom(m: Module, theta0, fmt: Fmt, enabled: bool = True, registere
         m.d.comb += active.eq(count != n + 1)
     write = Signal(name="reload_write")
     addr = Signal(range(max(2, n)), name="reload_addr")
+    if not shared:
+        m.d.comb += rom_rd.addr.eq(count)
     m.d.comb += [
-        rom_rd.addr.eq(count),
         write.eq(active & (count != 0)),
         addr.eq(count - 1),
     ]
     with m.If(active):
         m.d.sync += count.eq(count + 1)
-    return Reload(active, write, addr, rom_rd.data)
+    if channels == 1:
+        return Reload(active, write, addr, rom_rd.data)
+    p = n // channels
+    index = Signal(range(max(2, p)), name="reload_index")
+    channel = Signal(range(max(2, channels)), name="reload_channel")
+    with m.If(write):
+        with m.If(index == p - 1):
+            m.d.sync += [index.eq(0), channel.eq(channel + 1)]
+        with m.Else():
+            m.d.sync += index.eq(index + 1)
+    if shared:  # the word written next cycle: the index after this cycle's
+        m.d.comb += rom_rd.addr.eq(Mux(write, Mux(index == p - 1, 0, index + 1), 0))
+    return Reload(active, write, index, rom_rd.data, channel[: channel_width(channels)])

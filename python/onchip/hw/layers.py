@@ -19,17 +19,19 @@ After :meth:`forward` and :meth:`backward` a layer knows
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal, Value
+import numpy as np
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.lib.memory import Memory
 
 from ..model.golden import layout
 from ..spec import LearnerSpec
 from .bspline import BSplineUnit
-from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, split_cell
+from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, channel_address, split_cell
 from .dsp import check_dsp, registered_product
 from .fixedpoint import fmt_shape, node, overflow, requant, requant_by_carry
 from .pipeline import Pipe, Staged
 from .plan import PORT_STAGES, fast_registers, stage_plan
-from .ram import div_const, port_step
+from .ram import div_const, port_step, ram_style
 
 
 def layer_class(kind: str) -> type:
@@ -95,8 +97,9 @@ class _Layer:
     Args (keyword-only):
         spec: the learner (its ``kind`` must be the layer's).
         config: its kernel configuration (:func:`onchip.model.golden.kernel_config`).
-        theta0: raw initial parameters of the whole learner, flat (P,); the layer takes its
-            slice ``layout(spec)[index]`` (:func:`onchip.model.golden.layout`).
+        theta0: raw initial parameters of the whole learner, flat (P,), or (N, P) for N channels
+            (KAN: one bank range per channel, :class:`~onchip.hw.coefmem.EdgeBanks`); the layer takes
+            its slice ``layout(spec)[index]`` (:func:`onchip.model.golden.layout`).
         index: layer number l, 0 .. L-1 (the last layer is the output layer).
         live_backprop: the backward pass may use the parameters as they are when it runs (the
             sequential schedule, where no update lands in between) instead of the values the
@@ -107,7 +110,11 @@ class _Layer:
             device's DSP primitive with its registers (``"ecp5"``, :mod:`onchip.hw.dsp`).
 
     Raises:
-        ValueError: a spec of another kind, an index outside 0 .. L-1, or theta0 not of length P.
+        ValueError: a spec of another kind, an index outside 0 .. L-1, or theta0 not of length P
+            (or not N rows of P for N channels).
+
+    Channels (N > 1): the learner sets :attr:`channel` (the sample's channel, a :class:`Staged`)
+    before :meth:`forward` and drives :attr:`port_chan` beside the port's other signals.
     """
 
     kind = ""
@@ -122,9 +129,15 @@ class _Layer:
             raise ValueError(f"{type(self).__name__} builds a {self.kind} layer, the spec is a {spec.kind}")
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(slices):
             raise ValueError(f"index must be a layer number 0 .. {len(slices) - 1}, got {index!r}")
-        if len(theta0) != spec.parameter_count():
+        thetas = np.atleast_2d(np.asarray(theta0))
+        if thetas.ndim != 2 or thetas.shape[1] != spec.parameter_count():
             raise ValueError(f"theta0 must hold the {spec.parameter_count()} parameters of the learner, "
-                             f"got {len(theta0)}")
+                             f"got shape {np.shape(theta0)}")
+        #: initial parameters by channel (N, P); theta0 is channel 0's
+        self.thetas, self.channels = thetas, thetas.shape[0]
+        theta0 = thetas[0]
+        self.channel: Staged | None = None  # the sample's channel from stage 1 on
+        self.channel_in: Value | None = None  # ... and in the accepting cycle (the payload field)
         lay = slices[index]
         self.spec, self.index, self.offset = spec, index, lay.offset
         self.n_in, self.n_out, self.size = lay.n_in, lay.n_out, lay.size
@@ -157,6 +170,8 @@ class _Layer:
         self.port_rd = Signal(name=f"l{index}_port_rd")
         self.port_local = Signal(range(max(2, self.size)), name=f"l{index}_port_local")
         self.port_data = Signal(fmt_shape(self.f.coef), name=f"l{index}_port_data")
+        self.port_chan = (Signal(range(self.channels), name=f"l{index}_port_chan") if self.channels > 1
+                          else None)
         self.readback: Value | None = None
 
     def product(self, m: Module, pipe: Pipe, x: Value, y: Value, stage: int, frac_from: int, fmt,
@@ -247,8 +262,10 @@ class KanLayer(_Layer):
         self.g, self.k1 = spec.grid_size, spec.spline_order + 1
         self.n_lookahead = n_in
         nc = spec.n_coef
-        self.theta0 = [[[int(theta0[offset + (j * n_in + i) * nc + q]) for q in range(nc)] for i in range(n_in)]
-                       for j in range(n_out)]
+        # [channel][j][i]: the G + k coefficients of edge (j, i)
+        self.theta_ch = [[[[int(th[offset + (j * n_in + i) * nc + q]) for q in range(nc)] for i in range(n_in)]
+                          for j in range(n_out)] for th in self.thetas]
+        self.theta0 = self.theta_ch[0]
         self.depth = -(-nc // self.k1)
         # the port command as it reaches the RAM banks (decoded; registered when fast, see port)
         self.port_edge = Signal(range(max(2, n_in * n_out)), name=f"l{index}_port_edge")
@@ -258,8 +275,10 @@ class KanLayer(_Layer):
             self.ram_wr = Signal(name=f"l{index}_ram_wr")
             self.ram_rd = Signal(name=f"l{index}_ram_rd")
             self.ram_data = Signal.like(self.port_data, name=f"l{index}_ram_data")
+            self.ram_chan = None if self.port_chan is None else Signal.like(self.port_chan, name=f"l{index}_ram_chan")
         else:
             self.ram_wr, self.ram_rd, self.ram_data = self.port_wr, self.port_rd, self.port_data
+            self.ram_chan = self.port_chan
 
     def _split(self, m: Module, cell: Value, name: str):
         return split_cell(m, cell, self.k1, self.g, f"l{self.index}_{name}")
@@ -303,6 +322,8 @@ class KanLayer(_Layer):
                 self.clamped.append(pipe.reg(unit.clamped, a, f"l{l}_clamped{i}_s{a + 1}"))
         self.lookahead = self.cell
         r = st["read"]
+        # the sample's channel where the RAM is addressed (N > 1: the banks hold a range per channel)
+        chan_c = None if self.channel is None else pipe.at(self.channel, c)
         self.read_stage = r
         if self.bank_ordered:
             # per bank, registered in the read stage: the commit's RAM address, and the basis value of
@@ -321,17 +342,23 @@ class KanLayer(_Layer):
                                        for bk, v in enumerate(ordered)])
             self.lookahead = self.waddr
             self.n_lookahead = len(self.waddr)
+        if self.channel is not None:  # the commit's RAM addresses start with the sample's channel
+            self.lookahead = [self.channel] + self.lookahead
+            self.n_lookahead += 1
         f_prod = f.coef.frac_bits + f.basis.frac_bits
         self.banks = []
         outs = []
         for j in range(self.n_out):
             terms, self_dphi, row = [], [], []
             for i in range(self.n_in):
-                banks = EdgeBanks(m, self.theta0[j][i], self.k1, f.coef, f"l{l}_coef_{j}_{i}")
+                banks = EdgeBanks(m, self.theta0[j][i], self.k1, f.coef, f"l{l}_coef_{j}_{i}",
+                                  channels=None if self.channel is None else [t[j][i] for t in self.theta_ch])
+                self.span = banks.span
                 row.append(banks)
+                port_addr = channel_address(self.port_baddr, self.ram_chan, banks.span)
                 for b, rp in enumerate(banks.read):
                     m.d.comb += [
-                        rp.addr.eq(Mux(self.ram_rd, self.port_baddr, addr[i][b])),
+                        rp.addr.eq(Mux(self.ram_rd, port_addr, channel_address(addr[i][b], chan_c, banks.span))),
                         rp.en.eq(pipe.en | self.ram_rd),
                     ]
                 dterms = []
@@ -391,6 +418,8 @@ class KanLayer(_Layer):
         f_update = f.grad.frac_bits + f.basis.frac_bits + self.spec.lr_shift
         where = self.waddr if self.bank_ordered else self.cell  # bank addresses, or the cells
         cells = [pipe.at(x, self.update_stage) for x in where]
+        if self.channel is not None:  # the channel first: the commit reads it one cycle ahead
+            cells = [pipe.at(self.channel, self.update_stage)] + cells
         bvals = self.bval_bank if self.bank_ordered else self.bval
         deltas = []
         for j in range(self.n_out):
@@ -417,6 +446,9 @@ class KanLayer(_Layer):
         that can commit in the next cycle) and written in the same cycle; parameter-port writes share
         the write ports."""
         n_in, k1 = self.n_in, self.k1
+        ch_now = ch_next = None
+        if self.channel is not None:  # fields and ahead start with the channel
+            ch_now, ch_next, fields, ahead = fields[0], ahead[0], fields[1:], ahead[1:]
         if self.bank_ordered:  # fields: bank addresses, then deltas in bank order
             na = n_in * k1
             deltas = fields[na:]
@@ -439,10 +471,12 @@ class KanLayer(_Layer):
                     new = overflow(m, rmw.data - d[b], self.f.coef, by_bits=fast_registers(self.spec))
                     hit = node(m, self.ram_wr & (self.port_edge == j * n_in + i) & (self.port_bank == b),
                                f"l{self.index}_port_hit{j}_{i}_{b}")
+                    span = banks.span
                     m.d.comb += [
-                        rmw.addr.eq(nxt_addr[i][b]),
+                        rmw.addr.eq(channel_address(nxt_addr[i][b], ch_next, span)),
                         rmw.en.eq(1),
-                        wp.addr.eq(Mux(hit, self.port_baddr, now_addr[i][b])),
+                        wp.addr.eq(Mux(hit, channel_address(self.port_baddr, self.ram_chan, span),
+                                       channel_address(now_addr[i][b], ch_now, span))),
                         wp.data.eq(Mux(hit, self.ram_data, new)),
                         wp.en.eq(commit | hit),
                     ]
@@ -466,15 +500,19 @@ class KanLayer(_Layer):
         else:
             pre = f"l{l}_port"
             wr, rd, data = self.port_wr, self.port_rd, self.port_data
-            local, wr, rd, data = port_step(m, 1, pre, local=self.port_local, wr=wr, rd=rd, data=data)
+            chan = {} if self.port_chan is None else {"chan": self.port_chan}  # carried beside the command
+            local, wr, rd, data, *ch = port_step(m, 1, pre, local=self.port_local, wr=wr, rd=rd, data=data, **chan)
+            chan = {"chan": ch[0]} if ch else {}
             # the division by G + k as shifts and adds: as a constant multiply Yosys maps it to a
             # MULT18X18D, whose routing was kan-1-4-1's critical path (sweeps/timing/README.md)
-            edge, local, wr, rd, data = port_step(m, 2, pre, edge=div_const(local, nc, self.size - 1, in_logic=True),
-                                                  local=local, wr=wr, rd=rd, data=data)
+            edge, local, wr, rd, data, *ch = port_step(m, 2, pre, edge=div_const(local, nc, self.size - 1, in_logic=True),
+                                                       local=local, wr=wr, rd=rd, data=data, **chan)
+            chan = {"chan": ch[0]} if ch else {}
             # the edge's first word e (G + k) from a table on e (one LUT level), then one subtraction
             first = Array([Const(e * nc, range(max(2, self.size))) for e in range(self.n_in * self.n_out)])[edge]
-            q, edge, wr, rd, data = port_step(m, 3, pre, q=(local - first)[: max(1, (nc - 1).bit_length())],
-                                              edge=edge, wr=wr, rd=rd, data=data)
+            q, edge, wr, rd, data, *ch = port_step(m, 3, pre, q=(local - first)[: max(1, (nc - 1).bit_length())],
+                                                   edge=edge, wr=wr, rd=rd, data=data, **chan)
+            chan = {"chan": ch[0]} if ch else {}
             if k1 & (k1 - 1):
                 # q < G + k: for k + 1 not a power of two the bank/word split is read from two small
                 # constant tables (one LUT level), not a constant multiply and a subtract in one cycle
@@ -484,9 +522,10 @@ class KanLayer(_Layer):
                 baddr = div_const(q, k1, nc - 1)
                 bank = q - baddr * k1
             baddr, bank, edge, *carried = port_step(m, 4, pre, baddr=baddr, bank=bank, edge=edge, wr=wr, rd=rd,
-                                                    data=data)
+                                                    data=data, **chan)
             m.d.comb += [self.port_edge.eq(edge), self.port_baddr.eq(baddr), self.port_bank.eq(bank)]
-            m.d.comb += [r.eq(v) for r, v in zip([self.ram_wr, self.ram_rd, self.ram_data], carried)]
+            ram = [self.ram_wr, self.ram_rd, self.ram_data] + ([self.ram_chan] if chan else [])
+            m.d.comb += [r.eq(v) for r, v in zip(ram, carried)]
         sel_edge = Signal.like(self.port_edge, name=f"l{l}_rd_edge")
         sel_bank = Signal.like(self.port_bank, name=f"l{l}_rd_bank")
         with m.If(self.ram_rd):
@@ -504,6 +543,11 @@ class MlpLayer(_Layer):
     hidden inputs, the error to the previous layer W^T e masked by the ReLU
     (2 stages) with the weights the forward pass read.
 
+    N > 1 channels (``theta0`` (N, P)): the layer's weights and biases are one row of a memory of N
+    rows (one per channel, each parameter a write granule), read a stage before the products
+    (address: the sample's channel), read again by the commit one cycle ahead and written back
+    changed, as a KAN layer's banks are; the backward pass uses the weights the forward pass read.
+
     Args, Raises: those of the layers' common constructor (keyword-only ``spec``, ``config``
     (a :class:`~onchip.model.kernels.MlpConfig`), ``theta0``, ``index``, ``live_backprop``).
     """
@@ -516,10 +560,42 @@ class MlpLayer(_Layer):
                          stages=stages, dsp=dsp)
         offset, n_in, n_out = self.offset, self.n_in, self.n_out
         self.params: list[Signal] = []
+        if self.channels > 1:  # a memory row per channel, made in forward
+            self.storage, self.n_lookahead = "memory", 1
+            return
         self.w = [[self._param(theta0[offset + j * n_in + i], f"l{index}_w_{j}_{i}") for i in range(n_in)]
                   for j in range(n_out)]
         b0 = offset + n_in * n_out
         self.b = [self._param(theta0[b0 + j], f"l{index}_b_{j}") for j in range(n_out)]
+
+    def _memory(self, m: Module, a: int, pipe: Pipe) -> None:
+        """N > 1 channels: the memory of N rows, its read port (addressed by the channel of the sample
+        one stage before ``a``, the word valid at ``a``) and the weights and biases as its fields."""
+        w, l = self.f.coef.width, self.index
+        n = self.size
+        rows = [sum((int(v) & ((1 << w) - 1)) << (k * w) for k, v in enumerate(th[self.offset : self.offset + n]))
+                for th in self.thetas]
+        self.mem = Memory(shape=unsigned(n * w), depth=self.channels, init=rows,
+                          attrs={"ram_style": ram_style(self.channels, n * w)})
+        m.submodules[f"l{l}_params"] = self.mem
+        self.wport = self.mem.write_port(granularity=w)
+        self.rport = self.mem.read_port(transparent_for=(self.wport,))
+        self.rmw = self.mem.read_port(transparent_for=(self.wport,))
+        chan = self.channel_in if a == 1 else pipe.at(self.channel, a - 1)  # stage 0: the payload's
+        m.d.comb += [
+            self.rport.addr.eq(Mux(self.port_rd, self.port_chan, chan)),
+            self.rport.en.eq(pipe.en | self.port_rd),
+        ]
+
+        def fields(word):
+            return [word[k * w : (k + 1) * w].as_signed() if self.f.coef.signed else word[k * w : (k + 1) * w]
+                    for k in range(n)]
+
+        self.fields_of = fields
+        words = fields(self.rport.data)
+        self.params = words
+        self.w = [[words[j * self.n_in + i] for i in range(self.n_in)] for j in range(self.n_out)]
+        self.b = words[self.n_in * self.n_out :]
 
     def forward(self, m: Module, pipe: Pipe, u: list[Staged]) -> list[Staged]:
         f, l, st = self.f, self.index, self.st
@@ -527,6 +603,8 @@ class MlpLayer(_Layer):
         if a != st["in"] or st["read"] != a:
             raise AssertionError(f"layer {l}: inputs at stage {a}, the stage plan says {st['in']} (read at in)")
         self.read_stage = a
+        if self.channel is not None:
+            self._memory(m, a, pipe)
         self.u = u
         f_prod = f.coef.frac_bits + self.in_frac
         self.w_read = None
@@ -576,6 +654,9 @@ class MlpLayer(_Layer):
               for j in range(self.n_out) for i in range(self.n_in)]
         db = [self.delta(m, pipe, err[j].value, None, e, f_b, f"l{l}_db{j}") for j in range(self.n_out)]
         self.update_fields = dw + db
+        if self.channel is not None:  # the channel first: the commit reads its row one cycle ahead
+            self.lookahead = [self.channel]
+            self.update_fields = [pipe.at(self.channel, self.update_stage)] + self.update_fields
         if l == 0:
             return None
         f_back = f.coef.frac_bits + f.grad.frac_bits
@@ -598,7 +679,24 @@ class MlpLayer(_Layer):
         return sig
 
     def apply(self, m: Module, commit: Value, fields: list[Value], ahead: list[Value]) -> None:
-        """Commit an update vector when ``commit``: every weight and bias, theta = overflow(theta - delta)."""
+        """Commit an update vector when ``commit``: every weight and bias, theta = overflow(theta - delta)
+        (N > 1 channels: in the row of the update's channel, read one cycle ahead; port writes
+        share the write port, one granule)."""
+        fast = self.spec.stage_timing == "fast"
+        if self.channel is not None:
+            ch_now, ch_next, deltas = fields[0], ahead[0], fields[1:]
+            old = self.fields_of(self.rmw.data)
+            new = [overflow(m, t - d, self.f.coef, by_bits=fast) for t, d in zip(old, deltas)]
+            onehot = Signal(self.size, name=f"l{self.index}_port_granule")
+            m.d.comb += [
+                onehot.eq(Mux(self.port_wr, 1 << self.port_local, 0)),
+                self.rmw.addr.eq(ch_next),
+                self.rmw.en.eq(1),
+                self.wport.addr.eq(Mux(self.port_wr, self.port_chan, ch_now)),
+                self.wport.data.eq(Mux(self.port_wr, Cat(*([self.port_data] * self.size)), Cat(*new))),
+                self.wport.en.eq(Mux(self.port_wr, onehot, Mux(commit, (1 << self.size) - 1, 0))),
+            ]
+            return
         thetas = [w for row in self.w for w in row] + self.b
         with m.If(commit):
             for theta, delta in zip(thetas, fields):
@@ -613,6 +711,8 @@ class MlpLayer(_Layer):
         with m.If(self.port_rd):
             m.d.sync += sel.eq(self.port_local)
         self.readback = Array(self.params)[sel]
+        if self.channel is not None:  # read through the read port; writes in apply
+            return
         with m.If(self.port_wr):
             with m.Switch(self.port_local):
                 for n, sig in enumerate(self.params):

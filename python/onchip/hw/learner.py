@@ -30,6 +30,14 @@ cycle, a read one cycle after it reaches the parameters, as RAM reads are synchr
 with ``timing = "fast"`` a KAN command passes the port's register stages first, see
 :func:`~onchip.hw.plan.stage_plan`, and no sample is taken while one is in them).
 
+Channels (``spec.channels`` N > 1): N independent learners share the datapath. Every parameter
+has N copies (KAN: a range per channel in each RAM bank, addressed (channel, word)); each sample
+names its channel, which travels down the pipeline with it and addresses its reads and its
+commit; the parameter port addresses (channel, index); the reset ROM holds N P words. Each
+channel runs the sequential schedule on its own sub-stream: a sample is accepted unless a sample
+of its channel is still in the first II - 1 stages (the per-channel hazard), so samples of other
+channels issue every cycle and round-robin channels with N >= II run at one sample per clock.
+
 Reset: registers return to their initial values at once; parameters kept in
 RAM (KAN coefficients, :mod:`onchip.hw.coefmem`) are rewritten from a ROM of
 the initial parameters, one word per cycle, through the parameter port's
@@ -44,7 +52,7 @@ from ..model.golden import kernel_config
 from ..spec import LearnerSpec, default_timing
 from .dsp import check_dsp
 from .fixedpoint import fmt_shape
-from .interface import LearnerPorts, reload_from_rom
+from .interface import LearnerPorts, reload_from_rom, single_channel
 from .layers import layer_class
 from .pending import PendingUpdates
 from .pipeline import Pipe
@@ -113,21 +121,23 @@ class OnchipLearner(LearnerPorts):
         self.dsp = check_dsp(dsp)
         self.staleness = schedule_staleness(spec)
         self.pipelined = self.staleness > 0
+        # each channel is a sequential learner: the datapath is the sequential one
+        self.plan_spec = single_channel(spec).replace(channels=spec.channels)
         self._plan()
         super().__init__(spec, theta)
         #: where the parameters live: KAN coefficients in RAM banks, MLP weights in registers
-        self.param_storage = "memory" if spec.kind == "kan" else "registers"
-        #: cycles after reset before a parameter command is taken: the RAM reload from the ROM (a
-        #: command enters the port's stages behind the last reload word)
-        self.reset_cycles_command = self.n_params + 1 if self.param_storage == "memory" else 0
+        self.param_storage = "memory" if spec.kind == "kan" or self.channels > 1 else "registers"
+        #: cycles after reset before a parameter command is taken: the RAM reload from the ROM of N P
+        #: words (a command enters the port's stages behind the last reload word)
+        self.reset_cycles_command = len(self.theta0) + 1 if self.param_storage == "memory" else 0
         #: ... before a sample is taken: the reload, and its last word through the port's stages
         self.reset_cycles = self.reset_cycles_command + self.stages["port"] if self.param_storage == "memory" else 0
 
     def _plan(self) -> None:
-        self.stages = stage_plan(self.spec)
+        self.stages = stage_plan(self.plan_spec)
         self.sequential_ii = max(u - r + 1 for u, r in zip(self.stages["update"], self.stages["read"]))
-        self.min_staleness = min_staleness(self.spec)
-        check_staleness(self.spec)
+        self.min_staleness = min_staleness(self.plan_spec)
+        check_staleness(self.plan_spec)
 
     @property
     def latency_update(self) -> int:
@@ -139,20 +149,30 @@ class OnchipLearner(LearnerPorts):
 
     @property
     def initiation_interval(self) -> int:
-        """Cycles between accepted samples at full rate."""
+        """Cycles between accepted samples at full rate (N > 1 channels: round-robin channels;
+        1 once N >= the sequential II, see :attr:`round_robin_interval`)."""
+        if self.spec.channels > 1:
+            return max(1, -(-self.sequential_ii // self.spec.channels))
         return 1 if self.pipelined else self.sequential_ii
+
+    @property
+    def round_robin_interval(self) -> float:
+        """Mean cycles per sample with round-robin channels at full rate: max(1, II_seq / N)
+        (a channel's next sample waits II_seq cycles after its last; the N - 1 others issue
+        in between, one per cycle)."""
+        return max(1.0, self.sequential_ii / self.spec.channels)
 
     # -- hardware ---------------------------------------------------------------------
     def elaborate(self, platform):
-        spec, f = self.spec, self.spec.formats
+        spec, f = self.plan_spec, self.spec.formats
         m = Module()
         en = Signal()
         accept = Signal()
         pipe = Pipe(m, en)
         cfg = kernel_config(spec)
-        theta0 = self.theta0
+        theta0 = self.theta_channels if self.channels > 1 else self.theta0
         n_layers = len(spec.widths) - 1
-        live = not self.pipelined
+        live = not self.pipelined and self.channels == 1  # channels: the weights read travel with the sample
 
         make = layer_class(spec.kind)
         layers = [make(spec=spec, config=cfg, theta0=theta0, index=l, live_backprop=live,
@@ -163,6 +183,10 @@ class OnchipLearner(LearnerPorts):
         xs = [pipe.reg(x, 0, f"x{i}_s1") for i, x in enumerate(x_in)]
         ys = [pipe.reg(y, 0, f"y{j}_s1") for j, y in enumerate(y_in)]
         kind = pipe.reg(kind_in, 0, "kind_s1")
+        chan_in = self.sample_channel()
+        chan = None if chan_in is None else pipe.reg(chan_in, 0, "channel_s1")
+        for layer in layers:
+            layer.channel, layer.channel_in = chan, chan_in
 
         acts = xs
         for layer in layers:
@@ -254,11 +278,20 @@ class OnchipLearner(LearnerPorts):
             flushed.append(bypass)
 
         seq_ok = 1
-        if not self.pipelined and self.initiation_interval > 1:
+        if chan is not None:
+            # per-channel hazard: a sample of this channel still before the stage where the next one may
+            # enter (its update commits at U, and a sample entering now reads at R, II - 1 stages later)
+            same = [valid[s] & (pipe.at(chan, s) == chan_in) for s in range(1, self.sequential_ii)]
+            if same:
+                hazard = Signal(name="channel_hazard")
+                m.d.comb += hazard.eq(Cat(*same).any())
+                seq_ok = ~hazard
+        elif not self.pipelined and self.initiation_interval > 1:
             seq_ok = ~Cat(*valid[1 : self.initiation_interval]).any()
 
         # reload after reset: parameters kept in RAM go back to theta0 through the port's write path
-        reload = reload_from_rom(m, theta0, f.coef, any(layer.storage == "memory" for layer in layers))
+        reload = reload_from_rom(m, self.theta0, f.coef, any(layer.storage == "memory" for layer in layers),
+                                 channels=self.channels)
         reloading = reload.active
         # a port command (or reload word) still in the port's register stages: no sample may read
         # the parameters before it lands
@@ -292,6 +325,10 @@ class OnchipLearner(LearnerPorts):
         ]
         port_addr = Signal.like(addr, name="port_addr")
         m.d.comb += port_addr.eq(Mux(reload.write, reload.addr, addr))
+        cmd_chan = self.command_channel()
+        if cmd_chan is not None:
+            port_chan = Signal.like(cmd_chan, name="port_chan")
+            m.d.comb += port_chan.eq(Mux(reload.write, reload.channel, cmd_chan))
         read_layer = Signal(range(max(2, n_layers)), name="read_layer")
         for l, layer in enumerate(layers):
             hit = (port_addr >= layer.offset) & (port_addr < layer.offset + layer.size)
@@ -301,6 +338,8 @@ class OnchipLearner(LearnerPorts):
                 layer.port_wr.eq(hit & (reload.write | (execute & write))),
                 layer.port_rd.eq(hit & execute & ~write),
             ]
+            if cmd_chan is not None:
+                m.d.comb += layer.port_chan.eq(port_chan)
             layer.port(m)
             with m.If(layer.port_rd):
                 m.d.sync += read_layer.eq(l)

@@ -21,6 +21,20 @@ def ram_style(depth: int, width: int) -> str:
     return "block" if depth * width >= BLOCK_RAM_BITS else "distributed"
 
 
+#: depth from which a memory of channel banks goes to block RAM whatever its size: LUT RAM is 16 words
+#: deep (ECP5 DPR16X4), so a deeper one is read through a multiplexer tree per read port (measured,
+#: kan-readout at 64 channels: 3.1x one channel's LUTs with its 256-word banks in LUT RAM)
+CHANNEL_BLOCK_DEPTH = 64
+
+
+def bank_style(depth: int, width: int, channels: int = 1) -> str:
+    """``ram_style`` of a parameter bank: :func:`ram_style`, and ``"block"`` for the banks of N > 1
+    channels from :data:`CHANNEL_BLOCK_DEPTH` words on."""
+    if channels > 1 and depth >= CHANNEL_BLOCK_DEPTH:
+        return "block"
+    return ram_style(depth, width)
+
+
 def rom_attrs(depth: int, width: int) -> dict:
     """Attributes of a read-only memory: block RAM from :data:`BLOCK_RAM_BITS` bits on; smaller
     ROMs get none and become logic (Yosys has no distributed-RAM mapping for a ROM: asking for

@@ -158,8 +158,10 @@ SEGMENT_OPS = ("none", "read", "write", "reset")
 def _check_segments(design: Design, segments: list[dict]) -> None:
     from ..model.golden import check_parameters
     from ..spec import LearnerSpec
+    from .interface import single_channel
 
     spec = LearnerSpec.from_dict(design.info["spec"])
+    nch, one = spec.channels, single_channel(spec)
     for k, seg in enumerate(segments):
         op = seg.get("then", {"op": "none"}).get("op")
         if op not in SEGMENT_OPS:
@@ -168,10 +170,14 @@ def _check_segments(design: Design, segments: list[dict]) -> None:
             if name in seg and not (isinstance(seg[name], (int, float)) and 0 < seg[name] <= 1):
                 raise ValueError(f"segments[{k}].{name} must be in (0, 1], got {seg[name]!r}")
         if op == "write":
+            values, p = np.asarray(seg["then"].get("values", [])), spec.parameter_count()
             try:
-                check_parameters(spec, seg["then"].get("values", []))
+                if values.shape != (nch * p,):
+                    raise ValueError(f"got shape {values.shape}")
+                for c in range(nch):
+                    check_parameters(one, values[c * p : (c + 1) * p])
             except ValueError as exc:
-                raise ValueError(f"segments[{k}].then.values must be {spec.parameter_count()} raw "
+                raise ValueError(f"segments[{k}].then.values must be {nch * p} raw "
                                  f"{spec.formats.coef} values: {exc}") from None
 
 
@@ -216,6 +222,7 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
         "segments": segments, "seed": seed, "p_valid": p_valid, "p_ready": p_ready,
         "p_param_ready": p_param_ready, "measure": measure, "max_cycles": max_cycles,
         "param_count": info["param_count"], "n_layers": len(info["stages"]["read"]),
+        "channels": info.get("channels", 1),
         # (offset, width) of data / addr / write: the bench packs commands by the command layout
         "command": {k: [f.offset, f.width] for k, f in payload_fields_of(design, "pc").items()},
         "names": info.get("bench_names"),
@@ -270,19 +277,20 @@ def payload_fields_of(design: Design, stream: str) -> dict:
     return fields
 
 
-def pack_samples(design: Design, x_raw, y_raw, kind=None) -> list[int]:
-    """Raw samples (N, n_in) / (N, n_out) / kinds (N,) (None: all TARGET) -> ``s__payload``
-    integers for ``design`` (:func:`onchip.hw.interface.pack_samples` on its spec, the layout
-    checked against :func:`payload_fields_of`).
+def pack_samples(design: Design, x_raw, y_raw, kind=None, channel=None) -> list[int]:
+    """Raw samples (N, n_in) / (N, n_out) / kinds (N,) (None: all TARGET) / channels (N,) (None:
+    one channel) -> ``s__payload`` integers for ``design`` (:func:`onchip.hw.interface.pack_samples`
+    on its spec, the layout checked against :func:`payload_fields_of`).
 
     Raises:
-        ValueError: shapes that do not match the design, bad kinds, or raw values outside their formats.
+        ValueError: shapes that do not match the design, bad kinds, raw values outside their
+            formats, a channel outside 0 .. channels - 1.
     """
     from ..spec import LearnerSpec
     from .interface import pack_samples as pack
 
     payload_fields_of(design, "s")
-    return pack(LearnerSpec.from_dict(design.info["spec"]), x_raw, y_raw, kind)
+    return pack(LearnerSpec.from_dict(design.info["spec"]), x_raw, y_raw, kind, channel)
 
 
 def unpack_predictions(design: Design, payloads, *, decisions: bool = False):
@@ -296,7 +304,8 @@ def unpack_predictions(design: Design, payloads, *, decisions: bool = False):
 
 
 def unpack_coef(design: Design, words) -> np.ndarray:
-    """Parameter-port response words -> int64 raw values in the ``coef`` format."""
+    """Parameter-port response words -> int64 raw values in the ``coef`` format (a read of every
+    parameter of a design of N > 1 channels: N P words, channel by channel; reshape to (N, P))."""
     from .interface import field_value
 
     f = payload_fields_of(design, "pr")["data"]
@@ -322,7 +331,7 @@ def axis_design(design: Design) -> Design:
 
 def cached_design(spec, top: str = TOP, theta=None, packet: int = 1) -> Design:
     """:func:`onchip.hw.generate` of ``spec`` as module ``top`` (parameters reset to ``theta``, raw
-    (P,), if given; ``packet`` predictions per TLAST of the wrapper), memoized for the process (tests
+    (P,) or for N channels (N, P), if given; ``packet`` predictions per TLAST of the wrapper), memoized for the process (tests
     share designs)."""
     key = None if theta is None else tuple(int(v) for v in np.asarray(theta).ravel())
     return _cached_design(spec, top, key, packet)
@@ -332,4 +341,7 @@ def cached_design(spec, top: str = TOP, theta=None, packet: int = 1) -> Design:
 def _cached_design(spec, top: str, theta: tuple | None, packet: int = 1) -> Design:
     from . import generate
 
-    return generate(spec, top=top, theta=None if theta is None else np.array(theta, np.int64), packet=packet)
+    if theta is not None:  # (P,), or (N, P) flattened for the key
+        theta = np.array(theta, np.int64)
+        theta = theta.reshape(spec.channels, -1) if len(theta) != spec.parameter_count() else theta
+    return generate(spec, top=top, theta=theta, packet=packet)

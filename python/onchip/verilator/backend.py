@@ -67,7 +67,7 @@ def _shared_model(spec: LearnerSpec, root) -> StreamModel:
 
 
 def simulate(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool = True,
-             progress: bool = True, root=None) -> StreamResult:
+             progress: bool = True, root=None, channel=None) -> StreamResult:
     """Run a raw stream through ``spec``'s RTL and return everything the harness measured.
 
     The design is built once per spec (with its golden initial parameters as reset values);
@@ -79,7 +79,9 @@ def simulate(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: b
         y_raw: (N, n_out) by kind: raw targets in ``spec.formats.act``, raw errors in
             ``spec.formats.grad`` (ignored for PREDICT samples and when not ``learn``).
         kind: (N,) :class:`onchip.model.SampleKind` values (None: all TARGET).
-        theta: raw initial parameters (P,) (default: the golden initial parameters).
+        theta: raw initial parameters (P,), or (N, P) for N > 1 channels (default: the golden
+            initial parameters).
+        channel: (N,) the channel 0 .. channels - 1 of each sample (needed for N > 1 channels).
         learn: test-then-train (True), or inference only: every sample is sent as PREDICT and
             the parameters are written again before every sample, so every prediction is
             made with ``theta`` (the parameters read back are then ``theta`` again).
@@ -87,31 +89,38 @@ def simulate(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: b
         root: build cache folder (default :func:`onchip.cache.cache_root`).
 
     Returns:
-        :class:`~onchip.verilator.StreamResult`: predictions, final parameters,
-        simulated cycles and timings.
+        :class:`~onchip.verilator.StreamResult`: predictions, final parameters ((N, P) for N > 1
+        channels), simulated cycles and timings.
 
     Raises:
         ValueError: bad spec, shapes, dtypes, theta or raw values outside their formats
             (checked before anything is built or run).
         onchip.verilator.ToolchainError, BuildError, SimulationError.
     """
+    from ..hw.interface import channel_parameters, check_channel
     from ..model.golden import check_parameters, check_stream, initial_parameters
 
     if not isinstance(spec, LearnerSpec):
         raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
     x_raw, y_raw, kind = check_stream(spec, x_raw, y_raw, learn=learn, kind=kind)
-    load = None if theta is None else check_parameters(spec, theta)
-    if not learn:
-        load = initial_parameters(spec) if load is None else load
+    channel = check_channel(spec, channel, len(x_raw))
+    if spec.channels > 1:  # (N, P): one row per channel
+        load = None if theta is None else channel_parameters(spec, theta)
+        if not learn:
+            load = channel_parameters(spec) if load is None else load
+    else:
+        load = None if theta is None else check_parameters(spec, theta)
+        if not learn:
+            load = initial_parameters(spec) if load is None else load
     result = _shared_model(spec, root).run(x_raw, y_raw, kind=kind, load=load, reload_each=not learn,
-                                           progress=progress)
+                                           progress=progress, channel=channel if spec.channels > 1 else None)
     if not learn:  # the last sample's update is not part of an inference run
         result = dataclasses.replace(result, parameters=load.copy())
     return result
 
 
 def run(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool = True,
-        progress: bool = True):
+        progress: bool = True, channel=None):
     """The ``rtl`` backend (:mod:`onchip.backends`).
 
     Test-then-train over the whole stream in the Verilated learner: each
@@ -125,17 +134,22 @@ def run(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: bool =
         x_raw: (N, n_in) raw inputs (``input`` format).
         y_raw: (N, n_out) raw targets (``act`` format) or errors (``grad`` format) by ``kind``.
         kind: (N,) :class:`onchip.model.SampleKind` values (None: all TARGET).
-        theta: raw initial parameters (P,) (default: the golden initial parameters).
+        theta: raw initial parameters (P,), or (N, P) for N > 1 channels (default: the golden
+            initial parameters).
         learn: test-then-train, or inference only (see :func:`simulate`).
         progress: show a progress bar.
+        channel: (N,) the channel of each sample, 0 .. channels - 1 (needed for N > 1 channels):
+            channel c's predictions and parameters are those of a single-channel sequential
+            learner run on channel c's samples alone.
 
     Returns:
         :class:`onchip.result.RunResult`: (predictions (N, n_out) int64 raw ``act`` values,
-        final parameters (P,) int64 raw ``coef`` values after every update is committed),
+        final parameters (P,) int64 raw ``coef`` values ((channels, P) for N > 1 channels) after every
+        update is committed),
         ``.decisions`` the design's decision field.
 
     Raises:
         see :func:`simulate`.
     """
-    result = simulate(spec, x_raw, y_raw, kind=kind, theta=theta, learn=learn, progress=progress)
+    result = simulate(spec, x_raw, y_raw, kind=kind, theta=theta, learn=learn, progress=progress, channel=channel)
     return RunResult(result.predictions, result.parameters, result.decisions)

@@ -74,6 +74,8 @@ def ports_header(layout: PortLayout) -> str:
         f"#define ONCHIP_PR_WORDS {words(w['pr'])}",
         f"#define ONCHIP_COEF_WIDTH {layout.coef_width}",
         f"#define ONCHIP_N_PARAMS {layout.param_count}",
+        *([f"#define ONCHIP_CHANNELS {layout.channels}",
+           f"#define ONCHIP_PC_CHANNEL_LSB {layout.fields()['pc']['channel'][0]}"] if layout.channels > 1 else []),
         "",
     ])
 
@@ -187,23 +189,24 @@ class StreamModel:
         return self.path / "sim"
 
     def run(self, x_raw, y_raw, *, kind=None, load=None, reload_each: bool = False,
-            progress: bool = True) -> StreamResult:
+            progress: bool = True, channel=None) -> StreamResult:
         """Stream samples through the design (test-then-train), then read all parameters.
 
         Args:
             x_raw: (N, n_in) raw inputs (integers fitting the input width).
             y_raw: (N, n_out) raw targets or errors (integers fitting the y field).
             kind: (N,) sample kinds (:class:`onchip.model.SampleKind`; None: all TARGET).
-            load: (P,) raw parameters written through the parameter port after reset, before the
-                first sample (default: none, the design's reset values stay).
+            load: (P,) raw parameters (N > 1 channels: (N, P)) written through the parameter port after
+                reset, before the first sample (default: none, the design's reset values stay).
             reload_each: write ``load`` again before every sample and let the next sample wait
                 for the prediction, so every prediction is made with ``load`` (inference on a
                 learner that always learns; the parameters read back are ``load`` updated by
                 the last sample only).
             progress: show a tqdm bar of predictions received.
+            channel: (N,) the channel of each sample (N > 1 channels; None: all 0).
 
         Returns:
-            :class:`StreamResult`.
+            :class:`StreamResult` (``parameters`` (N, P) for N > 1 channels).
 
         Raises:
             ValueError: bad shapes or values (see :meth:`PortLayout.pack_samples`).
@@ -213,7 +216,7 @@ class StreamModel:
 
         started = time.perf_counter()
         lay = self.layout
-        packed = lay.pack_samples(x_raw, y_raw, kind)
+        packed = lay.pack_samples(x_raw, y_raw, kind, channel)
         if load is None and reload_each:
             raise ValueError("reload_each needs parameters to load (load=None)")
         commands = np.zeros((0, words(lay.widths["pc"])), np.uint32) if load is None else write_commands(lay, load)
@@ -255,7 +258,9 @@ class StreamModel:
         n_pred = n * m_words
         preds = lay.unpack_predictions(out[:n_pred].reshape(n, m_words))
         decisions = lay.unpack_decisions(out[:n_pred].reshape(n, m_words))
-        params = lay.unpack_parameters(out[n_pred:].reshape(lay.param_count, pr_words))
+        params = lay.unpack_parameters(out[n_pred:].reshape(lay.channels * lay.param_count, pr_words))
+        if lay.channels > 1:
+            params = params.reshape(lay.channels, lay.param_count)
         return StreamResult(
             predictions=preds,
             parameters=params,
@@ -274,27 +279,31 @@ def write_commands(layout: PortLayout, theta) -> np.ndarray:
 
     Args:
         layout: the design's port layout.
-        theta: (P,) raw parameters, each fitting ``coef_width`` bits.
+        theta: (P,) raw parameters, each fitting ``coef_width`` bits; (N, P) for N > 1 channels
+            (channel by channel, each command naming its channel).
 
     Returns:
-        (P, words(pc width)) uint32.
+        (P, words(pc width)) uint32 ((N P, ...) for N channels).
 
     Raises:
         ValueError: ``theta`` of the wrong length, not integers, or a value that does not fit.
     """
     theta = np.asarray(theta)
-    p, wc = layout.param_count, layout.coef_width
-    if theta.shape != (p,):
-        raise ValueError(f"theta must have shape ({p},), got {theta.shape}")
+    p, wc, nch = layout.param_count, layout.coef_width, layout.channels
+    want = (p,) if nch == 1 else (nch, p)
+    if theta.shape != want:
+        raise ValueError(f"theta must have shape {want}, got {theta.shape}")
     if theta.size and not np.issubdtype(theta.dtype, np.integer):
         raise ValueError(f"theta must hold raw integers, got dtype {theta.dtype}")
     lo, hi = (-(1 << (wc - 1)), (1 << (wc - 1)) - 1) if layout.coef_signed else (0, (1 << wc) - 1)
     if theta.size and (theta.min() < lo or theta.max() > hi):
         raise ValueError(f"theta holds raw values outside a {wc}-bit parameter ([{lo}, {hi}])")
     at = layout.fields()["pc"]
-    fields = [(theta.astype(np.int64), *at["data"]), (np.arange(p, dtype=np.int64), *at["addr"]),
-              (np.ones(p, np.int64), *at["write"])]
-    return pack_fields(fields, p, layout.widths["pc"])
+    fields = [(theta.astype(np.int64).ravel(), *at["data"]), (np.tile(np.arange(p, dtype=np.int64), nch), *at["addr"]),
+              (np.ones(p * nch, np.int64), *at["write"])]
+    if nch > 1:
+        fields.append((np.repeat(np.arange(nch, dtype=np.int64), p), *at["channel"]))
+    return pack_fields(fields, p * nch, layout.widths["pc"])
 
 
 def model_key(verilog: str, top: str, layout: PortLayout) -> str:

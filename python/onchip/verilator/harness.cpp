@@ -7,7 +7,8 @@
 //           N * S_WORDS uint32: the packed s__payload of every sample (little-end word first),
 //           all prepared by Python.
 // OUT_FILE: N * M_WORDS uint32 (the m__payload of every prediction, in order), then
-//           N_PARAMS * PR_WORDS uint32 (pr__payload of a read of every parameter address).
+//           N_PARAMS * CHANNELS * PR_WORDS uint32 (pr__payload of a read of every parameter address,
+//           channel by channel).
 // stdout:   "progress <samples>" lines while running, then one line
 //           "done stream_cycles=<c> readback_cycles=<c> load_cycles=<c> seconds=<s> cpu_seconds=<s>"
 //           (wall and process CPU time of the load, stream and read-back loops).
@@ -35,6 +36,11 @@
 #include "Vtop.h"
 #include "onchip_ports.h"
 #include "verilated.h"
+
+#ifndef ONCHIP_CHANNELS  // one learner: no channel field
+#define ONCHIP_CHANNELS 1
+#define ONCHIP_PC_CHANNEL_LSB 0
+#endif
 
 namespace {
 
@@ -220,11 +226,13 @@ int main(int argc, char** argv) {
     std::fclose(fin);
 
     std::vector<uint32_t> preds(n * ONCHIP_M_WORDS + 1);
-    std::vector<uint32_t> params(uint64_t(ONCHIP_N_PARAMS) * ONCHIP_PR_WORDS + 1);
-    // read commands {write = 0, addr, data = 0}, one per parameter address
-    std::vector<uint32_t> reads(uint64_t(ONCHIP_N_PARAMS) * ONCHIP_PC_WORDS + 1, 0);
-    for (uint64_t a = 0; a < uint64_t(ONCHIP_N_PARAMS); ++a) {
-        const uint64_t cmd = a << ONCHIP_COEF_WIDTH;
+    const uint64_t n_reads = uint64_t(ONCHIP_N_PARAMS) * ONCHIP_CHANNELS;
+    std::vector<uint32_t> params(n_reads * ONCHIP_PR_WORDS + 1);
+    // read commands {write = 0, addr, data = 0 (, channel)}, one per parameter address of every channel
+    std::vector<uint32_t> reads(n_reads * ONCHIP_PC_WORDS + 1, 0);
+    for (uint64_t a = 0; a < n_reads; ++a) {
+        uint64_t cmd = (a % uint64_t(ONCHIP_N_PARAMS)) << ONCHIP_COEF_WIDTH;
+        if (ONCHIP_CHANNELS > 1) cmd |= (a / uint64_t(ONCHIP_N_PARAMS)) << ONCHIP_PC_CHANNEL_LSB;
         reads[a * ONCHIP_PC_WORDS] = static_cast<uint32_t>(cmd);
         if (ONCHIP_PC_WORDS > 1) reads[a * ONCHIP_PC_WORDS + 1] = static_cast<uint32_t>(cmd >> 32);
     }
@@ -243,7 +251,7 @@ int main(int argc, char** argv) {
         load_cycles = h.commands(load.data(), n_load, nullptr);
         stream_cycles = h.stream(samples.data(), n, preds.data());
     }
-    const uint64_t readback_cycles = h.commands(reads.data(), ONCHIP_N_PARAMS, params.data());
+    const uint64_t readback_cycles = h.commands(reads.data(), n_reads, params.data());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double cpu_seconds = double(std::clock() - c0) / CLOCKS_PER_SEC;
@@ -252,7 +260,7 @@ int main(int argc, char** argv) {
     FILE* fout = std::fopen(argv[2], "wb");
     if (!fout) fail("cannot open the output file");
     const size_t n_pred = n * ONCHIP_M_WORDS;
-    const size_t n_param = size_t(ONCHIP_N_PARAMS) * ONCHIP_PR_WORDS;
+    const size_t n_param = size_t(n_reads) * ONCHIP_PR_WORDS;
     if (std::fwrite(preds.data(), 4, n_pred, fout) != n_pred ||
         std::fwrite(params.data(), 4, n_param, fout) != n_param || std::fclose(fout) != 0)
         fail("cannot write the output file");

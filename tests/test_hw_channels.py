@@ -1,0 +1,310 @@
+"""Many channels on one datapath: channel c of the RTL equals a single-channel sequential golden
+learner run on channel c's sub-stream alone, whatever the channel order, with stalls, reset,
+checkpoint and read-back; round-robin channels with N >= the sequential II issue one sample per
+clock, a burst of one channel one per II.
+"""
+
+import numpy as np
+import pytest
+
+from onchip.hw import sim
+from onchip.hw.interface import channel_parameters, single_channel
+from onchip.hw.sim import cached_design
+from onchip.model import GoldenLearner
+from onchip.spec import PRESETS
+
+from hw_support import stimulus
+from support import random_theta
+
+ORDERS = ("round_robin", "random", "bursts")
+
+
+def channel_order(order: str, n: int, channels: int, seed: int) -> np.ndarray:
+    """(n,) channels: round robin, uniform random, or runs of one channel (lengths 1 .. 40)."""
+    rng = np.random.default_rng(seed)
+    if order == "round_robin":
+        return np.arange(n) % channels
+    if order == "random":
+        return rng.integers(0, channels, n)
+    out = []
+    while len(out) < n:
+        out += [int(rng.integers(channels))] * int(rng.integers(1, 41))
+    return np.asarray(out[:n])
+
+
+def golden_channels(spec, x, y, channel, theta=None):
+    """Predictions (in stream order) and flushed parameters (N, P) of N single-channel
+    sequential golden learners, channel c run on the samples whose channel is c."""
+    one = single_channel(spec)
+    theta = channel_parameters(spec, theta)
+    preds = np.zeros((len(x), spec.n_out), np.int64)
+    final = []
+    for c in range(spec.channels):
+        g = GoldenLearner(one, theta[c])
+        pick = channel == c
+        if pick.any():
+            preds[pick] = g.run(x[pick], y[pick])
+        g.flush()
+        final.append(g.theta.copy())
+    return preds, np.stack(final)
+
+
+def preset(kind: str, timing: str, channels: int = 4):
+    return PRESETS[f"{kind}-readout"].replace(timing=timing, channels=channels)
+
+
+def kan(timing: str, channels: int = 4):
+    return preset("kan", timing, channels)
+
+
+# (kind, timing, order): the KAN at fast in every order, the KAN at compact and the MLP at fast in
+# random order run by default, the rest in the slow set (a Verilator build each design)
+DEFAULT = {("kan", "fast")} | {("kan", "compact", "random"), ("mlp", "fast", "random")}
+CASES = [pytest.param(k, t, o, marks=() if (k, t) in DEFAULT or (k, t, o) in DEFAULT else pytest.mark.slow)
+         for k in ("kan", "mlp") for t in ("compact", "fast") for o in ORDERS]
+
+
+def assert_channels(design, spec, seg, want_preds, want_theta):
+    got = sim.unpack_predictions(design, seg["preds"])
+    assert got.shape == want_preds.shape
+    bad = np.nonzero((got != want_preds).any(axis=1))[0]
+    assert bad.size == 0, f"sample {bad[0]}: RTL {got[bad[0]]}, golden {want_preds[bad[0]]} ({bad.size} differ)"
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg["responses"]).reshape(spec.channels, -1), want_theta)
+
+
+@pytest.mark.parametrize("kind, timing, order", CASES)
+def test_channels_equal_golden_per_channel(kind, timing, order):
+    spec = preset(kind, timing)
+    design = cached_design(spec)
+    x, y = stimulus(spec, 1500, seed=3)
+    ch = channel_order(order, len(x), spec.channels, seed=4)
+    want_preds, want_theta = golden_channels(spec, x, y, ch)
+    out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y, channel=ch), "then": {"op": "read"}}],
+                      seed=7, p_valid=0.8, p_ready=0.8, p_param_ready=0.7)
+    assert_channels(design, spec, out["segments"][0], want_preds, want_theta)
+    # the channels learned different things: the test could tell a shared bank from N banks
+    assert len({tuple(t) for t in want_theta}) == spec.channels
+
+
+@pytest.mark.parametrize("kind, timing, channels", [
+    ("kan", "compact", 8), ("kan", "fast", 8), pytest.param("mlp", "fast", 16, marks=pytest.mark.slow)])
+def test_channels_interval(kind, timing, channels):
+    """Without stalls: round robin over N >= II channels takes a sample every clock; a burst of
+    one channel one per II (the per-channel hazard); the design reports both."""
+    spec = preset(kind, timing, channels)
+    design = cached_design(spec)
+    info = design.info
+    ii = info["initiation_interval_channel"]
+    assert spec.channels >= ii and info["initiation_interval"] == 1
+    x, y = stimulus(spec, 400, seed=8)
+    rr = channel_order("round_robin", len(x), spec.channels, 0)
+    burst = np.full(len(x), spec.channels - 1)
+    want_rr, _ = golden_channels(spec, x, y, rr)
+    out = sim.run_job(design, [
+        {"payloads": sim.pack_samples(design, x, y, channel=rr), "then": {"op": "none"}},
+        {"payloads": sim.pack_samples(design, x, y, channel=burst), "then": {"op": "none"}},
+    ], measure=True)
+    seg_rr, seg_b = out["segments"]
+    np.testing.assert_array_equal(sim.unpack_predictions(design, seg_rr["preds"]), want_rr)
+    assert set(np.diff(seg_rr["accept_cycles"])) == {1}
+    assert set(np.diff(seg_b["accept_cycles"])) == {ii}
+    lat = np.asarray(seg_rr["pred_cycles"]) - np.asarray(seg_rr["accept_cycles"])
+    assert set(lat) == {info["latency_cycles_prediction"]}
+
+
+@pytest.mark.parametrize("kind, shared", [("kan", False), ("mlp", True),
+                                           pytest.param("mlp", False, marks=pytest.mark.slow)])
+def test_channels_reset_checkpoint_restore(kind, shared):
+    """Per-channel reset ROM (a distinct theta per channel, or one ROM of P words shared by every
+    channel: mlp-readout's nonzero initial parameters), reset with samples in flight, read-back,
+    checkpoint and restore through the (channel, index) parameter port, under random stalls."""
+    spec = preset(kind, "fast", channels=3)  # N not a power of two: the field holds 3, the design has no channel 3
+    p = spec.parameter_count()
+    if shared:
+        theta0 = channel_parameters(spec)
+        assert theta0.any()
+        design = cached_design(spec)
+    else:
+        theta0 = np.stack([random_theta(single_channel(spec), s) for s in range(spec.channels)])
+        design = cached_design(spec, theta=theta0)
+    xs = [stimulus(spec, 500, seed=s) for s in (11, 12, 13)]
+    chs = [channel_order(o, 500, spec.channels, s) for o, s in zip(ORDERS, (1, 2, 3))]
+    restore = np.stack([random_theta(single_channel(spec), 10 + s) for s in range(spec.channels)])
+
+    # reset after the first stream: the ROM restores every channel's own theta0
+    _, theta_a = golden_channels(spec, *xs[0], chs[0], theta0)
+    p1, t1 = golden_channels(spec, *xs[1], chs[1], theta0)
+    p2, t2 = golden_channels(spec, *xs[2], chs[2], restore)
+    out = sim.run_job(design, [
+        {"payloads": sim.pack_samples(design, *xs[0], channel=chs[0]), "then": {"op": "reset", "after": 3}},
+        {"payloads": [], "then": {"op": "read"}},
+        {"payloads": sim.pack_samples(design, *xs[1], channel=chs[1]),
+         "then": {"op": "write", "values": [int(v) for v in restore.ravel()]}},
+        {"payloads": sim.pack_samples(design, *xs[2], channel=chs[2]), "then": {"op": "read"}},
+    ], seed=9, p_valid=0.8, p_ready=0.7, p_param_ready=0.6)
+    seg_a, seg_0, seg_1, seg_2 = out["segments"]
+    assert not (theta_a == theta0).all()
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg_0["responses"]).reshape(-1, p), theta0)
+    np.testing.assert_array_equal(sim.unpack_predictions(design, seg_1["preds"]), p1)
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg_1["responses"]).reshape(-1, p), restore)
+    assert_channels(design, spec, seg_2, p2, t2)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (3, "channel[7] = 3 is outside 0 .. 2 (channels=3)"),
+    (-1, "channel[7] = -1 is outside 0 .. 2 (channels=3)"),
+])
+def test_channel_out_of_range_refused(bad, message):
+    from onchip.hw.interface import pack_samples
+
+    spec = kan("compact", channels=3)
+    x, y = stimulus(spec, 10, seed=0)
+    ch = np.zeros(10, int)
+    ch[7] = bad
+    with pytest.raises(ValueError) as exc:
+        pack_samples(spec, x, y, channel=ch)
+    assert str(exc.value) == message
+
+
+def test_channel_missing_and_theta_shape_refused():
+    from onchip.hw.interface import pack_samples
+
+    spec = kan("compact", channels=4)
+    x, y = stimulus(spec, 4, seed=0)
+    with pytest.raises(ValueError, match="^channel must be given for channels=4"):
+        pack_samples(spec, x, y)
+    p = spec.parameter_count()
+    with pytest.raises(ValueError, match=rf"^theta must have shape \({p},\) or \(4, {p}\) for channels=4, got \(3, {p}\)$"):
+        channel_parameters(spec, np.zeros((3, p), int))
+
+
+@pytest.mark.parametrize("kind", ["kan", pytest.param("mlp", marks=pytest.mark.slow)])
+def test_rtl_backend_channels(kind):
+    """The ``rtl`` backend (the Verilated core under the C++ stream harness) takes ``channel`` and
+    (N, P) parameters, loads them through the (channel, index) port and reads (N, P) back."""
+    from onchip.backends import get_backend
+
+    backend = get_backend("rtl")
+    if not backend.available():
+        pytest.skip("the rtl backend's toolchain is not available")
+    spec = preset(kind, "fast", channels=4)
+    theta = np.stack([random_theta(single_channel(spec), 20 + c) for c in range(spec.channels)])
+    x, y = stimulus(spec, 2000, seed=21)
+    ch = channel_order("random", len(x), spec.channels, seed=22)
+    want_preds, want_theta = golden_channels(spec, x, y, ch, theta)
+    got = backend.run(spec, x, y, theta=theta, channel=ch)
+    np.testing.assert_array_equal(got.predictions, want_preds)
+    np.testing.assert_array_equal(got.theta, want_theta)
+    with pytest.raises(ValueError, match=r"^channel\[3\] = 4 is outside 0 \.\. 3 \(channels=4\)$"):
+        backend.run(spec, x[:5], y[:5], channel=np.array([0, 1, 2, 4, 0]))
+
+
+def test_cli_generate_takes_channels(tmp_path, capsys):
+    import json
+
+    from onchip.cli import main
+
+    out = tmp_path / "g"
+    assert main(["generate", "--spec", "kan-readout", "--timing", "compact", "--channels", "4", "--out", str(out)]) == 0
+    info = json.loads((out / "onchip_learner.json").read_text())
+    assert info["channels"] == 4 and info["spec"]["channels"] == 4
+    assert info["payload"]["s"]["channel"]["width"] == 2 and info["payload"]["pc"]["channel"]["width"] == 2
+    assert main(["generate", "--spec", "kan-readout", "--channels", "0", "--out", str(tmp_path / "z")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--channels" in err[0] and "'0'" in err[0]
+    assert not (tmp_path / "z").exists()
+
+
+def test_cli_theta_shape_per_channel(tmp_path, capsys):
+    from onchip.cli import main
+
+    spec = kan("compact", channels=4)
+    p = spec.parameter_count()
+    good, bad = tmp_path / "good.npy", tmp_path / "bad.npy"
+    np.save(good, np.stack([random_theta(single_channel(spec), c) for c in range(4)]))
+    np.save(bad, np.zeros((3, p), np.int64))
+    assert main(["generate", "--spec", "kan-readout", "--timing", "compact", "--channels", "4", "--theta", str(good),
+                 "--out", str(tmp_path / "a")]) == 0
+    capsys.readouterr()
+    assert main(["generate", "--spec", "kan-readout", "--channels", "4", "--theta", str(bad),
+                 "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(
+        f"--theta {bad}: shape (3, {p}), the spec's {p} parameters need ({p},) (every channel) or (4, {p}) "
+        f"for channels=4"), err
+    assert not (tmp_path / "b").exists()
+
+
+def test_channels_over_the_block_ram_refused_before_generation(tmp_path, capsys):
+    """N banks over the device's block RAM: refused from the spec, naming the BRAM count, before
+    the N-bank design is generated (exit 2, one line, nothing written)."""
+    from onchip.cli import main
+    from onchip.flow.fit import DesignTooLarge, block_rams_needed, check_lattice_bram, shortfalls
+
+    spec = kan("fast", channels=20000)
+    with pytest.raises(DesignTooLarge) as exc:
+        check_lattice_bram(spec, "LFE5U-85F", "ecp5")
+    (short,) = shortfalls(str(exc.value))
+    assert short == {"resource": "BRAM", "cell": "DP16KD", "needed": block_rams_needed(spec, "ecp5"),
+                     "available": 208, "at_least": True}
+    assert check_lattice_bram(kan("fast", channels=64), "LFE5U-85F", "ecp5") is not None  # fits: no refusal
+    out = tmp_path / "p"
+    assert main(["pnr", "--spec", "kan-readout", "--channels", "20000", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "BRAM (DP16KD): at least" in err[0] and "208 available" in err[0], err
+    assert not out.exists()
+
+
+def test_verify_takes_channels_and_says_what_it_skips():
+    """``onchip verify --channels``: the RTL bench on a random channel order against N golden
+    learners, and the round-robin II; the one-channel HLS C++ reported skipped with the reason."""
+    from onchip.verification import verify
+
+    report = verify("kan-readout", timing="fast", channels=4, samples=600, seed=3, backends=("rtl", "hls"))
+    got = {c.name: c for c in report.cases}
+    assert {n: got[n].status for n in ("rtl.predictions", "rtl.parameters", "rtl.initiation_interval")} == \
+        dict.fromkeys(("rtl.predictions", "rtl.parameters", "rtl.initiation_interval"), "passed")
+    assert got["hls"].status == "skipped" and "channels=4" in got["hls"].detail
+    assert "4 channels" in got["rtl.predictions"].detail
+
+
+def _tiny_channels():
+    """A KAN of one edge (P = 3) on 2 channels: a reload of 7 cycles keeps the solver's runs short."""
+    return PRESETS["kan-readout"].replace(widths=(1, 1), grid_size=2, spline_order=1, timing="compact", channels=2)
+
+
+def _formal_or_skip():
+    from onchip import formal
+
+    if formal.missing_tools() is not None:
+        pytest.skip(str(formal.missing_tools()))
+
+
+def test_channel_protocol_and_hazard_are_proved(tmp_path):
+    _formal_or_skip()
+    from onchip.formal import properties as props
+    from onchip.formal.protocol import prove_protocol
+    from onchip.hw import generate
+
+    d = generate(_tiny_channels(), axis=False)
+    got = {r.name: r for r in prove_protocol(d.info, d.verilog, "core", tmp_path, log=lambda t: None)}
+    assert list(got) == list(props.protocol_properties(d.info, "core")) and "channel_hazard" in got
+    assert all(r.status == "proved" for r in got.values()), {n: r.status for n, r in got.items()}
+
+
+@pytest.mark.slow
+def test_a_missing_channel_hazard_is_caught(tmp_path):
+    """The hazard stall removed: a sample enters behind one of its channel, and channel_hazard fails
+    with a trace (the other properties still hold: the protocol alone does not see it)."""
+    _formal_or_skip()
+    from pathlib import Path
+
+    from onchip.formal.protocol import prove_protocol
+    from onchip.hw import generate
+
+    d = generate(_tiny_channels(), axis=False)
+    bad = d.verilog.replace("assign channel_hazard = | {", "assign channel_hazard = 1'h0 & | {")
+    assert bad != d.verilog
+    got = {r.name: r for r in prove_protocol(d.info, bad, "core", tmp_path, log=lambda t: None)}
+    assert {n for n, r in got.items() if r.status != "proved"} == {"channel_hazard"}
+    assert got["channel_hazard"].status == "failed" and Path(got["channel_hazard"].trace).exists()
