@@ -230,11 +230,12 @@ def test_theta_of_the_wrong_shape_float_twin():
 
 
 @pytest.mark.parametrize("backend", ["rtl", "cocotb"])
-def test_a_backend_without_channels_refuses_them_in_one_line(backend):
+@pytest.mark.parametrize("channel, match", BAD_CHANNELS[:3])
+def test_the_hardware_backends_refuse_a_bad_channel_before_building(backend, channel, match):
     spec = SPECS["kan"]
-    x, y = random_stream(spec, 3, seed=12)
-    with pytest.raises(ValueError, match=rf"^channels = 3: the {backend} backend runs single-channel learners only"):
-        onchip.get_backend(backend).run(spec, x, y, channel=[0, 1, 2])
+    x, y = random_stream(spec, 6, seed=12)
+    with pytest.raises(ValueError, match=match):
+        onchip.get_backend(backend).run(spec, x, y, channel=channel)
 
 
 @pytest.mark.parametrize("command", [["run", "--samples", "10"], ["hls"]])

@@ -151,8 +151,8 @@ def test_channels_reset_checkpoint_restore(kind, shared):
 
 
 @pytest.mark.parametrize("bad, message", [
-    (3, "channel[7] = 3 is outside 0 .. 2 (channels=3)"),
-    (-1, "channel[7] = -1 is outside 0 .. 2 (channels=3)"),
+    (3, "channel[7] = 3 is not a channel of the spec (channels = 3: 0 to 2)"),
+    (-1, "channel[7] = -1 is not a channel of the spec (channels = 3: 0 to 2)"),
 ])
 def test_channel_out_of_range_refused(bad, message):
     from onchip.hw.interface import pack_samples
@@ -171,10 +171,10 @@ def test_channel_missing_and_theta_shape_refused():
 
     spec = kan("compact", channels=4)
     x, y = stimulus(spec, 4, seed=0)
-    with pytest.raises(ValueError, match="^channel must be given for channels=4"):
+    with pytest.raises(ValueError, match="^channel is required: the spec has channels = 4"):
         pack_samples(spec, x, y)
     p = spec.parameter_count()
-    with pytest.raises(ValueError, match=rf"^theta must have shape \({p},\) or \(4, {p}\) for channels=4, got \(3, {p}\)$"):
+    with pytest.raises(ValueError, match=rf"^theta must have shape \(4, {p}\) \(one row per channel\) or \({p},\) \(every channel\), got \(3, {p}\)$"):
         channel_parameters(spec, np.zeros((3, p), int))
 
 
@@ -195,7 +195,7 @@ def test_rtl_backend_channels(kind):
     got = backend.run(spec, x, y, theta=theta, channel=ch)
     np.testing.assert_array_equal(got.predictions, want_preds)
     np.testing.assert_array_equal(got.theta, want_theta)
-    with pytest.raises(ValueError, match=r"^channel\[3\] = 4 is outside 0 \.\. 3 \(channels=4\)$"):
+    with pytest.raises(ValueError, match=r"^channel\[3\] = 4 is not a channel of the spec \(channels = 4: 0 to 3\)$"):
         backend.run(spec, x[:5], y[:5], channel=np.array([0, 1, 2, 4, 0]))
 
 
@@ -230,8 +230,8 @@ def test_cli_theta_shape_per_channel(tmp_path, capsys):
                  "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].endswith(
-        f"--theta {bad}: shape (3, {p}), the spec's {p} parameters need ({p},) (every channel) or (4, {p}) "
-        f"for channels=4"), err
+        f"--theta {bad}: shape (3, {p}), the spec's 4 channels of {p} parameters need (4, {p}) (a row per "
+        f"channel) or ({p},) (every channel)"), err
     assert not (tmp_path / "b").exists()
 
 

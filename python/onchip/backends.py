@@ -18,7 +18,8 @@ takes and returns floats.
 With ``spec.channels`` = N > 1 each sample also names its channel (``channel`` (N,) integers in
 [0, N), required; :func:`onchip.model.golden.check_channel`) and parameters are (N, P), a bank per
 channel: channel c's results are those of a single-channel sequential learner run on its samples
-alone. A backend without channel support refuses such a spec in one line (:func:`refuse_channels`).
+alone. Every backend takes channels (the RTL: one datapath with a parameter bank per channel,
+:mod:`onchip.hw`).
 
 Each sample has a kind (:class:`onchip.model.SampleKind`: TARGET, PREDICT or ERROR; ``kind=None``
 is all TARGET): ``y`` then carries a target, nothing, or dL/dy_hat (raw ``grad`` values; floats
@@ -126,22 +127,6 @@ def available_backends() -> tuple[str, ...]:
     return tuple(name for name, b in _REGISTRY.items() if b.available())
 
 
-def refuse_channels(spec: LearnerSpec, backend: str, channel, n: int) -> None:
-    """Refuse a multi-channel spec on a backend that runs one channel only.
-
-    With one channel, ``channel`` is checked (None, or all zeros) and ignored.
-
-    Raises:
-        ValueError: naming ``channels``: the spec has more than one; or a bad ``channel``.
-    """
-    from .model.golden import check_channel
-
-    if spec.channels > 1:
-        raise ValueError(f"channels = {spec.channels}: the {backend} backend runs single-channel learners only; "
-                         "run this spec on golden, float or hls")
-    check_channel(spec, channel, n)
-
-
 def _bar(total: int, desc: str, enabled: bool):
     from .progress import progress_bar
 
@@ -239,9 +224,10 @@ class CocotbBackend:
     def run(self, spec, x, y, *, kind=None, theta=None, learn=True, progress=False, channel=None):
         from .hw import sim
         from .hw.interface import channel_parameters
-        from .model.golden import check_stream
+        from .model.golden import check_channel, check_stream
 
         x, y, kind = check_stream(spec, x, y, learn=learn, kind=kind)
+        channel = check_channel(spec, channel, len(x))  # before the build: a bad stream costs nothing
         theta = channel_parameters(spec, theta)  # (channels, P)
         design = sim.cached_design(spec)
         write = {"op": "write", "values": [int(v) for v in theta.ravel()]}

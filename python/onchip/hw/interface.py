@@ -17,7 +17,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..fixed import Fmt
-from ..model.golden import check_parameters, check_stream, initial_parameters
+from ..model.golden import check_channel, check_parameters, check_stream, initial_parameters
 from ..spec import LearnerSpec
 from .fixedpoint import fmt_shape
 from .ram import rom_attrs
@@ -45,45 +45,15 @@ def single_channel(spec: LearnerSpec) -> LearnerSpec:
 
 
 def channel_parameters(spec: LearnerSpec, theta=None) -> np.ndarray:
-    """Raw parameters of every channel of ``spec``, (N, P) int64: ``theta`` None (the golden
-    initial parameters in every channel), (P,) (the same in every channel) or (N, P).
+    """Raw parameters of every channel of ``spec``, (N, P) int64 (N = 1 included): ``theta`` None
+    (the golden initial parameters in every channel), (P,) (the same in every channel) or (N, P).
 
     Raises:
-        ValueError: another shape (the message names ``theta`` and both shapes it takes), or values
-            :func:`onchip.model.golden.check_parameters` refuses.
+        ValueError: what :func:`onchip.model.golden.check_parameters` refuses (a wrong shape named
+            with the shapes it takes, values outside ``formats.coef``).
     """
-    one, n = single_channel(spec), spec.channels
-    if theta is None:
-        return np.tile(initial_parameters(one), (n, 1))
-    theta = np.asarray(theta)
-    p = one.parameter_count()
-    if theta.ndim == 1 or n == 1:
-        return np.tile(check_parameters(one, theta), (n, 1))
-    if theta.shape != (n, p):
-        raise ValueError(f"theta must have shape ({p},) or ({n}, {p}) for channels={n}, got {theta.shape}")
-    return np.stack([check_parameters(one, row) for row in theta])
-
-
-def check_channel(spec: LearnerSpec, channel, n: int) -> np.ndarray:
-    """The (n,) int64 channel of each of ``n`` samples: ``channel`` None (all 0; refused when
-    ``spec.channels`` > 1) or n integers 0 .. N-1.
-
-    Raises:
-        ValueError: a missing channel, a wrong shape, not integers, or a value outside 0 .. N-1
-            (the message names the first bad sample).
-    """
-    nch = spec.channels
-    if channel is None:
-        if nch > 1:
-            raise ValueError(f"channel must be given for channels={nch}: (N,) integers 0 .. {nch - 1}")
-        return np.zeros(n, np.int64)
-    c = np.asarray(channel)
-    if c.shape != (n,) or (c.size and not np.issubdtype(c.dtype, np.integer)):
-        raise ValueError(f"channel must be ({n},) integers 0 .. {nch - 1}, got shape {c.shape} dtype {c.dtype}")
-    bad = np.flatnonzero((c < 0) | (c >= nch))
-    if bad.size:
-        raise ValueError(f"channel[{bad[0]}] = {int(c[bad[0]])} is outside 0 .. {nch - 1} (channels={nch})")
-    return c.astype(np.int64)
+    theta = initial_parameters(spec) if theta is None else theta
+    return np.broadcast_to(check_parameters(spec, theta), (spec.channels, spec.parameter_count())).copy()
 
 
 def decision_width(n_out: int) -> int:
@@ -215,7 +185,7 @@ def pack_samples(spec: LearnerSpec, x_raw, y_raw, kind=None, channel=None) -> li
     Raises:
         ValueError: wrong shapes, bad kinds or raw values outside their formats
             (:func:`onchip.model.golden.check_stream`, the check every backend applies), a bad
-            ``channel`` (:func:`check_channel`).
+            ``channel`` (:func:`onchip.model.golden.check_channel`).
     """
     x_raw, y_raw, kind = check_stream(spec, x_raw, y_raw, kind=kind)
     channel = check_channel(spec, channel, len(x_raw))

@@ -97,8 +97,8 @@ def simulate(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: b
             (checked before anything is built or run).
         onchip.verilator.ToolchainError, BuildError, SimulationError.
     """
-    from ..hw.interface import channel_parameters, check_channel
-    from ..model.golden import check_parameters, check_stream, initial_parameters
+    from ..hw.interface import channel_parameters
+    from ..model.golden import check_channel, check_parameters, check_stream, initial_parameters
 
     if not isinstance(spec, LearnerSpec):
         raise ValueError(f"spec must be a LearnerSpec, got {type(spec).__name__}")
