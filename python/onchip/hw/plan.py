@@ -54,9 +54,11 @@ def stage_plan(spec: LearnerSpec) -> dict:
     sequential schedule the rounding goes into the commit's subtraction instead
     (:func:`~onchip.hw.fixedpoint.subtract_requant`: the same carry chain, its saturation decided
     beside it; ``rounds_in_commit``), a stage less (pipelined, the rounded update enters the
-    pending-update queue, half as wide as the raw one). A fast KAN's first B-spline unit takes
-    its offset and clamp from the sample payload in the accepting cycle (stage 0) and registers
-    them in place of the input (the same logic between two registers, a stage less).
+    pending-update queue, half as wide as the raw one). Sequential, a fast KAN's first B-spline
+    unit takes its offset and clamp from the sample payload in the accepting cycle (stage 0) and
+    registers them in place of the input (the same logic between two registers, a stage less),
+    and the output error is made from the output sums in the prediction's stage (E = P,
+    :func:`~onchip.hw.fixedpoint.requant_less`, ``error_fused``).
 
     The parameter port (KAN: a flat index decoded into edge, RAM bank and word) is combinational
     when compact; fast registers it in ``port`` stages: the command, the edge (a division by
@@ -86,10 +88,11 @@ def stage_plan(spec: LearnerSpec) -> dict:
         return int(fast and requant_has_logic(frac_from, f.acc))
 
     plan = []
-    # fast KAN: the first B-spline unit's offset and clamp are computed from the sample payload in
-    # the accepting cycle and registered in place of the input (the payload comes from a register
-    # of the caller; the same logic as from the input register, a cycle less per sample)
-    a = 0 if fast and spec.kind == "kan" else 1
+    # fast KAN, sequential: the first B-spline unit's offset and clamp are computed from the sample
+    # payload in the accepting cycle and registered in place of the input (the payload comes from a
+    # register of the caller; the same logic as from the input register, a cycle less per sample;
+    # pipelined, where the rate is one sample per cycle whatever the latency, not placed so far)
+    a = 0 if fast and spec.kind == "kan" and spec.schedule == "sequential" else 1
     for l in range(n_layers):
         n_in = spec.widths[l]
         in_frac = (f.input if l == 0 else f.act).frac_bits
