@@ -79,9 +79,9 @@
 //       s_axis_param_tvalid is high no sample is taken (the predictions in flight must still be taken). Each
 //       command gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 6 cycles after the edge that takes the sample, update committed after 9; II 7 cycles.
+// Latency: prediction 5 cycles after the edge that takes the sample, update committed after 6; II 5 cycles.
 // Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
-//     the cycle that takes the sample): prediction 6, parameter read per layer [3], update per layer [9],
+//     the cycle that takes the sample): prediction 5, parameter read per layer [2], update per layer [6],
 //     parameter port 4.
 // Formats: input ap_fixed<16,6,RND_CONV,SAT>, coef ap_fixed<16,6,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,6,RND_CONV,SAT>, grad ap_fixed<16,6,RND_CONV,SAT>, acc
@@ -192,7 +192,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, s
     .s__payload(s_axis_sample_tdata[33:0]),
     .s__ready(s_axis_sample_tready),
     .s__valid(s_axis_sample_tvalid),
-    .valid_s6(m_axis_pred_tvalid)
+    .valid_s5(m_axis_pred_tvalid)
   );
   assign clk = aclk;
   assign s__payload = s_axis_sample_tdata[33:0];
@@ -224,31 +224,31 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, s
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s6, pr__valid, pr__payload, clk);
+module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s5, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
   wire [15:0] \$100 ;
-  wire [15:0] \$101 ;
+  wire \$101 ;
   wire \$102 ;
   wire \$103 ;
   wire \$104 ;
-  wire [3:0] \$105 ;
-  wire [3:0] \$106 ;
-  wire \$107 ;
-  wire \$108 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire [15:0] \$107 ;
+  wire [15:0] \$108 ;
   wire \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
   wire \$112 ;
-  wire [15:0] \$113 ;
-  wire [15:0] \$114 ;
-  wire \$115 ;
-  wire [4:0] \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire [15:0] \$115 ;
+  wire [15:0] \$116 ;
+  wire [15:0] \$117 ;
+  wire [15:0] \$118 ;
+  wire [35:0] \$119 ;
   wire [3:0] \$12 ;
   wire \$120 ;
   wire \$121 ;
@@ -266,7 +266,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$132 ;
   wire \$133 ;
   wire \$134 ;
-  wire [3:0] \$135 ;
+  wire \$135 ;
   wire \$136 ;
   wire \$137 ;
   wire \$138 ;
@@ -278,224 +278,393 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$143 ;
   wire \$144 ;
   wire \$145 ;
-  wire [4:0] \$146 ;
-  wire [2:0] \$147 ;
-  reg [2:0] \$148 ;
-  wire [3:0] \$149 ;
+  wire \$146 ;
+  wire [3:0] \$147 ;
+  wire [3:0] \$148 ;
+  wire \$149 ;
   wire [3:0] \$15 ;
-  wire [2:0] \$150 ;
-  wire [2:0] \$151 ;
-  wire [5:0] \$152 ;
-  wire [6:0] \$153 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
   wire \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  reg [15:0] \$157 ;
-  reg [15:0] \$158 ;
-  reg [15:0] \$159 ;
+  wire [15:0] \$155 ;
+  wire [15:0] \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
   wire [3:0] \$16 ;
-  reg [15:0] \$160 ;
-  reg [15:0] \$161 ;
-  reg [15:0] \$162 ;
-  reg [15:0] \$163 ;
-  wire [2:0] \$164 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire [15:0] \$163 ;
+  wire [15:0] \$164 ;
   wire \$165 ;
-  wire [3:0] \$166 ;
-  wire [2:0] \$167 ;
+  wire \$166 ;
+  wire \$167 ;
   wire \$168 ;
-  wire [3:0] \$169 ;
+  wire \$169 ;
   wire [42:0] \$17 ;
-  wire [2:0] \$170 ;
-  wire \$171 ;
-  wire [3:0] \$172 ;
-  wire [2:0] \$173 ;
-  wire \$174 ;
-  wire [3:0] \$175 ;
-  wire [31:0] \$176 ;
-  wire [31:0] \$177 ;
-  wire [31:0] \$178 ;
-  wire [31:0] \$179 ;
+  wire \$170 ;
+  wire [15:0] \$171 ;
+  wire [15:0] \$172 ;
+  wire [15:0] \$173 ;
+  wire [15:0] \$174 ;
+  wire [35:0] \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
   wire \$18 ;
-  wire [40:0] \$180 ;
-  wire [40:0] \$181 ;
-  wire [41:0] \$182 ;
-  wire [31:0] \$183 ;
-  wire [31:0] \$184 ;
-  wire [31:0] \$185 ;
-  wire [31:0] \$186 ;
-  reg \$187 ;
-  reg \$188 ;
-  reg \$189 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
   wire \$19 ;
-  reg \$190 ;
-  reg \$191 ;
-  reg \$192 ;
-  reg \$193 ;
-  reg \$194 ;
-  reg \$195 ;
-  reg [3:0] \$196 ;
-  reg \$197 ;
-  reg \$198 ;
-  reg \$199 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  reg \$200 ;
-  reg [2:0] \$201 ;
-  reg \$202 ;
-  reg \$203 ;
-  reg [15:0] \$204 ;
-  reg [2:0] \$205 ;
-  reg [2:0] \$206 ;
-  reg \$207 ;
-  reg \$208 ;
-  reg [15:0] \$209 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire [3:0] \$203 ;
+  wire [3:0] \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
   wire \$21 ;
-  reg [2:0] \$210 ;
-  reg [2:0] \$211 ;
-  reg \$212 ;
-  reg \$213 ;
-  reg [15:0] \$214 ;
-  reg [2:0] \$215 ;
-  reg [6:0] \$216 ;
-  reg [2:0] \$217 ;
-  reg \$218 ;
-  reg \$219 ;
+  wire \$210 ;
+  wire [15:0] \$211 ;
+  wire [15:0] \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
   wire \$22 ;
-  reg [15:0] \$220 ;
-  reg \$221 ;
-  reg [1:0] \$222 ;
-  reg \$223 ;
-  reg \$224 ;
-  reg \$225 ;
-  reg \$226 ;
-  reg \$227 ;
-  reg \$228 ;
-  reg \$229 ;
+  wire [15:0] \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire [15:0] \$227 ;
+  wire [15:0] \$228 ;
+  wire [15:0] \$229 ;
   wire \$23 ;
-  reg [15:0] \$230 ;
-  reg [15:0] \$231 ;
-  reg [15:0] \$232 ;
-  reg [1:0] \$233 ;
-  reg [13:0] \$234 ;
-  reg [1:0] \$235 ;
-  reg [2:0] \$236 ;
-  reg [15:0] \$237 ;
-  reg [15:0] \$238 ;
-  reg [15:0] \$239 ;
+  wire [15:0] \$230 ;
+  wire [35:0] \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire [15:0] \$24 ;
-  reg [15:0] \$240 ;
-  reg [3:0] \$241 ;
-  reg [3:0] \$242 ;
-  reg [3:0] \$243 ;
-  reg [3:0] \$244 ;
-  reg [31:0] \$245 ;
-  reg [31:0] \$246 ;
-  reg [31:0] \$247 ;
-  reg [31:0] \$248 ;
-  reg [41:0] \$249 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire \$249 ;
   wire \$25 ;
-  reg [15:0] \$250 ;
-  reg [15:0] \$251 ;
-  reg [15:0] \$252 ;
-  reg [15:0] \$253 ;
-  reg [15:0] \$254 ;
-  reg [15:0] \$255 ;
-  reg [1:0] \$256 ;
-  reg [1:0] \$257 ;
-  reg [1:0] \$258 ;
-  reg [1:0] \$259 ;
-  wire \$26 ;
-  reg [1:0] \$260 ;
-  reg [15:0] \$261 ;
-  reg [3:0] \$262 ;
-  reg [3:0] \$263 ;
-  reg [3:0] \$264 ;
-  reg [3:0] \$265 ;
-  reg [3:0] \$266 ;
-  reg [3:0] \$267 ;
-  reg [3:0] \$268 ;
-  reg [3:0] \$269 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire [3:0] \$259 ;
+  wire [36:0] \$26 ;
+  wire [3:0] \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire \$266 ;
+  wire [15:0] \$267 ;
+  wire [15:0] \$268 ;
+  wire \$269 ;
   wire \$27 ;
-  reg [3:0] \$270 ;
-  reg [3:0] \$271 ;
-  reg [3:0] \$272 ;
-  reg [3:0] \$273 ;
-  reg [3:0] \$274 ;
-  reg [3:0] \$275 ;
-  reg [3:0] \$276 ;
-  reg [3:0] \$277 ;
-  reg [3:0] \$278 ;
-  reg [3:0] \$279 ;
-  wire [15:0] \$28 ;
-  reg [3:0] \$280 ;
-  reg [3:0] \$281 ;
-  reg [15:0] \$282 ;
-  reg [15:0] \$283 ;
-  reg [15:0] \$284 ;
-  reg [15:0] \$285 ;
-  reg [31:0] \$286 ;
-  reg [15:0] \$287 ;
-  reg [15:0] \$288 ;
-  reg [15:0] \$289 ;
-  wire [34:0] \$29 ;
-  reg [15:0] \$290 ;
-  reg [15:0] \$291 ;
-  reg [31:0] \$292 ;
-  reg [15:0] \$293 ;
-  reg [15:0] \$294 ;
-  reg [15:0] \$295 ;
-  reg [15:0] \$296 ;
-  reg [15:0] \$297 ;
-  reg [31:0] \$298 ;
-  reg [15:0] \$299 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire [15:0] \$275 ;
+  wire [15:0] \$276 ;
+  wire \$277 ;
+  wire \$278 ;
+  wire \$279 ;
+  wire \$28 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire [15:0] \$283 ;
+  wire [15:0] \$284 ;
+  wire [15:0] \$285 ;
+  wire [15:0] \$286 ;
+  wire \$287 ;
+  wire [4:0] \$288 ;
+  wire \$289 ;
+  wire \$29 ;
+  wire \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  reg [15:0] \$300 ;
-  reg [15:0] \$301 ;
-  reg [15:0] \$302 ;
-  reg [15:0] \$303 ;
-  reg [31:0] \$304 ;
-  reg [15:0] \$305 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire [3:0] \$307 ;
+  wire \$308 ;
+  wire \$309 ;
   wire \$31 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire [4:0] \$318 ;
+  wire [2:0] \$319 ;
   wire \$32 ;
+  reg [2:0] \$320 ;
+  wire [3:0] \$321 ;
+  wire [2:0] \$322 ;
+  wire [2:0] \$323 ;
+  wire [5:0] \$324 ;
+  wire [6:0] \$325 ;
+  wire \$326 ;
+  wire \$327 ;
+  wire \$328 ;
+  reg [15:0] \$329 ;
   wire \$33 ;
+  reg [15:0] \$330 ;
+  reg [15:0] \$331 ;
+  reg [15:0] \$332 ;
+  reg [15:0] \$333 ;
+  reg [15:0] \$334 ;
+  reg [15:0] \$335 ;
+  wire [2:0] \$336 ;
+  wire \$337 ;
+  wire [3:0] \$338 ;
+  wire [2:0] \$339 ;
   wire \$34 ;
+  wire \$340 ;
+  wire [3:0] \$341 ;
+  wire [2:0] \$342 ;
+  wire \$343 ;
+  wire [3:0] \$344 ;
+  wire [2:0] \$345 ;
+  wire \$346 ;
+  wire [3:0] \$347 ;
+  wire [31:0] \$348 ;
+  wire [31:0] \$349 ;
   wire \$35 ;
-  wire [15:0] \$36 ;
-  wire [34:0] \$37 ;
+  wire [31:0] \$350 ;
+  wire [31:0] \$351 ;
+  wire [40:0] \$352 ;
+  wire [40:0] \$353 ;
+  wire [41:0] \$354 ;
+  wire [16:0] \$355 ;
+  wire \$356 ;
+  wire \$357 ;
+  wire [15:0] \$358 ;
+  wire [15:0] \$359 ;
+  wire \$36 ;
+  wire \$360 ;
+  wire \$361 ;
+  wire [15:0] \$362 ;
+  wire [15:0] \$363 ;
+  wire [31:0] \$364 ;
+  wire [31:0] \$365 ;
+  wire [31:0] \$366 ;
+  wire [31:0] \$367 ;
+  reg \$368 ;
+  reg \$369 ;
+  wire \$37 ;
+  reg \$370 ;
+  reg \$371 ;
+  reg \$372 ;
+  reg \$373 ;
+  reg [3:0] \$374 ;
+  reg \$375 ;
+  reg \$376 ;
+  reg \$377 ;
+  reg \$378 ;
+  reg [2:0] \$379 ;
   wire \$38 ;
+  reg \$380 ;
+  reg \$381 ;
+  reg [15:0] \$382 ;
+  reg [2:0] \$383 ;
+  reg [2:0] \$384 ;
+  reg \$385 ;
+  reg \$386 ;
+  reg [15:0] \$387 ;
+  reg [2:0] \$388 ;
+  reg [2:0] \$389 ;
   wire \$39 ;
+  reg \$390 ;
+  reg \$391 ;
+  reg [15:0] \$392 ;
+  reg [2:0] \$393 ;
+  reg [6:0] \$394 ;
+  reg [2:0] \$395 ;
+  reg \$396 ;
+  reg \$397 ;
+  reg [15:0] \$398 ;
+  reg \$399 ;
   wire [3:0] \$4 ;
   wire \$40 ;
+  reg [1:0] \$400 ;
+  reg \$401 ;
+  reg \$402 ;
+  reg \$403 ;
+  reg \$404 ;
+  reg \$405 ;
+  reg \$406 ;
+  reg \$407 ;
+  reg [15:0] \$408 ;
+  reg [15:0] \$409 ;
   wire \$41 ;
+  reg [1:0] \$410 ;
+  reg [13:0] \$411 ;
+  reg [1:0] \$412 ;
+  reg [2:0] \$413 ;
+  reg [15:0] \$414 ;
+  reg [15:0] \$415 ;
+  reg [15:0] \$416 ;
+  reg [15:0] \$417 ;
+  reg [3:0] \$418 ;
+  reg [3:0] \$419 ;
   wire \$42 ;
+  reg [3:0] \$420 ;
+  reg [3:0] \$421 ;
+  reg [31:0] \$422 ;
+  reg [31:0] \$423 ;
+  reg [31:0] \$424 ;
+  reg [31:0] \$425 ;
+  reg [41:0] \$426 ;
+  reg [15:0] \$427 ;
+  reg [16:0] \$428 ;
+  reg [16:0] \$429 ;
   wire \$43 ;
-  wire [15:0] \$44 ;
-  wire [34:0] \$45 ;
+  reg [16:0] \$430 ;
+  reg [16:0] \$431 ;
+  reg [15:0] \$432 ;
+  reg [15:0] \$433 ;
+  reg [15:0] \$434 ;
+  reg [15:0] \$435 ;
+  reg [15:0] \$436 ;
+  reg [15:0] \$437 ;
+  reg [15:0] \$438 ;
+  reg [15:0] \$439 ;
+  wire \$44 ;
+  reg [1:0] \$440 ;
+  reg [1:0] \$441 ;
+  reg [1:0] \$442 ;
+  reg [15:0] \$443 ;
+  reg [15:0] \$444 ;
+  reg [15:0] \$445 ;
+  reg [15:0] \$446 ;
+  reg [3:0] \$447 ;
+  reg [3:0] \$448 ;
+  reg [3:0] \$449 ;
+  wire \$45 ;
+  reg [3:0] \$450 ;
+  reg [3:0] \$451 ;
+  reg [3:0] \$452 ;
+  reg [3:0] \$453 ;
+  reg [3:0] \$454 ;
+  reg [3:0] \$455 ;
+  reg [3:0] \$456 ;
+  reg [3:0] \$457 ;
+  reg [3:0] \$458 ;
+  reg [15:0] \$459 ;
   wire \$46 ;
+  reg [15:0] \$460 ;
+  reg [15:0] \$461 ;
+  reg [31:0] \$462 ;
+  reg [15:0] \$463 ;
+  reg [15:0] \$464 ;
+  reg [15:0] \$465 ;
+  reg [31:0] \$466 ;
+  reg [15:0] \$467 ;
+  reg [15:0] \$468 ;
+  reg [15:0] \$469 ;
   wire \$47 ;
+  reg [31:0] \$470 ;
+  reg [15:0] \$471 ;
+  reg [15:0] \$472 ;
+  reg [15:0] \$473 ;
+  reg [31:0] \$474 ;
   wire \$48 ;
   wire \$49 ;
   wire [2:0] \$5 ;
   wire \$50 ;
   wire \$51 ;
-  wire [15:0] \$52 ;
-  wire [34:0] \$53 ;
+  wire \$52 ;
+  wire \$53 ;
   wire \$54 ;
   wire \$55 ;
   wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
+  wire [15:0] \$57 ;
+  wire [15:0] \$58 ;
+  wire [15:0] \$59 ;
   wire \$6 ;
   wire [15:0] \$60 ;
   wire \$61 ;
   wire \$62 ;
-  wire \$63 ;
+  wire [35:0] \$63 ;
   wire \$64 ;
   wire \$65 ;
-  wire [3:0] \$66 ;
-  wire [3:0] \$67 ;
+  wire \$66 ;
+  wire \$67 ;
   wire \$68 ;
   wire \$69 ;
   wire [3:0] \$7 ;
@@ -503,58 +672,58 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$71 ;
   wire \$72 ;
   wire \$73 ;
-  wire [15:0] \$74 ;
-  wire [15:0] \$75 ;
+  wire \$74 ;
+  wire \$75 ;
   wire \$76 ;
   wire \$77 ;
   wire \$78 ;
-  wire [3:0] \$79 ;
+  wire \$79 ;
   wire [3:0] \$8 ;
-  wire [3:0] \$80 ;
+  wire \$80 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
   wire \$85 ;
   wire \$86 ;
-  wire [15:0] \$87 ;
-  wire [15:0] \$88 ;
+  wire \$87 ;
+  wire \$88 ;
   wire \$89 ;
   wire [2:0] \$9 ;
   wire \$90 ;
-  wire \$91 ;
+  wire [3:0] \$91 ;
   wire [3:0] \$92 ;
-  wire [3:0] \$93 ;
+  wire \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
   wire \$97 ;
   wire \$98 ;
-  wire \$99 ;
+  wire [15:0] \$99 ;
   wire \$signature__addr ;
   wire \$signature__addr$10 ;
-  wire \$signature__addr$106 ;
+  wire \$signature__addr$102 ;
+  wire \$signature__addr$118 ;
   wire \$signature__addr$12 ;
   wire \$signature__addr$14 ;
-  wire \$signature__addr$72 ;
-  wire \$signature__addr$84 ;
-  wire \$signature__addr$95 ;
+  wire \$signature__addr$69 ;
+  wire \$signature__addr$86 ;
   wire [15:0] \$signature__data ;
-  wire [15:0] \$signature__data$103 ;
-  wire [15:0] \$signature__data$170 ;
-  wire [15:0] \$signature__data$171 ;
-  wire [15:0] \$signature__data$172 ;
-  wire [15:0] \$signature__data$173 ;
-  wire [15:0] \$signature__data$81 ;
-  wire [15:0] \$signature__data$92 ;
+  wire [15:0] \$signature__data$110 ;
+  wire [15:0] \$signature__data$182 ;
+  wire [15:0] \$signature__data$183 ;
+  wire [15:0] \$signature__data$184 ;
+  wire [15:0] \$signature__data$185 ;
+  wire [15:0] \$signature__data$78 ;
+  wire [15:0] \$signature__data$94 ;
   wire \$signature__en ;
-  wire \$signature__en$109 ;
+  wire \$signature__en$105 ;
   wire \$signature__en$11 ;
+  wire \$signature__en$121 ;
   wire \$signature__en$13 ;
   wire \$signature__en$15 ;
-  wire \$signature__en$75 ;
-  wire \$signature__en$87 ;
-  wire \$signature__en$98 ;
+  wire \$signature__en$72 ;
+  wire \$signature__en$89 ;
   wire accept;
   wire busy;
   wire [63:0] bval;
@@ -566,48 +735,38 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input clk;
   wire clk;
   wire commit_l0;
-  reg [15:0] e;
   wire en;
-  reg [15:0] err0_s7 = 16'h0000;
+  reg [15:0] err0;
+  reg [15:0] err0_s5 = 16'h0000;
   output execute;
   wire execute;
   reg [1:0] kind_s1 = 2'h0;
   reg [1:0] kind_s2 = 2'h0;
   reg [1:0] kind_s3 = 2'h0;
   reg [1:0] kind_s4 = 2'h0;
-  reg [1:0] kind_s5 = 2'h0;
-  reg [1:0] kind_s6 = 2'h0;
+  reg [15:0] l0_bval_bank0_0_s2 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s5 = 16'h0000;
-  reg [15:0] l0_bval_bank0_0_s6 = 16'h0000;
-  reg [15:0] l0_bval_bank0_0_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s2 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s5 = 16'h0000;
-  reg [15:0] l0_bval_bank0_1_s6 = 16'h0000;
-  reg [15:0] l0_bval_bank0_1_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s2 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s5 = 16'h0000;
-  reg [15:0] l0_bval_bank0_2_s6 = 16'h0000;
-  reg [15:0] l0_bval_bank0_2_s7 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s2 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s5 = 16'h0000;
-  reg [15:0] l0_bval_bank0_3_s6 = 16'h0000;
-  reg [15:0] l0_bval_bank0_3_s7 = 16'h0000;
-  reg [2:0] l0_cell0_s3 = 3'h0;
-  reg [31:0] l0_delta0_0_0_raw_s8 = 32'd0;
-  reg [15:0] l0_delta0_0_0_s9 = 16'h0000;
-  reg [31:0] l0_delta0_0_1_raw_s8 = 32'd0;
-  reg [15:0] l0_delta0_0_1_s9 = 16'h0000;
-  reg [31:0] l0_delta0_0_2_raw_s8 = 32'd0;
-  reg [15:0] l0_delta0_0_2_s9 = 16'h0000;
-  reg [31:0] l0_delta0_0_3_raw_s8 = 32'd0;
-  reg [15:0] l0_delta0_0_3_s9 = 16'h0000;
-  reg [1:0] l0_lo0_s3 = 2'h0;
-  reg [15:0] l0_out0_s6 = 16'h0000;
+  reg [2:0] l0_cell0_s2 = 3'h0;
+  reg [31:0] l0_delta0_0_0_raw_s6 = 32'd0;
+  reg [31:0] l0_delta0_0_1_raw_s6 = 32'd0;
+  reg [31:0] l0_delta0_0_2_raw_s6 = 32'd0;
+  reg [31:0] l0_delta0_0_3_raw_s6 = 32'd0;
+  reg [1:0] l0_lo0_s2 = 2'h0;
+  reg [15:0] l0_out0_s5 = 16'h0000;
   wire l0_port_baddr;
   reg [2:0] l0_port_baddr_p4 = 3'h0;
   wire [1:0] l0_port_bank;
@@ -643,41 +802,33 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   (* init = 1'h0 *)
   wire l0_port_wr_p4;
   (* init = 14'h0000 *)
-  wire [13:0] l0_pos0_s2;
-  reg [31:0] l0_prod0_0_0_raw_s4 = 32'd0;
-  reg [31:0] l0_prod0_0_1_raw_s4 = 32'd0;
-  reg [31:0] l0_prod0_0_2_raw_s4 = 32'd0;
-  reg [31:0] l0_prod0_0_3_raw_s4 = 32'd0;
+  wire [13:0] l0_pos0_s1;
+  reg [31:0] l0_prod0_0_0_raw_s3 = 32'd0;
+  reg [31:0] l0_prod0_0_1_raw_s3 = 32'd0;
+  reg [31:0] l0_prod0_0_2_raw_s3 = 32'd0;
+  reg [31:0] l0_prod0_0_3_raw_s3 = 32'd0;
   reg [15:0] l0_ram_data = 16'h0000;
   reg l0_ram_rd = 1'h0;
   reg l0_ram_wr = 1'h0;
   reg [1:0] l0_rd_bank = 2'h0;
   reg l0_rd_edge = 1'h0;
-  reg [41:0] l0_sum0_t0_0_s5 = 42'h00000000000;
+  reg [41:0] l0_sum0_t0_0_s4 = 42'h00000000000;
+  reg [3:0] l0_waddr0_0_s3 = 4'h0;
   reg [3:0] l0_waddr0_0_s4 = 4'h0;
   reg [3:0] l0_waddr0_0_s5 = 4'h0;
   reg [3:0] l0_waddr0_0_s6 = 4'h0;
-  reg [3:0] l0_waddr0_0_s7 = 4'h0;
-  reg [3:0] l0_waddr0_0_s8 = 4'h0;
-  reg [3:0] l0_waddr0_0_s9 = 4'h0;
+  reg [3:0] l0_waddr0_1_s3 = 4'h0;
   reg [3:0] l0_waddr0_1_s4 = 4'h0;
   reg [3:0] l0_waddr0_1_s5 = 4'h0;
   reg [3:0] l0_waddr0_1_s6 = 4'h0;
-  reg [3:0] l0_waddr0_1_s7 = 4'h0;
-  reg [3:0] l0_waddr0_1_s8 = 4'h0;
-  reg [3:0] l0_waddr0_1_s9 = 4'h0;
+  reg [3:0] l0_waddr0_2_s3 = 4'h0;
   reg [3:0] l0_waddr0_2_s4 = 4'h0;
   reg [3:0] l0_waddr0_2_s5 = 4'h0;
   reg [3:0] l0_waddr0_2_s6 = 4'h0;
-  reg [3:0] l0_waddr0_2_s7 = 4'h0;
-  reg [3:0] l0_waddr0_2_s8 = 4'h0;
-  reg [3:0] l0_waddr0_2_s9 = 4'h0;
+  reg [3:0] l0_waddr0_3_s3 = 4'h0;
   reg [3:0] l0_waddr0_3_s4 = 4'h0;
   reg [3:0] l0_waddr0_3_s5 = 4'h0;
   reg [3:0] l0_waddr0_3_s6 = 4'h0;
-  reg [3:0] l0_waddr0_3_s7 = 4'h0;
-  reg [3:0] l0_waddr0_3_s8 = 4'h0;
-  reg [3:0] l0_waddr0_3_s9 = 4'h0;
   output [16:0] m__payload;
   wire [16:0] m__payload;
   wire \m__payload.decision ;
@@ -710,6 +861,17 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire pr__ready;
   output pr__valid;
   reg pr__valid = 1'h0;
+  wire q_above;
+  wire \q_above$113 ;
+  wire \q_above$61 ;
+  wire \q_above$81 ;
+  wire \q_above$97 ;
+  wire q_below;
+  wire \q_below$114 ;
+  wire \q_below$62 ;
+  wire \q_below$82 ;
+  wire \q_below$98 ;
+  wire [35:0] q_less_t;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
   reg read_wait1 = 1'h0;
@@ -725,10 +887,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [2:0] rom_rd__addr;
   wire [15:0] rom_rd__data;
   wire [25:0] rounded;
-  wire [17:0] \rounded$40 ;
-  wire [17:0] \rounded$43 ;
-  wire [17:0] \rounded$46 ;
-  wire [17:0] \rounded$49 ;
   input rst;
   wire rst;
   input [33:0] s__payload;
@@ -743,7 +901,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [34:0] t;
-  wire [16:0] \t$102 ;
+  wire [16:0] \t$100 ;
+  wire [17:0] \t$112 ;
+  wire [16:0] \t$115 ;
+  wire [16:0] \t$116 ;
   wire [39:0] \t$18 ;
   wire [34:0] \t$19 ;
   wire [39:0] \t$21 ;
@@ -754,46 +915,57 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [39:0] \t$28 ;
   wire [15:0] \t$31 ;
   wire [16:0] \t$34 ;
-  wire [17:0] \t$36 ;
-  wire [15:0] \t$37 ;
-  wire [15:0] \t$42 ;
-  wire [15:0] \t$45 ;
-  wire [15:0] \t$48 ;
-  wire [15:0] \t$51 ;
-  wire [16:0] \t$65 ;
-  wire [16:0] \t$80 ;
-  wire [16:0] \t$91 ;
-  reg [15:0] u = 16'h0000;
+  wire [16:0] \t$35 ;
+  wire [39:0] \t$36 ;
+  wire [18:0] \t$39 ;
+  wire [17:0] \t$60 ;
+  wire [16:0] \t$63 ;
+  wire [16:0] \t$64 ;
+  wire [17:0] \t$80 ;
+  wire [16:0] \t$83 ;
+  wire [16:0] \t$84 ;
+  wire [17:0] \t$96 ;
+  wire [16:0] \t$99 ;
+  wire [34:0] theta_less_q;
+  wire [34:0] \theta_less_q$109 ;
+  wire [34:0] \theta_less_q$77 ;
+  wire [34:0] \theta_less_q$93 ;
+  wire [15:0] u;
   reg valid_s1 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
   reg valid_s4 = 1'h0;
+  output valid_s5;
   reg valid_s5 = 1'h0;
-  output valid_s6;
   reg valid_s6 = 1'h0;
-  reg valid_s7 = 1'h0;
-  reg valid_s8 = 1'h0;
-  reg valid_s9 = 1'h0;
   wire wp__addr;
-  wire \wp__addr$110 ;
-  wire \wp__addr$88 ;
-  wire \wp__addr$99 ;
+  wire \wp__addr$106 ;
+  wire \wp__addr$122 ;
+  wire \wp__addr$90 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$100 ;
-  wire [15:0] \wp__data$111 ;
-  wire [15:0] \wp__data$89 ;
+  wire [15:0] \wp__data$107 ;
+  wire [15:0] \wp__data$123 ;
+  wire [15:0] \wp__data$91 ;
   wire wp__en;
-  wire \wp__en$101 ;
-  wire \wp__en$112 ;
-  wire \wp__en$90 ;
-  (* init = 16'h0000 *)
-  wire [15:0] x0_s1;
+  wire \wp__en$108 ;
+  wire \wp__en$124 ;
+  wire \wp__en$92 ;
+  reg [15:0] y0_at_max_s1 = 16'h0000;
+  reg [15:0] y0_at_max_s2 = 16'h0000;
+  reg [15:0] y0_at_max_s3 = 16'h0000;
+  reg [15:0] y0_at_max_s4 = 16'h0000;
+  reg [15:0] y0_at_min_s1 = 16'h0000;
+  reg [15:0] y0_at_min_s2 = 16'h0000;
+  reg [15:0] y0_at_min_s3 = 16'h0000;
+  reg [15:0] y0_at_min_s4 = 16'h0000;
+  reg [16:0] y0_neg_s1 = 17'h00000;
+  reg [16:0] y0_neg_s2 = 17'h00000;
+  reg [16:0] y0_neg_s3 = 17'h00000;
+  reg [16:0] y0_neg_s4 = 17'h00000;
   reg [15:0] y0_s1 = 16'h0000;
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
-  reg [15:0] y0_s5 = 16'h0000;
-  reg [15:0] y0_s6 = 16'h0000;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank0 [1:0];
   initial begin
@@ -802,20 +974,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$67 [0]] <= wp__data;
+      l0_coef_0_0_bank0[\$92 [0]] <= wp__data;
   end
   reg [0:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$66 [0];
+    _0_ <= \$91 [0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [0]];
-      if (wp__en && \$4 [0] == \$67 [0])
+      if (wp__en && \$4 [0] == \$92 [0])
         _1_ <= wp__data;
     end
   end
   assign \$signature__data  = l0_coef_0_0_bank0[_0_];
-  assign \$signature__data$170  = _1_;
+  assign \$signature__data$182  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [1:0];
   initial begin
@@ -823,21 +995,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$90 )
-      l0_coef_0_0_bank1[\$80 [0]] <= \wp__data$89 ;
+    if (\wp__en$92 )
+      l0_coef_0_0_bank1[\$148 [0]] <= \wp__data$91 ;
   end
   reg [0:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$79 [0];
+    _2_ <= \$147 [0];
     if (\$signature__en$11 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [0]];
-      if (\wp__en$90  && \$8 [0] == \$80 [0])
-        _3_ <= \wp__data$89 ;
+      if (\wp__en$92  && \$8 [0] == \$148 [0])
+        _3_ <= \wp__data$91 ;
     end
   end
-  assign \$signature__data$81  = l0_coef_0_0_bank1[_2_];
-  assign \$signature__data$171  = _3_;
+  assign \$signature__data$78  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$183  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [1:0];
   initial begin
@@ -845,21 +1017,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$101 )
-      l0_coef_0_0_bank2[\$93 [0]] <= \wp__data$100 ;
+    if (\wp__en$108 )
+      l0_coef_0_0_bank2[\$204 [0]] <= \wp__data$107 ;
   end
   reg [0:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$92 [0];
+    _4_ <= \$203 [0];
     if (\$signature__en$13 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [0]];
-      if (\wp__en$101  && \$12 [0] == \$93 [0])
-        _5_ <= \wp__data$100 ;
+      if (\wp__en$108  && \$12 [0] == \$204 [0])
+        _5_ <= \wp__data$107 ;
     end
   end
-  assign \$signature__data$92  = l0_coef_0_0_bank2[_4_];
-  assign \$signature__data$172  = _5_;
+  assign \$signature__data$94  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$184  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [1:0];
   initial begin
@@ -867,21 +1039,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$112 )
-      l0_coef_0_0_bank3[\$106 [0]] <= \wp__data$111 ;
+    if (\wp__en$124 )
+      l0_coef_0_0_bank3[\$260 [0]] <= \wp__data$123 ;
   end
   reg [0:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$105 [0];
+    _6_ <= \$259 [0];
     if (\$signature__en$15 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [0]];
-      if (\wp__en$112  && \$16 [0] == \$106 [0])
-        _7_ <= \wp__data$111 ;
+      if (\wp__en$124  && \$16 [0] == \$260 [0])
+        _7_ <= \wp__data$123 ;
     end
   end
-  assign \$signature__data$103  = l0_coef_0_0_bank3[_6_];
-  assign \$signature__data$173  = _7_;
+  assign \$signature__data$110  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$185  = _7_;
   reg [15:0] theta0_rom [7:0];
   initial begin
     theta0_rom[0] = 16'h0000;
@@ -898,6 +1070,136 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _8_ <= theta0_rom[reload_count[2:0]];
   end
   assign rom_rd__data = _8_;
+  always @(posedge clk)
+    kind_s1 <= \$410 ;
+  always @(posedge clk)
+    pos_in <= \$411 ;
+  always @(posedge clk)
+    l0_lo0_s2 <= \$412 ;
+  always @(posedge clk)
+    l0_cell0_s2 <= \$413 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s2 <= \$414 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s2 <= \$415 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s2 <= \$416 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s2 <= \$417 ;
+  always @(posedge clk)
+    l0_waddr0_0_s3 <= \$418 ;
+  always @(posedge clk)
+    l0_waddr0_1_s3 <= \$419 ;
+  always @(posedge clk)
+    l0_waddr0_2_s3 <= \$420 ;
+  always @(posedge clk)
+    l0_waddr0_3_s3 <= \$421 ;
+  always @(posedge clk)
+    l0_prod0_0_0_raw_s3 <= \$422 ;
+  always @(posedge clk)
+    l0_prod0_0_1_raw_s3 <= \$423 ;
+  always @(posedge clk)
+    l0_prod0_0_2_raw_s3 <= \$424 ;
+  always @(posedge clk)
+    l0_prod0_0_3_raw_s3 <= \$425 ;
+  always @(posedge clk)
+    l0_sum0_t0_0_s4 <= \$426 ;
+  always @(posedge clk)
+    l0_out0_s5 <= \$427 ;
+  always @(posedge clk)
+    y0_neg_s1 <= \$428 ;
+  always @(posedge clk)
+    y0_neg_s2 <= \$429 ;
+  always @(posedge clk)
+    y0_neg_s3 <= \$430 ;
+  always @(posedge clk)
+    y0_neg_s4 <= \$431 ;
+  always @(posedge clk)
+    y0_at_max_s1 <= \$432 ;
+  always @(posedge clk)
+    y0_at_max_s2 <= \$433 ;
+  always @(posedge clk)
+    y0_at_max_s3 <= \$434 ;
+  always @(posedge clk)
+    y0_at_max_s4 <= \$435 ;
+  always @(posedge clk)
+    y0_at_min_s1 <= \$436 ;
+  always @(posedge clk)
+    y0_at_min_s2 <= \$437 ;
+  always @(posedge clk)
+    y0_at_min_s3 <= \$438 ;
+  always @(posedge clk)
+    y0_at_min_s4 <= \$439 ;
+  always @(posedge clk)
+    kind_s2 <= \$440 ;
+  always @(posedge clk)
+    kind_s3 <= \$441 ;
+  always @(posedge clk)
+    kind_s4 <= \$442 ;
+  always @(posedge clk)
+    y0_s2 <= \$443 ;
+  always @(posedge clk)
+    y0_s3 <= \$444 ;
+  always @(posedge clk)
+    y0_s4 <= \$445 ;
+  always @(posedge clk)
+    err0_s5 <= \$446 ;
+  always @(posedge clk)
+    l0_waddr0_0_s4 <= \$447 ;
+  always @(posedge clk)
+    l0_waddr0_0_s5 <= \$448 ;
+  always @(posedge clk)
+    l0_waddr0_0_s6 <= \$449 ;
+  always @(posedge clk)
+    l0_waddr0_1_s4 <= \$450 ;
+  always @(posedge clk)
+    l0_waddr0_1_s5 <= \$451 ;
+  always @(posedge clk)
+    l0_waddr0_1_s6 <= \$452 ;
+  always @(posedge clk)
+    l0_waddr0_2_s4 <= \$453 ;
+  always @(posedge clk)
+    l0_waddr0_2_s5 <= \$454 ;
+  always @(posedge clk)
+    l0_waddr0_2_s6 <= \$455 ;
+  always @(posedge clk)
+    l0_waddr0_3_s4 <= \$456 ;
+  always @(posedge clk)
+    l0_waddr0_3_s5 <= \$457 ;
+  always @(posedge clk)
+    l0_waddr0_3_s6 <= \$458 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s3 <= \$459 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s4 <= \$460 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s5 <= \$461 ;
+  always @(posedge clk)
+    l0_delta0_0_0_raw_s6 <= \$462 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s3 <= \$463 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s4 <= \$464 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s5 <= \$465 ;
+  always @(posedge clk)
+    l0_delta0_0_1_raw_s6 <= \$466 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s3 <= \$467 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s4 <= \$468 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s5 <= \$469 ;
+  always @(posedge clk)
+    l0_delta0_0_2_raw_s6 <= \$470 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s3 <= \$471 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s4 <= \$472 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s5 <= \$473 ;
+  always @(posedge clk)
+    l0_delta0_0_3_raw_s6 <= \$474 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 3'h0, l0_port_baddr_p4[0] } : \$3 ;
@@ -914,7 +1216,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$15  = \$13  + \$14 ;
   assign \$16  = l0_ram_rd ? { 3'h0, l0_port_baddr_p4[0] } : \$15 ;
   assign \$signature__en$15  = en | l0_ram_rd;
-  assign \$17  = $signed({ l0_sum0_t0_0_s5[39:0], l0_sum0_t0_0_s5[16] }) + $signed({ 16'h7fff, l0_sum0_t0_0_s5[16] });
+  assign \$17  = $signed({ l0_sum0_t0_0_s4[39:0], l0_sum0_t0_0_s4[16] }) + $signed({ 16'h7fff, l0_sum0_t0_0_s4[16] });
   assign \$18  = & \$17 [42:32];
   assign \$19  = ~ \$18 ;
   assign \$20  = \$17 [42] & \$19 ;
@@ -923,439 +1225,895 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$23  = \$21  & \$22 ;
   assign \$24  = \$23  ? 16'h7fff : \$17 [32:17];
   assign \t$31  = \$20  ? 16'h8000 : \$24 ;
-  assign \$25  = $signed(l0_out0_s6) >= $signed(1'h0);
-  assign \t$34  = $signed(l0_out0_s6) - $signed(y0_s6);
-  assign \$26  = $signed(\t$36 ) < $signed(16'h8000);
-  assign \$27  = $signed(\t$36 ) > $signed(16'h7fff);
-  assign \$28  = \$27  ? 16'h7fff : \t$36 [15:0];
-  assign \t$37  = \$26  ? 16'h8000 : \$28 ;
-  assign \$29  = $signed({ l0_delta0_0_0_raw_s8, l0_delta0_0_0_raw_s8[16] }) + $signed({ 16'h7fff, l0_delta0_0_0_raw_s8[16] });
-  assign \$30  = & \$29 [34:32];
+  assign \$25  = $signed(l0_out0_s5) >= $signed(1'h0);
+  assign \t$34  = $signed(16'h7fff) - $signed(s__payload[31:16]);
+  assign \t$35  = $signed(16'h8000) - $signed(s__payload[31:16]);
+  assign \$26  = { l0_sum0_t0_0_s4[34:0], l0_sum0_t0_0_s4[16] } + { y0_neg_s4[16], y0_neg_s4[16], y0_neg_s4, 16'h7fff, l0_sum0_t0_0_s4[16] };
+  assign \$27  = ~ l0_sum0_t0_0_s4[39];
+  assign \$28  = | l0_sum0_t0_0_s4[39:31];
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = | l0_sum0_t0_0_s4[39:31];
   assign \$31  = ~ \$30 ;
-  assign \$32  = \$29 [34] & \$31 ;
-  assign \$33  = ~ \$29 [34];
-  assign \$34  = | \$29 [34:32];
-  assign \$35  = \$33  & \$34 ;
-  assign \$36  = \$35  ? 16'h7fff : \$29 [32:17];
-  assign \t$42  = \$32  ? 16'h8000 : \$36 ;
-  assign \$37  = $signed({ l0_delta0_0_1_raw_s8, l0_delta0_0_1_raw_s8[16] }) + $signed({ 16'h7fff, l0_delta0_0_1_raw_s8[16] });
-  assign \$38  = & \$37 [34:32];
+  assign \$32  = & l0_sum0_t0_0_s4[30:16];
+  assign \$33  = \$31  & \$32 ;
+  assign \$34  = | l0_sum0_t0_0_s4[14:0];
+  assign \$35  = l0_sum0_t0_0_s4[16] | \$34 ;
+  assign \$36  = l0_sum0_t0_0_s4[15] & \$35 ;
+  assign \$37  = \$33  & \$36 ;
+  assign q_above = \$29  | \$37 ;
+  assign \$38  = & l0_sum0_t0_0_s4[39:31];
   assign \$39  = ~ \$38 ;
-  assign \$40  = \$37 [34] & \$39 ;
-  assign \$41  = ~ \$37 [34];
-  assign \$42  = | \$37 [34:32];
+  assign \$40  = l0_sum0_t0_0_s4[39] & \$39 ;
+  assign \$41  = & l0_sum0_t0_0_s4[30:16];
+  assign \$42  = ~ l0_sum0_t0_0_s4[31];
   assign \$43  = \$41  & \$42 ;
-  assign \$44  = \$43  ? 16'h7fff : \$37 [32:17];
-  assign \t$45  = \$40  ? 16'h8000 : \$44 ;
-  assign \$45  = $signed({ l0_delta0_0_2_raw_s8, l0_delta0_0_2_raw_s8[16] }) + $signed({ 16'h7fff, l0_delta0_0_2_raw_s8[16] });
-  assign \$46  = & \$45 [34:32];
-  assign \$47  = ~ \$46 ;
-  assign \$48  = \$45 [34] & \$47 ;
-  assign \$49  = ~ \$45 [34];
-  assign \$50  = | \$45 [34:32];
-  assign \$51  = \$49  & \$50 ;
-  assign \$52  = \$51  ? 16'h7fff : \$45 [32:17];
-  assign \t$48  = \$48  ? 16'h8000 : \$52 ;
-  assign \$53  = $signed({ l0_delta0_0_3_raw_s8, l0_delta0_0_3_raw_s8[16] }) + $signed({ 16'h7fff, l0_delta0_0_3_raw_s8[16] });
-  assign \$54  = & \$53 [34:32];
-  assign \$55  = ~ \$54 ;
-  assign \$56  = \$53 [34] & \$55 ;
-  assign \$57  = ~ \$53 [34];
-  assign \$58  = | \$53 [34:32];
-  assign \$59  = \$57  & \$58 ;
-  assign \$60  = \$59  ? 16'h7fff : \$53 [32:17];
-  assign \t$51  = \$56  ? 16'h8000 : \$60 ;
+  assign \$44  = & l0_sum0_t0_0_s4[39:32];
+  assign \$45  = \$43  & \$44 ;
+  assign \$46  = | l0_sum0_t0_0_s4[14:0];
+  assign \$47  = l0_sum0_t0_0_s4[16] | \$46 ;
+  assign \$48  = l0_sum0_t0_0_s4[15] & \$47 ;
+  assign \$49  = \$45  & \$48 ;
+  assign \$50  = ~ \$49 ;
+  assign q_below = \$40  & \$50 ;
+  assign \$51  = & \$26 [35:32];
+  assign \$52  = ~ \$51 ;
+  assign \$53  = \$26 [35] & \$52 ;
+  assign \$54  = ~ \$26 [35];
+  assign \$55  = | \$26 [35:32];
+  assign \$56  = \$54  & \$55 ;
+  assign \$57  = \$56  ? 16'h7fff : \$26 [32:17];
+  assign \$58  = \$53  ? 16'h8000 : \$57 ;
+  assign \$59  = q_below ? y0_at_min_s4 : \$58 ;
+  assign \$60  = q_above ? y0_at_max_s4 : \$59 ;
   assign \$61  = ~ m__ready;
-  assign \$62  = valid_s6 & \$61 ;
+  assign \$62  = valid_s5 & \$61 ;
   assign en = ~ \$62 ;
-  assign busy = | { valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s9;
-  assign \t$65  = $signed(\$signature__data ) - $signed(l0_delta0_0_0_s9);
-  assign \$63  = ! l0_port_edge_p4[0];
-  assign \$64  = l0_ram_wr & \$63 ;
-  assign \$65  = ! l0_port_bank_p4[1:0];
-  assign l0_port_hit0_0_0 = \$64  & \$65 ;
-  assign \$66  = \$62  ? l0_waddr0_0_s9 : l0_waddr0_0_s8;
-  assign \$67  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_0_s9;
-  assign \$68  = & \t$65 [16:15];
-  assign \$69  = ~ \$68 ;
-  assign \$70  = \t$65 [16] & \$69 ;
-  assign \$71  = ~ \t$65 [16];
-  assign \$72  = | \t$65 [16:15];
-  assign \$73  = \$71  & \$72 ;
-  assign \$74  = \$73  ? 16'h7fff : \t$65 [15:0];
-  assign \$75  = \$70  ? 16'h8000 : \$74 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$75 ;
+  assign busy = | { valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s6;
+  assign \$63  = { \$signature__data [15], \$signature__data [15], \$signature__data , 17'h10000 } - { l0_delta0_0_0_raw_s6[31], l0_delta0_0_0_raw_s6[31], l0_delta0_0_0_raw_s6, l0_delta0_0_0_raw_s6[16] };
+  assign \$64  = ~ l0_delta0_0_0_raw_s6[31];
+  assign \$68  = ~ \$67 ;
+  assign \$69  = & l0_delta0_0_0_raw_s6[30:16];
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = | l0_delta0_0_0_raw_s6[14:0];
+  assign \$72  = l0_delta0_0_0_raw_s6[16] | \$71 ;
+  assign \$73  = l0_delta0_0_0_raw_s6[15] & \$72 ;
+  assign \$74  = \$70  & \$73 ;
+  assign \$76  = ~ \$75 ;
+  assign \$78  = & l0_delta0_0_0_raw_s6[30:16];
+  assign \$79  = ~ l0_delta0_0_0_raw_s6[31];
+  assign \$80  = \$78  & \$79 ;
+  assign \$82  = \$80  & \$81 ;
+  assign \$83  = | l0_delta0_0_0_raw_s6[14:0];
+  assign \$84  = l0_delta0_0_0_raw_s6[16] | \$83 ;
+  assign \$85  = l0_delta0_0_0_raw_s6[15] & \$84 ;
+  assign \$86  = \$82  & \$85 ;
+  assign \$87  = ~ \$86 ;
+  assign \t$63  = $signed(\$signature__data ) - $signed(16'h7fff);
+  assign \t$64  = $signed(\$signature__data ) - $signed(16'h8000);
+  assign \$88  = ! l0_port_edge_p4[0];
+  assign \$89  = l0_ram_wr & \$88 ;
+  assign \$90  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_0_0 = \$89  & \$90 ;
+  assign \$91  = \$62  ? l0_waddr0_0_s6 : l0_waddr0_0_s5;
+  assign \$92  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_0_s6;
+  assign \$93  = & \t$63 [16:15];
+  assign \$94  = ~ \$93 ;
+  assign \$95  = \t$63 [16] & \$94 ;
+  assign \$96  = ~ \t$63 [16];
+  assign \$97  = | \t$63 [16:15];
+  assign \$98  = \$96  & \$97 ;
+  assign \$99  = \$98  ? 16'h7fff : \t$63 [15:0];
+  assign \$100  = \$95  ? 16'h8000 : \$99 ;
+  assign \$101  = & \t$64 [16:15];
+  assign \$102  = ~ \$101 ;
+  assign \$103  = \t$64 [16] & \$102 ;
+  assign \$104  = ~ \t$64 [16];
+  assign \$105  = | \t$64 [16:15];
+  assign \$106  = \$104  & \$105 ;
+  assign \$107  = \$106  ? 16'h7fff : \t$64 [15:0];
+  assign \$108  = \$103  ? 16'h8000 : \$107 ;
+  assign \$109  = & \$63 [34:32];
+  assign \$110  = ~ \$109 ;
+  assign \$111  = \$63 [34] & \$110 ;
+  assign \$112  = ~ \$63 [34];
+  assign \$113  = | \$63 [34:32];
+  assign \$114  = \$112  & \$113 ;
+  assign \$115  = \$114  ? 16'h7fff : \$63 [32:17];
+  assign \$116  = \$111  ? 16'h8000 : \$115 ;
+  assign \$118  = \q_above$61  ? \$100  : \$117 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$118 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$80  = $signed(\$signature__data$81 ) - $signed(l0_delta0_0_1_s9);
-  assign \$76  = ! l0_port_edge_p4[0];
-  assign \$77  = l0_ram_wr & \$76 ;
-  assign \$78  = l0_port_bank_p4[1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$77  & \$78 ;
-  assign \$79  = \$62  ? l0_waddr0_1_s9 : l0_waddr0_1_s8;
-  assign \$80  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_1_s9;
-  assign \$81  = & \t$80 [16:15];
-  assign \$82  = ~ \$81 ;
-  assign \$83  = \t$80 [16] & \$82 ;
-  assign \$84  = ~ \t$80 [16];
-  assign \$85  = | \t$80 [16:15];
-  assign \$86  = \$84  & \$85 ;
-  assign \$87  = \$86  ? 16'h7fff : \t$80 [15:0];
-  assign \$88  = \$83  ? 16'h8000 : \$87 ;
-  assign \wp__data$89  = l0_port_hit0_0_1 ? l0_ram_data : \$88 ;
-  assign \wp__en$90  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$91  = $signed(\$signature__data$92 ) - $signed(l0_delta0_0_2_s9);
-  assign \$89  = ! l0_port_edge_p4[0];
-  assign \$90  = l0_ram_wr & \$89 ;
-  assign \$91  = l0_port_bank_p4[1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$90  & \$91 ;
-  assign \$92  = \$62  ? l0_waddr0_2_s9 : l0_waddr0_2_s8;
-  assign \$93  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_2_s9;
-  assign \$94  = & \t$91 [16:15];
-  assign \$95  = ~ \$94 ;
-  assign \$96  = \t$91 [16] & \$95 ;
-  assign \$97  = ~ \t$91 [16];
-  assign \$98  = | \t$91 [16:15];
-  assign \$99  = \$97  & \$98 ;
-  assign \$100  = \$99  ? 16'h7fff : \t$91 [15:0];
-  assign \$101  = \$96  ? 16'h8000 : \$100 ;
-  assign \wp__data$100  = l0_port_hit0_0_2 ? l0_ram_data : \$101 ;
-  assign \wp__en$101  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$102  = $signed(\$signature__data$103 ) - $signed(l0_delta0_0_3_s9);
-  assign \$102  = ! l0_port_edge_p4[0];
-  assign \$103  = l0_ram_wr & \$102 ;
-  assign \$104  = l0_port_bank_p4[1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$103  & \$104 ;
-  assign \$105  = \$62  ? l0_waddr0_3_s9 : l0_waddr0_3_s8;
-  assign \$106  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_3_s9;
-  assign \$107  = & \t$102 [16:15];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \t$102 [16] & \$108 ;
-  assign \$110  = ~ \t$102 [16];
-  assign \$111  = | \t$102 [16:15];
-  assign \$112  = \$110  & \$111 ;
-  assign \$113  = \$112  ? 16'h7fff : \t$102 [15:0];
-  assign \$114  = \$109  ? 16'h8000 : \$113 ;
-  assign \wp__data$111  = l0_port_hit0_0_3 ? l0_ram_data : \$114 ;
-  assign \wp__en$112  = commit_l0 | l0_port_hit0_0_3;
-  assign reloading = reload_count != 4'h9;
-  assign \$115  = | reload_count;
-  assign reload_write = reloading & \$115 ;
-  assign \$116  = reload_count - 1'h1;
-  assign \$117  = ~ pc__valid;
-  assign \$118  = en & \$117 ;
-  assign \$119  = ~ reloading;
-  assign \$120  = \$118  & \$119 ;
-  assign \$121  = | { valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$122  = ~ \$121 ;
-  assign \$123  = \$120  & \$122 ;
-  assign \$124  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
-  assign \$125  = ~ \$124 ;
-  assign s__ready = \$123  & \$125 ;
-  assign accept = s__valid & s__ready;
-  assign \$126  = ~ busy;
-  assign \$127  = pc__valid & \$126 ;
-  assign \$128  = ~ reloading;
-  assign \$129  = \$127  & \$128 ;
-  assign \$130  = | { read_wait4, read_wait3, read_wait2, read_wait1, read_wait };
-  assign \$131  = ~ \$130 ;
-  assign \$132  = \$129  & \$131 ;
-  assign \$133  = ~ pr__valid;
-  assign \$134  = \$133  | pr__ready;
-  assign execute = \$132  & \$134 ;
-  assign port_addr = reload_write ? \$116 [2:0] : pc__payload[18:16];
-  assign \$135  = port_addr - 1'h0;
-  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$136  = port_addr >= 1'h0;
-  assign \$137  = port_addr < 4'h8;
+  assign \$119  = { \$signature__data$78 [15], \$signature__data$78 [15], \$signature__data$78 , 17'h10000 } - { l0_delta0_0_1_raw_s6[31], l0_delta0_0_1_raw_s6[31], l0_delta0_0_1_raw_s6, l0_delta0_0_1_raw_s6[16] };
+  assign \$120  = ~ l0_delta0_0_1_raw_s6[31];
+  assign \$124  = ~ \$123 ;
+  assign \$125  = & l0_delta0_0_1_raw_s6[30:16];
+  assign \$126  = \$124  & \$125 ;
+  assign \$127  = | l0_delta0_0_1_raw_s6[14:0];
+  assign \$128  = l0_delta0_0_1_raw_s6[16] | \$127 ;
+  assign \$129  = l0_delta0_0_1_raw_s6[15] & \$128 ;
+  assign \$130  = \$126  & \$129 ;
+  assign \$132  = ~ \$131 ;
+  assign \$134  = & l0_delta0_0_1_raw_s6[30:16];
+  assign \$135  = ~ l0_delta0_0_1_raw_s6[31];
+  assign \$136  = \$134  & \$135 ;
   assign \$138  = \$136  & \$137 ;
-  assign \$139  = execute & pc__payload[19];
-  assign \$140  = reload_write | \$139 ;
-  assign l0_port_wr = \$138  & \$140 ;
-  assign \$141  = port_addr >= 1'h0;
-  assign \$142  = port_addr < 4'h8;
-  assign \$143  = \$141  & \$142 ;
-  assign \$144  = \$143  & execute;
-  assign \$145  = ~ pc__payload[19];
-  assign l0_port_rd = \$144  & \$145 ;
+  assign \$139  = | l0_delta0_0_1_raw_s6[14:0];
+  assign \$140  = l0_delta0_0_1_raw_s6[16] | \$139 ;
+  assign \$141  = l0_delta0_0_1_raw_s6[15] & \$140 ;
+  assign \$142  = \$138  & \$141 ;
+  assign \$143  = ~ \$142 ;
+  assign \t$83  = $signed(\$signature__data$78 ) - $signed(16'h7fff);
+  assign \t$84  = $signed(\$signature__data$78 ) - $signed(16'h8000);
+  assign \$144  = ! l0_port_edge_p4[0];
+  assign \$145  = l0_ram_wr & \$144 ;
+  assign \$146  = l0_port_bank_p4[1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$145  & \$146 ;
+  assign \$147  = \$62  ? l0_waddr0_1_s6 : l0_waddr0_1_s5;
+  assign \$148  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_1_s6;
+  assign \$149  = & \t$83 [16:15];
+  assign \$150  = ~ \$149 ;
+  assign \$151  = \t$83 [16] & \$150 ;
+  assign \$152  = ~ \t$83 [16];
+  assign \$153  = | \t$83 [16:15];
+  assign \$154  = \$152  & \$153 ;
+  assign \$155  = \$154  ? 16'h7fff : \t$83 [15:0];
+  assign \$156  = \$151  ? 16'h8000 : \$155 ;
+  assign \$157  = & \t$84 [16:15];
+  assign \$158  = ~ \$157 ;
+  assign \$159  = \t$84 [16] & \$158 ;
+  assign \$160  = ~ \t$84 [16];
+  assign \$161  = | \t$84 [16:15];
+  assign \$162  = \$160  & \$161 ;
+  assign \$163  = \$162  ? 16'h7fff : \t$84 [15:0];
+  assign \$164  = \$159  ? 16'h8000 : \$163 ;
+  assign \$165  = & \$119 [34:32];
+  assign \$166  = ~ \$165 ;
+  assign \$167  = \$119 [34] & \$166 ;
+  assign \$168  = ~ \$119 [34];
+  assign \$169  = | \$119 [34:32];
+  assign \$170  = \$168  & \$169 ;
+  assign \$171  = \$170  ? 16'h7fff : \$119 [32:17];
+  assign \$172  = \$167  ? 16'h8000 : \$171 ;
+  assign \$174  = \q_above$81  ? \$156  : \$173 ;
+  assign \wp__data$91  = l0_port_hit0_0_1 ? l0_ram_data : \$174 ;
+  assign \wp__en$92  = commit_l0 | l0_port_hit0_0_1;
+  assign \$175  = { \$signature__data$94 [15], \$signature__data$94 [15], \$signature__data$94 , 17'h10000 } - { l0_delta0_0_2_raw_s6[31], l0_delta0_0_2_raw_s6[31], l0_delta0_0_2_raw_s6, l0_delta0_0_2_raw_s6[16] };
+  assign \$176  = ~ l0_delta0_0_2_raw_s6[31];
+  assign \$180  = ~ \$179 ;
+  assign \$181  = & l0_delta0_0_2_raw_s6[30:16];
+  assign \$182  = \$180  & \$181 ;
+  assign \$183  = | l0_delta0_0_2_raw_s6[14:0];
+  assign \$184  = l0_delta0_0_2_raw_s6[16] | \$183 ;
+  assign \$185  = l0_delta0_0_2_raw_s6[15] & \$184 ;
+  assign \$186  = \$182  & \$185 ;
+  assign \$188  = ~ \$187 ;
+  assign \$190  = & l0_delta0_0_2_raw_s6[30:16];
+  assign \$191  = ~ l0_delta0_0_2_raw_s6[31];
+  assign \$192  = \$190  & \$191 ;
+  assign \$194  = \$192  & \$193 ;
+  assign \$195  = | l0_delta0_0_2_raw_s6[14:0];
+  assign \$196  = l0_delta0_0_2_raw_s6[16] | \$195 ;
+  assign \$197  = l0_delta0_0_2_raw_s6[15] & \$196 ;
+  assign \$198  = \$194  & \$197 ;
+  assign \$199  = ~ \$198 ;
+  assign \t$99  = $signed(\$signature__data$94 ) - $signed(16'h7fff);
+  assign \t$100  = $signed(\$signature__data$94 ) - $signed(16'h8000);
+  assign \$200  = ! l0_port_edge_p4[0];
+  assign \$201  = l0_ram_wr & \$200 ;
+  assign \$202  = l0_port_bank_p4[1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$201  & \$202 ;
+  assign \$203  = \$62  ? l0_waddr0_2_s6 : l0_waddr0_2_s5;
+  assign \$204  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_2_s6;
+  assign \$205  = & \t$99 [16:15];
+  assign \$206  = ~ \$205 ;
+  assign \$207  = \t$99 [16] & \$206 ;
+  assign \$208  = ~ \t$99 [16];
+  assign \$209  = | \t$99 [16:15];
+  assign \$210  = \$208  & \$209 ;
+  assign \$211  = \$210  ? 16'h7fff : \t$99 [15:0];
+  assign \$212  = \$207  ? 16'h8000 : \$211 ;
+  assign \$213  = & \t$100 [16:15];
+  assign \$214  = ~ \$213 ;
+  assign \$215  = \t$100 [16] & \$214 ;
+  assign \$216  = ~ \t$100 [16];
+  assign \$217  = | \t$100 [16:15];
+  assign \$218  = \$216  & \$217 ;
+  assign \$219  = \$218  ? 16'h7fff : \t$100 [15:0];
+  assign \$220  = \$215  ? 16'h8000 : \$219 ;
+  assign \$221  = & \$175 [34:32];
+  assign \$222  = ~ \$221 ;
+  assign \$223  = \$175 [34] & \$222 ;
+  assign \$224  = ~ \$175 [34];
+  assign \$225  = | \$175 [34:32];
+  assign \$226  = \$224  & \$225 ;
+  assign \$227  = \$226  ? 16'h7fff : \$175 [32:17];
+  assign \$228  = \$223  ? 16'h8000 : \$227 ;
+  assign \$230  = \q_above$97  ? \$212  : \$229 ;
+  assign \wp__data$107  = l0_port_hit0_0_2 ? l0_ram_data : \$230 ;
+  assign \wp__en$108  = commit_l0 | l0_port_hit0_0_2;
+  assign \$231  = { \$signature__data$110 [15], \$signature__data$110 [15], \$signature__data$110 , 17'h10000 } - { l0_delta0_0_3_raw_s6[31], l0_delta0_0_3_raw_s6[31], l0_delta0_0_3_raw_s6, l0_delta0_0_3_raw_s6[16] };
+  assign \$232  = ~ l0_delta0_0_3_raw_s6[31];
+  assign \$236  = ~ \$235 ;
+  assign \$237  = & l0_delta0_0_3_raw_s6[30:16];
+  assign \$238  = \$236  & \$237 ;
+  assign \$239  = | l0_delta0_0_3_raw_s6[14:0];
+  assign \$240  = l0_delta0_0_3_raw_s6[16] | \$239 ;
+  assign \$241  = l0_delta0_0_3_raw_s6[15] & \$240 ;
+  assign \$242  = \$238  & \$241 ;
+  assign \$244  = ~ \$243 ;
+  assign \$246  = & l0_delta0_0_3_raw_s6[30:16];
+  assign \$247  = ~ l0_delta0_0_3_raw_s6[31];
+  assign \$248  = \$246  & \$247 ;
+  assign \$250  = \$248  & \$249 ;
+  assign \$251  = | l0_delta0_0_3_raw_s6[14:0];
+  assign \$252  = l0_delta0_0_3_raw_s6[16] | \$251 ;
+  assign \$253  = l0_delta0_0_3_raw_s6[15] & \$252 ;
+  assign \$254  = \$250  & \$253 ;
+  assign \$255  = ~ \$254 ;
+  assign \t$115  = $signed(\$signature__data$110 ) - $signed(16'h7fff);
+  assign \t$116  = $signed(\$signature__data$110 ) - $signed(16'h8000);
+  assign \$256  = ! l0_port_edge_p4[0];
+  assign \$257  = l0_ram_wr & \$256 ;
+  assign \$258  = l0_port_bank_p4[1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$257  & \$258 ;
+  assign \$259  = \$62  ? l0_waddr0_3_s6 : l0_waddr0_3_s5;
+  assign \$260  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_3_s6;
+  assign \$261  = & \t$115 [16:15];
+  assign \$262  = ~ \$261 ;
+  assign \$263  = \t$115 [16] & \$262 ;
+  assign \$264  = ~ \t$115 [16];
+  assign \$265  = | \t$115 [16:15];
+  assign \$266  = \$264  & \$265 ;
+  assign \$267  = \$266  ? 16'h7fff : \t$115 [15:0];
+  assign \$268  = \$263  ? 16'h8000 : \$267 ;
+  assign \$269  = & \t$116 [16:15];
+  assign \$270  = ~ \$269 ;
+  assign \$271  = \t$116 [16] & \$270 ;
+  assign \$272  = ~ \t$116 [16];
+  assign \$273  = | \t$116 [16:15];
+  assign \$274  = \$272  & \$273 ;
+  assign \$275  = \$274  ? 16'h7fff : \t$116 [15:0];
+  assign \$276  = \$271  ? 16'h8000 : \$275 ;
+  assign \$277  = & \$231 [34:32];
+  assign \$278  = ~ \$277 ;
+  assign \$279  = \$231 [34] & \$278 ;
+  assign \$280  = ~ \$231 [34];
+  assign \$281  = | \$231 [34:32];
+  assign \$282  = \$280  & \$281 ;
+  assign \$283  = \$282  ? 16'h7fff : \$231 [32:17];
+  assign \$284  = \$279  ? 16'h8000 : \$283 ;
+  assign \$286  = \q_above$113  ? \$268  : \$285 ;
+  assign \wp__data$123  = l0_port_hit0_0_3 ? l0_ram_data : \$286 ;
+  assign \wp__en$124  = commit_l0 | l0_port_hit0_0_3;
+  assign reloading = reload_count != 4'h9;
+  assign \$287  = | reload_count;
+  assign reload_write = reloading & \$287 ;
+  assign \$288  = reload_count - 1'h1;
+  assign \$289  = ~ pc__valid;
+  assign \$290  = en & \$289 ;
+  assign \$291  = ~ reloading;
+  assign \$292  = \$290  & \$291 ;
+  assign \$293  = | { valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$294  = ~ \$293 ;
+  assign \$295  = \$292  & \$294 ;
+  assign \$296  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
+  assign \$297  = ~ \$296 ;
+  assign s__ready = \$295  & \$297 ;
+  assign accept = s__valid & s__ready;
+  assign \$298  = ~ busy;
+  assign \$299  = pc__valid & \$298 ;
+  assign \$300  = ~ reloading;
+  assign \$301  = \$299  & \$300 ;
+  assign \$302  = | { read_wait4, read_wait3, read_wait2, read_wait1, read_wait };
+  assign \$303  = ~ \$302 ;
+  assign \$304  = \$301  & \$303 ;
+  assign \$305  = ~ pr__valid;
+  assign \$306  = \$305  | pr__ready;
+  assign execute = \$304  & \$306 ;
+  assign port_addr = reload_write ? \$288 [2:0] : pc__payload[18:16];
+  assign \$307  = port_addr - 1'h0;
+  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
+  assign \$308  = port_addr >= 1'h0;
+  assign \$309  = port_addr < 4'h8;
+  assign \$310  = \$308  & \$309 ;
+  assign \$311  = execute & pc__payload[19];
+  assign \$312  = reload_write | \$311 ;
+  assign l0_port_wr = \$310  & \$312 ;
+  assign \$313  = port_addr >= 1'h0;
+  assign \$314  = port_addr < 4'h8;
+  assign \$315  = \$313  & \$314 ;
+  assign \$316  = \$315  & execute;
+  assign \$317  = ~ pc__payload[19];
+  assign l0_port_rd = \$316  & \$317 ;
   assign port_cmd = reload_write | execute;
-  assign \$146  = reload_count + 1'h1;
-  assign \$149  = l0_port_local_p2 - \$148 ;
-  assign \$152  = \$151  * 3'h4;
-  assign \$153  = l0_port_q_p3 - \$152 ;
-  assign \$154  = ~ pc__payload[19];
-  assign \$155  = execute & \$154 ;
-  assign \$156  = execute & pc__payload[19];
-  assign \$165  = l0_cell0_s3[1:0] > 1'h0;
-  assign \$166  = \$164  + \$165 ;
-  assign \$168  = l0_cell0_s3[1:0] > 1'h1;
-  assign \$169  = \$167  + \$168 ;
-  assign \$171  = l0_cell0_s3[1:0] > 2'h2;
-  assign \$172  = \$170  + \$171 ;
-  assign \$174  = l0_cell0_s3[1:0] > 2'h3;
-  assign \$175  = \$173  + \$174 ;
-  assign \$176  = $signed(\$signature__data$170 ) * $signed(l0_bval_bank0_0_s3);
-  assign \$177  = $signed(\$signature__data$171 ) * $signed(l0_bval_bank0_1_s3);
-  assign \$178  = $signed(\$signature__data$172 ) * $signed(l0_bval_bank0_2_s3);
-  assign \$179  = $signed(\$signature__data$173 ) * $signed(l0_bval_bank0_3_s3);
-  assign \$180  = $signed(t) + $signed(\t$19 );
-  assign \$181  = $signed(\t$22 ) + $signed(\t$25 );
-  assign \$182  = $signed(\$180 ) + $signed(\$181 );
-  assign \$183  = $signed(err0_s7) * $signed(l0_bval_bank0_0_s7);
-  assign \$184  = $signed(err0_s7) * $signed(l0_bval_bank0_1_s7);
-  assign \$185  = $signed(err0_s7) * $signed(l0_bval_bank0_2_s7);
-  assign \$186  = $signed(err0_s7) * $signed(l0_bval_bank0_3_s7);
+  assign \$318  = reload_count + 1'h1;
+  assign \$321  = l0_port_local_p2 - \$320 ;
+  assign \$324  = \$323  * 3'h4;
+  assign \$325  = l0_port_q_p3 - \$324 ;
+  assign \$326  = ~ pc__payload[19];
+  assign \$327  = execute & \$326 ;
+  assign \$328  = execute & pc__payload[19];
+  assign \$337  = l0_cell0_s2[1:0] > 1'h0;
+  assign \$338  = \$336  + \$337 ;
+  assign \$340  = l0_cell0_s2[1:0] > 1'h1;
+  assign \$341  = \$339  + \$340 ;
+  assign \$343  = l0_cell0_s2[1:0] > 2'h2;
+  assign \$344  = \$342  + \$343 ;
+  assign \$346  = l0_cell0_s2[1:0] > 2'h3;
+  assign \$347  = \$345  + \$346 ;
+  assign \$348  = $signed(\$signature__data$182 ) * $signed(l0_bval_bank0_0_s2);
+  assign \$349  = $signed(\$signature__data$183 ) * $signed(l0_bval_bank0_1_s2);
+  assign \$350  = $signed(\$signature__data$184 ) * $signed(l0_bval_bank0_2_s2);
+  assign \$351  = $signed(\$signature__data$185 ) * $signed(l0_bval_bank0_3_s2);
+  assign \$352  = $signed(t) + $signed(\t$19 );
+  assign \$353  = $signed(\t$22 ) + $signed(\t$25 );
+  assign \$354  = $signed(\$352 ) + $signed(\$353 );
+  assign \$355  = - $signed(s__payload[31:16]);
+  assign \$356  = $signed(\t$34 ) < $signed(16'h8000);
+  assign \$357  = $signed(\t$34 ) > $signed(16'h7fff);
+  assign \$358  = \$357  ? 16'h7fff : \t$34 [15:0];
+  assign \$359  = \$356  ? 16'h8000 : \$358 ;
+  assign \$360  = $signed(\t$35 ) < $signed(16'h8000);
+  assign \$361  = $signed(\t$35 ) > $signed(16'h7fff);
+  assign \$362  = \$361  ? 16'h7fff : \t$35 [15:0];
+  assign \$363  = \$360  ? 16'h8000 : \$362 ;
+  assign \$364  = $signed(err0_s5) * $signed(l0_bval_bank0_0_s5);
+  assign \$365  = $signed(err0_s5) * $signed(l0_bval_bank0_1_s5);
+  assign \$366  = $signed(err0_s5) * $signed(l0_bval_bank0_2_s5);
+  assign \$367  = $signed(err0_s5) * $signed(l0_bval_bank0_3_s5);
   always @(posedge clk)
-    valid_s1 <= \$187 ;
+    valid_s1 <= \$368 ;
   always @(posedge clk)
-    valid_s2 <= \$188 ;
+    valid_s2 <= \$369 ;
   always @(posedge clk)
-    valid_s3 <= \$189 ;
+    valid_s3 <= \$370 ;
   always @(posedge clk)
-    valid_s4 <= \$190 ;
+    valid_s4 <= \$371 ;
   always @(posedge clk)
-    valid_s5 <= \$191 ;
+    valid_s5 <= \$372 ;
   always @(posedge clk)
-    valid_s6 <= \$192 ;
+    valid_s6 <= \$373 ;
   always @(posedge clk)
-    valid_s7 <= \$193 ;
+    reload_count <= \$374 ;
   always @(posedge clk)
-    valid_s8 <= \$194 ;
+    port_in_flight0 <= \$375 ;
   always @(posedge clk)
-    valid_s9 <= \$195 ;
+    port_in_flight1 <= \$376 ;
   always @(posedge clk)
-    reload_count <= \$196 ;
+    port_in_flight2 <= \$377 ;
   always @(posedge clk)
-    port_in_flight0 <= \$197 ;
+    port_in_flight3 <= \$378 ;
   always @(posedge clk)
-    port_in_flight1 <= \$198 ;
+    l0_port_local_p1 <= \$379 ;
   always @(posedge clk)
-    port_in_flight2 <= \$199 ;
+    l0_port_wr_p1 <= \$380 ;
   always @(posedge clk)
-    port_in_flight3 <= \$200 ;
+    l0_port_rd_p1 <= \$381 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$201 ;
+    l0_port_data_p1 <= \$382 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$202 ;
+    l0_port_edge_p2 <= \$383 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$203 ;
+    l0_port_local_p2 <= \$384 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$204 ;
+    l0_port_wr_p2 <= \$385 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$205 ;
+    l0_port_rd_p2 <= \$386 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$206 ;
+    l0_port_data_p2 <= \$387 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$207 ;
+    l0_port_q_p3 <= \$388 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$208 ;
+    l0_port_edge_p3 <= \$389 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$209 ;
+    l0_port_wr_p3 <= \$390 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$210 ;
+    l0_port_rd_p3 <= \$391 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$211 ;
+    l0_port_data_p3 <= \$392 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$212 ;
+    l0_port_baddr_p4 <= \$393 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$213 ;
+    l0_port_bank_p4 <= \$394 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$214 ;
+    l0_port_edge_p4 <= \$395 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$215 ;
+    l0_ram_wr <= \$396 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$216 ;
+    l0_ram_rd <= \$397 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$217 ;
+    l0_ram_data <= \$398 ;
   always @(posedge clk)
-    l0_ram_wr <= \$218 ;
+    l0_rd_edge <= \$399 ;
   always @(posedge clk)
-    l0_ram_rd <= \$219 ;
+    l0_rd_bank <= \$400 ;
   always @(posedge clk)
-    l0_ram_data <= \$220 ;
+    read_layer <= \$401 ;
   always @(posedge clk)
-    l0_rd_edge <= \$221 ;
+    read_wait <= \$402 ;
   always @(posedge clk)
-    l0_rd_bank <= \$222 ;
+    read_wait1 <= \$403 ;
   always @(posedge clk)
-    read_layer <= \$223 ;
+    read_wait2 <= \$404 ;
   always @(posedge clk)
-    read_wait <= \$224 ;
+    read_wait3 <= \$405 ;
   always @(posedge clk)
-    read_wait1 <= \$225 ;
+    read_wait4 <= \$406 ;
   always @(posedge clk)
-    read_wait2 <= \$226 ;
+    pr__valid <= \$407 ;
   always @(posedge clk)
-    read_wait3 <= \$227 ;
+    pr__payload <= \$408 ;
   always @(posedge clk)
-    read_wait4 <= \$228 ;
-  always @(posedge clk)
-    pr__valid <= \$229 ;
-  always @(posedge clk)
-    pr__payload <= \$230 ;
-  always @(posedge clk)
-    u <= \$231 ;
-  always @(posedge clk)
-    y0_s1 <= \$232 ;
-  always @(posedge clk)
-    kind_s1 <= \$233 ;
-  always @(posedge clk)
-    pos_in <= \$234 ;
-  always @(posedge clk)
-    l0_lo0_s3 <= \$235 ;
-  always @(posedge clk)
-    l0_cell0_s3 <= \$236 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s3 <= \$237 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s3 <= \$238 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s3 <= \$239 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s3 <= \$240 ;
-  always @(posedge clk)
-    l0_waddr0_0_s4 <= \$241 ;
-  always @(posedge clk)
-    l0_waddr0_1_s4 <= \$242 ;
-  always @(posedge clk)
-    l0_waddr0_2_s4 <= \$243 ;
-  always @(posedge clk)
-    l0_waddr0_3_s4 <= \$244 ;
-  always @(posedge clk)
-    l0_prod0_0_0_raw_s4 <= \$245 ;
-  always @(posedge clk)
-    l0_prod0_0_1_raw_s4 <= \$246 ;
-  always @(posedge clk)
-    l0_prod0_0_2_raw_s4 <= \$247 ;
-  always @(posedge clk)
-    l0_prod0_0_3_raw_s4 <= \$248 ;
-  always @(posedge clk)
-    l0_sum0_t0_0_s5 <= \$249 ;
-  always @(posedge clk)
-    l0_out0_s6 <= \$250 ;
-  always @(posedge clk)
-    y0_s2 <= \$251 ;
-  always @(posedge clk)
-    y0_s3 <= \$252 ;
-  always @(posedge clk)
-    y0_s4 <= \$253 ;
-  always @(posedge clk)
-    y0_s5 <= \$254 ;
-  always @(posedge clk)
-    y0_s6 <= \$255 ;
-  always @(posedge clk)
-    kind_s2 <= \$256 ;
-  always @(posedge clk)
-    kind_s3 <= \$257 ;
-  always @(posedge clk)
-    kind_s4 <= \$258 ;
-  always @(posedge clk)
-    kind_s5 <= \$259 ;
-  always @(posedge clk)
-    kind_s6 <= \$260 ;
-  always @(posedge clk)
-    err0_s7 <= \$261 ;
-  always @(posedge clk)
-    l0_waddr0_0_s5 <= \$262 ;
-  always @(posedge clk)
-    l0_waddr0_0_s6 <= \$263 ;
-  always @(posedge clk)
-    l0_waddr0_0_s7 <= \$264 ;
-  always @(posedge clk)
-    l0_waddr0_0_s8 <= \$265 ;
-  always @(posedge clk)
-    l0_waddr0_0_s9 <= \$266 ;
-  always @(posedge clk)
-    l0_waddr0_1_s5 <= \$267 ;
-  always @(posedge clk)
-    l0_waddr0_1_s6 <= \$268 ;
-  always @(posedge clk)
-    l0_waddr0_1_s7 <= \$269 ;
-  always @(posedge clk)
-    l0_waddr0_1_s8 <= \$270 ;
-  always @(posedge clk)
-    l0_waddr0_1_s9 <= \$271 ;
-  always @(posedge clk)
-    l0_waddr0_2_s5 <= \$272 ;
-  always @(posedge clk)
-    l0_waddr0_2_s6 <= \$273 ;
-  always @(posedge clk)
-    l0_waddr0_2_s7 <= \$274 ;
-  always @(posedge clk)
-    l0_waddr0_2_s8 <= \$275 ;
-  always @(posedge clk)
-    l0_waddr0_2_s9 <= \$276 ;
-  always @(posedge clk)
-    l0_waddr0_3_s5 <= \$277 ;
-  always @(posedge clk)
-    l0_waddr0_3_s6 <= \$278 ;
-  always @(posedge clk)
-    l0_waddr0_3_s7 <= \$279 ;
-  always @(posedge clk)
-    l0_waddr0_3_s8 <= \$280 ;
-  always @(posedge clk)
-    l0_waddr0_3_s9 <= \$281 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$282 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$283 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$284 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s7 <= \$285 ;
-  always @(posedge clk)
-    l0_delta0_0_0_raw_s8 <= \$286 ;
-  always @(posedge clk)
-    l0_delta0_0_0_s9 <= \$287 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$288 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$289 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$290 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s7 <= \$291 ;
-  always @(posedge clk)
-    l0_delta0_0_1_raw_s8 <= \$292 ;
-  always @(posedge clk)
-    l0_delta0_0_1_s9 <= \$293 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$294 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$295 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$296 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s7 <= \$297 ;
-  always @(posedge clk)
-    l0_delta0_0_2_raw_s8 <= \$298 ;
-  always @(posedge clk)
-    l0_delta0_0_2_s9 <= \$299 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$300 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$301 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$302 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s7 <= \$303 ;
-  always @(posedge clk)
-    l0_delta0_0_3_raw_s8 <= \$304 ;
-  always @(posedge clk)
-    l0_delta0_0_3_s9 <= \$305 ;
+    y0_s1 <= \$409 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
     .pos_in(pos_in),
-    .u(u),
+    .u(s__payload[15:0]),
     .vc(pos)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$148  = 3'h0;
+    \$410  = kind_s1;
+    if (en) begin
+      \$410  = s__payload[33:32];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$411  = pos_in;
+    if (en) begin
+      \$411  = pos;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$412  = l0_lo0_s2;
+    if (en) begin
+      \$412  = \cell [1:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$413  = l0_cell0_s2;
+    if (en) begin
+      \$413  = \cell ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$414  = l0_bval_bank0_0_s2;
+    if (en) begin
+      \$414  = \$332 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$415  = l0_bval_bank0_1_s2;
+    if (en) begin
+      \$415  = \$333 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$416  = l0_bval_bank0_2_s2;
+    if (en) begin
+      \$416  = \$334 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$417  = l0_bval_bank0_3_s2;
+    if (en) begin
+      \$417  = \$335 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$418  = l0_waddr0_0_s3;
+    if (en) begin
+      \$418  = \$338 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$419  = l0_waddr0_1_s3;
+    if (en) begin
+      \$419  = \$341 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$420  = l0_waddr0_2_s3;
+    if (en) begin
+      \$420  = \$344 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$421  = l0_waddr0_3_s3;
+    if (en) begin
+      \$421  = \$347 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$422  = l0_prod0_0_0_raw_s3;
+    if (en) begin
+      \$422  = \$348 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$423  = l0_prod0_0_1_raw_s3;
+    if (en) begin
+      \$423  = \$349 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$424  = l0_prod0_0_2_raw_s3;
+    if (en) begin
+      \$424  = \$350 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$425  = l0_prod0_0_3_raw_s3;
+    if (en) begin
+      \$425  = \$351 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$426  = l0_sum0_t0_0_s4;
+    if (en) begin
+      \$426  = \$354 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$427  = l0_out0_s5;
+    if (en) begin
+      \$427  = \t$31 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$428  = y0_neg_s1;
+    if (en) begin
+      \$428  = \$355 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$429  = y0_neg_s2;
+    if (en) begin
+      \$429  = y0_neg_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$430  = y0_neg_s3;
+    if (en) begin
+      \$430  = y0_neg_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$431  = y0_neg_s4;
+    if (en) begin
+      \$431  = y0_neg_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$432  = y0_at_max_s1;
+    if (en) begin
+      \$432  = \$359 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$433  = y0_at_max_s2;
+    if (en) begin
+      \$433  = y0_at_max_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$434  = y0_at_max_s3;
+    if (en) begin
+      \$434  = y0_at_max_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$435  = y0_at_max_s4;
+    if (en) begin
+      \$435  = y0_at_max_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$436  = y0_at_min_s1;
+    if (en) begin
+      \$436  = \$363 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$437  = y0_at_min_s2;
+    if (en) begin
+      \$437  = y0_at_min_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$438  = y0_at_min_s3;
+    if (en) begin
+      \$438  = y0_at_min_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$439  = y0_at_min_s4;
+    if (en) begin
+      \$439  = y0_at_min_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$440  = kind_s2;
+    if (en) begin
+      \$440  = kind_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$441  = kind_s3;
+    if (en) begin
+      \$441  = kind_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$442  = kind_s4;
+    if (en) begin
+      \$442  = kind_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$443  = y0_s2;
+    if (en) begin
+      \$443  = y0_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$444  = y0_s3;
+    if (en) begin
+      \$444  = y0_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$445  = y0_s4;
+    if (en) begin
+      \$445  = y0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$446  = err0_s5;
+    if (en) begin
+      \$446  = err0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$447  = l0_waddr0_0_s4;
+    if (en) begin
+      \$447  = l0_waddr0_0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$448  = l0_waddr0_0_s5;
+    if (en) begin
+      \$448  = l0_waddr0_0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$449  = l0_waddr0_0_s6;
+    if (en) begin
+      \$449  = l0_waddr0_0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$450  = l0_waddr0_1_s4;
+    if (en) begin
+      \$450  = l0_waddr0_1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$451  = l0_waddr0_1_s5;
+    if (en) begin
+      \$451  = l0_waddr0_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$452  = l0_waddr0_1_s6;
+    if (en) begin
+      \$452  = l0_waddr0_1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$453  = l0_waddr0_2_s4;
+    if (en) begin
+      \$453  = l0_waddr0_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$454  = l0_waddr0_2_s5;
+    if (en) begin
+      \$454  = l0_waddr0_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$455  = l0_waddr0_2_s6;
+    if (en) begin
+      \$455  = l0_waddr0_2_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$456  = l0_waddr0_3_s4;
+    if (en) begin
+      \$456  = l0_waddr0_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$457  = l0_waddr0_3_s5;
+    if (en) begin
+      \$457  = l0_waddr0_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$458  = l0_waddr0_3_s6;
+    if (en) begin
+      \$458  = l0_waddr0_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$459  = l0_bval_bank0_0_s3;
+    if (en) begin
+      \$459  = l0_bval_bank0_0_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$460  = l0_bval_bank0_0_s4;
+    if (en) begin
+      \$460  = l0_bval_bank0_0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$461  = l0_bval_bank0_0_s5;
+    if (en) begin
+      \$461  = l0_bval_bank0_0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$462  = l0_delta0_0_0_raw_s6;
+    if (en) begin
+      \$462  = \$364 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$463  = l0_bval_bank0_1_s3;
+    if (en) begin
+      \$463  = l0_bval_bank0_1_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$464  = l0_bval_bank0_1_s4;
+    if (en) begin
+      \$464  = l0_bval_bank0_1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$465  = l0_bval_bank0_1_s5;
+    if (en) begin
+      \$465  = l0_bval_bank0_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$466  = l0_delta0_0_1_raw_s6;
+    if (en) begin
+      \$466  = \$365 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$467  = l0_bval_bank0_2_s3;
+    if (en) begin
+      \$467  = l0_bval_bank0_2_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$468  = l0_bval_bank0_2_s4;
+    if (en) begin
+      \$468  = l0_bval_bank0_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$469  = l0_bval_bank0_2_s5;
+    if (en) begin
+      \$469  = l0_bval_bank0_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$470  = l0_delta0_0_2_raw_s6;
+    if (en) begin
+      \$470  = \$366 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$471  = l0_bval_bank0_3_s3;
+    if (en) begin
+      \$471  = l0_bval_bank0_3_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$472  = l0_bval_bank0_3_s4;
+    if (en) begin
+      \$472  = l0_bval_bank0_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$473  = l0_bval_bank0_3_s5;
+    if (en) begin
+      \$473  = l0_bval_bank0_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$474  = l0_delta0_0_3_raw_s6;
+    if (en) begin
+      \$474  = \$367 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$320  = 3'h0;
     casez (l0_port_edge_p2)
       3'h0:
-          \$148  = 3'h0;
+          \$320  = 3'h0;
     endcase
   end
   always @* begin
@@ -1363,29 +2121,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$157  = \$signature__data$170 ;
+          \$329  = \$signature__data$182 ;
       2'h1:
-          \$157  = \$signature__data$171 ;
+          \$329  = \$signature__data$183 ;
       2'h2:
-          \$157  = \$signature__data$172 ;
+          \$329  = \$signature__data$184 ;
       2'h3:
-          \$157  = \$signature__data$173 ;
+          \$329  = \$signature__data$185 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$158  = 16'h0000;
+    \$330  = 16'h0000;
     casez (l0_rd_edge)
       1'h0:
-          \$158  = \$157 ;
+          \$330  = \$329 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$159  = 16'h0000;
+    \$331  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$159  = \$158 ;
+          \$331  = \$330 ;
     endcase
   end
   always @* begin
@@ -1393,13 +2151,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$160  = bval[15:0];
+          \$332  = bval[15:0];
       2'h1:
-          \$160  = bval[63:48];
+          \$332  = bval[63:48];
       2'h2:
-          \$160  = bval[47:32];
+          \$332  = bval[47:32];
       2'h3:
-          \$160  = bval[31:16];
+          \$332  = bval[31:16];
     endcase
   end
   always @* begin
@@ -1407,13 +2165,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$161  = bval[31:16];
+          \$333  = bval[31:16];
       2'h1:
-          \$161  = bval[15:0];
+          \$333  = bval[15:0];
       2'h2:
-          \$161  = bval[63:48];
+          \$333  = bval[63:48];
       2'h3:
-          \$161  = bval[47:32];
+          \$333  = bval[47:32];
     endcase
   end
   always @* begin
@@ -1421,13 +2179,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$162  = bval[47:32];
+          \$334  = bval[47:32];
       2'h1:
-          \$162  = bval[31:16];
+          \$334  = bval[31:16];
       2'h2:
-          \$162  = bval[15:0];
+          \$334  = bval[15:0];
       2'h3:
-          \$162  = bval[63:48];
+          \$334  = bval[63:48];
     endcase
   end
   always @* begin
@@ -1435,913 +2193,365 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$163  = bval[63:48];
+          \$335  = bval[63:48];
       2'h1:
-          \$163  = bval[47:32];
+          \$335  = bval[47:32];
       2'h2:
-          \$163  = bval[31:16];
+          \$335  = bval[31:16];
       2'h3:
-          \$163  = bval[15:0];
+          \$335  = bval[15:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (kind_s6)
+    casez (kind_s4)
       2'h0:
-          e = \t$37 ;
+          err0 = \$60 ;
       2'h2:
-          e = y0_s6;
+          err0 = y0_s4;
       default:
-          e = 16'h0000;
+          err0 = 16'h0000;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$187  = valid_s1;
+    \$368  = valid_s1;
     if (en) begin
-      \$187  = accept;
+      \$368  = accept;
     end
     if (rst) begin
-      \$187  = 1'h0;
+      \$368  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$188  = valid_s2;
+    \$369  = valid_s2;
     if (en) begin
-      \$188  = valid_s1;
+      \$369  = valid_s1;
     end
     if (rst) begin
-      \$188  = 1'h0;
+      \$369  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$189  = valid_s3;
+    \$370  = valid_s3;
     if (en) begin
-      \$189  = valid_s2;
+      \$370  = valid_s2;
     end
     if (rst) begin
-      \$189  = 1'h0;
+      \$370  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$190  = valid_s4;
+    \$371  = valid_s4;
     if (en) begin
-      \$190  = valid_s3;
+      \$371  = valid_s3;
     end
     if (rst) begin
-      \$190  = 1'h0;
+      \$371  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$191  = valid_s5;
+    \$372  = valid_s5;
     if (en) begin
-      \$191  = valid_s4;
+      \$372  = valid_s4;
     end
     if (rst) begin
-      \$191  = 1'h0;
+      \$372  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$192  = valid_s6;
+    \$373  = valid_s6;
     if (en) begin
-      \$192  = valid_s5;
+      \$373  = valid_s5;
     end
     if (rst) begin
-      \$192  = 1'h0;
+      \$373  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$193  = valid_s7;
-    if (en) begin
-      \$193  = valid_s6;
-    end
-    if (rst) begin
-      \$193  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$194  = valid_s8;
-    if (en) begin
-      \$194  = valid_s7;
-    end
-    if (rst) begin
-      \$194  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$195  = valid_s9;
-    if (en) begin
-      \$195  = valid_s8;
-    end
-    if (rst) begin
-      \$195  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$196  = reload_count;
+    \$374  = reload_count;
     if (reloading) begin
-      \$196  = \$146 [3:0];
+      \$374  = \$318 [3:0];
     end
     if (rst) begin
-      \$196  = 4'h0;
+      \$374  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$197  = port_cmd;
+    \$375  = port_cmd;
     if (rst) begin
-      \$197  = 1'h0;
+      \$375  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$198  = port_in_flight0;
+    \$376  = port_in_flight0;
     if (rst) begin
-      \$198  = 1'h0;
+      \$376  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$199  = port_in_flight1;
+    \$377  = port_in_flight1;
     if (rst) begin
-      \$199  = 1'h0;
+      \$377  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$200  = port_in_flight2;
+    \$378  = port_in_flight2;
     if (rst) begin
-      \$200  = 1'h0;
+      \$378  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$201  = \$135 [2:0];
+    \$379  = \$307 [2:0];
     if (rst) begin
-      \$201  = 3'h0;
+      \$379  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$202  = l0_port_wr;
+    \$380  = l0_port_wr;
     if (rst) begin
-      \$202  = 1'h0;
+      \$380  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$203  = l0_port_rd;
+    \$381  = l0_port_rd;
     if (rst) begin
-      \$203  = 1'h0;
+      \$381  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$204  = l0_port_data;
+    \$382  = l0_port_data;
     if (rst) begin
-      \$204  = 16'h0000;
+      \$382  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$205  = \$147 ;
+    \$383  = \$319 ;
     if (rst) begin
-      \$205  = 3'h0;
+      \$383  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$206  = l0_port_local_p1;
+    \$384  = l0_port_local_p1;
     if (rst) begin
-      \$206  = 3'h0;
+      \$384  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$207  = l0_port_wr_p1;
+    \$385  = l0_port_wr_p1;
     if (rst) begin
-      \$207  = 1'h0;
+      \$385  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$208  = l0_port_rd_p1;
+    \$386  = l0_port_rd_p1;
     if (rst) begin
-      \$208  = 1'h0;
+      \$386  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$209  = l0_port_data_p1;
+    \$387  = l0_port_data_p1;
     if (rst) begin
-      \$209  = 16'h0000;
+      \$387  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$210  = \$149 [2:0];
+    \$388  = \$321 [2:0];
     if (rst) begin
-      \$210  = 3'h0;
+      \$388  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$211  = l0_port_edge_p2;
+    \$389  = l0_port_edge_p2;
     if (rst) begin
-      \$211  = 3'h0;
+      \$389  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$212  = l0_port_wr_p2;
+    \$390  = l0_port_wr_p2;
     if (rst) begin
-      \$212  = 1'h0;
+      \$390  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$213  = l0_port_rd_p2;
+    \$391  = l0_port_rd_p2;
     if (rst) begin
-      \$213  = 1'h0;
+      \$391  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$214  = l0_port_data_p2;
+    \$392  = l0_port_data_p2;
     if (rst) begin
-      \$214  = 16'h0000;
+      \$392  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$215  = \$150 ;
+    \$393  = \$322 ;
     if (rst) begin
-      \$215  = 3'h0;
+      \$393  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$216  = \$153 ;
+    \$394  = \$325 ;
     if (rst) begin
-      \$216  = 7'h00;
+      \$394  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$217  = l0_port_edge_p3;
+    \$395  = l0_port_edge_p3;
     if (rst) begin
-      \$217  = 3'h0;
+      \$395  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$218  = l0_port_wr_p3;
+    \$396  = l0_port_wr_p3;
     if (rst) begin
-      \$218  = 1'h0;
+      \$396  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$219  = l0_port_rd_p3;
+    \$397  = l0_port_rd_p3;
     if (rst) begin
-      \$219  = 1'h0;
+      \$397  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$220  = l0_port_data_p3;
+    \$398  = l0_port_data_p3;
     if (rst) begin
-      \$220  = 16'h0000;
+      \$398  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$221  = l0_rd_edge;
+    \$399  = l0_rd_edge;
     if (l0_ram_rd) begin
-      \$221  = l0_port_edge_p4[0];
+      \$399  = l0_port_edge_p4[0];
     end
     if (rst) begin
-      \$221  = 1'h0;
+      \$399  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$222  = l0_rd_bank;
+    \$400  = l0_rd_bank;
     if (l0_ram_rd) begin
-      \$222  = l0_port_bank_p4[1:0];
+      \$400  = l0_port_bank_p4[1:0];
     end
     if (rst) begin
-      \$222  = 2'h0;
+      \$400  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$223  = read_layer;
+    \$401  = read_layer;
     if (l0_port_rd) begin
-      \$223  = 1'h0;
+      \$401  = 1'h0;
     end
     if (rst) begin
-      \$223  = 1'h0;
+      \$401  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$224  = \$155 ;
+    \$402  = \$327 ;
     if (rst) begin
-      \$224  = 1'h0;
+      \$402  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$225  = read_wait;
+    \$403  = read_wait;
     if (rst) begin
-      \$225  = 1'h0;
+      \$403  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$226  = read_wait1;
+    \$404  = read_wait1;
     if (rst) begin
-      \$226  = 1'h0;
+      \$404  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$227  = read_wait2;
+    \$405  = read_wait2;
     if (rst) begin
-      \$227  = 1'h0;
+      \$405  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$228  = read_wait3;
+    \$406  = read_wait3;
     if (rst) begin
-      \$228  = 1'h0;
+      \$406  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$229  = pr__valid;
-    if (\$156 ) begin
-      \$229  = 1'h1;
+    \$407  = pr__valid;
+    if (\$328 ) begin
+      \$407  = 1'h1;
     end else if (read_wait4) begin
-      \$229  = 1'h1;
+      \$407  = 1'h1;
     end else if (pr__ready) begin
-      \$229  = 1'h0;
+      \$407  = 1'h0;
     end
     if (rst) begin
-      \$229  = 1'h0;
+      \$407  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$230  = pr__payload;
-    if (\$156 ) begin
-      \$230  = pc__payload[15:0];
+    \$408  = pr__payload;
+    if (\$328 ) begin
+      \$408  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$230  = \$159 ;
+      \$408  = \$331 ;
     end
     if (rst) begin
-      \$230  = 16'h0000;
+      \$408  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$231  = u;
+    \$409  = y0_s1;
     if (en) begin
-      \$231  = s__payload[15:0];
+      \$409  = s__payload[31:16];
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$232  = y0_s1;
-    if (en) begin
-      \$232  = s__payload[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$233  = kind_s1;
-    if (en) begin
-      \$233  = s__payload[33:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$234  = pos_in;
-    if (en) begin
-      \$234  = pos;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$235  = l0_lo0_s3;
-    if (en) begin
-      \$235  = \cell [1:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$236  = l0_cell0_s3;
-    if (en) begin
-      \$236  = \cell ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$237  = l0_bval_bank0_0_s3;
-    if (en) begin
-      \$237  = \$160 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$238  = l0_bval_bank0_1_s3;
-    if (en) begin
-      \$238  = \$161 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$239  = l0_bval_bank0_2_s3;
-    if (en) begin
-      \$239  = \$162 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$240  = l0_bval_bank0_3_s3;
-    if (en) begin
-      \$240  = \$163 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$241  = l0_waddr0_0_s4;
-    if (en) begin
-      \$241  = \$166 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$242  = l0_waddr0_1_s4;
-    if (en) begin
-      \$242  = \$169 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$243  = l0_waddr0_2_s4;
-    if (en) begin
-      \$243  = \$172 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$244  = l0_waddr0_3_s4;
-    if (en) begin
-      \$244  = \$175 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$245  = l0_prod0_0_0_raw_s4;
-    if (en) begin
-      \$245  = \$176 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$246  = l0_prod0_0_1_raw_s4;
-    if (en) begin
-      \$246  = \$177 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$247  = l0_prod0_0_2_raw_s4;
-    if (en) begin
-      \$247  = \$178 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$248  = l0_prod0_0_3_raw_s4;
-    if (en) begin
-      \$248  = \$179 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$249  = l0_sum0_t0_0_s5;
-    if (en) begin
-      \$249  = \$182 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$250  = l0_out0_s6;
-    if (en) begin
-      \$250  = \t$31 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$251  = y0_s2;
-    if (en) begin
-      \$251  = y0_s1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$252  = y0_s3;
-    if (en) begin
-      \$252  = y0_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$253  = y0_s4;
-    if (en) begin
-      \$253  = y0_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$254  = y0_s5;
-    if (en) begin
-      \$254  = y0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$255  = y0_s6;
-    if (en) begin
-      \$255  = y0_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$256  = kind_s2;
-    if (en) begin
-      \$256  = kind_s1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$257  = kind_s3;
-    if (en) begin
-      \$257  = kind_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$258  = kind_s4;
-    if (en) begin
-      \$258  = kind_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$259  = kind_s5;
-    if (en) begin
-      \$259  = kind_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$260  = kind_s6;
-    if (en) begin
-      \$260  = kind_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$261  = err0_s7;
-    if (en) begin
-      \$261  = e;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$262  = l0_waddr0_0_s5;
-    if (en) begin
-      \$262  = l0_waddr0_0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$263  = l0_waddr0_0_s6;
-    if (en) begin
-      \$263  = l0_waddr0_0_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$264  = l0_waddr0_0_s7;
-    if (en) begin
-      \$264  = l0_waddr0_0_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$265  = l0_waddr0_0_s8;
-    if (en) begin
-      \$265  = l0_waddr0_0_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$266  = l0_waddr0_0_s9;
-    if (en) begin
-      \$266  = l0_waddr0_0_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$267  = l0_waddr0_1_s5;
-    if (en) begin
-      \$267  = l0_waddr0_1_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$268  = l0_waddr0_1_s6;
-    if (en) begin
-      \$268  = l0_waddr0_1_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$269  = l0_waddr0_1_s7;
-    if (en) begin
-      \$269  = l0_waddr0_1_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$270  = l0_waddr0_1_s8;
-    if (en) begin
-      \$270  = l0_waddr0_1_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$271  = l0_waddr0_1_s9;
-    if (en) begin
-      \$271  = l0_waddr0_1_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$272  = l0_waddr0_2_s5;
-    if (en) begin
-      \$272  = l0_waddr0_2_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$273  = l0_waddr0_2_s6;
-    if (en) begin
-      \$273  = l0_waddr0_2_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$274  = l0_waddr0_2_s7;
-    if (en) begin
-      \$274  = l0_waddr0_2_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$275  = l0_waddr0_2_s8;
-    if (en) begin
-      \$275  = l0_waddr0_2_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$276  = l0_waddr0_2_s9;
-    if (en) begin
-      \$276  = l0_waddr0_2_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$277  = l0_waddr0_3_s5;
-    if (en) begin
-      \$277  = l0_waddr0_3_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$278  = l0_waddr0_3_s6;
-    if (en) begin
-      \$278  = l0_waddr0_3_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$279  = l0_waddr0_3_s7;
-    if (en) begin
-      \$279  = l0_waddr0_3_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$280  = l0_waddr0_3_s8;
-    if (en) begin
-      \$280  = l0_waddr0_3_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$281  = l0_waddr0_3_s9;
-    if (en) begin
-      \$281  = l0_waddr0_3_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$282  = l0_bval_bank0_0_s4;
-    if (en) begin
-      \$282  = l0_bval_bank0_0_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$283  = l0_bval_bank0_0_s5;
-    if (en) begin
-      \$283  = l0_bval_bank0_0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$284  = l0_bval_bank0_0_s6;
-    if (en) begin
-      \$284  = l0_bval_bank0_0_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$285  = l0_bval_bank0_0_s7;
-    if (en) begin
-      \$285  = l0_bval_bank0_0_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$286  = l0_delta0_0_0_raw_s8;
-    if (en) begin
-      \$286  = \$183 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$287  = l0_delta0_0_0_s9;
-    if (en) begin
-      \$287  = \t$42 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$288  = l0_bval_bank0_1_s4;
-    if (en) begin
-      \$288  = l0_bval_bank0_1_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$289  = l0_bval_bank0_1_s5;
-    if (en) begin
-      \$289  = l0_bval_bank0_1_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$290  = l0_bval_bank0_1_s6;
-    if (en) begin
-      \$290  = l0_bval_bank0_1_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$291  = l0_bval_bank0_1_s7;
-    if (en) begin
-      \$291  = l0_bval_bank0_1_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$292  = l0_delta0_0_1_raw_s8;
-    if (en) begin
-      \$292  = \$184 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$293  = l0_delta0_0_1_s9;
-    if (en) begin
-      \$293  = \t$45 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$294  = l0_bval_bank0_2_s4;
-    if (en) begin
-      \$294  = l0_bval_bank0_2_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$295  = l0_bval_bank0_2_s5;
-    if (en) begin
-      \$295  = l0_bval_bank0_2_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$296  = l0_bval_bank0_2_s6;
-    if (en) begin
-      \$296  = l0_bval_bank0_2_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$297  = l0_bval_bank0_2_s7;
-    if (en) begin
-      \$297  = l0_bval_bank0_2_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$298  = l0_delta0_0_2_raw_s8;
-    if (en) begin
-      \$298  = \$185 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$299  = l0_delta0_0_2_s9;
-    if (en) begin
-      \$299  = \t$48 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$300  = l0_bval_bank0_3_s4;
-    if (en) begin
-      \$300  = l0_bval_bank0_3_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$301  = l0_bval_bank0_3_s5;
-    if (en) begin
-      \$301  = l0_bval_bank0_3_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$302  = l0_bval_bank0_3_s6;
-    if (en) begin
-      \$302  = l0_bval_bank0_3_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$303  = l0_bval_bank0_3_s7;
-    if (en) begin
-      \$303  = l0_bval_bank0_3_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$304  = l0_delta0_0_3_raw_s8;
-    if (en) begin
-      \$304  = \$186 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$305  = l0_delta0_0_3_s9;
-    if (en) begin
-      \$305  = \t$51 ;
-    end
-  end
-  assign x0_s1 = u;
-  assign l0_pos0_s2 = pos_in;
+  assign u = s__payload[15:0];
+  assign l0_pos0_s1 = pos_in;
   assign \$signature__addr  = \$4 [0];
   assign l0_port_baddr = l0_port_baddr_p4[0];
   assign \$signature__addr$10  = \$8 [0];
@@ -2351,35 +2561,47 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \t$21  = { \t$19 [34], \t$19 [34], \t$19 [34], \t$19 [34], \t$19 [34], \t$19  };
   assign \t$24  = { \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22 [34], \t$22  };
   assign \t$27  = { \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25 [34], \t$25  };
-  assign \t$28  = l0_sum0_t0_0_s5[39:0];
+  assign \t$28  = l0_sum0_t0_0_s4[39:0];
   assign rounded = \$17 [42:17];
-  assign \rounded$40  = \$29 [34:17];
-  assign \rounded$43  = \$37 [34:17];
-  assign \rounded$46  = \$45 [34:17];
-  assign \rounded$49  = \$53 [34:17];
-  assign m__valid = valid_s6;
+  assign \t$36  = l0_sum0_t0_0_s4[39:0];
+  assign q_less_t = \$26 [35:0];
+  assign \t$39  = \$26 [35:17];
+  assign m__valid = valid_s5;
+  assign theta_less_q = \$63 [34:0];
+  assign \t$60  = \$63 [34:17];
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \$signature__addr$72  = \$66 [0];
-  assign \$signature__en$75  = 1'h1;
-  assign wp__addr = \$67 [0];
-  assign \$signature__addr$84  = \$79 [0];
-  assign \$signature__en$87  = 1'h1;
-  assign \wp__addr$88  = \$80 [0];
-  assign \$signature__addr$95  = \$92 [0];
-  assign \$signature__en$98  = 1'h1;
-  assign \wp__addr$99  = \$93 [0];
-  assign \$signature__addr$106  = \$105 [0];
-  assign \$signature__en$109  = 1'h1;
-  assign \wp__addr$110  = \$106 [0];
+  assign \$signature__addr$69  = \$91 [0];
+  assign \$signature__en$72  = 1'h1;
+  assign wp__addr = \$92 [0];
+  assign \theta_less_q$77  = \$119 [34:0];
+  assign \t$80  = \$119 [34:17];
+  assign \$signature__addr$86  = \$147 [0];
+  assign \$signature__en$89  = 1'h1;
+  assign \wp__addr$90  = \$148 [0];
+  assign \theta_less_q$93  = \$175 [34:0];
+  assign \t$96  = \$175 [34:17];
+  assign \$signature__addr$102  = \$203 [0];
+  assign \$signature__en$105  = 1'h1;
+  assign \wp__addr$106  = \$204 [0];
+  assign \theta_less_q$109  = \$231 [34:0];
+  assign \t$112  = \$231 [34:17];
+  assign \$signature__addr$118  = \$259 [0];
+  assign \$signature__en$121  = 1'h1;
+  assign \wp__addr$122  = \$260 [0];
   assign rom_rd__addr = reload_count[2:0];
-  assign reload_addr = \$116 [2:0];
+  assign reload_addr = \$288 [2:0];
   assign pc__ready = execute;
-  assign l0_port_local = \$135 [2:0];
+  assign l0_port_local = \$307 [2:0];
   assign l0_port_wr_p4 = l0_ram_wr;
   assign l0_port_rd_p4 = l0_ram_rd;
   assign l0_port_data_p4 = l0_ram_data;
   assign resp = pr__payload;
+  assign \s__payload.x  = s__payload[15:0];
+  assign \s__payload.x[0]  = s__payload[15:0];
+  assign \s__payload.y  = s__payload[31:16];
+  assign \s__payload.y[0]  = s__payload[31:16];
+  assign \s__payload.kind  = s__payload[33:32];
   assign \m__payload.pred  = m__payload[15:0];
   assign \m__payload.pred[0]  = m__payload[15:0];
   assign \m__payload.decision  = m__payload[16];
@@ -2387,37 +2609,67 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \pc__payload.addr  = pc__payload[18:16];
   assign \pc__payload.write  = pc__payload[19];
   assign \pr__payload.data  = pr__payload;
-  assign \s__payload.x  = s__payload[15:0];
-  assign \s__payload.x[0]  = s__payload[15:0];
-  assign \s__payload.y  = s__payload[31:16];
-  assign \s__payload.y[0]  = s__payload[31:16];
-  assign \s__payload.kind  = s__payload[33:32];
   assign \bval[0]  = bval[15:0];
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
   assign m__payload[16] = \$25 ;
-  assign m__payload[15:0] = l0_out0_s6;
+  assign m__payload[15:0] = l0_out0_s5;
   assign \$1  = { 2'h0, \cell [2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
-  assign t = { l0_prod0_0_0_raw_s4[31], l0_prod0_0_0_raw_s4, 2'h0 };
-  assign \t$19  = { l0_prod0_0_1_raw_s4[31], l0_prod0_0_1_raw_s4, 2'h0 };
-  assign \t$22  = { l0_prod0_0_2_raw_s4[31], l0_prod0_0_2_raw_s4, 2'h0 };
-  assign \t$25  = { l0_prod0_0_3_raw_s4[31], l0_prod0_0_3_raw_s4, 2'h0 };
-  assign \t$36  = { \t$34 [16], \t$34  };
-  assign \$147  = 3'h0;
-  assign \$150  = { 2'h0, l0_port_q_p3[2] };
-  assign \$151  = { 2'h0, l0_port_q_p3[2] };
-  assign \$164  = { 2'h0, l0_cell0_s3[2] };
-  assign \$167  = { 2'h0, l0_cell0_s3[2] };
-  assign \$170  = { 2'h0, l0_cell0_s3[2] };
-  assign \$173  = { 2'h0, l0_cell0_s3[2] };
+  assign t = { l0_prod0_0_0_raw_s3[31], l0_prod0_0_0_raw_s3, 2'h0 };
+  assign \t$19  = { l0_prod0_0_1_raw_s3[31], l0_prod0_0_1_raw_s3, 2'h0 };
+  assign \t$22  = { l0_prod0_0_2_raw_s3[31], l0_prod0_0_2_raw_s3, 2'h0 };
+  assign \t$25  = { l0_prod0_0_3_raw_s3[31], l0_prod0_0_3_raw_s3, 2'h0 };
+  assign \$65  = l0_delta0_0_0_raw_s6[31];
+  assign \$66  = 1'h0;
+  assign \$67  = l0_delta0_0_0_raw_s6[31];
+  assign \q_above$61  = \$74 ;
+  assign \$75  = l0_delta0_0_0_raw_s6[31];
+  assign \$81  = l0_delta0_0_0_raw_s6[31];
+  assign \$121  = l0_delta0_0_1_raw_s6[31];
+  assign \$122  = 1'h0;
+  assign \$123  = l0_delta0_0_1_raw_s6[31];
+  assign \q_above$81  = \$130 ;
+  assign \$131  = l0_delta0_0_1_raw_s6[31];
+  assign \$137  = l0_delta0_0_1_raw_s6[31];
+  assign \$177  = l0_delta0_0_2_raw_s6[31];
+  assign \$178  = 1'h0;
+  assign \$179  = l0_delta0_0_2_raw_s6[31];
+  assign \q_above$97  = \$186 ;
+  assign \$187  = l0_delta0_0_2_raw_s6[31];
+  assign \$193  = l0_delta0_0_2_raw_s6[31];
+  assign \$233  = l0_delta0_0_3_raw_s6[31];
+  assign \$234  = 1'h0;
+  assign \$235  = l0_delta0_0_3_raw_s6[31];
+  assign \q_above$113  = \$242 ;
+  assign \$243  = l0_delta0_0_3_raw_s6[31];
+  assign \$249  = l0_delta0_0_3_raw_s6[31];
+  assign \$319  = 3'h0;
+  assign \$322  = { 2'h0, l0_port_q_p3[2] };
+  assign \$323  = { 2'h0, l0_port_q_p3[2] };
+  assign \$336  = { 2'h0, l0_cell0_s2[2] };
+  assign \$339  = { 2'h0, l0_cell0_s2[2] };
+  assign \$342  = { 2'h0, l0_cell0_s2[2] };
+  assign \$345  = { 2'h0, l0_cell0_s2[2] };
+  assign \$77  = 1'h0;
+  assign \q_below$62  = 1'h0;
+  assign \$117  = \$116 ;
+  assign \$133  = 1'h0;
+  assign \q_below$82  = 1'h0;
+  assign \$173  = \$172 ;
+  assign \$189  = 1'h0;
+  assign \q_below$98  = 1'h0;
+  assign \$229  = \$228 ;
+  assign \$245  = 1'h0;
+  assign \q_below$114  = 1'h0;
+  assign \$285  = \$284 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (\cell , bval, u, pos_in, vc);
+module \onchip_learner_axis.learner.l0_bspline0 (vc, \cell , bval, pos_in, u);
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;

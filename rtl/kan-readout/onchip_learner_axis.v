@@ -80,9 +80,9 @@
 //       s_axis_param_tvalid is high no sample is taken (the predictions in flight must still be taken). Each
 //       command gives one response on pr: a write echoes the value written, a read gives theta[addr].
 //
-// Latency: prediction 7 cycles after the edge that takes the sample, update committed after 10; II 8 cycles.
+// Latency: prediction 6 cycles after the edge that takes the sample, update committed after 7; II 6 cycles.
 // Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
-//     the cycle that takes the sample): prediction 7, parameter read per layer [3], update per layer [10],
+//     the cycle that takes the sample): prediction 6, parameter read per layer [2], update per layer [7],
 //     parameter port 4.
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
@@ -194,7 +194,7 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, s
     .s__payload(s_axis_sample_tdata[49:0]),
     .s__ready(s_axis_sample_tready),
     .s__valid(s_axis_sample_tvalid),
-    .valid_s7(m_axis_pred_tvalid)
+    .valid_s6(m_axis_pred_tvalid)
   );
   assign clk = aclk;
   assign s__payload = s_axis_sample_tdata[49:0];
@@ -227,70 +227,70 @@ module onchip_learner_axis(aresetn, s_axis_sample_tdata, s_axis_sample_tvalid, s
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s7, pr__valid, pr__payload, clk);
+module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload, pc__valid, pr__ready, rst, s__ready, execute, m__payload, valid_s6, pr__valid, pr__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \$1 ;
   wire \$10 ;
-  wire [15:0] \$100 ;
-  wire [34:0] \$101 ;
+  wire \$100 ;
+  wire \$101 ;
   wire \$102 ;
   wire \$103 ;
   wire \$104 ;
   wire \$105 ;
   wire \$106 ;
-  wire \$107 ;
-  wire [15:0] \$108 ;
+  wire [3:0] \$107 ;
+  wire [3:0] \$108 ;
   wire \$109 ;
   wire [3:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
   wire \$112 ;
   wire \$113 ;
-  wire [3:0] \$114 ;
-  wire [3:0] \$115 ;
-  wire \$116 ;
+  wire \$114 ;
+  wire [15:0] \$115 ;
+  wire [15:0] \$116 ;
   wire \$117 ;
   wire \$118 ;
   wire \$119 ;
   wire [3:0] \$12 ;
   wire \$120 ;
   wire \$121 ;
-  wire [15:0] \$122 ;
+  wire \$122 ;
   wire [15:0] \$123 ;
-  wire \$124 ;
+  wire [15:0] \$124 ;
   wire \$125 ;
   wire \$126 ;
-  wire [3:0] \$127 ;
-  wire [3:0] \$128 ;
+  wire \$127 ;
+  wire \$128 ;
   wire \$129 ;
   wire [2:0] \$13 ;
   wire \$130 ;
-  wire \$131 ;
-  wire \$132 ;
-  wire \$133 ;
-  wire \$134 ;
-  wire [15:0] \$135 ;
-  wire [15:0] \$136 ;
+  wire [15:0] \$131 ;
+  wire [15:0] \$132 ;
+  wire [15:0] \$133 ;
+  wire [15:0] \$134 ;
+  wire [37:0] \$135 ;
+  wire \$136 ;
   wire \$137 ;
   wire \$138 ;
   wire \$139 ;
   wire \$14 ;
-  wire [3:0] \$140 ;
-  wire [3:0] \$141 ;
+  wire \$140 ;
+  wire \$141 ;
   wire \$142 ;
   wire \$143 ;
   wire \$144 ;
   wire \$145 ;
   wire \$146 ;
   wire \$147 ;
-  wire [15:0] \$148 ;
-  wire [15:0] \$149 ;
+  wire \$148 ;
+  wire \$149 ;
   wire [3:0] \$15 ;
   wire \$150 ;
   wire \$151 ;
   wire \$152 ;
-  wire [3:0] \$153 ;
-  wire [3:0] \$154 ;
+  wire \$153 ;
+  wire \$154 ;
   wire \$155 ;
   wire \$156 ;
   wire \$157 ;
@@ -298,28 +298,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$159 ;
   wire [3:0] \$16 ;
   wire \$160 ;
-  wire [15:0] \$161 ;
-  wire [15:0] \$162 ;
-  wire \$163 ;
-  wire \$164 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire [3:0] \$163 ;
+  wire [3:0] \$164 ;
   wire \$165 ;
-  wire [3:0] \$166 ;
-  wire [3:0] \$167 ;
+  wire \$166 ;
+  wire \$167 ;
   wire \$168 ;
   wire \$169 ;
   wire [2:0] \$17 ;
   wire \$170 ;
-  wire \$171 ;
-  wire \$172 ;
+  wire [15:0] \$171 ;
+  wire [15:0] \$172 ;
   wire \$173 ;
-  wire [15:0] \$174 ;
-  wire [15:0] \$175 ;
+  wire \$174 ;
+  wire \$175 ;
   wire \$176 ;
   wire \$177 ;
   wire \$178 ;
-  wire [3:0] \$179 ;
+  wire [15:0] \$179 ;
   wire \$18 ;
-  wire [3:0] \$180 ;
+  wire [15:0] \$180 ;
   wire \$181 ;
   wire \$182 ;
   wire \$183 ;
@@ -328,12 +328,12 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$186 ;
   wire [15:0] \$187 ;
   wire [15:0] \$188 ;
-  wire \$189 ;
+  wire [15:0] \$189 ;
   wire [3:0] \$19 ;
-  wire \$190 ;
-  wire \$191 ;
-  wire [3:0] \$192 ;
-  wire [3:0] \$193 ;
+  wire [15:0] \$190 ;
+  wire [37:0] \$191 ;
+  wire \$192 ;
+  wire \$193 ;
   wire \$194 ;
   wire \$195 ;
   wire \$196 ;
@@ -342,13 +342,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$199 ;
   wire \$2 ;
   wire [3:0] \$20 ;
-  wire [15:0] \$200 ;
-  wire [15:0] \$201 ;
+  wire \$200 ;
+  wire \$201 ;
   wire \$202 ;
   wire \$203 ;
   wire \$204 ;
-  wire [3:0] \$205 ;
-  wire [3:0] \$206 ;
+  wire \$205 ;
+  wire \$206 ;
   wire \$207 ;
   wire \$208 ;
   wire \$209 ;
@@ -356,23 +356,23 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$210 ;
   wire \$211 ;
   wire \$212 ;
-  wire [15:0] \$213 ;
-  wire [15:0] \$214 ;
+  wire \$213 ;
+  wire \$214 ;
   wire \$215 ;
-  wire [5:0] \$216 ;
+  wire \$216 ;
   wire \$217 ;
   wire \$218 ;
-  wire \$219 ;
+  wire [3:0] \$219 ;
   wire \$22 ;
-  wire \$220 ;
+  wire [3:0] \$220 ;
   wire \$221 ;
   wire \$222 ;
   wire \$223 ;
   wire \$224 ;
   wire \$225 ;
   wire \$226 ;
-  wire \$227 ;
-  wire \$228 ;
+  wire [15:0] \$227 ;
+  wire [15:0] \$228 ;
   wire \$229 ;
   wire [3:0] \$23 ;
   wire \$230 ;
@@ -380,8 +380,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$232 ;
   wire \$233 ;
   wire \$234 ;
-  wire [5:0] \$235 ;
-  wire \$236 ;
+  wire [15:0] \$235 ;
+  wire [15:0] \$236 ;
   wire \$237 ;
   wire \$238 ;
   wire \$239 ;
@@ -389,351 +389,646 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$240 ;
   wire \$241 ;
   wire \$242 ;
-  wire \$243 ;
-  wire \$244 ;
-  wire \$245 ;
-  wire [5:0] \$246 ;
-  wire [5:0] \$247 ;
-  wire [5:0] \$248 ;
-  wire [6:0] \$249 ;
+  wire [15:0] \$243 ;
+  wire [15:0] \$244 ;
+  wire [15:0] \$245 ;
+  wire [15:0] \$246 ;
+  wire [37:0] \$247 ;
+  wire \$248 ;
+  wire \$249 ;
   wire [2:0] \$25 ;
-  wire [6:0] \$250 ;
-  reg [4:0] \$251 ;
-  wire [5:0] \$252 ;
-  wire [3:0] \$253 ;
-  wire [3:0] \$254 ;
-  wire [6:0] \$255 ;
-  wire [7:0] \$256 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
   wire \$257 ;
   wire \$258 ;
   wire \$259 ;
   wire \$26 ;
-  reg [15:0] \$260 ;
-  reg [15:0] \$261 ;
-  reg [15:0] \$262 ;
-  reg [15:0] \$263 ;
-  reg [15:0] \$264 ;
-  reg [15:0] \$265 ;
-  reg [15:0] \$266 ;
-  reg [15:0] \$267 ;
-  reg [15:0] \$268 ;
-  reg [15:0] \$269 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire [3:0] \$27 ;
-  reg [15:0] \$270 ;
-  reg [15:0] \$271 ;
-  wire [2:0] \$272 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
   wire \$273 ;
-  wire [3:0] \$274 ;
-  wire [2:0] \$275 ;
-  wire \$276 ;
-  wire [3:0] \$277 ;
-  wire [2:0] \$278 ;
+  wire \$274 ;
+  wire [3:0] \$275 ;
+  wire [3:0] \$276 ;
+  wire \$277 ;
+  wire \$278 ;
   wire \$279 ;
   wire [3:0] \$28 ;
-  wire [3:0] \$280 ;
-  wire [2:0] \$281 ;
+  wire \$280 ;
+  wire \$281 ;
   wire \$282 ;
-  wire [3:0] \$283 ;
-  wire [2:0] \$284 ;
+  wire [15:0] \$283 ;
+  wire [15:0] \$284 ;
   wire \$285 ;
-  wire [3:0] \$286 ;
-  wire [2:0] \$287 ;
+  wire \$286 ;
+  wire \$287 ;
   wire \$288 ;
-  wire [3:0] \$289 ;
+  wire \$289 ;
   wire [2:0] \$29 ;
-  wire [2:0] \$290 ;
-  wire \$291 ;
-  wire [3:0] \$292 ;
-  wire [2:0] \$293 ;
+  wire \$290 ;
+  wire [15:0] \$291 ;
+  wire [15:0] \$292 ;
+  wire \$293 ;
   wire \$294 ;
-  wire [3:0] \$295 ;
-  wire [31:0] \$296 ;
-  wire [31:0] \$297 ;
-  wire [31:0] \$298 ;
-  wire [31:0] \$299 ;
+  wire \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire [15:0] \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
-  wire [31:0] \$300 ;
-  wire [31:0] \$301 ;
-  wire [31:0] \$302 ;
-  wire [31:0] \$303 ;
-  wire [40:0] \$304 ;
-  wire [40:0] \$305 ;
-  wire [40:0] \$306 ;
-  wire [40:0] \$307 ;
-  wire [41:0] \$308 ;
-  wire [41:0] \$309 ;
+  wire [15:0] \$300 ;
+  wire [15:0] \$301 ;
+  wire [15:0] \$302 ;
+  wire [37:0] \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire \$308 ;
+  wire \$309 ;
   wire [3:0] \$31 ;
-  wire [42:0] \$310 ;
-  wire [31:0] \$311 ;
-  wire [31:0] \$312 ;
-  wire [31:0] \$313 ;
-  wire [31:0] \$314 ;
-  wire [31:0] \$315 ;
-  wire [31:0] \$316 ;
-  wire [31:0] \$317 ;
-  wire [31:0] \$318 ;
-  reg \$319 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire \$319 ;
   wire [3:0] \$32 ;
-  reg \$320 ;
-  reg \$321 ;
-  reg \$322 ;
-  reg \$323 ;
-  reg \$324 ;
-  reg \$325 ;
-  reg \$326 ;
-  reg \$327 ;
-  reg \$328 ;
-  reg [4:0] \$329 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire \$322 ;
+  wire \$323 ;
+  wire \$324 ;
+  wire \$325 ;
+  wire \$326 ;
+  wire \$327 ;
+  wire \$328 ;
+  wire \$329 ;
   wire [42:0] \$33 ;
-  reg \$330 ;
-  reg \$331 ;
-  reg \$332 ;
-  reg \$333 ;
-  reg [4:0] \$334 ;
-  reg \$335 ;
-  reg \$336 ;
-  reg [15:0] \$337 ;
-  reg [6:0] \$338 ;
-  reg [4:0] \$339 ;
+  wire \$330 ;
+  wire [3:0] \$331 ;
+  wire [3:0] \$332 ;
+  wire \$333 ;
+  wire \$334 ;
+  wire \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire \$338 ;
+  wire [15:0] \$339 ;
   wire \$34 ;
-  reg \$340 ;
-  reg \$341 ;
-  reg [15:0] \$342 ;
-  reg [3:0] \$343 ;
-  reg [6:0] \$344 ;
-  reg \$345 ;
-  reg \$346 ;
-  reg [15:0] \$347 ;
-  reg [3:0] \$348 ;
-  reg [7:0] \$349 ;
+  wire [15:0] \$340 ;
+  wire \$341 ;
+  wire \$342 ;
+  wire \$343 ;
+  wire \$344 ;
+  wire \$345 ;
+  wire \$346 ;
+  wire [15:0] \$347 ;
+  wire [15:0] \$348 ;
+  wire \$349 ;
   wire \$35 ;
-  reg [6:0] \$350 ;
-  reg \$351 ;
-  reg \$352 ;
-  reg [15:0] \$353 ;
-  reg \$354 ;
-  reg [1:0] \$355 ;
-  reg \$356 ;
-  reg \$357 ;
-  reg \$358 ;
-  reg \$359 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
+  wire [15:0] \$355 ;
+  wire [15:0] \$356 ;
+  wire [15:0] \$357 ;
+  wire [15:0] \$358 ;
+  wire [37:0] \$359 ;
   wire \$36 ;
-  reg \$360 ;
-  reg \$361 ;
-  reg \$362 ;
-  reg [15:0] \$363 ;
-  reg [15:0] \$364 ;
-  reg [15:0] \$365 ;
-  reg [15:0] \$366 ;
-  reg [1:0] \$367 ;
-  reg [14:0] \$368 ;
-  reg [1:0] \$369 ;
+  wire \$360 ;
+  wire \$361 ;
+  wire \$362 ;
+  wire \$363 ;
+  wire \$364 ;
+  wire \$365 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
+  wire \$369 ;
   wire \$37 ;
-  reg [2:0] \$370 ;
-  reg [15:0] \$371 ;
-  reg [15:0] \$372 ;
-  reg [15:0] \$373 ;
-  reg [15:0] \$374 ;
-  reg [14:0] \$375 ;
-  reg [1:0] \$376 ;
-  reg [2:0] \$377 ;
-  reg [15:0] \$378 ;
-  reg [15:0] \$379 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire \$372 ;
+  wire \$373 ;
+  wire \$374 ;
+  wire \$375 ;
+  wire \$376 ;
+  wire \$377 ;
+  wire \$378 ;
+  wire \$379 ;
   wire \$38 ;
-  reg [15:0] \$380 ;
-  reg [15:0] \$381 ;
-  reg [3:0] \$382 ;
-  reg [3:0] \$383 ;
-  reg [3:0] \$384 ;
-  reg [3:0] \$385 ;
-  reg [3:0] \$386 ;
-  reg [3:0] \$387 ;
-  reg [3:0] \$388 ;
-  reg [3:0] \$389 ;
+  wire \$380 ;
+  wire \$381 ;
+  wire \$382 ;
+  wire \$383 ;
+  wire \$384 ;
+  wire \$385 ;
+  wire \$386 ;
+  wire [3:0] \$387 ;
+  wire [3:0] \$388 ;
+  wire \$389 ;
   wire \$39 ;
-  reg [31:0] \$390 ;
-  reg [31:0] \$391 ;
-  reg [31:0] \$392 ;
-  reg [31:0] \$393 ;
-  reg [31:0] \$394 ;
-  reg [31:0] \$395 ;
-  reg [31:0] \$396 ;
-  reg [31:0] \$397 ;
-  reg [40:0] \$398 ;
-  reg [40:0] \$399 ;
+  wire \$390 ;
+  wire \$391 ;
+  wire \$392 ;
+  wire \$393 ;
+  wire \$394 ;
+  wire [15:0] \$395 ;
+  wire [15:0] \$396 ;
+  wire \$397 ;
+  wire \$398 ;
+  wire \$399 ;
   wire [3:0] \$4 ;
   wire [15:0] \$40 ;
-  reg [40:0] \$400 ;
-  reg [40:0] \$401 ;
-  reg [42:0] \$402 ;
-  reg [15:0] \$403 ;
-  reg [15:0] \$404 ;
-  reg [15:0] \$405 ;
-  reg [15:0] \$406 ;
-  reg [15:0] \$407 ;
-  reg [15:0] \$408 ;
-  reg [15:0] \$409 ;
+  wire \$400 ;
+  wire \$401 ;
+  wire \$402 ;
+  wire [15:0] \$403 ;
+  wire [15:0] \$404 ;
+  wire \$405 ;
+  wire \$406 ;
+  wire \$407 ;
+  wire \$408 ;
+  wire \$409 ;
   wire \$41 ;
-  reg [1:0] \$410 ;
-  reg [1:0] \$411 ;
-  reg [1:0] \$412 ;
-  reg [1:0] \$413 ;
-  reg [1:0] \$414 ;
-  reg [1:0] \$415 ;
-  reg [15:0] \$416 ;
-  reg [3:0] \$417 ;
-  reg [3:0] \$418 ;
-  reg [3:0] \$419 ;
-  wire \$42 ;
-  reg [3:0] \$420 ;
-  reg [3:0] \$421 ;
-  reg [3:0] \$422 ;
-  reg [3:0] \$423 ;
-  reg [3:0] \$424 ;
-  reg [3:0] \$425 ;
-  reg [3:0] \$426 ;
-  reg [3:0] \$427 ;
-  reg [3:0] \$428 ;
-  reg [3:0] \$429 ;
+  wire \$410 ;
+  wire [15:0] \$411 ;
+  wire [15:0] \$412 ;
+  wire [15:0] \$413 ;
+  wire [15:0] \$414 ;
+  wire [37:0] \$415 ;
+  wire \$416 ;
+  wire \$417 ;
+  wire \$418 ;
+  wire \$419 ;
+  wire [34:0] \$42 ;
+  wire \$420 ;
+  wire \$421 ;
+  wire \$422 ;
+  wire \$423 ;
+  wire \$424 ;
+  wire \$425 ;
+  wire \$426 ;
+  wire \$427 ;
+  wire \$428 ;
+  wire \$429 ;
   wire \$43 ;
-  reg [3:0] \$430 ;
-  reg [3:0] \$431 ;
-  reg [3:0] \$432 ;
-  reg [3:0] \$433 ;
-  reg [3:0] \$434 ;
-  reg [3:0] \$435 ;
-  reg [3:0] \$436 ;
-  reg [3:0] \$437 ;
-  reg [3:0] \$438 ;
-  reg [3:0] \$439 ;
-  wire [15:0] \$44 ;
-  reg [3:0] \$440 ;
-  reg [3:0] \$441 ;
-  reg [3:0] \$442 ;
-  reg [3:0] \$443 ;
-  reg [3:0] \$444 ;
-  reg [3:0] \$445 ;
-  reg [3:0] \$446 ;
-  reg [3:0] \$447 ;
-  reg [3:0] \$448 ;
-  reg [3:0] \$449 ;
-  wire [34:0] \$45 ;
-  reg [3:0] \$450 ;
-  reg [3:0] \$451 ;
-  reg [3:0] \$452 ;
-  reg [3:0] \$453 ;
-  reg [3:0] \$454 ;
-  reg [3:0] \$455 ;
-  reg [3:0] \$456 ;
-  reg [3:0] \$457 ;
-  reg [3:0] \$458 ;
-  reg [3:0] \$459 ;
+  wire \$430 ;
+  wire \$431 ;
+  wire \$432 ;
+  wire \$433 ;
+  wire \$434 ;
+  wire \$435 ;
+  wire \$436 ;
+  wire \$437 ;
+  wire \$438 ;
+  wire \$439 ;
+  wire \$44 ;
+  wire \$440 ;
+  wire \$441 ;
+  wire \$442 ;
+  wire [3:0] \$443 ;
+  wire [3:0] \$444 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
+  wire \$449 ;
+  wire \$45 ;
+  wire \$450 ;
+  wire [15:0] \$451 ;
+  wire [15:0] \$452 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire \$455 ;
+  wire \$456 ;
+  wire \$457 ;
+  wire \$458 ;
+  wire [15:0] \$459 ;
   wire \$46 ;
-  reg [3:0] \$460 ;
-  reg [3:0] \$461 ;
-  reg [3:0] \$462 ;
-  reg [3:0] \$463 ;
-  reg [3:0] \$464 ;
-  reg [15:0] \$465 ;
-  reg [15:0] \$466 ;
-  reg [15:0] \$467 ;
-  reg [15:0] \$468 ;
-  reg [15:0] \$469 ;
+  wire [15:0] \$460 ;
+  wire \$461 ;
+  wire \$462 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire \$466 ;
+  wire [15:0] \$467 ;
+  wire [15:0] \$468 ;
+  wire [15:0] \$469 ;
   wire \$47 ;
-  reg [31:0] \$470 ;
-  reg [15:0] \$471 ;
-  reg [15:0] \$472 ;
-  reg [15:0] \$473 ;
-  reg [15:0] \$474 ;
-  reg [15:0] \$475 ;
-  reg [15:0] \$476 ;
-  reg [31:0] \$477 ;
-  reg [15:0] \$478 ;
-  reg [15:0] \$479 ;
+  wire [15:0] \$470 ;
+  wire [37:0] \$471 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire \$474 ;
+  wire \$475 ;
+  wire \$476 ;
+  wire \$477 ;
+  wire \$478 ;
+  wire \$479 ;
   wire \$48 ;
-  reg [15:0] \$480 ;
-  reg [15:0] \$481 ;
-  reg [15:0] \$482 ;
-  reg [15:0] \$483 ;
-  reg [31:0] \$484 ;
-  reg [15:0] \$485 ;
-  reg [15:0] \$486 ;
-  reg [15:0] \$487 ;
-  reg [15:0] \$488 ;
-  reg [15:0] \$489 ;
+  wire \$480 ;
+  wire \$481 ;
+  wire \$482 ;
+  wire \$483 ;
+  wire \$484 ;
+  wire \$485 ;
+  wire \$486 ;
+  wire \$487 ;
+  wire \$488 ;
+  wire \$489 ;
   wire \$49 ;
-  reg [15:0] \$490 ;
-  reg [31:0] \$491 ;
-  reg [15:0] \$492 ;
-  reg [15:0] \$493 ;
-  reg [15:0] \$494 ;
-  reg [15:0] \$495 ;
-  reg [15:0] \$496 ;
-  reg [15:0] \$497 ;
-  reg [31:0] \$498 ;
-  reg [15:0] \$499 ;
+  wire \$490 ;
+  wire \$491 ;
+  wire \$492 ;
+  wire \$493 ;
+  wire \$494 ;
+  wire \$495 ;
+  wire \$496 ;
+  wire \$497 ;
+  wire \$498 ;
+  wire [3:0] \$499 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  reg [15:0] \$500 ;
-  reg [15:0] \$501 ;
-  reg [15:0] \$502 ;
-  reg [15:0] \$503 ;
-  reg [15:0] \$504 ;
-  reg [31:0] \$505 ;
-  reg [15:0] \$506 ;
-  reg [15:0] \$507 ;
-  reg [15:0] \$508 ;
-  reg [15:0] \$509 ;
+  wire [3:0] \$500 ;
+  wire \$501 ;
+  wire \$502 ;
+  wire \$503 ;
+  wire \$504 ;
+  wire \$505 ;
+  wire \$506 ;
+  wire [15:0] \$507 ;
+  wire [15:0] \$508 ;
+  wire \$509 ;
   wire \$51 ;
-  reg [15:0] \$510 ;
-  reg [15:0] \$511 ;
-  reg [31:0] \$512 ;
-  reg [15:0] \$513 ;
-  reg [15:0] \$514 ;
-  reg [15:0] \$515 ;
-  reg [15:0] \$516 ;
-  reg [15:0] \$517 ;
-  reg [15:0] \$518 ;
-  reg [31:0] \$519 ;
-  wire [15:0] \$52 ;
-  reg [15:0] \$520 ;
-  wire [34:0] \$53 ;
+  wire \$510 ;
+  wire \$511 ;
+  wire \$512 ;
+  wire \$513 ;
+  wire \$514 ;
+  wire [15:0] \$515 ;
+  wire [15:0] \$516 ;
+  wire \$517 ;
+  wire \$518 ;
+  wire \$519 ;
+  wire \$52 ;
+  wire \$520 ;
+  wire \$521 ;
+  wire \$522 ;
+  wire [15:0] \$523 ;
+  wire [15:0] \$524 ;
+  wire [15:0] \$525 ;
+  wire [15:0] \$526 ;
+  wire \$527 ;
+  wire [5:0] \$528 ;
+  wire \$529 ;
+  wire \$53 ;
+  wire \$530 ;
+  wire \$531 ;
+  wire \$532 ;
+  wire \$533 ;
+  wire \$534 ;
+  wire \$535 ;
+  wire \$536 ;
+  wire \$537 ;
+  wire \$538 ;
+  wire \$539 ;
   wire \$54 ;
+  wire \$540 ;
+  wire \$541 ;
+  wire \$542 ;
+  wire \$543 ;
+  wire \$544 ;
+  wire \$545 ;
+  wire \$546 ;
+  wire [5:0] \$547 ;
+  wire \$548 ;
+  wire \$549 ;
   wire \$55 ;
+  wire \$550 ;
+  wire \$551 ;
+  wire \$552 ;
+  wire \$553 ;
+  wire \$554 ;
+  wire \$555 ;
+  wire \$556 ;
+  wire \$557 ;
+  wire [5:0] \$558 ;
+  wire [5:0] \$559 ;
   wire \$56 ;
+  wire [5:0] \$560 ;
+  wire [6:0] \$561 ;
+  wire [6:0] \$562 ;
+  reg [4:0] \$563 ;
+  wire [5:0] \$564 ;
+  wire [3:0] \$565 ;
+  wire [3:0] \$566 ;
+  wire [6:0] \$567 ;
+  wire [7:0] \$568 ;
+  wire \$569 ;
   wire \$57 ;
+  wire \$570 ;
+  wire \$571 ;
+  reg [15:0] \$572 ;
+  reg [15:0] \$573 ;
+  reg [15:0] \$574 ;
+  reg [15:0] \$575 ;
+  reg [15:0] \$576 ;
+  reg [15:0] \$577 ;
+  reg [15:0] \$578 ;
+  reg [15:0] \$579 ;
   wire \$58 ;
+  reg [15:0] \$580 ;
+  reg [15:0] \$581 ;
+  reg [15:0] \$582 ;
+  reg [15:0] \$583 ;
+  wire [2:0] \$584 ;
+  wire \$585 ;
+  wire [3:0] \$586 ;
+  wire [2:0] \$587 ;
+  wire \$588 ;
+  wire [3:0] \$589 ;
   wire \$59 ;
+  wire [2:0] \$590 ;
+  wire \$591 ;
+  wire [3:0] \$592 ;
+  wire [2:0] \$593 ;
+  wire \$594 ;
+  wire [3:0] \$595 ;
+  wire [2:0] \$596 ;
+  wire \$597 ;
+  wire [3:0] \$598 ;
+  wire [2:0] \$599 ;
   wire \$6 ;
-  wire [15:0] \$60 ;
-  wire [34:0] \$61 ;
+  wire \$60 ;
+  wire \$600 ;
+  wire [3:0] \$601 ;
+  wire [2:0] \$602 ;
+  wire \$603 ;
+  wire [3:0] \$604 ;
+  wire [2:0] \$605 ;
+  wire \$606 ;
+  wire [3:0] \$607 ;
+  wire [31:0] \$608 ;
+  wire [31:0] \$609 ;
+  wire \$61 ;
+  wire [31:0] \$610 ;
+  wire [31:0] \$611 ;
+  wire [31:0] \$612 ;
+  wire [31:0] \$613 ;
+  wire [31:0] \$614 ;
+  wire [31:0] \$615 ;
+  wire [40:0] \$616 ;
+  wire [40:0] \$617 ;
+  wire [40:0] \$618 ;
+  wire [40:0] \$619 ;
   wire \$62 ;
+  wire [41:0] \$620 ;
+  wire [41:0] \$621 ;
+  wire [42:0] \$622 ;
+  wire [16:0] \$623 ;
+  wire \$624 ;
+  wire \$625 ;
+  wire [15:0] \$626 ;
+  wire [15:0] \$627 ;
+  wire \$628 ;
+  wire \$629 ;
   wire \$63 ;
+  wire [15:0] \$630 ;
+  wire [15:0] \$631 ;
+  wire [31:0] \$632 ;
+  wire [31:0] \$633 ;
+  wire [31:0] \$634 ;
+  wire [31:0] \$635 ;
+  wire [31:0] \$636 ;
+  wire [31:0] \$637 ;
+  wire [31:0] \$638 ;
+  wire [31:0] \$639 ;
   wire \$64 ;
+  reg \$640 ;
+  reg \$641 ;
+  reg \$642 ;
+  reg \$643 ;
+  reg \$644 ;
+  reg \$645 ;
+  reg \$646 ;
+  reg [4:0] \$647 ;
+  reg \$648 ;
+  reg \$649 ;
   wire \$65 ;
+  reg \$650 ;
+  reg \$651 ;
+  reg [4:0] \$652 ;
+  reg \$653 ;
+  reg \$654 ;
+  reg [15:0] \$655 ;
+  reg [6:0] \$656 ;
+  reg [4:0] \$657 ;
+  reg \$658 ;
+  reg \$659 ;
   wire \$66 ;
+  reg [15:0] \$660 ;
+  reg [3:0] \$661 ;
+  reg [6:0] \$662 ;
+  reg \$663 ;
+  reg \$664 ;
+  reg [15:0] \$665 ;
+  reg [3:0] \$666 ;
+  reg [7:0] \$667 ;
+  reg [6:0] \$668 ;
+  reg \$669 ;
   wire \$67 ;
-  wire [15:0] \$68 ;
-  wire [34:0] \$69 ;
+  reg \$670 ;
+  reg [15:0] \$671 ;
+  reg \$672 ;
+  reg [1:0] \$673 ;
+  reg \$674 ;
+  reg \$675 ;
+  reg \$676 ;
+  reg \$677 ;
+  reg \$678 ;
+  reg \$679 ;
+  wire \$68 ;
+  reg \$680 ;
+  reg [15:0] \$681 ;
+  reg [15:0] \$682 ;
+  reg [1:0] \$683 ;
+  reg [14:0] \$684 ;
+  reg [1:0] \$685 ;
+  reg [2:0] \$686 ;
+  reg [15:0] \$687 ;
+  reg [15:0] \$688 ;
+  reg [15:0] \$689 ;
+  wire \$69 ;
+  reg [15:0] \$690 ;
+  reg [14:0] \$691 ;
+  reg [1:0] \$692 ;
+  reg [2:0] \$693 ;
+  reg [15:0] \$694 ;
+  reg [15:0] \$695 ;
+  reg [15:0] \$696 ;
+  reg [15:0] \$697 ;
+  reg [3:0] \$698 ;
+  reg [3:0] \$699 ;
   wire [3:0] \$7 ;
   wire \$70 ;
+  reg [3:0] \$700 ;
+  reg [3:0] \$701 ;
+  reg [3:0] \$702 ;
+  reg [3:0] \$703 ;
+  reg [3:0] \$704 ;
+  reg [3:0] \$705 ;
+  reg [31:0] \$706 ;
+  reg [31:0] \$707 ;
+  reg [31:0] \$708 ;
+  reg [31:0] \$709 ;
   wire \$71 ;
+  reg [31:0] \$710 ;
+  reg [31:0] \$711 ;
+  reg [31:0] \$712 ;
+  reg [31:0] \$713 ;
+  reg [40:0] \$714 ;
+  reg [40:0] \$715 ;
+  reg [40:0] \$716 ;
+  reg [40:0] \$717 ;
+  reg [42:0] \$718 ;
+  reg [15:0] \$719 ;
   wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
+  reg [16:0] \$720 ;
+  reg [16:0] \$721 ;
+  reg [16:0] \$722 ;
+  reg [16:0] \$723 ;
+  reg [16:0] \$724 ;
+  reg [15:0] \$725 ;
+  reg [15:0] \$726 ;
+  reg [15:0] \$727 ;
+  reg [15:0] \$728 ;
+  reg [15:0] \$729 ;
+  wire [15:0] \$73 ;
+  reg [15:0] \$730 ;
+  reg [15:0] \$731 ;
+  reg [15:0] \$732 ;
+  reg [15:0] \$733 ;
+  reg [15:0] \$734 ;
+  reg [1:0] \$735 ;
+  reg [1:0] \$736 ;
+  reg [1:0] \$737 ;
+  reg [1:0] \$738 ;
+  reg [15:0] \$739 ;
+  wire [15:0] \$74 ;
+  reg [15:0] \$740 ;
+  reg [15:0] \$741 ;
+  reg [15:0] \$742 ;
+  reg [15:0] \$743 ;
+  reg [3:0] \$744 ;
+  reg [3:0] \$745 ;
+  reg [3:0] \$746 ;
+  reg [3:0] \$747 ;
+  reg [3:0] \$748 ;
+  reg [3:0] \$749 ;
+  wire [15:0] \$75 ;
+  reg [3:0] \$750 ;
+  reg [3:0] \$751 ;
+  reg [3:0] \$752 ;
+  reg [3:0] \$753 ;
+  reg [3:0] \$754 ;
+  reg [3:0] \$755 ;
+  reg [3:0] \$756 ;
+  reg [3:0] \$757 ;
+  reg [3:0] \$758 ;
+  reg [3:0] \$759 ;
   wire [15:0] \$76 ;
-  wire [34:0] \$77 ;
+  reg [3:0] \$760 ;
+  reg [3:0] \$761 ;
+  reg [3:0] \$762 ;
+  reg [3:0] \$763 ;
+  reg [3:0] \$764 ;
+  reg [3:0] \$765 ;
+  reg [3:0] \$766 ;
+  reg [3:0] \$767 ;
+  reg [3:0] \$768 ;
+  reg [3:0] \$769 ;
+  wire \$77 ;
+  reg [3:0] \$770 ;
+  reg [3:0] \$771 ;
+  reg [3:0] \$772 ;
+  reg [3:0] \$773 ;
+  reg [3:0] \$774 ;
+  reg [3:0] \$775 ;
+  reg [15:0] \$776 ;
+  reg [15:0] \$777 ;
+  reg [15:0] \$778 ;
+  reg [15:0] \$779 ;
   wire \$78 ;
-  wire \$79 ;
+  reg [31:0] \$780 ;
+  reg [15:0] \$781 ;
+  reg [15:0] \$782 ;
+  reg [15:0] \$783 ;
+  reg [15:0] \$784 ;
+  reg [31:0] \$785 ;
+  reg [15:0] \$786 ;
+  reg [15:0] \$787 ;
+  reg [15:0] \$788 ;
+  reg [15:0] \$789 ;
+  wire [37:0] \$79 ;
+  reg [31:0] \$790 ;
+  reg [15:0] \$791 ;
+  reg [15:0] \$792 ;
+  reg [15:0] \$793 ;
+  reg [15:0] \$794 ;
+  reg [31:0] \$795 ;
+  reg [15:0] \$796 ;
+  reg [15:0] \$797 ;
+  reg [15:0] \$798 ;
+  reg [15:0] \$799 ;
   wire [3:0] \$8 ;
   wire \$80 ;
+  reg [31:0] \$800 ;
+  reg [15:0] \$801 ;
+  reg [15:0] \$802 ;
+  reg [15:0] \$803 ;
+  reg [15:0] \$804 ;
+  reg [31:0] \$805 ;
+  reg [15:0] \$806 ;
+  reg [15:0] \$807 ;
+  reg [15:0] \$808 ;
+  reg [15:0] \$809 ;
   wire \$81 ;
+  reg [31:0] \$810 ;
+  reg [15:0] \$811 ;
+  reg [15:0] \$812 ;
+  reg [15:0] \$813 ;
+  reg [15:0] \$814 ;
+  reg [31:0] \$815 ;
   wire \$82 ;
   wire \$83 ;
-  wire [15:0] \$84 ;
-  wire [34:0] \$85 ;
+  wire \$84 ;
+  wire \$85 ;
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
@@ -741,8 +1036,8 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [2:0] \$9 ;
   wire \$90 ;
   wire \$91 ;
-  wire [15:0] \$92 ;
-  wire [34:0] \$93 ;
+  wire \$92 ;
+  wire \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
@@ -750,73 +1045,73 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$98 ;
   wire \$99 ;
   wire [1:0] \$signature__addr ;
-  wire [1:0] \$signature__addr$110 ;
-  wire [1:0] \$signature__addr$122 ;
-  wire [1:0] \$signature__addr$133 ;
-  wire [1:0] \$signature__addr$14 ;
-  wire [1:0] \$signature__addr$144 ;
-  wire [1:0] \$signature__addr$155 ;
-  wire [1:0] \$signature__addr$16 ;
-  wire [1:0] \$signature__addr$166 ;
-  wire [1:0] \$signature__addr$177 ;
-  wire [1:0] \$signature__addr$18 ;
-  wire [1:0] \$signature__addr$188 ;
-  wire [1:0] \$signature__addr$32 ;
-  wire [1:0] \$signature__addr$35 ;
-  wire [1:0] \$signature__addr$37 ;
-  wire [1:0] \$signature__addr$39 ;
+  wire [1:0] \$signature__addr$111 ;
+  wire [1:0] \$signature__addr$127 ;
+  wire [1:0] \$signature__addr$13 ;
+  wire [1:0] \$signature__addr$143 ;
+  wire [1:0] \$signature__addr$15 ;
+  wire [1:0] \$signature__addr$159 ;
+  wire [1:0] \$signature__addr$17 ;
+  wire [1:0] \$signature__addr$175 ;
+  wire [1:0] \$signature__addr$191 ;
+  wire [1:0] \$signature__addr$207 ;
+  wire [1:0] \$signature__addr$31 ;
+  wire [1:0] \$signature__addr$34 ;
+  wire [1:0] \$signature__addr$36 ;
+  wire [1:0] \$signature__addr$38 ;
+  wire [1:0] \$signature__addr$94 ;
   wire [15:0] \$signature__data ;
+  wire [15:0] \$signature__data$103 ;
   wire [15:0] \$signature__data$119 ;
-  wire [15:0] \$signature__data$130 ;
-  wire [15:0] \$signature__data$141 ;
-  wire [15:0] \$signature__data$152 ;
-  wire [15:0] \$signature__data$163 ;
-  wire [15:0] \$signature__data$174 ;
-  wire [15:0] \$signature__data$185 ;
-  wire [15:0] \$signature__data$252 ;
-  wire [15:0] \$signature__data$253 ;
-  wire [15:0] \$signature__data$254 ;
-  wire [15:0] \$signature__data$255 ;
-  wire [15:0] \$signature__data$256 ;
-  wire [15:0] \$signature__data$257 ;
-  wire [15:0] \$signature__data$258 ;
-  wire [15:0] \$signature__data$259 ;
+  wire [15:0] \$signature__data$135 ;
+  wire [15:0] \$signature__data$151 ;
+  wire [15:0] \$signature__data$167 ;
+  wire [15:0] \$signature__data$183 ;
+  wire [15:0] \$signature__data$199 ;
+  wire [15:0] \$signature__data$271 ;
+  wire [15:0] \$signature__data$272 ;
+  wire [15:0] \$signature__data$273 ;
+  wire [15:0] \$signature__data$274 ;
+  wire [15:0] \$signature__data$275 ;
+  wire [15:0] \$signature__data$276 ;
+  wire [15:0] \$signature__data$277 ;
+  wire [15:0] \$signature__data$278 ;
   wire \$signature__en ;
-  wire \$signature__en$113 ;
-  wire \$signature__en$125 ;
-  wire \$signature__en$136 ;
-  wire \$signature__en$147 ;
-  wire \$signature__en$15 ;
-  wire \$signature__en$158 ;
-  wire \$signature__en$169 ;
-  wire \$signature__en$17 ;
-  wire \$signature__en$180 ;
-  wire \$signature__en$19 ;
-  wire \$signature__en$191 ;
-  wire \$signature__en$34 ;
-  wire \$signature__en$36 ;
-  wire \$signature__en$38 ;
-  wire \$signature__en$40 ;
+  wire \$signature__en$114 ;
+  wire \$signature__en$130 ;
+  wire \$signature__en$14 ;
+  wire \$signature__en$146 ;
+  wire \$signature__en$16 ;
+  wire \$signature__en$162 ;
+  wire \$signature__en$178 ;
+  wire \$signature__en$18 ;
+  wire \$signature__en$194 ;
+  wire \$signature__en$210 ;
+  wire \$signature__en$33 ;
+  wire \$signature__en$35 ;
+  wire \$signature__en$37 ;
+  wire \$signature__en$39 ;
+  wire \$signature__en$97 ;
   wire accept;
   wire busy;
   wire [63:0] bval;
-  wire [63:0] \bval$275 ;
-  wire [15:0] \bval$275[0] ;
-  wire [15:0] \bval$275[1] ;
-  wire [15:0] \bval$275[2] ;
-  wire [15:0] \bval$275[3] ;
+  wire [63:0] \bval$293 ;
+  wire [15:0] \bval$293[0] ;
+  wire [15:0] \bval$293[1] ;
+  wire [15:0] \bval$293[2] ;
+  wire [15:0] \bval$293[3] ;
   wire [15:0] \bval[0] ;
   wire [15:0] \bval[1] ;
   wire [15:0] \bval[2] ;
   wire [15:0] \bval[3] ;
   wire [2:0] \cell ;
-  wire [2:0] \cell$33 ;
+  wire [2:0] \cell$32 ;
   input clk;
   wire clk;
   wire commit_l0;
-  reg [15:0] e;
   wire en;
-  reg [15:0] err0_s8 = 16'h0000;
+  reg [15:0] err0;
+  reg [15:0] err0_s6 = 16'h0000;
   output execute;
   wire execute;
   reg [1:0] kind_s1 = 2'h0;
@@ -824,77 +1119,59 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [1:0] kind_s3 = 2'h0;
   reg [1:0] kind_s4 = 2'h0;
   reg [1:0] kind_s5 = 2'h0;
-  reg [1:0] kind_s6 = 2'h0;
-  reg [1:0] kind_s7 = 2'h0;
+  reg [15:0] l0_bval_bank0_0_s2 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_0_s6 = 16'h0000;
-  reg [15:0] l0_bval_bank0_0_s7 = 16'h0000;
-  reg [15:0] l0_bval_bank0_0_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_1_s2 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_1_s6 = 16'h0000;
-  reg [15:0] l0_bval_bank0_1_s7 = 16'h0000;
-  reg [15:0] l0_bval_bank0_1_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_2_s2 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_2_s6 = 16'h0000;
-  reg [15:0] l0_bval_bank0_2_s7 = 16'h0000;
-  reg [15:0] l0_bval_bank0_2_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank0_3_s2 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s3 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s5 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s6 = 16'h0000;
-  reg [15:0] l0_bval_bank0_3_s7 = 16'h0000;
-  reg [15:0] l0_bval_bank0_3_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank1_0_s2 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s3 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s4 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s5 = 16'h0000;
   reg [15:0] l0_bval_bank1_0_s6 = 16'h0000;
-  reg [15:0] l0_bval_bank1_0_s7 = 16'h0000;
-  reg [15:0] l0_bval_bank1_0_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank1_1_s2 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s3 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s4 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s5 = 16'h0000;
   reg [15:0] l0_bval_bank1_1_s6 = 16'h0000;
-  reg [15:0] l0_bval_bank1_1_s7 = 16'h0000;
-  reg [15:0] l0_bval_bank1_1_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank1_2_s2 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s3 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s4 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s5 = 16'h0000;
   reg [15:0] l0_bval_bank1_2_s6 = 16'h0000;
-  reg [15:0] l0_bval_bank1_2_s7 = 16'h0000;
-  reg [15:0] l0_bval_bank1_2_s8 = 16'h0000;
+  reg [15:0] l0_bval_bank1_3_s2 = 16'h0000;
   reg [15:0] l0_bval_bank1_3_s3 = 16'h0000;
   reg [15:0] l0_bval_bank1_3_s4 = 16'h0000;
   reg [15:0] l0_bval_bank1_3_s5 = 16'h0000;
   reg [15:0] l0_bval_bank1_3_s6 = 16'h0000;
-  reg [15:0] l0_bval_bank1_3_s7 = 16'h0000;
-  reg [15:0] l0_bval_bank1_3_s8 = 16'h0000;
-  reg [2:0] l0_cell0_s3 = 3'h0;
-  reg [2:0] l0_cell1_s3 = 3'h0;
-  reg [31:0] l0_delta0_0_0_raw_s9 = 32'd0;
-  reg [15:0] l0_delta0_0_0_s10 = 16'h0000;
-  reg [31:0] l0_delta0_0_1_raw_s9 = 32'd0;
-  reg [15:0] l0_delta0_0_1_s10 = 16'h0000;
-  reg [31:0] l0_delta0_0_2_raw_s9 = 32'd0;
-  reg [15:0] l0_delta0_0_2_s10 = 16'h0000;
-  reg [31:0] l0_delta0_0_3_raw_s9 = 32'd0;
-  reg [15:0] l0_delta0_0_3_s10 = 16'h0000;
-  reg [31:0] l0_delta0_1_0_raw_s9 = 32'd0;
-  reg [15:0] l0_delta0_1_0_s10 = 16'h0000;
-  reg [31:0] l0_delta0_1_1_raw_s9 = 32'd0;
-  reg [15:0] l0_delta0_1_1_s10 = 16'h0000;
-  reg [31:0] l0_delta0_1_2_raw_s9 = 32'd0;
-  reg [15:0] l0_delta0_1_2_s10 = 16'h0000;
-  reg [31:0] l0_delta0_1_3_raw_s9 = 32'd0;
-  reg [15:0] l0_delta0_1_3_s10 = 16'h0000;
-  reg [1:0] l0_lo0_s3 = 2'h0;
-  reg [1:0] l0_lo1_s3 = 2'h0;
-  reg [15:0] l0_out0_s7 = 16'h0000;
+  reg [2:0] l0_cell0_s2 = 3'h0;
+  reg [2:0] l0_cell1_s2 = 3'h0;
+  reg [31:0] l0_delta0_0_0_raw_s7 = 32'd0;
+  reg [31:0] l0_delta0_0_1_raw_s7 = 32'd0;
+  reg [31:0] l0_delta0_0_2_raw_s7 = 32'd0;
+  reg [31:0] l0_delta0_0_3_raw_s7 = 32'd0;
+  reg [31:0] l0_delta0_1_0_raw_s7 = 32'd0;
+  reg [31:0] l0_delta0_1_1_raw_s7 = 32'd0;
+  reg [31:0] l0_delta0_1_2_raw_s7 = 32'd0;
+  reg [31:0] l0_delta0_1_3_raw_s7 = 32'd0;
+  reg [1:0] l0_lo0_s2 = 2'h0;
+  reg [1:0] l0_lo1_s2 = 2'h0;
+  reg [15:0] l0_out0_s6 = 16'h0000;
   wire [1:0] l0_port_baddr;
   reg [3:0] l0_port_baddr_p4 = 4'h0;
   wire [1:0] l0_port_bank;
@@ -934,83 +1211,67 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   (* init = 1'h0 *)
   wire l0_port_wr_p4;
   (* init = 15'h0000 *)
-  wire [14:0] l0_pos0_s2;
+  wire [14:0] l0_pos0_s1;
   (* init = 15'h0000 *)
-  wire [14:0] l0_pos1_s2;
-  reg [31:0] l0_prod0_0_0_raw_s4 = 32'd0;
-  reg [31:0] l0_prod0_0_1_raw_s4 = 32'd0;
-  reg [31:0] l0_prod0_0_2_raw_s4 = 32'd0;
-  reg [31:0] l0_prod0_0_3_raw_s4 = 32'd0;
-  reg [31:0] l0_prod0_1_0_raw_s4 = 32'd0;
-  reg [31:0] l0_prod0_1_1_raw_s4 = 32'd0;
-  reg [31:0] l0_prod0_1_2_raw_s4 = 32'd0;
-  reg [31:0] l0_prod0_1_3_raw_s4 = 32'd0;
+  wire [14:0] l0_pos1_s1;
+  reg [31:0] l0_prod0_0_0_raw_s3 = 32'd0;
+  reg [31:0] l0_prod0_0_1_raw_s3 = 32'd0;
+  reg [31:0] l0_prod0_0_2_raw_s3 = 32'd0;
+  reg [31:0] l0_prod0_0_3_raw_s3 = 32'd0;
+  reg [31:0] l0_prod0_1_0_raw_s3 = 32'd0;
+  reg [31:0] l0_prod0_1_1_raw_s3 = 32'd0;
+  reg [31:0] l0_prod0_1_2_raw_s3 = 32'd0;
+  reg [31:0] l0_prod0_1_3_raw_s3 = 32'd0;
   reg [15:0] l0_ram_data = 16'h0000;
   reg l0_ram_rd = 1'h0;
   reg l0_ram_wr = 1'h0;
   reg [1:0] l0_rd_bank = 2'h0;
   reg l0_rd_edge = 1'h0;
-  reg [40:0] l0_sum0_t0_0_s5 = 41'h00000000000;
-  reg [40:0] l0_sum0_t0_1_s5 = 41'h00000000000;
-  reg [40:0] l0_sum0_t0_2_s5 = 41'h00000000000;
-  reg [40:0] l0_sum0_t0_3_s5 = 41'h00000000000;
-  reg [42:0] l0_sum0_t1_0_s6 = 43'h00000000000;
-  reg [3:0] l0_waddr0_0_s10 = 4'h0;
+  reg [40:0] l0_sum0_t0_0_s4 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_1_s4 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_2_s4 = 41'h00000000000;
+  reg [40:0] l0_sum0_t0_3_s4 = 41'h00000000000;
+  reg [42:0] l0_sum0_t1_0_s5 = 43'h00000000000;
+  reg [3:0] l0_waddr0_0_s3 = 4'h0;
   reg [3:0] l0_waddr0_0_s4 = 4'h0;
   reg [3:0] l0_waddr0_0_s5 = 4'h0;
   reg [3:0] l0_waddr0_0_s6 = 4'h0;
   reg [3:0] l0_waddr0_0_s7 = 4'h0;
-  reg [3:0] l0_waddr0_0_s8 = 4'h0;
-  reg [3:0] l0_waddr0_0_s9 = 4'h0;
-  reg [3:0] l0_waddr0_1_s10 = 4'h0;
+  reg [3:0] l0_waddr0_1_s3 = 4'h0;
   reg [3:0] l0_waddr0_1_s4 = 4'h0;
   reg [3:0] l0_waddr0_1_s5 = 4'h0;
   reg [3:0] l0_waddr0_1_s6 = 4'h0;
   reg [3:0] l0_waddr0_1_s7 = 4'h0;
-  reg [3:0] l0_waddr0_1_s8 = 4'h0;
-  reg [3:0] l0_waddr0_1_s9 = 4'h0;
-  reg [3:0] l0_waddr0_2_s10 = 4'h0;
+  reg [3:0] l0_waddr0_2_s3 = 4'h0;
   reg [3:0] l0_waddr0_2_s4 = 4'h0;
   reg [3:0] l0_waddr0_2_s5 = 4'h0;
   reg [3:0] l0_waddr0_2_s6 = 4'h0;
   reg [3:0] l0_waddr0_2_s7 = 4'h0;
-  reg [3:0] l0_waddr0_2_s8 = 4'h0;
-  reg [3:0] l0_waddr0_2_s9 = 4'h0;
-  reg [3:0] l0_waddr0_3_s10 = 4'h0;
+  reg [3:0] l0_waddr0_3_s3 = 4'h0;
   reg [3:0] l0_waddr0_3_s4 = 4'h0;
   reg [3:0] l0_waddr0_3_s5 = 4'h0;
   reg [3:0] l0_waddr0_3_s6 = 4'h0;
   reg [3:0] l0_waddr0_3_s7 = 4'h0;
-  reg [3:0] l0_waddr0_3_s8 = 4'h0;
-  reg [3:0] l0_waddr0_3_s9 = 4'h0;
-  reg [3:0] l0_waddr1_0_s10 = 4'h0;
+  reg [3:0] l0_waddr1_0_s3 = 4'h0;
   reg [3:0] l0_waddr1_0_s4 = 4'h0;
   reg [3:0] l0_waddr1_0_s5 = 4'h0;
   reg [3:0] l0_waddr1_0_s6 = 4'h0;
   reg [3:0] l0_waddr1_0_s7 = 4'h0;
-  reg [3:0] l0_waddr1_0_s8 = 4'h0;
-  reg [3:0] l0_waddr1_0_s9 = 4'h0;
-  reg [3:0] l0_waddr1_1_s10 = 4'h0;
+  reg [3:0] l0_waddr1_1_s3 = 4'h0;
   reg [3:0] l0_waddr1_1_s4 = 4'h0;
   reg [3:0] l0_waddr1_1_s5 = 4'h0;
   reg [3:0] l0_waddr1_1_s6 = 4'h0;
   reg [3:0] l0_waddr1_1_s7 = 4'h0;
-  reg [3:0] l0_waddr1_1_s8 = 4'h0;
-  reg [3:0] l0_waddr1_1_s9 = 4'h0;
-  reg [3:0] l0_waddr1_2_s10 = 4'h0;
+  reg [3:0] l0_waddr1_2_s3 = 4'h0;
   reg [3:0] l0_waddr1_2_s4 = 4'h0;
   reg [3:0] l0_waddr1_2_s5 = 4'h0;
   reg [3:0] l0_waddr1_2_s6 = 4'h0;
   reg [3:0] l0_waddr1_2_s7 = 4'h0;
-  reg [3:0] l0_waddr1_2_s8 = 4'h0;
-  reg [3:0] l0_waddr1_2_s9 = 4'h0;
-  reg [3:0] l0_waddr1_3_s10 = 4'h0;
+  reg [3:0] l0_waddr1_3_s3 = 4'h0;
   reg [3:0] l0_waddr1_3_s4 = 4'h0;
   reg [3:0] l0_waddr1_3_s5 = 4'h0;
   reg [3:0] l0_waddr1_3_s6 = 4'h0;
   reg [3:0] l0_waddr1_3_s7 = 4'h0;
-  reg [3:0] l0_waddr1_3_s8 = 4'h0;
-  reg [3:0] l0_waddr1_3_s9 = 4'h0;
   output [16:0] m__payload;
   wire [16:0] m__payload;
   wire \m__payload.decision ;
@@ -1035,9 +1296,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg port_in_flight2 = 1'h0;
   reg port_in_flight3 = 1'h0;
   wire [14:0] pos;
-  wire [14:0] \pos$271 ;
+  wire [14:0] \pos$289 ;
   reg [14:0] pos_in = 15'h0000;
-  reg [14:0] \pos_in$6  = 15'h0000;
+  reg [14:0] \pos_in$5  = 15'h0000;
   output [15:0] pr__payload;
   reg [15:0] pr__payload = 16'h0000;
   wire [15:0] \pr__payload.data ;
@@ -1045,6 +1306,25 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire pr__ready;
   output pr__valid;
   reg pr__valid = 1'h0;
+  wire q_above;
+  wire \q_above$106 ;
+  wire \q_above$122 ;
+  wire \q_above$138 ;
+  wire \q_above$154 ;
+  wire \q_above$170 ;
+  wire \q_above$186 ;
+  wire \q_above$202 ;
+  wire \q_above$86 ;
+  wire q_below;
+  wire \q_below$107 ;
+  wire \q_below$123 ;
+  wire \q_below$139 ;
+  wire \q_below$155 ;
+  wire \q_below$171 ;
+  wire \q_below$187 ;
+  wire \q_below$203 ;
+  wire \q_below$87 ;
+  wire [33:0] q_less_t;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
   reg read_wait1 = 1'h0;
@@ -1061,14 +1341,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire [4:0] rom_rd__addr;
   wire [15:0] rom_rd__data;
   wire [27:0] rounded;
-  wire [15:0] \rounded$65 ;
-  wire [15:0] \rounded$68 ;
-  wire [15:0] \rounded$71 ;
-  wire [15:0] \rounded$74 ;
-  wire [15:0] \rounded$77 ;
-  wire [15:0] \rounded$80 ;
-  wire [15:0] \rounded$83 ;
-  wire [15:0] \rounded$86 ;
   input rst;
   wire rst;
   input [49:0] s__payload;
@@ -1084,90 +1356,113 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [32:0] t;
-  wire [16:0] \t$103 ;
-  wire [16:0] \t$118 ;
-  wire [16:0] \t$129 ;
+  wire [17:0] \t$105 ;
+  wire [16:0] \t$108 ;
+  wire [16:0] \t$109 ;
+  wire [17:0] \t$121 ;
+  wire [16:0] \t$124 ;
+  wire [16:0] \t$125 ;
+  wire [17:0] \t$137 ;
   wire [16:0] \t$140 ;
-  wire [16:0] \t$151 ;
-  wire [16:0] \t$162 ;
+  wire [16:0] \t$141 ;
+  wire [17:0] \t$153 ;
+  wire [16:0] \t$156 ;
+  wire [16:0] \t$157 ;
+  wire [17:0] \t$169 ;
+  wire [16:0] \t$172 ;
   wire [16:0] \t$173 ;
-  wire [16:0] \t$184 ;
-  wire [39:0] \t$22 ;
-  wire [32:0] \t$23 ;
-  wire [39:0] \t$25 ;
-  wire [32:0] \t$26 ;
-  wire [39:0] \t$28 ;
-  wire [32:0] \t$29 ;
-  wire [39:0] \t$31 ;
-  wire [32:0] \t$41 ;
-  wire [39:0] \t$43 ;
-  wire [32:0] \t$44 ;
-  wire [39:0] \t$46 ;
-  wire [32:0] \t$47 ;
-  wire [39:0] \t$49 ;
-  wire [32:0] \t$50 ;
+  wire [17:0] \t$185 ;
+  wire [16:0] \t$188 ;
+  wire [16:0] \t$189 ;
+  wire [17:0] \t$201 ;
+  wire [16:0] \t$204 ;
+  wire [16:0] \t$205 ;
+  wire [39:0] \t$21 ;
+  wire [32:0] \t$22 ;
+  wire [39:0] \t$24 ;
+  wire [32:0] \t$25 ;
+  wire [39:0] \t$27 ;
+  wire [32:0] \t$28 ;
+  wire [39:0] \t$30 ;
+  wire [32:0] \t$40 ;
+  wire [39:0] \t$42 ;
+  wire [32:0] \t$43 ;
+  wire [39:0] \t$45 ;
+  wire [32:0] \t$46 ;
+  wire [39:0] \t$48 ;
+  wire [32:0] \t$49 ;
+  wire [39:0] \t$51 ;
   wire [39:0] \t$52 ;
-  wire [39:0] \t$53 ;
-  wire [15:0] \t$56 ;
+  wire [15:0] \t$55 ;
+  wire [16:0] \t$58 ;
   wire [16:0] \t$59 ;
-  wire [17:0] \t$61 ;
-  wire [15:0] \t$62 ;
-  wire [15:0] \t$67 ;
-  wire [15:0] \t$70 ;
-  wire [15:0] \t$73 ;
-  wire [15:0] \t$76 ;
-  wire [15:0] \t$79 ;
-  wire [15:0] \t$82 ;
-  wire [15:0] \t$85 ;
-  wire [15:0] \t$88 ;
-  reg [15:0] u = 16'h0000;
-  reg [15:0] \u$4  = 16'h0000;
+  wire [39:0] \t$60 ;
+  wire [18:0] \t$63 ;
+  wire [17:0] \t$85 ;
+  wire [16:0] \t$88 ;
+  wire [16:0] \t$89 ;
+  wire [36:0] theta_less_q;
+  wire [36:0] \theta_less_q$102 ;
+  wire [36:0] \theta_less_q$118 ;
+  wire [36:0] \theta_less_q$134 ;
+  wire [36:0] \theta_less_q$150 ;
+  wire [36:0] \theta_less_q$166 ;
+  wire [36:0] \theta_less_q$182 ;
+  wire [36:0] \theta_less_q$198 ;
+  wire [15:0] u;
+  wire [15:0] \u$4 ;
   reg valid_s1 = 1'h0;
-  reg valid_s10 = 1'h0;
   reg valid_s2 = 1'h0;
   reg valid_s3 = 1'h0;
   reg valid_s4 = 1'h0;
   reg valid_s5 = 1'h0;
+  output valid_s6;
   reg valid_s6 = 1'h0;
-  output valid_s7;
   reg valid_s7 = 1'h0;
-  reg valid_s8 = 1'h0;
-  reg valid_s9 = 1'h0;
   wire [1:0] wp__addr;
-  wire [1:0] \wp__addr$126 ;
-  wire [1:0] \wp__addr$137 ;
-  wire [1:0] \wp__addr$148 ;
-  wire [1:0] \wp__addr$159 ;
-  wire [1:0] \wp__addr$170 ;
-  wire [1:0] \wp__addr$181 ;
-  wire [1:0] \wp__addr$192 ;
+  wire [1:0] \wp__addr$115 ;
+  wire [1:0] \wp__addr$131 ;
+  wire [1:0] \wp__addr$147 ;
+  wire [1:0] \wp__addr$163 ;
+  wire [1:0] \wp__addr$179 ;
+  wire [1:0] \wp__addr$195 ;
+  wire [1:0] \wp__addr$211 ;
   wire [15:0] wp__data;
-  wire [15:0] \wp__data$127 ;
-  wire [15:0] \wp__data$138 ;
-  wire [15:0] \wp__data$149 ;
-  wire [15:0] \wp__data$160 ;
-  wire [15:0] \wp__data$171 ;
-  wire [15:0] \wp__data$182 ;
-  wire [15:0] \wp__data$193 ;
+  wire [15:0] \wp__data$116 ;
+  wire [15:0] \wp__data$132 ;
+  wire [15:0] \wp__data$148 ;
+  wire [15:0] \wp__data$164 ;
+  wire [15:0] \wp__data$180 ;
+  wire [15:0] \wp__data$196 ;
+  wire [15:0] \wp__data$212 ;
   wire wp__en;
-  wire \wp__en$128 ;
-  wire \wp__en$139 ;
-  wire \wp__en$150 ;
-  wire \wp__en$161 ;
-  wire \wp__en$172 ;
-  wire \wp__en$183 ;
-  wire \wp__en$194 ;
-  (* init = 16'h0000 *)
-  wire [15:0] x0_s1;
-  (* init = 16'h0000 *)
-  wire [15:0] x1_s1;
+  wire \wp__en$117 ;
+  wire \wp__en$133 ;
+  wire \wp__en$149 ;
+  wire \wp__en$165 ;
+  wire \wp__en$181 ;
+  wire \wp__en$197 ;
+  wire \wp__en$213 ;
+  reg [15:0] y0_at_max_s1 = 16'h0000;
+  reg [15:0] y0_at_max_s2 = 16'h0000;
+  reg [15:0] y0_at_max_s3 = 16'h0000;
+  reg [15:0] y0_at_max_s4 = 16'h0000;
+  reg [15:0] y0_at_max_s5 = 16'h0000;
+  reg [15:0] y0_at_min_s1 = 16'h0000;
+  reg [15:0] y0_at_min_s2 = 16'h0000;
+  reg [15:0] y0_at_min_s3 = 16'h0000;
+  reg [15:0] y0_at_min_s4 = 16'h0000;
+  reg [15:0] y0_at_min_s5 = 16'h0000;
+  reg [16:0] y0_neg_s1 = 17'h00000;
+  reg [16:0] y0_neg_s2 = 17'h00000;
+  reg [16:0] y0_neg_s3 = 17'h00000;
+  reg [16:0] y0_neg_s4 = 17'h00000;
+  reg [16:0] y0_neg_s5 = 17'h00000;
   reg [15:0] y0_s1 = 16'h0000;
   reg [15:0] y0_s2 = 16'h0000;
   reg [15:0] y0_s3 = 16'h0000;
   reg [15:0] y0_s4 = 16'h0000;
   reg [15:0] y0_s5 = 16'h0000;
-  reg [15:0] y0_s6 = 16'h0000;
-  reg [15:0] y0_s7 = 16'h0000;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank0 [2:0];
   initial begin
@@ -1177,20 +1472,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[\$115 [1:0]] <= wp__data;
+      l0_coef_0_0_bank0[\$108 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
-    _0_ <= \$114 [1:0];
+    _0_ <= \$107 [1:0];
     if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == \$115 [1:0])
+      if (wp__en && \$4 [1:0] == \$108 [1:0])
         _1_ <= wp__data;
     end
   end
   assign \$signature__data  = l0_coef_0_0_bank0[_0_];
-  assign \$signature__data$252  = _1_;
+  assign \$signature__data$271  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
   initial begin
@@ -1199,21 +1494,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$128 )
-      l0_coef_0_0_bank1[\$128 [1:0]] <= \wp__data$127 ;
+    if (\wp__en$117 )
+      l0_coef_0_0_bank1[\$164 [1:0]] <= \wp__data$116 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
-    _2_ <= \$127 [1:0];
-    if (\$signature__en$15 ) begin
+    _2_ <= \$163 [1:0];
+    if (\$signature__en$14 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$128  && \$8 [1:0] == \$128 [1:0])
-        _3_ <= \wp__data$127 ;
+      if (\wp__en$117  && \$8 [1:0] == \$164 [1:0])
+        _3_ <= \wp__data$116 ;
     end
   end
-  assign \$signature__data$119  = l0_coef_0_0_bank1[_2_];
-  assign \$signature__data$253  = _3_;
+  assign \$signature__data$103  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$272  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
   initial begin
@@ -1222,21 +1517,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$139 )
-      l0_coef_0_0_bank2[\$141 [1:0]] <= \wp__data$138 ;
+    if (\wp__en$133 )
+      l0_coef_0_0_bank2[\$220 [1:0]] <= \wp__data$132 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
-    _4_ <= \$140 [1:0];
-    if (\$signature__en$17 ) begin
+    _4_ <= \$219 [1:0];
+    if (\$signature__en$16 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$139  && \$12 [1:0] == \$141 [1:0])
-        _5_ <= \wp__data$138 ;
+      if (\wp__en$133  && \$12 [1:0] == \$220 [1:0])
+        _5_ <= \wp__data$132 ;
     end
   end
-  assign \$signature__data$130  = l0_coef_0_0_bank2[_4_];
-  assign \$signature__data$254  = _5_;
+  assign \$signature__data$119  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$273  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
   initial begin
@@ -1245,21 +1540,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$150 )
-      l0_coef_0_0_bank3[\$154 [1:0]] <= \wp__data$149 ;
+    if (\wp__en$149 )
+      l0_coef_0_0_bank3[\$276 [1:0]] <= \wp__data$148 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
-    _6_ <= \$153 [1:0];
-    if (\$signature__en$19 ) begin
+    _6_ <= \$275 [1:0];
+    if (\$signature__en$18 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$150  && \$16 [1:0] == \$154 [1:0])
-        _7_ <= \wp__data$149 ;
+      if (\wp__en$149  && \$16 [1:0] == \$276 [1:0])
+        _7_ <= \wp__data$148 ;
     end
   end
-  assign \$signature__data$141  = l0_coef_0_0_bank3[_6_];
-  assign \$signature__data$255  = _7_;
+  assign \$signature__data$135  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$274  = _7_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank0 [2:0];
   initial begin
@@ -1268,21 +1563,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank0[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$161 )
-      l0_coef_0_1_bank0[\$167 [1:0]] <= \wp__data$160 ;
+    if (\wp__en$165 )
+      l0_coef_0_1_bank0[\$332 [1:0]] <= \wp__data$164 ;
   end
   reg [1:0] _8_;
   reg [15:0] _9_;
   always @(posedge clk) begin
-    _8_ <= \$166 [1:0];
-    if (\$signature__en$34 ) begin
+    _8_ <= \$331 [1:0];
+    if (\$signature__en$33 ) begin
       _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
-      if (\wp__en$161  && \$20 [1:0] == \$167 [1:0])
-        _9_ <= \wp__data$160 ;
+      if (\wp__en$165  && \$20 [1:0] == \$332 [1:0])
+        _9_ <= \wp__data$164 ;
     end
   end
-  assign \$signature__data$152  = l0_coef_0_1_bank0[_8_];
-  assign \$signature__data$256  = _9_;
+  assign \$signature__data$151  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$275  = _9_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank1 [2:0];
   initial begin
@@ -1291,21 +1586,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$172 )
-      l0_coef_0_1_bank1[\$180 [1:0]] <= \wp__data$171 ;
+    if (\wp__en$181 )
+      l0_coef_0_1_bank1[\$388 [1:0]] <= \wp__data$180 ;
   end
   reg [1:0] _10_;
   reg [15:0] _11_;
   always @(posedge clk) begin
-    _10_ <= \$179 [1:0];
-    if (\$signature__en$36 ) begin
+    _10_ <= \$387 [1:0];
+    if (\$signature__en$35 ) begin
       _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
-      if (\wp__en$172  && \$24 [1:0] == \$180 [1:0])
-        _11_ <= \wp__data$171 ;
+      if (\wp__en$181  && \$24 [1:0] == \$388 [1:0])
+        _11_ <= \wp__data$180 ;
     end
   end
-  assign \$signature__data$163  = l0_coef_0_1_bank1[_10_];
-  assign \$signature__data$257  = _11_;
+  assign \$signature__data$167  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$276  = _11_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank2 [2:0];
   initial begin
@@ -1314,21 +1609,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$183 )
-      l0_coef_0_1_bank2[\$193 [1:0]] <= \wp__data$182 ;
+    if (\wp__en$197 )
+      l0_coef_0_1_bank2[\$444 [1:0]] <= \wp__data$196 ;
   end
   reg [1:0] _12_;
   reg [15:0] _13_;
   always @(posedge clk) begin
-    _12_ <= \$192 [1:0];
-    if (\$signature__en$38 ) begin
+    _12_ <= \$443 [1:0];
+    if (\$signature__en$37 ) begin
       _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
-      if (\wp__en$183  && \$28 [1:0] == \$193 [1:0])
-        _13_ <= \wp__data$182 ;
+      if (\wp__en$197  && \$28 [1:0] == \$444 [1:0])
+        _13_ <= \wp__data$196 ;
     end
   end
-  assign \$signature__data$174  = l0_coef_0_1_bank2[_12_];
-  assign \$signature__data$258  = _13_;
+  assign \$signature__data$183  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$277  = _13_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank3 [2:0];
   initial begin
@@ -1337,21 +1632,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$194 )
-      l0_coef_0_1_bank3[\$206 [1:0]] <= \wp__data$193 ;
+    if (\wp__en$213 )
+      l0_coef_0_1_bank3[\$500 [1:0]] <= \wp__data$212 ;
   end
   reg [1:0] _14_;
   reg [15:0] _15_;
   always @(posedge clk) begin
-    _14_ <= \$205 [1:0];
-    if (\$signature__en$40 ) begin
+    _14_ <= \$499 [1:0];
+    if (\$signature__en$39 ) begin
       _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
-      if (\wp__en$194  && \$32 [1:0] == \$206 [1:0])
-        _15_ <= \wp__data$193 ;
+      if (\wp__en$213  && \$32 [1:0] == \$500 [1:0])
+        _15_ <= \wp__data$212 ;
     end
   end
-  assign \$signature__data$185  = l0_coef_0_1_bank3[_14_];
-  assign \$signature__data$259  = _15_;
+  assign \$signature__data$199  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$278  = _15_;
   reg [15:0] theta0_rom [21:0];
   initial begin
     theta0_rom[0] = 16'h0000;
@@ -1382,358 +1677,816 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _16_ <= theta0_rom[reload_count];
   end
   assign rom_rd__data = _16_;
-  always @(posedge clk)
-    l0_port_wr_p3 <= \$345 ;
-  always @(posedge clk)
-    l0_port_rd_p3 <= \$346 ;
-  always @(posedge clk)
-    l0_port_data_p3 <= \$347 ;
-  always @(posedge clk)
-    l0_port_baddr_p4 <= \$348 ;
-  always @(posedge clk)
-    l0_port_bank_p4 <= \$349 ;
-  always @(posedge clk)
-    l0_port_edge_p4 <= \$350 ;
-  always @(posedge clk)
-    l0_ram_wr <= \$351 ;
-  always @(posedge clk)
-    l0_ram_rd <= \$352 ;
-  always @(posedge clk)
-    l0_ram_data <= \$353 ;
-  always @(posedge clk)
-    l0_rd_edge <= \$354 ;
-  always @(posedge clk)
-    l0_rd_bank <= \$355 ;
-  always @(posedge clk)
-    read_layer <= \$356 ;
-  always @(posedge clk)
-    read_wait <= \$357 ;
-  always @(posedge clk)
-    read_wait1 <= \$358 ;
-  always @(posedge clk)
-    read_wait2 <= \$359 ;
-  always @(posedge clk)
-    read_wait3 <= \$360 ;
-  always @(posedge clk)
-    read_wait4 <= \$361 ;
-  always @(posedge clk)
-    pr__valid <= \$362 ;
-  always @(posedge clk)
-    pr__payload <= \$363 ;
-  always @(posedge clk)
-    u <= \$364 ;
-  always @(posedge clk)
-    \u$4  <= \$365 ;
-  always @(posedge clk)
-    y0_s1 <= \$366 ;
-  always @(posedge clk)
-    kind_s1 <= \$367 ;
-  always @(posedge clk)
-    pos_in <= \$368 ;
-  always @(posedge clk)
-    l0_lo0_s3 <= \$369 ;
-  always @(posedge clk)
-    l0_cell0_s3 <= \$370 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s3 <= \$371 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s3 <= \$372 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s3 <= \$373 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s3 <= \$374 ;
-  always @(posedge clk)
-    \pos_in$6  <= \$375 ;
-  always @(posedge clk)
-    l0_lo1_s3 <= \$376 ;
-  always @(posedge clk)
-    l0_cell1_s3 <= \$377 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s3 <= \$378 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s3 <= \$379 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s3 <= \$380 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s3 <= \$381 ;
-  always @(posedge clk)
-    l0_waddr0_0_s4 <= \$382 ;
-  always @(posedge clk)
-    l0_waddr0_1_s4 <= \$383 ;
-  always @(posedge clk)
-    l0_waddr0_2_s4 <= \$384 ;
-  always @(posedge clk)
-    l0_waddr0_3_s4 <= \$385 ;
-  always @(posedge clk)
-    l0_waddr1_0_s4 <= \$386 ;
-  always @(posedge clk)
-    l0_waddr1_1_s4 <= \$387 ;
-  always @(posedge clk)
-    l0_waddr1_2_s4 <= \$388 ;
-  always @(posedge clk)
-    l0_waddr1_3_s4 <= \$389 ;
-  always @(posedge clk)
-    l0_prod0_0_0_raw_s4 <= \$390 ;
-  always @(posedge clk)
-    l0_prod0_0_1_raw_s4 <= \$391 ;
-  always @(posedge clk)
-    l0_prod0_0_2_raw_s4 <= \$392 ;
-  always @(posedge clk)
-    l0_prod0_0_3_raw_s4 <= \$393 ;
-  always @(posedge clk)
-    l0_prod0_1_0_raw_s4 <= \$394 ;
-  always @(posedge clk)
-    l0_prod0_1_1_raw_s4 <= \$395 ;
-  always @(posedge clk)
-    l0_prod0_1_2_raw_s4 <= \$396 ;
-  always @(posedge clk)
-    l0_prod0_1_3_raw_s4 <= \$397 ;
-  always @(posedge clk)
-    l0_sum0_t0_0_s5 <= \$398 ;
-  always @(posedge clk)
-    l0_sum0_t0_1_s5 <= \$399 ;
-  always @(posedge clk)
-    l0_sum0_t0_2_s5 <= \$400 ;
-  always @(posedge clk)
-    l0_sum0_t0_3_s5 <= \$401 ;
-  always @(posedge clk)
-    l0_sum0_t1_0_s6 <= \$402 ;
-  always @(posedge clk)
-    l0_out0_s7 <= \$403 ;
-  always @(posedge clk)
-    y0_s2 <= \$404 ;
-  always @(posedge clk)
-    y0_s3 <= \$405 ;
-  always @(posedge clk)
-    y0_s4 <= \$406 ;
-  always @(posedge clk)
-    y0_s5 <= \$407 ;
-  always @(posedge clk)
-    y0_s6 <= \$408 ;
-  always @(posedge clk)
-    y0_s7 <= \$409 ;
-  always @(posedge clk)
-    kind_s2 <= \$410 ;
-  always @(posedge clk)
-    kind_s3 <= \$411 ;
-  always @(posedge clk)
-    kind_s4 <= \$412 ;
-  always @(posedge clk)
-    kind_s5 <= \$413 ;
-  always @(posedge clk)
-    kind_s6 <= \$414 ;
-  always @(posedge clk)
-    kind_s7 <= \$415 ;
-  always @(posedge clk)
-    err0_s8 <= \$416 ;
-  always @(posedge clk)
-    l0_waddr0_0_s5 <= \$417 ;
-  always @(posedge clk)
-    l0_waddr0_0_s6 <= \$418 ;
-  always @(posedge clk)
-    l0_waddr0_0_s7 <= \$419 ;
-  always @(posedge clk)
-    l0_waddr0_0_s8 <= \$420 ;
-  always @(posedge clk)
-    l0_waddr0_0_s9 <= \$421 ;
-  always @(posedge clk)
-    l0_waddr0_0_s10 <= \$422 ;
-  always @(posedge clk)
-    l0_waddr0_1_s5 <= \$423 ;
-  always @(posedge clk)
-    l0_waddr0_1_s6 <= \$424 ;
-  always @(posedge clk)
-    l0_waddr0_1_s7 <= \$425 ;
-  always @(posedge clk)
-    l0_waddr0_1_s8 <= \$426 ;
-  always @(posedge clk)
-    l0_waddr0_1_s9 <= \$427 ;
-  always @(posedge clk)
-    l0_waddr0_1_s10 <= \$428 ;
-  always @(posedge clk)
-    l0_waddr0_2_s5 <= \$429 ;
-  always @(posedge clk)
-    l0_waddr0_2_s6 <= \$430 ;
-  always @(posedge clk)
-    l0_waddr0_2_s7 <= \$431 ;
-  always @(posedge clk)
-    l0_waddr0_2_s8 <= \$432 ;
-  always @(posedge clk)
-    l0_waddr0_2_s9 <= \$433 ;
-  always @(posedge clk)
-    l0_waddr0_2_s10 <= \$434 ;
-  always @(posedge clk)
-    l0_waddr0_3_s5 <= \$435 ;
-  always @(posedge clk)
-    l0_waddr0_3_s6 <= \$436 ;
-  always @(posedge clk)
-    l0_waddr0_3_s7 <= \$437 ;
-  always @(posedge clk)
-    l0_waddr0_3_s8 <= \$438 ;
-  always @(posedge clk)
-    l0_waddr0_3_s9 <= \$439 ;
-  always @(posedge clk)
-    l0_waddr0_3_s10 <= \$440 ;
-  always @(posedge clk)
-    l0_waddr1_0_s5 <= \$441 ;
-  always @(posedge clk)
-    l0_waddr1_0_s6 <= \$442 ;
-  always @(posedge clk)
-    l0_waddr1_0_s7 <= \$443 ;
-  always @(posedge clk)
-    l0_waddr1_0_s8 <= \$444 ;
-  always @(posedge clk)
-    l0_waddr1_0_s9 <= \$445 ;
-  always @(posedge clk)
-    l0_waddr1_0_s10 <= \$446 ;
-  always @(posedge clk)
-    l0_waddr1_1_s5 <= \$447 ;
-  always @(posedge clk)
-    l0_waddr1_1_s6 <= \$448 ;
-  always @(posedge clk)
-    l0_waddr1_1_s7 <= \$449 ;
-  always @(posedge clk)
-    l0_waddr1_1_s8 <= \$450 ;
-  always @(posedge clk)
-    l0_waddr1_1_s9 <= \$451 ;
-  always @(posedge clk)
-    l0_waddr1_1_s10 <= \$452 ;
-  always @(posedge clk)
-    l0_waddr1_2_s5 <= \$453 ;
-  always @(posedge clk)
-    l0_waddr1_2_s6 <= \$454 ;
-  always @(posedge clk)
-    l0_waddr1_2_s7 <= \$455 ;
-  always @(posedge clk)
-    l0_waddr1_2_s8 <= \$456 ;
-  always @(posedge clk)
-    l0_waddr1_2_s9 <= \$457 ;
-  always @(posedge clk)
-    l0_waddr1_2_s10 <= \$458 ;
-  always @(posedge clk)
-    l0_waddr1_3_s5 <= \$459 ;
-  always @(posedge clk)
-    l0_waddr1_3_s6 <= \$460 ;
-  always @(posedge clk)
-    l0_waddr1_3_s7 <= \$461 ;
-  always @(posedge clk)
-    l0_waddr1_3_s8 <= \$462 ;
-  always @(posedge clk)
-    l0_waddr1_3_s9 <= \$463 ;
-  always @(posedge clk)
-    l0_waddr1_3_s10 <= \$464 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$465 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$466 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$467 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s7 <= \$468 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s8 <= \$469 ;
-  always @(posedge clk)
-    l0_delta0_0_0_raw_s9 <= \$470 ;
-  always @(posedge clk)
-    l0_delta0_0_0_s10 <= \$471 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$472 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$473 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$474 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s7 <= \$475 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s8 <= \$476 ;
-  always @(posedge clk)
-    l0_delta0_0_1_raw_s9 <= \$477 ;
-  always @(posedge clk)
-    l0_delta0_0_1_s10 <= \$478 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$479 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$480 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$481 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s7 <= \$482 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s8 <= \$483 ;
-  always @(posedge clk)
-    l0_delta0_0_2_raw_s9 <= \$484 ;
-  always @(posedge clk)
-    l0_delta0_0_2_s10 <= \$485 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$486 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$487 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$488 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s7 <= \$489 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s8 <= \$490 ;
-  always @(posedge clk)
-    l0_delta0_0_3_raw_s9 <= \$491 ;
-  always @(posedge clk)
-    l0_delta0_0_3_s10 <= \$492 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s4 <= \$493 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s5 <= \$494 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s6 <= \$495 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s7 <= \$496 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s8 <= \$497 ;
-  always @(posedge clk)
-    l0_delta0_1_0_raw_s9 <= \$498 ;
-  always @(posedge clk)
-    l0_delta0_1_0_s10 <= \$499 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s4 <= \$500 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s5 <= \$501 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s6 <= \$502 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s7 <= \$503 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s8 <= \$504 ;
-  always @(posedge clk)
-    l0_delta0_1_1_raw_s9 <= \$505 ;
-  always @(posedge clk)
-    l0_delta0_1_1_s10 <= \$506 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s4 <= \$507 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s5 <= \$508 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s6 <= \$509 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s7 <= \$510 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s8 <= \$511 ;
-  always @(posedge clk)
-    l0_delta0_1_2_raw_s9 <= \$512 ;
-  always @(posedge clk)
-    l0_delta0_1_2_s10 <= \$513 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s4 <= \$514 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s5 <= \$515 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s6 <= \$516 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s7 <= \$517 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s8 <= \$518 ;
-  always @(posedge clk)
-    l0_delta0_1_3_raw_s9 <= \$519 ;
-  always @(posedge clk)
-    l0_delta0_1_3_s10 <= \$520 ;
+  assign \$154  = \$152  & \$153 ;
+  assign \$155  = | l0_delta0_0_1_raw_s7[16:0];
+  assign \$156  = l0_delta0_0_1_raw_s7[18] | \$155 ;
+  assign \$157  = l0_delta0_0_1_raw_s7[17] & \$156 ;
+  assign \$158  = \$154  & \$157 ;
+  assign \$159  = ~ \$158 ;
+  assign \t$108  = $signed(\$signature__data$103 ) - $signed(16'h7fff);
+  assign \t$109  = $signed(\$signature__data$103 ) - $signed(16'h8000);
+  assign \$160  = ! l0_port_edge_p4[0];
+  assign \$161  = l0_ram_wr & \$160 ;
+  assign \$162  = l0_port_bank_p4[1:0] == 1'h1;
+  assign l0_port_hit0_0_1 = \$161  & \$162 ;
+  assign \$163  = \$78  ? l0_waddr0_1_s7 : l0_waddr0_1_s6;
+  assign \$164  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s7;
+  assign \$165  = & \t$108 [16:15];
+  assign \$166  = ~ \$165 ;
+  assign \$167  = \t$108 [16] & \$166 ;
+  assign \$168  = ~ \t$108 [16];
+  assign \$169  = | \t$108 [16:15];
+  assign \$170  = \$168  & \$169 ;
+  assign \$171  = \$170  ? 16'h7fff : \t$108 [15:0];
+  assign \$172  = \$167  ? 16'h8000 : \$171 ;
+  assign \$173  = & \t$109 [16:15];
+  assign \$174  = ~ \$173 ;
+  assign \$175  = \t$109 [16] & \$174 ;
+  assign \$176  = ~ \t$109 [16];
+  assign \$177  = | \t$109 [16:15];
+  assign \$178  = \$176  & \$177 ;
+  assign \$179  = \$178  ? 16'h7fff : \t$109 [15:0];
+  assign \$180  = \$175  ? 16'h8000 : \$179 ;
+  assign \$181  = & \$135 [36:34];
+  assign \$182  = ~ \$181 ;
+  assign \$183  = \$135 [36] & \$182 ;
+  assign \$184  = ~ \$135 [36];
+  assign \$185  = | \$135 [36:34];
+  assign \$186  = \$184  & \$185 ;
+  assign \$187  = \$186  ? 16'h7fff : \$135 [34:19];
+  assign \$188  = \$183  ? 16'h8000 : \$187 ;
+  assign \$190  = \q_above$106  ? \$172  : \$189 ;
+  assign \wp__data$116  = l0_port_hit0_0_1 ? l0_ram_data : \$190 ;
+  assign \wp__en$117  = commit_l0 | l0_port_hit0_0_1;
+  assign \$191  = { \$signature__data$119 [15], \$signature__data$119 [15], \$signature__data$119 , 19'h40000 } - { l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7, l0_delta0_0_2_raw_s7[18] };
+  assign \$192  = ~ l0_delta0_0_2_raw_s7[31];
+  assign \$196  = ~ \$195 ;
+  assign \$197  = & { l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31:18] };
+  assign \$198  = \$196  & \$197 ;
+  assign \$199  = | l0_delta0_0_2_raw_s7[16:0];
+  assign \$200  = l0_delta0_0_2_raw_s7[18] | \$199 ;
+  assign \$201  = l0_delta0_0_2_raw_s7[17] & \$200 ;
+  assign \$202  = \$198  & \$201 ;
+  assign \$204  = ~ \$203 ;
+  assign \$206  = & { l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31:18] };
+  assign \$207  = ~ l0_delta0_0_2_raw_s7[31];
+  assign \$208  = \$206  & \$207 ;
+  assign \$210  = \$208  & \$209 ;
+  assign \$211  = | l0_delta0_0_2_raw_s7[16:0];
+  assign \$212  = l0_delta0_0_2_raw_s7[18] | \$211 ;
+  assign \$213  = l0_delta0_0_2_raw_s7[17] & \$212 ;
+  assign \$214  = \$210  & \$213 ;
+  assign \$215  = ~ \$214 ;
+  assign \t$124  = $signed(\$signature__data$119 ) - $signed(16'h7fff);
+  assign \t$125  = $signed(\$signature__data$119 ) - $signed(16'h8000);
+  assign \$216  = ! l0_port_edge_p4[0];
+  assign \$217  = l0_ram_wr & \$216 ;
+  assign \$218  = l0_port_bank_p4[1:0] == 2'h2;
+  assign l0_port_hit0_0_2 = \$217  & \$218 ;
+  assign \$219  = \$78  ? l0_waddr0_2_s7 : l0_waddr0_2_s6;
+  assign \$220  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s7;
+  assign \$221  = & \t$124 [16:15];
+  assign \$222  = ~ \$221 ;
+  assign \$223  = \t$124 [16] & \$222 ;
+  assign \$224  = ~ \t$124 [16];
+  assign \$225  = | \t$124 [16:15];
+  assign \$226  = \$224  & \$225 ;
+  assign \$227  = \$226  ? 16'h7fff : \t$124 [15:0];
+  assign \$228  = \$223  ? 16'h8000 : \$227 ;
+  assign \$229  = & \t$125 [16:15];
+  assign \$230  = ~ \$229 ;
+  assign \$231  = \t$125 [16] & \$230 ;
+  assign \$232  = ~ \t$125 [16];
+  assign \$233  = | \t$125 [16:15];
+  assign \$234  = \$232  & \$233 ;
+  assign \$235  = \$234  ? 16'h7fff : \t$125 [15:0];
+  assign \$236  = \$231  ? 16'h8000 : \$235 ;
+  assign \$237  = & \$191 [36:34];
+  assign \$238  = ~ \$237 ;
+  assign \$239  = \$191 [36] & \$238 ;
+  assign \$240  = ~ \$191 [36];
+  assign \$241  = | \$191 [36:34];
+  assign \$242  = \$240  & \$241 ;
+  assign \$243  = \$242  ? 16'h7fff : \$191 [34:19];
+  assign \$244  = \$239  ? 16'h8000 : \$243 ;
+  assign \$246  = \q_above$122  ? \$228  : \$245 ;
+  assign \wp__data$132  = l0_port_hit0_0_2 ? l0_ram_data : \$246 ;
+  assign \wp__en$133  = commit_l0 | l0_port_hit0_0_2;
+  assign \$247  = { \$signature__data$135 [15], \$signature__data$135 [15], \$signature__data$135 , 19'h40000 } - { l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7, l0_delta0_0_3_raw_s7[18] };
+  assign \$248  = ~ l0_delta0_0_3_raw_s7[31];
+  assign \$252  = ~ \$251 ;
+  assign \$253  = & { l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31:18] };
+  assign \$254  = \$252  & \$253 ;
+  assign \$255  = | l0_delta0_0_3_raw_s7[16:0];
+  assign \$256  = l0_delta0_0_3_raw_s7[18] | \$255 ;
+  assign \$257  = l0_delta0_0_3_raw_s7[17] & \$256 ;
+  assign \$258  = \$254  & \$257 ;
+  assign \$260  = ~ \$259 ;
+  assign \$262  = & { l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31:18] };
+  assign \$263  = ~ l0_delta0_0_3_raw_s7[31];
+  assign \$264  = \$262  & \$263 ;
+  assign \$266  = \$264  & \$265 ;
+  assign \$267  = | l0_delta0_0_3_raw_s7[16:0];
+  assign \$268  = l0_delta0_0_3_raw_s7[18] | \$267 ;
+  assign \$269  = l0_delta0_0_3_raw_s7[17] & \$268 ;
+  assign \$270  = \$266  & \$269 ;
+  assign \$271  = ~ \$270 ;
+  assign \t$140  = $signed(\$signature__data$135 ) - $signed(16'h7fff);
+  assign \t$141  = $signed(\$signature__data$135 ) - $signed(16'h8000);
+  assign \$272  = ! l0_port_edge_p4[0];
+  assign \$273  = l0_ram_wr & \$272 ;
+  assign \$274  = l0_port_bank_p4[1:0] == 2'h3;
+  assign l0_port_hit0_0_3 = \$273  & \$274 ;
+  assign \$275  = \$78  ? l0_waddr0_3_s7 : l0_waddr0_3_s6;
+  assign \$276  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s7;
+  assign \$277  = & \t$140 [16:15];
+  assign \$278  = ~ \$277 ;
+  assign \$279  = \t$140 [16] & \$278 ;
+  assign \$280  = ~ \t$140 [16];
+  assign \$281  = | \t$140 [16:15];
+  assign \$282  = \$280  & \$281 ;
+  assign \$283  = \$282  ? 16'h7fff : \t$140 [15:0];
+  assign \$284  = \$279  ? 16'h8000 : \$283 ;
+  assign \$285  = & \t$141 [16:15];
+  assign \$286  = ~ \$285 ;
+  assign \$287  = \t$141 [16] & \$286 ;
+  assign \$288  = ~ \t$141 [16];
+  assign \$289  = | \t$141 [16:15];
+  assign \$290  = \$288  & \$289 ;
+  assign \$291  = \$290  ? 16'h7fff : \t$141 [15:0];
+  assign \$292  = \$287  ? 16'h8000 : \$291 ;
+  assign \$293  = & \$247 [36:34];
+  assign \$294  = ~ \$293 ;
+  assign \$295  = \$247 [36] & \$294 ;
+  assign \$296  = ~ \$247 [36];
+  assign \$297  = | \$247 [36:34];
+  assign \$298  = \$296  & \$297 ;
+  assign \$299  = \$298  ? 16'h7fff : \$247 [34:19];
+  assign \$300  = \$295  ? 16'h8000 : \$299 ;
+  assign \$302  = \q_above$138  ? \$284  : \$301 ;
+  assign \wp__data$148  = l0_port_hit0_0_3 ? l0_ram_data : \$302 ;
+  assign \wp__en$149  = commit_l0 | l0_port_hit0_0_3;
+  assign \$303  = { \$signature__data$151 [15], \$signature__data$151 [15], \$signature__data$151 , 19'h40000 } - { l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7, l0_delta0_1_0_raw_s7[18] };
+  assign \$304  = ~ l0_delta0_1_0_raw_s7[31];
+  assign \$308  = ~ \$307 ;
+  assign \$309  = & { l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31:18] };
+  assign \$310  = \$308  & \$309 ;
+  assign \$311  = | l0_delta0_1_0_raw_s7[16:0];
+  assign \$312  = l0_delta0_1_0_raw_s7[18] | \$311 ;
+  assign \$313  = l0_delta0_1_0_raw_s7[17] & \$312 ;
+  assign \$314  = \$310  & \$313 ;
+  assign \$316  = ~ \$315 ;
+  assign \$318  = & { l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31:18] };
+  assign \$319  = ~ l0_delta0_1_0_raw_s7[31];
+  assign \$320  = \$318  & \$319 ;
+  assign \$322  = \$320  & \$321 ;
+  assign \$323  = | l0_delta0_1_0_raw_s7[16:0];
+  assign \$324  = l0_delta0_1_0_raw_s7[18] | \$323 ;
+  assign \$325  = l0_delta0_1_0_raw_s7[17] & \$324 ;
+  assign \$326  = \$322  & \$325 ;
+  assign \$327  = ~ \$326 ;
+  assign \t$156  = $signed(\$signature__data$151 ) - $signed(16'h7fff);
+  assign \t$157  = $signed(\$signature__data$151 ) - $signed(16'h8000);
+  assign \$329  = l0_ram_wr & \$328 ;
+  assign \$330  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_1_0 = \$329  & \$330 ;
+  assign \$331  = \$78  ? l0_waddr1_0_s7 : l0_waddr1_0_s6;
+  assign \$332  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_0_s7;
+  assign \$333  = & \t$156 [16:15];
+  assign \$334  = ~ \$333 ;
+  assign \$335  = \t$156 [16] & \$334 ;
+  assign \$336  = ~ \t$156 [16];
+  assign \$337  = | \t$156 [16:15];
+  assign \$338  = \$336  & \$337 ;
+  assign \$339  = \$338  ? 16'h7fff : \t$156 [15:0];
+  assign \$340  = \$335  ? 16'h8000 : \$339 ;
+  assign \$341  = & \t$157 [16:15];
+  assign \$342  = ~ \$341 ;
+  assign \$343  = \t$157 [16] & \$342 ;
+  assign \$344  = ~ \t$157 [16];
+  assign \$345  = | \t$157 [16:15];
+  assign \$346  = \$344  & \$345 ;
+  assign \$347  = \$346  ? 16'h7fff : \t$157 [15:0];
+  assign \$348  = \$343  ? 16'h8000 : \$347 ;
+  assign \$349  = & \$303 [36:34];
+  assign \$350  = ~ \$349 ;
+  assign \$351  = \$303 [36] & \$350 ;
+  assign \$352  = ~ \$303 [36];
+  assign \$353  = | \$303 [36:34];
+  assign \$354  = \$352  & \$353 ;
+  assign \$355  = \$354  ? 16'h7fff : \$303 [34:19];
+  assign \$356  = \$351  ? 16'h8000 : \$355 ;
+  assign \$358  = \q_above$154  ? \$340  : \$357 ;
+  assign \wp__data$164  = l0_port_hit0_1_0 ? l0_ram_data : \$358 ;
+  assign \wp__en$165  = commit_l0 | l0_port_hit0_1_0;
+  assign \$359  = { \$signature__data$167 [15], \$signature__data$167 [15], \$signature__data$167 , 19'h40000 } - { l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7, l0_delta0_1_1_raw_s7[18] };
+  assign \$360  = ~ l0_delta0_1_1_raw_s7[31];
+  assign \$364  = ~ \$363 ;
+  assign \$365  = & { l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31:18] };
+  assign \$366  = \$364  & \$365 ;
+  assign \$367  = | l0_delta0_1_1_raw_s7[16:0];
+  assign \$368  = l0_delta0_1_1_raw_s7[18] | \$367 ;
+  assign \$369  = l0_delta0_1_1_raw_s7[17] & \$368 ;
+  assign \$370  = \$366  & \$369 ;
+  assign \$372  = ~ \$371 ;
+  assign \$374  = & { l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31:18] };
+  assign \$375  = ~ l0_delta0_1_1_raw_s7[31];
+  assign \$376  = \$374  & \$375 ;
+  assign \$378  = \$376  & \$377 ;
+  assign \$379  = | l0_delta0_1_1_raw_s7[16:0];
+  assign \$380  = l0_delta0_1_1_raw_s7[18] | \$379 ;
+  assign \$381  = l0_delta0_1_1_raw_s7[17] & \$380 ;
+  assign \$382  = \$378  & \$381 ;
+  assign \$383  = ~ \$382 ;
+  assign \t$172  = $signed(\$signature__data$167 ) - $signed(16'h7fff);
+  assign \t$173  = $signed(\$signature__data$167 ) - $signed(16'h8000);
+  assign \$385  = l0_ram_wr & \$384 ;
+  assign \$386  = l0_port_bank_p4[1:0] == 1'h1;
+  assign l0_port_hit0_1_1 = \$385  & \$386 ;
+  assign \$387  = \$78  ? l0_waddr1_1_s7 : l0_waddr1_1_s6;
+  assign \$388  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_1_s7;
+  assign \$389  = & \t$172 [16:15];
+  assign \$390  = ~ \$389 ;
+  assign \$391  = \t$172 [16] & \$390 ;
+  assign \$392  = ~ \t$172 [16];
+  assign \$393  = | \t$172 [16:15];
+  assign \$394  = \$392  & \$393 ;
+  assign \$395  = \$394  ? 16'h7fff : \t$172 [15:0];
+  assign \$396  = \$391  ? 16'h8000 : \$395 ;
+  assign \$397  = & \t$173 [16:15];
+  assign \$398  = ~ \$397 ;
+  assign \$399  = \t$173 [16] & \$398 ;
+  assign \$400  = ~ \t$173 [16];
+  assign \$401  = | \t$173 [16:15];
+  assign \$402  = \$400  & \$401 ;
+  assign \$403  = \$402  ? 16'h7fff : \t$173 [15:0];
+  assign \$404  = \$399  ? 16'h8000 : \$403 ;
+  assign \$405  = & \$359 [36:34];
+  assign \$406  = ~ \$405 ;
+  assign \$407  = \$359 [36] & \$406 ;
+  assign \$408  = ~ \$359 [36];
+  assign \$409  = | \$359 [36:34];
+  assign \$410  = \$408  & \$409 ;
+  assign \$411  = \$410  ? 16'h7fff : \$359 [34:19];
+  assign \$412  = \$407  ? 16'h8000 : \$411 ;
+  assign \$414  = \q_above$170  ? \$396  : \$413 ;
+  assign \wp__data$180  = l0_port_hit0_1_1 ? l0_ram_data : \$414 ;
+  assign \wp__en$181  = commit_l0 | l0_port_hit0_1_1;
+  assign \$415  = { \$signature__data$183 [15], \$signature__data$183 [15], \$signature__data$183 , 19'h40000 } - { l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7, l0_delta0_1_2_raw_s7[18] };
+  assign \$416  = ~ l0_delta0_1_2_raw_s7[31];
+  assign \$420  = ~ \$419 ;
+  assign \$421  = & { l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31:18] };
+  assign \$422  = \$420  & \$421 ;
+  assign \$423  = | l0_delta0_1_2_raw_s7[16:0];
+  assign \$424  = l0_delta0_1_2_raw_s7[18] | \$423 ;
+  assign \$425  = l0_delta0_1_2_raw_s7[17] & \$424 ;
+  assign \$426  = \$422  & \$425 ;
+  assign \$428  = ~ \$427 ;
+  assign \$430  = & { l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31:18] };
+  assign \$431  = ~ l0_delta0_1_2_raw_s7[31];
+  assign \$432  = \$430  & \$431 ;
+  assign \$434  = \$432  & \$433 ;
+  assign \$435  = | l0_delta0_1_2_raw_s7[16:0];
+  assign \$436  = l0_delta0_1_2_raw_s7[18] | \$435 ;
+  assign \$437  = l0_delta0_1_2_raw_s7[17] & \$436 ;
+  assign \$438  = \$434  & \$437 ;
+  assign \$439  = ~ \$438 ;
+  assign \t$188  = $signed(\$signature__data$183 ) - $signed(16'h7fff);
+  assign \t$189  = $signed(\$signature__data$183 ) - $signed(16'h8000);
+  assign \$441  = l0_ram_wr & \$440 ;
+  assign \$442  = l0_port_bank_p4[1:0] == 2'h2;
+  assign l0_port_hit0_1_2 = \$441  & \$442 ;
+  assign \$443  = \$78  ? l0_waddr1_2_s7 : l0_waddr1_2_s6;
+  assign \$444  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_2_s7;
+  assign \$445  = & \t$188 [16:15];
+  assign \$446  = ~ \$445 ;
+  assign \$447  = \t$188 [16] & \$446 ;
+  assign \$448  = ~ \t$188 [16];
+  assign \$449  = | \t$188 [16:15];
+  assign \$450  = \$448  & \$449 ;
+  assign \$451  = \$450  ? 16'h7fff : \t$188 [15:0];
+  assign \$452  = \$447  ? 16'h8000 : \$451 ;
+  assign \$453  = & \t$189 [16:15];
+  assign \$454  = ~ \$453 ;
+  assign \$455  = \t$189 [16] & \$454 ;
+  assign \$456  = ~ \t$189 [16];
+  assign \$457  = | \t$189 [16:15];
+  assign \$458  = \$456  & \$457 ;
+  assign \$459  = \$458  ? 16'h7fff : \t$189 [15:0];
+  assign \$460  = \$455  ? 16'h8000 : \$459 ;
+  assign \$461  = & \$415 [36:34];
+  assign \$462  = ~ \$461 ;
+  assign \$463  = \$415 [36] & \$462 ;
+  assign \$464  = ~ \$415 [36];
+  assign \$465  = | \$415 [36:34];
+  assign \$466  = \$464  & \$465 ;
+  assign \$467  = \$466  ? 16'h7fff : \$415 [34:19];
+  assign \$468  = \$463  ? 16'h8000 : \$467 ;
+  assign \$470  = \q_above$186  ? \$452  : \$469 ;
+  assign \wp__data$196  = l0_port_hit0_1_2 ? l0_ram_data : \$470 ;
+  assign \wp__en$197  = commit_l0 | l0_port_hit0_1_2;
+  assign \$471  = { \$signature__data$199 [15], \$signature__data$199 [15], \$signature__data$199 , 19'h40000 } - { l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7, l0_delta0_1_3_raw_s7[18] };
+  assign \$472  = ~ l0_delta0_1_3_raw_s7[31];
+  assign \$476  = ~ \$475 ;
+  assign \$477  = & { l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31:18] };
+  assign \$478  = \$476  & \$477 ;
+  assign \$479  = | l0_delta0_1_3_raw_s7[16:0];
+  assign \$480  = l0_delta0_1_3_raw_s7[18] | \$479 ;
+  assign \$481  = l0_delta0_1_3_raw_s7[17] & \$480 ;
+  assign \$482  = \$478  & \$481 ;
+  assign \$484  = ~ \$483 ;
+  assign \$486  = & { l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31:18] };
+  assign \$487  = ~ l0_delta0_1_3_raw_s7[31];
+  assign \$488  = \$486  & \$487 ;
+  assign \$490  = \$488  & \$489 ;
+  assign \$491  = | l0_delta0_1_3_raw_s7[16:0];
+  assign \$492  = l0_delta0_1_3_raw_s7[18] | \$491 ;
+  assign \$493  = l0_delta0_1_3_raw_s7[17] & \$492 ;
+  assign \$494  = \$490  & \$493 ;
+  assign \$495  = ~ \$494 ;
+  assign \t$204  = $signed(\$signature__data$199 ) - $signed(16'h7fff);
+  assign \t$205  = $signed(\$signature__data$199 ) - $signed(16'h8000);
+  assign \$497  = l0_ram_wr & \$496 ;
+  assign \$498  = l0_port_bank_p4[1:0] == 2'h3;
+  assign l0_port_hit0_1_3 = \$497  & \$498 ;
+  assign \$499  = \$78  ? l0_waddr1_3_s7 : l0_waddr1_3_s6;
+  assign \$500  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_3_s7;
+  assign \$501  = & \t$204 [16:15];
+  assign \$502  = ~ \$501 ;
+  assign \$503  = \t$204 [16] & \$502 ;
+  assign \$504  = ~ \t$204 [16];
+  assign \$505  = | \t$204 [16:15];
+  assign \$506  = \$504  & \$505 ;
+  assign \$507  = \$506  ? 16'h7fff : \t$204 [15:0];
+  assign \$508  = \$503  ? 16'h8000 : \$507 ;
+  assign \$509  = & \t$205 [16:15];
+  assign \$510  = ~ \$509 ;
+  assign \$511  = \t$205 [16] & \$510 ;
+  assign \$512  = ~ \t$205 [16];
+  assign \$513  = | \t$205 [16:15];
+  assign \$514  = \$512  & \$513 ;
+  assign \$515  = \$514  ? 16'h7fff : \t$205 [15:0];
+  assign \$516  = \$511  ? 16'h8000 : \$515 ;
+  assign \$517  = & \$471 [36:34];
+  assign \$518  = ~ \$517 ;
+  assign \$519  = \$471 [36] & \$518 ;
+  assign \$520  = ~ \$471 [36];
+  assign \$521  = | \$471 [36:34];
+  assign \$522  = \$520  & \$521 ;
+  assign \$523  = \$522  ? 16'h7fff : \$471 [34:19];
+  assign \$524  = \$519  ? 16'h8000 : \$523 ;
+  assign \$526  = \q_above$202  ? \$508  : \$525 ;
+  assign \wp__data$212  = l0_port_hit0_1_3 ? l0_ram_data : \$526 ;
+  assign \wp__en$213  = commit_l0 | l0_port_hit0_1_3;
+  assign reloading = reload_count != 5'h17;
+  assign \$527  = | reload_count;
+  assign reload_write = reloading & \$527 ;
+  assign \$528  = reload_count - 1'h1;
+  assign \$529  = ~ pc__valid;
+  assign \$530  = en & \$529 ;
+  assign \$531  = ~ reloading;
+  assign \$532  = \$530  & \$531 ;
+  assign \$533  = | { valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign \$534  = ~ \$533 ;
+  assign \$535  = \$532  & \$534 ;
+  assign \$536  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
+  assign \$537  = ~ \$536 ;
+  assign s__ready = \$535  & \$537 ;
+  assign accept = s__valid & s__ready;
+  assign \$538  = ~ busy;
+  assign \$539  = pc__valid & \$538 ;
+  assign \$540  = ~ reloading;
+  assign \$541  = \$539  & \$540 ;
+  assign \$542  = | { read_wait4, read_wait3, read_wait2, read_wait1, read_wait };
+  assign \$543  = ~ \$542 ;
+  assign \$544  = \$541  & \$543 ;
+  assign \$545  = ~ pr__valid;
+  assign \$546  = \$545  | pr__ready;
+  assign execute = \$544  & \$546 ;
+  assign port_addr = reload_write ? \$528 [4:0] : pc__payload[20:16];
+  assign \$547  = port_addr - 1'h0;
+  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
+  assign \$548  = port_addr >= 1'h0;
+  assign \$549  = port_addr < 5'h16;
+  assign \$550  = \$548  & \$549 ;
+  assign \$551  = execute & pc__payload[21];
+  assign \$552  = reload_write | \$551 ;
+  assign l0_port_wr = \$550  & \$552 ;
+  assign \$553  = port_addr >= 1'h0;
+  assign \$554  = port_addr < 5'h16;
+  assign \$555  = \$553  & \$554 ;
+  assign \$556  = \$555  & execute;
+  assign \$557  = ~ pc__payload[21];
+  assign l0_port_rd = \$556  & \$557 ;
+  assign port_cmd = reload_write | execute;
+  assign \$558  = reload_count + 1'h1;
+  assign \$561  = \$559  + \$560 ;
+  assign \$564  = l0_port_local_p2 - \$563 ;
+  assign \$567  = \$566  * 3'h4;
+  assign \$568  = l0_port_q_p3 - \$567 ;
+  assign \$569  = ~ pc__payload[21];
+  assign \$570  = execute & \$569 ;
+  assign \$571  = execute & pc__payload[21];
+  assign \$585  = l0_cell0_s2[1:0] > 1'h0;
+  assign \$586  = \$584  + \$585 ;
+  assign \$588  = l0_cell0_s2[1:0] > 1'h1;
+  assign \$589  = \$587  + \$588 ;
+  assign \$591  = l0_cell0_s2[1:0] > 2'h2;
+  assign \$592  = \$590  + \$591 ;
+  assign \$594  = l0_cell0_s2[1:0] > 2'h3;
+  assign \$595  = \$593  + \$594 ;
+  assign \$597  = l0_cell1_s2[1:0] > 1'h0;
+  assign \$598  = \$596  + \$597 ;
+  assign \$600  = l0_cell1_s2[1:0] > 1'h1;
+  assign \$601  = \$599  + \$600 ;
+  assign \$603  = l0_cell1_s2[1:0] > 2'h2;
+  assign \$604  = \$602  + \$603 ;
+  assign \$606  = l0_cell1_s2[1:0] > 2'h3;
+  assign \$607  = \$605  + \$606 ;
+  assign \$608  = $signed(\$signature__data$271 ) * $signed(l0_bval_bank0_0_s2);
+  assign \$609  = $signed(\$signature__data$272 ) * $signed(l0_bval_bank0_1_s2);
+  assign \$610  = $signed(\$signature__data$273 ) * $signed(l0_bval_bank0_2_s2);
+  assign \$611  = $signed(\$signature__data$274 ) * $signed(l0_bval_bank0_3_s2);
+  assign \$612  = $signed(\$signature__data$275 ) * $signed(l0_bval_bank1_0_s2);
+  assign \$613  = $signed(\$signature__data$276 ) * $signed(l0_bval_bank1_1_s2);
+  assign \$614  = $signed(\$signature__data$277 ) * $signed(l0_bval_bank1_2_s2);
+  assign \$615  = $signed(\$signature__data$278 ) * $signed(l0_bval_bank1_3_s2);
+  assign \$616  = $signed(t) + $signed(\t$22 );
+  assign \$617  = $signed(\t$25 ) + $signed(\t$28 );
+  assign \$618  = $signed(\t$40 ) + $signed(\t$43 );
+  assign \$619  = $signed(\t$46 ) + $signed(\t$49 );
+  assign \$620  = $signed(l0_sum0_t0_0_s4) + $signed(l0_sum0_t0_1_s4);
+  assign \$621  = $signed(l0_sum0_t0_2_s4) + $signed(l0_sum0_t0_3_s4);
+  assign \$622  = $signed(\$620 ) + $signed(\$621 );
+  assign \$623  = - $signed(s__payload[47:32]);
+  assign \$624  = $signed(\t$58 ) < $signed(16'h8000);
+  assign \$625  = $signed(\t$58 ) > $signed(16'h7fff);
+  assign \$626  = \$625  ? 16'h7fff : \t$58 [15:0];
+  assign \$627  = \$624  ? 16'h8000 : \$626 ;
+  assign \$628  = $signed(\t$59 ) < $signed(16'h8000);
+  assign \$629  = $signed(\t$59 ) > $signed(16'h7fff);
+  assign \$630  = \$629  ? 16'h7fff : \t$59 [15:0];
+  assign \$631  = \$628  ? 16'h8000 : \$630 ;
+  assign \$632  = $signed(err0_s6) * $signed(l0_bval_bank0_0_s6);
+  assign \$633  = $signed(err0_s6) * $signed(l0_bval_bank0_1_s6);
+  assign \$634  = $signed(err0_s6) * $signed(l0_bval_bank0_2_s6);
+  assign \$635  = $signed(err0_s6) * $signed(l0_bval_bank0_3_s6);
+  assign \$636  = $signed(err0_s6) * $signed(l0_bval_bank1_0_s6);
+  assign \$637  = $signed(err0_s6) * $signed(l0_bval_bank1_1_s6);
+  assign \$638  = $signed(err0_s6) * $signed(l0_bval_bank1_2_s6);
+  assign \$639  = $signed(err0_s6) * $signed(l0_bval_bank1_3_s6);
+  always @(posedge clk)
+    valid_s1 <= \$640 ;
+  always @(posedge clk)
+    valid_s2 <= \$641 ;
+  always @(posedge clk)
+    valid_s3 <= \$642 ;
+  always @(posedge clk)
+    valid_s4 <= \$643 ;
+  always @(posedge clk)
+    valid_s5 <= \$644 ;
+  always @(posedge clk)
+    valid_s6 <= \$645 ;
+  always @(posedge clk)
+    valid_s7 <= \$646 ;
+  always @(posedge clk)
+    reload_count <= \$647 ;
+  always @(posedge clk)
+    port_in_flight0 <= \$648 ;
+  always @(posedge clk)
+    port_in_flight1 <= \$649 ;
+  always @(posedge clk)
+    port_in_flight2 <= \$650 ;
+  always @(posedge clk)
+    port_in_flight3 <= \$651 ;
+  always @(posedge clk)
+    l0_port_local_p1 <= \$652 ;
+  always @(posedge clk)
+    l0_port_wr_p1 <= \$653 ;
+  always @(posedge clk)
+    l0_port_rd_p1 <= \$654 ;
+  always @(posedge clk)
+    l0_port_data_p1 <= \$655 ;
+  always @(posedge clk)
+    l0_port_edge_p2 <= \$656 ;
+  always @(posedge clk)
+    l0_port_local_p2 <= \$657 ;
+  always @(posedge clk)
+    l0_port_wr_p2 <= \$658 ;
+  always @(posedge clk)
+    l0_port_rd_p2 <= \$659 ;
+  always @(posedge clk)
+    l0_port_data_p2 <= \$660 ;
+  always @(posedge clk)
+    l0_port_q_p3 <= \$661 ;
+  always @(posedge clk)
+    l0_port_edge_p3 <= \$662 ;
+  always @(posedge clk)
+    l0_port_wr_p3 <= \$663 ;
+  always @(posedge clk)
+    l0_port_rd_p3 <= \$664 ;
+  always @(posedge clk)
+    l0_port_data_p3 <= \$665 ;
+  always @(posedge clk)
+    l0_port_baddr_p4 <= \$666 ;
+  always @(posedge clk)
+    l0_port_bank_p4 <= \$667 ;
+  always @(posedge clk)
+    l0_port_edge_p4 <= \$668 ;
+  always @(posedge clk)
+    l0_ram_wr <= \$669 ;
+  always @(posedge clk)
+    l0_ram_rd <= \$670 ;
+  always @(posedge clk)
+    l0_ram_data <= \$671 ;
+  always @(posedge clk)
+    l0_rd_edge <= \$672 ;
+  always @(posedge clk)
+    l0_rd_bank <= \$673 ;
+  always @(posedge clk)
+    read_layer <= \$674 ;
+  always @(posedge clk)
+    read_wait <= \$675 ;
+  always @(posedge clk)
+    read_wait1 <= \$676 ;
+  always @(posedge clk)
+    read_wait2 <= \$677 ;
+  always @(posedge clk)
+    read_wait3 <= \$678 ;
+  always @(posedge clk)
+    read_wait4 <= \$679 ;
+  always @(posedge clk)
+    pr__valid <= \$680 ;
+  always @(posedge clk)
+    pr__payload <= \$681 ;
+  always @(posedge clk)
+    y0_s1 <= \$682 ;
+  always @(posedge clk)
+    kind_s1 <= \$683 ;
+  always @(posedge clk)
+    pos_in <= \$684 ;
+  always @(posedge clk)
+    l0_lo0_s2 <= \$685 ;
+  always @(posedge clk)
+    l0_cell0_s2 <= \$686 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s2 <= \$687 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s2 <= \$688 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s2 <= \$689 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s2 <= \$690 ;
+  always @(posedge clk)
+    \pos_in$5  <= \$691 ;
+  always @(posedge clk)
+    l0_lo1_s2 <= \$692 ;
+  always @(posedge clk)
+    l0_cell1_s2 <= \$693 ;
+  always @(posedge clk)
+    l0_bval_bank1_0_s2 <= \$694 ;
+  always @(posedge clk)
+    l0_bval_bank1_1_s2 <= \$695 ;
+  always @(posedge clk)
+    l0_bval_bank1_2_s2 <= \$696 ;
+  always @(posedge clk)
+    l0_bval_bank1_3_s2 <= \$697 ;
+  always @(posedge clk)
+    l0_waddr0_0_s3 <= \$698 ;
+  always @(posedge clk)
+    l0_waddr0_1_s3 <= \$699 ;
+  always @(posedge clk)
+    l0_waddr0_2_s3 <= \$700 ;
+  always @(posedge clk)
+    l0_waddr0_3_s3 <= \$701 ;
+  always @(posedge clk)
+    l0_waddr1_0_s3 <= \$702 ;
+  always @(posedge clk)
+    l0_waddr1_1_s3 <= \$703 ;
+  always @(posedge clk)
+    l0_waddr1_2_s3 <= \$704 ;
+  always @(posedge clk)
+    l0_waddr1_3_s3 <= \$705 ;
+  always @(posedge clk)
+    l0_prod0_0_0_raw_s3 <= \$706 ;
+  always @(posedge clk)
+    l0_prod0_0_1_raw_s3 <= \$707 ;
+  always @(posedge clk)
+    l0_prod0_0_2_raw_s3 <= \$708 ;
+  always @(posedge clk)
+    l0_prod0_0_3_raw_s3 <= \$709 ;
+  always @(posedge clk)
+    l0_prod0_1_0_raw_s3 <= \$710 ;
+  always @(posedge clk)
+    l0_prod0_1_1_raw_s3 <= \$711 ;
+  always @(posedge clk)
+    l0_prod0_1_2_raw_s3 <= \$712 ;
+  always @(posedge clk)
+    l0_prod0_1_3_raw_s3 <= \$713 ;
+  always @(posedge clk)
+    l0_sum0_t0_0_s4 <= \$714 ;
+  always @(posedge clk)
+    l0_sum0_t0_1_s4 <= \$715 ;
+  always @(posedge clk)
+    l0_sum0_t0_2_s4 <= \$716 ;
+  always @(posedge clk)
+    l0_sum0_t0_3_s4 <= \$717 ;
+  always @(posedge clk)
+    l0_sum0_t1_0_s5 <= \$718 ;
+  always @(posedge clk)
+    l0_out0_s6 <= \$719 ;
+  always @(posedge clk)
+    y0_neg_s1 <= \$720 ;
+  always @(posedge clk)
+    y0_neg_s2 <= \$721 ;
+  always @(posedge clk)
+    y0_neg_s3 <= \$722 ;
+  always @(posedge clk)
+    y0_neg_s4 <= \$723 ;
+  always @(posedge clk)
+    y0_neg_s5 <= \$724 ;
+  always @(posedge clk)
+    y0_at_max_s1 <= \$725 ;
+  always @(posedge clk)
+    y0_at_max_s2 <= \$726 ;
+  always @(posedge clk)
+    y0_at_max_s3 <= \$727 ;
+  always @(posedge clk)
+    y0_at_max_s4 <= \$728 ;
+  always @(posedge clk)
+    y0_at_max_s5 <= \$729 ;
+  always @(posedge clk)
+    y0_at_min_s1 <= \$730 ;
+  always @(posedge clk)
+    y0_at_min_s2 <= \$731 ;
+  always @(posedge clk)
+    y0_at_min_s3 <= \$732 ;
+  always @(posedge clk)
+    y0_at_min_s4 <= \$733 ;
+  always @(posedge clk)
+    y0_at_min_s5 <= \$734 ;
+  always @(posedge clk)
+    kind_s2 <= \$735 ;
+  always @(posedge clk)
+    kind_s3 <= \$736 ;
+  always @(posedge clk)
+    kind_s4 <= \$737 ;
+  always @(posedge clk)
+    kind_s5 <= \$738 ;
+  always @(posedge clk)
+    y0_s2 <= \$739 ;
+  always @(posedge clk)
+    y0_s3 <= \$740 ;
+  always @(posedge clk)
+    y0_s4 <= \$741 ;
+  always @(posedge clk)
+    y0_s5 <= \$742 ;
+  always @(posedge clk)
+    err0_s6 <= \$743 ;
+  always @(posedge clk)
+    l0_waddr0_0_s4 <= \$744 ;
+  always @(posedge clk)
+    l0_waddr0_0_s5 <= \$745 ;
+  always @(posedge clk)
+    l0_waddr0_0_s6 <= \$746 ;
+  always @(posedge clk)
+    l0_waddr0_0_s7 <= \$747 ;
+  always @(posedge clk)
+    l0_waddr0_1_s4 <= \$748 ;
+  always @(posedge clk)
+    l0_waddr0_1_s5 <= \$749 ;
+  always @(posedge clk)
+    l0_waddr0_1_s6 <= \$750 ;
+  always @(posedge clk)
+    l0_waddr0_1_s7 <= \$751 ;
+  always @(posedge clk)
+    l0_waddr0_2_s4 <= \$752 ;
+  always @(posedge clk)
+    l0_waddr0_2_s5 <= \$753 ;
+  always @(posedge clk)
+    l0_waddr0_2_s6 <= \$754 ;
+  always @(posedge clk)
+    l0_waddr0_2_s7 <= \$755 ;
+  always @(posedge clk)
+    l0_waddr0_3_s4 <= \$756 ;
+  always @(posedge clk)
+    l0_waddr0_3_s5 <= \$757 ;
+  always @(posedge clk)
+    l0_waddr0_3_s6 <= \$758 ;
+  always @(posedge clk)
+    l0_waddr0_3_s7 <= \$759 ;
+  always @(posedge clk)
+    l0_waddr1_0_s4 <= \$760 ;
+  always @(posedge clk)
+    l0_waddr1_0_s5 <= \$761 ;
+  always @(posedge clk)
+    l0_waddr1_0_s6 <= \$762 ;
+  always @(posedge clk)
+    l0_waddr1_0_s7 <= \$763 ;
+  always @(posedge clk)
+    l0_waddr1_1_s4 <= \$764 ;
+  always @(posedge clk)
+    l0_waddr1_1_s5 <= \$765 ;
+  always @(posedge clk)
+    l0_waddr1_1_s6 <= \$766 ;
+  always @(posedge clk)
+    l0_waddr1_1_s7 <= \$767 ;
+  always @(posedge clk)
+    l0_waddr1_2_s4 <= \$768 ;
+  always @(posedge clk)
+    l0_waddr1_2_s5 <= \$769 ;
+  always @(posedge clk)
+    l0_waddr1_2_s6 <= \$770 ;
+  always @(posedge clk)
+    l0_waddr1_2_s7 <= \$771 ;
+  always @(posedge clk)
+    l0_waddr1_3_s4 <= \$772 ;
+  always @(posedge clk)
+    l0_waddr1_3_s5 <= \$773 ;
+  always @(posedge clk)
+    l0_waddr1_3_s6 <= \$774 ;
+  always @(posedge clk)
+    l0_waddr1_3_s7 <= \$775 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s3 <= \$776 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s4 <= \$777 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s5 <= \$778 ;
+  always @(posedge clk)
+    l0_bval_bank0_0_s6 <= \$779 ;
+  always @(posedge clk)
+    l0_delta0_0_0_raw_s7 <= \$780 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s3 <= \$781 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s4 <= \$782 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s5 <= \$783 ;
+  always @(posedge clk)
+    l0_bval_bank0_1_s6 <= \$784 ;
+  always @(posedge clk)
+    l0_delta0_0_1_raw_s7 <= \$785 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s3 <= \$786 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s4 <= \$787 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s5 <= \$788 ;
+  always @(posedge clk)
+    l0_bval_bank0_2_s6 <= \$789 ;
+  always @(posedge clk)
+    l0_delta0_0_2_raw_s7 <= \$790 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s3 <= \$791 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s4 <= \$792 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s5 <= \$793 ;
+  always @(posedge clk)
+    l0_bval_bank0_3_s6 <= \$794 ;
+  always @(posedge clk)
+    l0_delta0_0_3_raw_s7 <= \$795 ;
+  always @(posedge clk)
+    l0_bval_bank1_0_s3 <= \$796 ;
+  always @(posedge clk)
+    l0_bval_bank1_0_s4 <= \$797 ;
+  always @(posedge clk)
+    l0_bval_bank1_0_s5 <= \$798 ;
+  always @(posedge clk)
+    l0_bval_bank1_0_s6 <= \$799 ;
+  always @(posedge clk)
+    l0_delta0_1_0_raw_s7 <= \$800 ;
+  always @(posedge clk)
+    l0_bval_bank1_1_s3 <= \$801 ;
+  always @(posedge clk)
+    l0_bval_bank1_1_s4 <= \$802 ;
+  always @(posedge clk)
+    l0_bval_bank1_1_s5 <= \$803 ;
+  always @(posedge clk)
+    l0_bval_bank1_1_s6 <= \$804 ;
+  always @(posedge clk)
+    l0_delta0_1_1_raw_s7 <= \$805 ;
+  always @(posedge clk)
+    l0_bval_bank1_2_s3 <= \$806 ;
+  always @(posedge clk)
+    l0_bval_bank1_2_s4 <= \$807 ;
+  always @(posedge clk)
+    l0_bval_bank1_2_s5 <= \$808 ;
+  always @(posedge clk)
+    l0_bval_bank1_2_s6 <= \$809 ;
+  always @(posedge clk)
+    l0_delta0_1_2_raw_s7 <= \$810 ;
+  always @(posedge clk)
+    l0_bval_bank1_3_s3 <= \$811 ;
+  always @(posedge clk)
+    l0_bval_bank1_3_s4 <= \$812 ;
+  always @(posedge clk)
+    l0_bval_bank1_3_s5 <= \$813 ;
+  always @(posedge clk)
+    l0_bval_bank1_3_s6 <= \$814 ;
+  always @(posedge clk)
+    l0_delta0_1_3_raw_s7 <= \$815 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$3 ;
@@ -1741,32 +2494,32 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$6  = \cell [1:0] > 1'h1;
   assign \$7  = \$5  + \$6 ;
   assign \$8  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$7 ;
-  assign \$signature__en$15  = en | l0_ram_rd;
+  assign \$signature__en$14  = en | l0_ram_rd;
   assign \$10  = \cell [1:0] > 2'h2;
   assign \$11  = \$9  + \$10 ;
   assign \$12  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$11 ;
-  assign \$signature__en$17  = en | l0_ram_rd;
+  assign \$signature__en$16  = en | l0_ram_rd;
   assign \$14  = \cell [1:0] > 2'h3;
   assign \$15  = \$13  + \$14 ;
   assign \$16  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$15 ;
-  assign \$signature__en$19  = en | l0_ram_rd;
-  assign \$18  = \cell$33 [1:0] > 1'h0;
+  assign \$signature__en$18  = en | l0_ram_rd;
+  assign \$18  = \cell$32 [1:0] > 1'h0;
   assign \$19  = \$17  + \$18 ;
   assign \$20  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$19 ;
-  assign \$signature__en$34  = en | l0_ram_rd;
-  assign \$22  = \cell$33 [1:0] > 1'h1;
+  assign \$signature__en$33  = en | l0_ram_rd;
+  assign \$22  = \cell$32 [1:0] > 1'h1;
   assign \$23  = \$21  + \$22 ;
   assign \$24  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$23 ;
-  assign \$signature__en$36  = en | l0_ram_rd;
-  assign \$26  = \cell$33 [1:0] > 2'h2;
+  assign \$signature__en$35  = en | l0_ram_rd;
+  assign \$26  = \cell$32 [1:0] > 2'h2;
   assign \$27  = \$25  + \$26 ;
   assign \$28  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$27 ;
-  assign \$signature__en$38  = en | l0_ram_rd;
-  assign \$30  = \cell$33 [1:0] > 2'h3;
+  assign \$signature__en$37  = en | l0_ram_rd;
+  assign \$30  = \cell$32 [1:0] > 2'h3;
   assign \$31  = \$29  + \$30 ;
   assign \$32  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$31 ;
-  assign \$signature__en$40  = en | l0_ram_rd;
-  assign \$33  = $signed({ l0_sum0_t1_0_s6[39:0], l0_sum0_t1_0_s6[14] }) + $signed({ 14'h1fff, l0_sum0_t1_0_s6[14] });
+  assign \$signature__en$39  = en | l0_ram_rd;
+  assign \$33  = $signed({ l0_sum0_t1_0_s5[39:0], l0_sum0_t1_0_s5[14] }) + $signed({ 14'h1fff, l0_sum0_t1_0_s5[14] });
   assign \$34  = & \$33 [42:30];
   assign \$35  = ~ \$34 ;
   assign \$36  = \$33 [42] & \$35 ;
@@ -1774,1589 +2527,141 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$38  = | \$33 [42:30];
   assign \$39  = \$37  & \$38 ;
   assign \$40  = \$39  ? 16'h7fff : \$33 [30:15];
-  assign \t$56  = \$36  ? 16'h8000 : \$40 ;
-  assign \$41  = $signed(l0_out0_s7) >= $signed(1'h0);
-  assign \t$59  = $signed(l0_out0_s7) - $signed(y0_s7);
-  assign \$42  = $signed(\t$61 ) < $signed(16'h8000);
-  assign \$43  = $signed(\t$61 ) > $signed(16'h7fff);
-  assign \$44  = \$43  ? 16'h7fff : \t$61 [15:0];
-  assign \t$62  = \$42  ? 16'h8000 : \$44 ;
-  assign \$45  = $signed({ l0_delta0_0_0_raw_s9, l0_delta0_0_0_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_0_0_raw_s9[18] });
+  assign \t$55  = \$36  ? 16'h8000 : \$40 ;
+  assign \$41  = $signed(l0_out0_s6) >= $signed(1'h0);
+  assign \t$58  = $signed(16'h7fff) - $signed(s__payload[47:32]);
+  assign \t$59  = $signed(16'h8000) - $signed(s__payload[47:32]);
+  assign \$42  = { l0_sum0_t1_0_s5[32:0], l0_sum0_t1_0_s5[14] } + { y0_neg_s5[16], y0_neg_s5[16], y0_neg_s5, 14'h1fff, l0_sum0_t1_0_s5[14] };
+  assign \$43  = ~ l0_sum0_t1_0_s5[39];
+  assign \$44  = | l0_sum0_t1_0_s5[39:29];
+  assign \$45  = \$43  & \$44 ;
+  assign \$46  = | l0_sum0_t1_0_s5[39:29];
   assign \$47  = ~ \$46 ;
-  assign \$49  = ~ \$45 [34];
-  assign \$53  = $signed({ l0_delta0_0_1_raw_s9, l0_delta0_0_1_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_0_1_raw_s9[18] });
+  assign \$48  = & l0_sum0_t1_0_s5[28:14];
+  assign \$49  = \$47  & \$48 ;
+  assign \$50  = | l0_sum0_t1_0_s5[12:0];
+  assign \$51  = l0_sum0_t1_0_s5[14] | \$50 ;
+  assign \$52  = l0_sum0_t1_0_s5[13] & \$51 ;
+  assign \$53  = \$49  & \$52 ;
+  assign q_above = \$45  | \$53 ;
+  assign \$54  = & l0_sum0_t1_0_s5[39:29];
   assign \$55  = ~ \$54 ;
-  assign \$57  = ~ \$53 [34];
-  assign \$61  = $signed({ l0_delta0_0_2_raw_s9, l0_delta0_0_2_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_0_2_raw_s9[18] });
-  assign \$63  = ~ \$62 ;
-  assign \$65  = ~ \$61 [34];
-  assign \$69  = $signed({ l0_delta0_0_3_raw_s9, l0_delta0_0_3_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_0_3_raw_s9[18] });
-  assign \$71  = ~ \$70 ;
-  assign \$73  = ~ \$69 [34];
-  assign \$77  = $signed({ l0_delta0_1_0_raw_s9, l0_delta0_1_0_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_1_0_raw_s9[18] });
-  assign \$79  = ~ \$78 ;
-  assign \$81  = ~ \$77 [34];
-  assign \$85  = $signed({ l0_delta0_1_1_raw_s9, l0_delta0_1_1_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_1_1_raw_s9[18] });
-  assign \$87  = ~ \$86 ;
-  assign \$89  = ~ \$85 [34];
-  assign \$93  = $signed({ l0_delta0_1_2_raw_s9, l0_delta0_1_2_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_1_2_raw_s9[18] });
-  assign \$95  = ~ \$94 ;
-  assign \$97  = ~ \$93 [34];
-  assign \$101  = $signed({ l0_delta0_1_3_raw_s9, l0_delta0_1_3_raw_s9[18] }) + $signed({ 18'h1ffff, l0_delta0_1_3_raw_s9[18] });
+  assign \$56  = l0_sum0_t1_0_s5[39] & \$55 ;
+  assign \$57  = & l0_sum0_t1_0_s5[28:14];
+  assign \$58  = ~ l0_sum0_t1_0_s5[29];
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = & l0_sum0_t1_0_s5[39:30];
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = | l0_sum0_t1_0_s5[12:0];
+  assign \$63  = l0_sum0_t1_0_s5[14] | \$62 ;
+  assign \$64  = l0_sum0_t1_0_s5[13] & \$63 ;
+  assign \$65  = \$61  & \$64 ;
+  assign \$66  = ~ \$65 ;
+  assign q_below = \$56  & \$66 ;
+  assign \$67  = & \$42 [33:30];
+  assign \$68  = ~ \$67 ;
+  assign \$69  = \$42 [33] & \$68 ;
+  assign \$70  = ~ \$42 [33];
+  assign \$71  = | \$42 [33:30];
+  assign \$72  = \$70  & \$71 ;
+  assign \$73  = \$72  ? 16'h7fff : \$42 [30:15];
+  assign \$74  = \$69  ? 16'h8000 : \$73 ;
+  assign \$75  = q_below ? y0_at_min_s5 : \$74 ;
+  assign \$76  = q_above ? y0_at_max_s5 : \$75 ;
+  assign \$77  = ~ m__ready;
+  assign \$78  = valid_s6 & \$77 ;
+  assign en = ~ \$78 ;
+  assign busy = | { valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
+  assign commit_l0 = en & valid_s7;
+  assign \$79  = { \$signature__data [15], \$signature__data [15], \$signature__data , 19'h40000 } - { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7, l0_delta0_0_0_raw_s7[18] };
+  assign \$80  = ~ l0_delta0_0_0_raw_s7[31];
+  assign \$84  = ~ \$83 ;
+  assign \$85  = & { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31:18] };
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = | l0_delta0_0_0_raw_s7[16:0];
+  assign \$88  = l0_delta0_0_0_raw_s7[18] | \$87 ;
+  assign \$89  = l0_delta0_0_0_raw_s7[17] & \$88 ;
+  assign \$90  = \$86  & \$89 ;
+  assign \$92  = ~ \$91 ;
+  assign \$94  = & { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31:18] };
+  assign \$95  = ~ l0_delta0_0_0_raw_s7[31];
+  assign \$96  = \$94  & \$95 ;
+  assign \$98  = \$96  & \$97 ;
+  assign \$99  = | l0_delta0_0_0_raw_s7[16:0];
+  assign \$100  = l0_delta0_0_0_raw_s7[18] | \$99 ;
+  assign \$101  = l0_delta0_0_0_raw_s7[17] & \$100 ;
+  assign \$102  = \$98  & \$101 ;
   assign \$103  = ~ \$102 ;
-  assign \$105  = ~ \$101 [34];
-  assign \$109  = ~ m__ready;
-  assign \$110  = valid_s7 & \$109 ;
-  assign en = ~ \$110 ;
-  assign busy = | { valid_s10, valid_s9, valid_s8, valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign commit_l0 = en & valid_s10;
-  assign \t$103  = $signed(\$signature__data ) - $signed(l0_delta0_0_0_s10);
-  assign \$111  = ! l0_port_edge_p4[0];
-  assign \$112  = l0_ram_wr & \$111 ;
-  assign \$113  = ! l0_port_bank_p4[1:0];
-  assign l0_port_hit0_0_0 = \$112  & \$113 ;
-  assign \$114  = \$110  ? l0_waddr0_0_s10 : l0_waddr0_0_s9;
-  assign \$115  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s10;
-  assign \$116  = & \t$103 [16:15];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \t$103 [16] & \$117 ;
-  assign \$119  = ~ \t$103 [16];
-  assign \$120  = | \t$103 [16:15];
-  assign \$121  = \$119  & \$120 ;
-  assign \$122  = \$121  ? 16'h7fff : \t$103 [15:0];
-  assign \$123  = \$118  ? 16'h8000 : \$122 ;
-  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$123 ;
+  assign \t$88  = $signed(\$signature__data ) - $signed(16'h7fff);
+  assign \t$89  = $signed(\$signature__data ) - $signed(16'h8000);
+  assign \$104  = ! l0_port_edge_p4[0];
+  assign \$105  = l0_ram_wr & \$104 ;
+  assign \$106  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_0_0 = \$105  & \$106 ;
+  assign \$107  = \$78  ? l0_waddr0_0_s7 : l0_waddr0_0_s6;
+  assign \$108  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s7;
+  assign \$109  = & \t$88 [16:15];
+  assign \$110  = ~ \$109 ;
+  assign \$111  = \t$88 [16] & \$110 ;
+  assign \$112  = ~ \t$88 [16];
+  assign \$113  = | \t$88 [16:15];
+  assign \$114  = \$112  & \$113 ;
+  assign \$115  = \$114  ? 16'h7fff : \t$88 [15:0];
+  assign \$116  = \$111  ? 16'h8000 : \$115 ;
+  assign \$117  = & \t$89 [16:15];
+  assign \$118  = ~ \$117 ;
+  assign \$119  = \t$89 [16] & \$118 ;
+  assign \$120  = ~ \t$89 [16];
+  assign \$121  = | \t$89 [16:15];
+  assign \$122  = \$120  & \$121 ;
+  assign \$123  = \$122  ? 16'h7fff : \t$89 [15:0];
+  assign \$124  = \$119  ? 16'h8000 : \$123 ;
+  assign \$125  = & \$79 [36:34];
+  assign \$126  = ~ \$125 ;
+  assign \$127  = \$79 [36] & \$126 ;
+  assign \$128  = ~ \$79 [36];
+  assign \$129  = | \$79 [36:34];
+  assign \$130  = \$128  & \$129 ;
+  assign \$131  = \$130  ? 16'h7fff : \$79 [34:19];
+  assign \$132  = \$127  ? 16'h8000 : \$131 ;
+  assign \$134  = \q_above$86  ? \$116  : \$133 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$134 ;
   assign wp__en = commit_l0 | l0_port_hit0_0_0;
-  assign \t$118  = $signed(\$signature__data$119 ) - $signed(l0_delta0_0_1_s10);
-  assign \$124  = ! l0_port_edge_p4[0];
-  assign \$125  = l0_ram_wr & \$124 ;
-  assign \$126  = l0_port_bank_p4[1:0] == 1'h1;
-  assign l0_port_hit0_0_1 = \$125  & \$126 ;
-  assign \$127  = \$110  ? l0_waddr0_1_s10 : l0_waddr0_1_s9;
-  assign \$128  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s10;
-  assign \$129  = & \t$118 [16:15];
-  assign \$130  = ~ \$129 ;
-  assign \$131  = \t$118 [16] & \$130 ;
-  assign \$132  = ~ \t$118 [16];
-  assign \$133  = | \t$118 [16:15];
-  assign \$134  = \$132  & \$133 ;
-  assign \$135  = \$134  ? 16'h7fff : \t$118 [15:0];
-  assign \$136  = \$131  ? 16'h8000 : \$135 ;
-  assign \wp__data$127  = l0_port_hit0_0_1 ? l0_ram_data : \$136 ;
-  assign \wp__en$128  = commit_l0 | l0_port_hit0_0_1;
-  assign \t$129  = $signed(\$signature__data$130 ) - $signed(l0_delta0_0_2_s10);
-  assign \$137  = ! l0_port_edge_p4[0];
-  assign \$138  = l0_ram_wr & \$137 ;
-  assign \$139  = l0_port_bank_p4[1:0] == 2'h2;
-  assign l0_port_hit0_0_2 = \$138  & \$139 ;
-  assign \$140  = \$110  ? l0_waddr0_2_s10 : l0_waddr0_2_s9;
-  assign \$141  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s10;
-  assign \$142  = & \t$129 [16:15];
-  assign \$143  = ~ \$142 ;
-  assign \$144  = \t$129 [16] & \$143 ;
-  assign \$145  = ~ \t$129 [16];
-  assign \$146  = | \t$129 [16:15];
-  assign \$147  = \$145  & \$146 ;
-  assign \$148  = \$147  ? 16'h7fff : \t$129 [15:0];
-  assign \$149  = \$144  ? 16'h8000 : \$148 ;
-  assign \wp__data$138  = l0_port_hit0_0_2 ? l0_ram_data : \$149 ;
-  assign \wp__en$139  = commit_l0 | l0_port_hit0_0_2;
-  assign \t$140  = $signed(\$signature__data$141 ) - $signed(l0_delta0_0_3_s10);
-  assign \$150  = ! l0_port_edge_p4[0];
-  assign \$151  = l0_ram_wr & \$150 ;
-  assign \$152  = l0_port_bank_p4[1:0] == 2'h3;
-  assign l0_port_hit0_0_3 = \$151  & \$152 ;
-  assign \$153  = \$110  ? l0_waddr0_3_s10 : l0_waddr0_3_s9;
-  assign \$154  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s10;
-  assign \$155  = & \t$140 [16:15];
-  assign \$156  = ~ \$155 ;
-  assign \$157  = \t$140 [16] & \$156 ;
-  assign \$158  = ~ \t$140 [16];
-  assign \$159  = | \t$140 [16:15];
-  assign \$160  = \$158  & \$159 ;
-  assign \$161  = \$160  ? 16'h7fff : \t$140 [15:0];
-  assign \$162  = \$157  ? 16'h8000 : \$161 ;
-  assign \wp__data$149  = l0_port_hit0_0_3 ? l0_ram_data : \$162 ;
-  assign \wp__en$150  = commit_l0 | l0_port_hit0_0_3;
-  assign \t$151  = $signed(\$signature__data$152 ) - $signed(l0_delta0_1_0_s10);
-  assign \$164  = l0_ram_wr & \$163 ;
-  assign \$165  = ! l0_port_bank_p4[1:0];
-  assign l0_port_hit0_1_0 = \$164  & \$165 ;
-  assign \$166  = \$110  ? l0_waddr1_0_s10 : l0_waddr1_0_s9;
-  assign \$167  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_0_s10;
-  assign \$168  = & \t$151 [16:15];
-  assign \$169  = ~ \$168 ;
-  assign \$170  = \t$151 [16] & \$169 ;
-  assign \$171  = ~ \t$151 [16];
-  assign \$172  = | \t$151 [16:15];
-  assign \$173  = \$171  & \$172 ;
-  assign \$174  = \$173  ? 16'h7fff : \t$151 [15:0];
-  assign \$175  = \$170  ? 16'h8000 : \$174 ;
-  assign \wp__data$160  = l0_port_hit0_1_0 ? l0_ram_data : \$175 ;
-  assign \wp__en$161  = commit_l0 | l0_port_hit0_1_0;
-  assign \t$162  = $signed(\$signature__data$163 ) - $signed(l0_delta0_1_1_s10);
-  assign \$177  = l0_ram_wr & \$176 ;
-  assign \$178  = l0_port_bank_p4[1:0] == 1'h1;
-  assign l0_port_hit0_1_1 = \$177  & \$178 ;
-  assign \$179  = \$110  ? l0_waddr1_1_s10 : l0_waddr1_1_s9;
-  assign \$180  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_1_s10;
-  assign \$181  = & \t$162 [16:15];
-  assign \$182  = ~ \$181 ;
-  assign \$183  = \t$162 [16] & \$182 ;
-  assign \$184  = ~ \t$162 [16];
-  assign \$185  = | \t$162 [16:15];
-  assign \$186  = \$184  & \$185 ;
-  assign \$187  = \$186  ? 16'h7fff : \t$162 [15:0];
-  assign \$188  = \$183  ? 16'h8000 : \$187 ;
-  assign \wp__data$171  = l0_port_hit0_1_1 ? l0_ram_data : \$188 ;
-  assign \wp__en$172  = commit_l0 | l0_port_hit0_1_1;
-  assign \t$173  = $signed(\$signature__data$174 ) - $signed(l0_delta0_1_2_s10);
-  assign \$190  = l0_ram_wr & \$189 ;
-  assign \$191  = l0_port_bank_p4[1:0] == 2'h2;
-  assign l0_port_hit0_1_2 = \$190  & \$191 ;
-  assign \$192  = \$110  ? l0_waddr1_2_s10 : l0_waddr1_2_s9;
-  assign \$193  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_2_s10;
-  assign \$194  = & \t$173 [16:15];
-  assign \$195  = ~ \$194 ;
-  assign \$196  = \t$173 [16] & \$195 ;
-  assign \$197  = ~ \t$173 [16];
-  assign \$198  = | \t$173 [16:15];
-  assign \$199  = \$197  & \$198 ;
-  assign \$200  = \$199  ? 16'h7fff : \t$173 [15:0];
-  assign \$201  = \$196  ? 16'h8000 : \$200 ;
-  assign \wp__data$182  = l0_port_hit0_1_2 ? l0_ram_data : \$201 ;
-  assign \wp__en$183  = commit_l0 | l0_port_hit0_1_2;
-  assign \t$184  = $signed(\$signature__data$185 ) - $signed(l0_delta0_1_3_s10);
-  assign \$203  = l0_ram_wr & \$202 ;
-  assign \$204  = l0_port_bank_p4[1:0] == 2'h3;
-  assign l0_port_hit0_1_3 = \$203  & \$204 ;
-  assign \$205  = \$110  ? l0_waddr1_3_s10 : l0_waddr1_3_s9;
-  assign \$206  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_3_s10;
-  assign \$207  = & \t$184 [16:15];
-  assign \$208  = ~ \$207 ;
-  assign \$209  = \t$184 [16] & \$208 ;
-  assign \$210  = ~ \t$184 [16];
-  assign \$211  = | \t$184 [16:15];
-  assign \$212  = \$210  & \$211 ;
-  assign \$213  = \$212  ? 16'h7fff : \t$184 [15:0];
-  assign \$214  = \$209  ? 16'h8000 : \$213 ;
-  assign \wp__data$193  = l0_port_hit0_1_3 ? l0_ram_data : \$214 ;
-  assign \wp__en$194  = commit_l0 | l0_port_hit0_1_3;
-  assign reloading = reload_count != 5'h17;
-  assign \$215  = | reload_count;
-  assign reload_write = reloading & \$215 ;
-  assign \$216  = reload_count - 1'h1;
-  assign \$217  = ~ pc__valid;
-  assign \$218  = en & \$217 ;
-  assign \$219  = ~ reloading;
-  assign \$220  = \$218  & \$219 ;
-  assign \$221  = | { valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
-  assign \$222  = ~ \$221 ;
-  assign \$223  = \$220  & \$222 ;
-  assign \$224  = | { port_in_flight3, port_in_flight2, port_in_flight1, port_in_flight0 };
-  assign \$225  = ~ \$224 ;
-  assign s__ready = \$223  & \$225 ;
-  assign accept = s__valid & s__ready;
-  assign \$226  = ~ busy;
-  assign \$227  = pc__valid & \$226 ;
-  assign \$228  = ~ reloading;
-  assign \$229  = \$227  & \$228 ;
-  assign \$230  = | { read_wait4, read_wait3, read_wait2, read_wait1, read_wait };
-  assign \$231  = ~ \$230 ;
-  assign \$232  = \$229  & \$231 ;
-  assign \$233  = ~ pr__valid;
-  assign \$234  = \$233  | pr__ready;
-  assign execute = \$232  & \$234 ;
-  assign port_addr = reload_write ? \$216 [4:0] : pc__payload[20:16];
-  assign \$235  = port_addr - 1'h0;
-  assign l0_port_data = reload_write ? rom_rd__data : pc__payload[15:0];
-  assign \$236  = port_addr >= 1'h0;
-  assign \$237  = port_addr < 5'h16;
-  assign \$238  = \$236  & \$237 ;
-  assign \$239  = execute & pc__payload[21];
-  assign \$240  = reload_write | \$239 ;
-  assign l0_port_wr = \$238  & \$240 ;
-  assign \$241  = port_addr >= 1'h0;
-  assign \$242  = port_addr < 5'h16;
-  assign \$243  = \$241  & \$242 ;
-  assign \$244  = \$243  & execute;
-  assign \$245  = ~ pc__payload[21];
-  assign l0_port_rd = \$244  & \$245 ;
-  assign port_cmd = reload_write | execute;
-  assign \$246  = reload_count + 1'h1;
-  assign \$249  = \$247  + \$248 ;
-  assign \$252  = l0_port_local_p2 - \$251 ;
-  assign \$255  = \$254  * 3'h4;
-  assign \$256  = l0_port_q_p3 - \$255 ;
-  assign \$257  = ~ pc__payload[21];
-  assign \$258  = execute & \$257 ;
-  assign \$259  = execute & pc__payload[21];
-  assign \$273  = l0_cell0_s3[1:0] > 1'h0;
-  assign \$274  = \$272  + \$273 ;
-  assign \$276  = l0_cell0_s3[1:0] > 1'h1;
-  assign \$277  = \$275  + \$276 ;
-  assign \$279  = l0_cell0_s3[1:0] > 2'h2;
-  assign \$280  = \$278  + \$279 ;
-  assign \$282  = l0_cell0_s3[1:0] > 2'h3;
-  assign \$283  = \$281  + \$282 ;
-  assign \$285  = l0_cell1_s3[1:0] > 1'h0;
-  assign \$286  = \$284  + \$285 ;
-  assign \$288  = l0_cell1_s3[1:0] > 1'h1;
-  assign \$289  = \$287  + \$288 ;
-  assign \$291  = l0_cell1_s3[1:0] > 2'h2;
-  assign \$292  = \$290  + \$291 ;
-  assign \$294  = l0_cell1_s3[1:0] > 2'h3;
-  assign \$295  = \$293  + \$294 ;
-  assign \$296  = $signed(\$signature__data$252 ) * $signed(l0_bval_bank0_0_s3);
-  assign \$297  = $signed(\$signature__data$253 ) * $signed(l0_bval_bank0_1_s3);
-  assign \$298  = $signed(\$signature__data$254 ) * $signed(l0_bval_bank0_2_s3);
-  assign \$299  = $signed(\$signature__data$255 ) * $signed(l0_bval_bank0_3_s3);
-  assign \$300  = $signed(\$signature__data$256 ) * $signed(l0_bval_bank1_0_s3);
-  assign \$301  = $signed(\$signature__data$257 ) * $signed(l0_bval_bank1_1_s3);
-  assign \$302  = $signed(\$signature__data$258 ) * $signed(l0_bval_bank1_2_s3);
-  assign \$303  = $signed(\$signature__data$259 ) * $signed(l0_bval_bank1_3_s3);
-  assign \$304  = $signed(t) + $signed(\t$23 );
-  assign \$305  = $signed(\t$26 ) + $signed(\t$29 );
-  assign \$306  = $signed(\t$41 ) + $signed(\t$44 );
-  assign \$307  = $signed(\t$47 ) + $signed(\t$50 );
-  assign \$308  = $signed(l0_sum0_t0_0_s5) + $signed(l0_sum0_t0_1_s5);
-  assign \$309  = $signed(l0_sum0_t0_2_s5) + $signed(l0_sum0_t0_3_s5);
-  assign \$310  = $signed(\$308 ) + $signed(\$309 );
-  assign \$311  = $signed(err0_s8) * $signed(l0_bval_bank0_0_s8);
-  assign \$312  = $signed(err0_s8) * $signed(l0_bval_bank0_1_s8);
-  assign \$313  = $signed(err0_s8) * $signed(l0_bval_bank0_2_s8);
-  assign \$314  = $signed(err0_s8) * $signed(l0_bval_bank0_3_s8);
-  assign \$315  = $signed(err0_s8) * $signed(l0_bval_bank1_0_s8);
-  assign \$316  = $signed(err0_s8) * $signed(l0_bval_bank1_1_s8);
-  assign \$317  = $signed(err0_s8) * $signed(l0_bval_bank1_2_s8);
-  assign \$318  = $signed(err0_s8) * $signed(l0_bval_bank1_3_s8);
-  always @(posedge clk)
-    valid_s1 <= \$319 ;
-  always @(posedge clk)
-    valid_s2 <= \$320 ;
-  always @(posedge clk)
-    valid_s3 <= \$321 ;
-  always @(posedge clk)
-    valid_s4 <= \$322 ;
-  always @(posedge clk)
-    valid_s5 <= \$323 ;
-  always @(posedge clk)
-    valid_s6 <= \$324 ;
-  always @(posedge clk)
-    valid_s7 <= \$325 ;
-  always @(posedge clk)
-    valid_s8 <= \$326 ;
-  always @(posedge clk)
-    valid_s9 <= \$327 ;
-  always @(posedge clk)
-    valid_s10 <= \$328 ;
-  always @(posedge clk)
-    reload_count <= \$329 ;
-  always @(posedge clk)
-    port_in_flight0 <= \$330 ;
-  always @(posedge clk)
-    port_in_flight1 <= \$331 ;
-  always @(posedge clk)
-    port_in_flight2 <= \$332 ;
-  always @(posedge clk)
-    port_in_flight3 <= \$333 ;
-  always @(posedge clk)
-    l0_port_local_p1 <= \$334 ;
-  always @(posedge clk)
-    l0_port_wr_p1 <= \$335 ;
-  always @(posedge clk)
-    l0_port_rd_p1 <= \$336 ;
-  always @(posedge clk)
-    l0_port_data_p1 <= \$337 ;
-  always @(posedge clk)
-    l0_port_edge_p2 <= \$338 ;
-  always @(posedge clk)
-    l0_port_local_p2 <= \$339 ;
-  always @(posedge clk)
-    l0_port_wr_p2 <= \$340 ;
-  always @(posedge clk)
-    l0_port_rd_p2 <= \$341 ;
-  always @(posedge clk)
-    l0_port_data_p2 <= \$342 ;
-  always @(posedge clk)
-    l0_port_q_p3 <= \$343 ;
-  always @(posedge clk)
-    l0_port_edge_p3 <= \$344 ;
+  assign \$135  = { \$signature__data$103 [15], \$signature__data$103 [15], \$signature__data$103 , 19'h40000 } - { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7, l0_delta0_0_1_raw_s7[18] };
+  assign \$136  = ~ l0_delta0_0_1_raw_s7[31];
+  assign \$140  = ~ \$139 ;
+  assign \$141  = & { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31:18] };
+  assign \$142  = \$140  & \$141 ;
+  assign \$143  = | l0_delta0_0_1_raw_s7[16:0];
+  assign \$144  = l0_delta0_0_1_raw_s7[18] | \$143 ;
+  assign \$145  = l0_delta0_0_1_raw_s7[17] & \$144 ;
+  assign \$146  = \$142  & \$145 ;
+  assign \$148  = ~ \$147 ;
+  assign \$150  = & { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31:18] };
+  assign \$151  = ~ l0_delta0_0_1_raw_s7[31];
+  assign \$152  = \$150  & \$151 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
     .pos_in(pos_in),
-    .u(u),
+    .u(s__payload[15:0]),
     .vc(pos)
   );
   \onchip_learner_axis.learner.l0_bspline1  l0_bspline1 (
-    .bval(\bval$275 ),
-    .\cell (\cell$33 ),
-    .pos_in(\pos_in$6 ),
-    .u(\u$4 ),
-    .vc(\pos$271 )
+    .bval(\bval$293 ),
+    .\cell (\cell$32 ),
+    .pos_in(\pos_in$5 ),
+    .u(s__payload[31:16]),
+    .vc(\pos$289 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$345  = l0_port_wr_p2;
-    if (rst) begin
-      \$345  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$346  = l0_port_rd_p2;
-    if (rst) begin
-      \$346  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$347  = l0_port_data_p2;
-    if (rst) begin
-      \$347  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$348  = \$253 ;
-    if (rst) begin
-      \$348  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$349  = \$256 ;
-    if (rst) begin
-      \$349  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = l0_port_edge_p3;
-    if (rst) begin
-      \$350  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$351  = l0_port_wr_p3;
-    if (rst) begin
-      \$351  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$352  = l0_port_rd_p3;
-    if (rst) begin
-      \$352  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$353  = l0_port_data_p3;
-    if (rst) begin
-      \$353  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$354  = l0_rd_edge;
-    if (l0_ram_rd) begin
-      \$354  = l0_port_edge_p4[0];
-    end
-    if (rst) begin
-      \$354  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$355  = l0_rd_bank;
-    if (l0_ram_rd) begin
-      \$355  = l0_port_bank_p4[1:0];
-    end
-    if (rst) begin
-      \$355  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$356  = read_layer;
-    if (l0_port_rd) begin
-      \$356  = 1'h0;
-    end
-    if (rst) begin
-      \$356  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$357  = \$258 ;
-    if (rst) begin
-      \$357  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$358  = read_wait;
-    if (rst) begin
-      \$358  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$359  = read_wait1;
-    if (rst) begin
-      \$359  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$360  = read_wait2;
-    if (rst) begin
-      \$360  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$361  = read_wait3;
-    if (rst) begin
-      \$361  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$362  = pr__valid;
-    if (\$259 ) begin
-      \$362  = 1'h1;
-    end else if (read_wait4) begin
-      \$362  = 1'h1;
-    end else if (pr__ready) begin
-      \$362  = 1'h0;
-    end
-    if (rst) begin
-      \$362  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$363  = pr__payload;
-    if (\$259 ) begin
-      \$363  = pc__payload[15:0];
-    end else if (read_wait4) begin
-      \$363  = \$263 ;
-    end
-    if (rst) begin
-      \$363  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$364  = u;
-    if (en) begin
-      \$364  = s__payload[15:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$365  = \u$4 ;
-    if (en) begin
-      \$365  = s__payload[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$366  = y0_s1;
-    if (en) begin
-      \$366  = s__payload[47:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$367  = kind_s1;
-    if (en) begin
-      \$367  = s__payload[49:48];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$368  = pos_in;
-    if (en) begin
-      \$368  = pos;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$369  = l0_lo0_s3;
-    if (en) begin
-      \$369  = \cell [1:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$370  = l0_cell0_s3;
-    if (en) begin
-      \$370  = \cell ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$371  = l0_bval_bank0_0_s3;
-    if (en) begin
-      \$371  = \$264 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$372  = l0_bval_bank0_1_s3;
-    if (en) begin
-      \$372  = \$265 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$373  = l0_bval_bank0_2_s3;
-    if (en) begin
-      \$373  = \$266 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$374  = l0_bval_bank0_3_s3;
-    if (en) begin
-      \$374  = \$267 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$375  = \pos_in$6 ;
-    if (en) begin
-      \$375  = \pos$271 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$376  = l0_lo1_s3;
-    if (en) begin
-      \$376  = \cell$33 [1:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$377  = l0_cell1_s3;
-    if (en) begin
-      \$377  = \cell$33 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$378  = l0_bval_bank1_0_s3;
-    if (en) begin
-      \$378  = \$268 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$379  = l0_bval_bank1_1_s3;
-    if (en) begin
-      \$379  = \$269 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$380  = l0_bval_bank1_2_s3;
-    if (en) begin
-      \$380  = \$270 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$381  = l0_bval_bank1_3_s3;
-    if (en) begin
-      \$381  = \$271 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$382  = l0_waddr0_0_s4;
-    if (en) begin
-      \$382  = \$274 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$383  = l0_waddr0_1_s4;
-    if (en) begin
-      \$383  = \$277 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$384  = l0_waddr0_2_s4;
-    if (en) begin
-      \$384  = \$280 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$385  = l0_waddr0_3_s4;
-    if (en) begin
-      \$385  = \$283 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$386  = l0_waddr1_0_s4;
-    if (en) begin
-      \$386  = \$286 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$387  = l0_waddr1_1_s4;
-    if (en) begin
-      \$387  = \$289 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$388  = l0_waddr1_2_s4;
-    if (en) begin
-      \$388  = \$292 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$389  = l0_waddr1_3_s4;
-    if (en) begin
-      \$389  = \$295 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$390  = l0_prod0_0_0_raw_s4;
-    if (en) begin
-      \$390  = \$296 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$391  = l0_prod0_0_1_raw_s4;
-    if (en) begin
-      \$391  = \$297 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$392  = l0_prod0_0_2_raw_s4;
-    if (en) begin
-      \$392  = \$298 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$393  = l0_prod0_0_3_raw_s4;
-    if (en) begin
-      \$393  = \$299 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$394  = l0_prod0_1_0_raw_s4;
-    if (en) begin
-      \$394  = \$300 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$395  = l0_prod0_1_1_raw_s4;
-    if (en) begin
-      \$395  = \$301 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$396  = l0_prod0_1_2_raw_s4;
-    if (en) begin
-      \$396  = \$302 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$397  = l0_prod0_1_3_raw_s4;
-    if (en) begin
-      \$397  = \$303 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$398  = l0_sum0_t0_0_s5;
-    if (en) begin
-      \$398  = \$304 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$399  = l0_sum0_t0_1_s5;
-    if (en) begin
-      \$399  = \$305 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$400  = l0_sum0_t0_2_s5;
-    if (en) begin
-      \$400  = \$306 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$401  = l0_sum0_t0_3_s5;
-    if (en) begin
-      \$401  = \$307 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$402  = l0_sum0_t1_0_s6;
-    if (en) begin
-      \$402  = \$310 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$403  = l0_out0_s7;
-    if (en) begin
-      \$403  = \t$56 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$404  = y0_s2;
-    if (en) begin
-      \$404  = y0_s1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$405  = y0_s3;
-    if (en) begin
-      \$405  = y0_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$406  = y0_s4;
-    if (en) begin
-      \$406  = y0_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$407  = y0_s5;
-    if (en) begin
-      \$407  = y0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$408  = y0_s6;
-    if (en) begin
-      \$408  = y0_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$409  = y0_s7;
-    if (en) begin
-      \$409  = y0_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$410  = kind_s2;
-    if (en) begin
-      \$410  = kind_s1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$411  = kind_s3;
-    if (en) begin
-      \$411  = kind_s2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$412  = kind_s4;
-    if (en) begin
-      \$412  = kind_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$413  = kind_s5;
-    if (en) begin
-      \$413  = kind_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$414  = kind_s6;
-    if (en) begin
-      \$414  = kind_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$415  = kind_s7;
-    if (en) begin
-      \$415  = kind_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$416  = err0_s8;
-    if (en) begin
-      \$416  = e;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$417  = l0_waddr0_0_s5;
-    if (en) begin
-      \$417  = l0_waddr0_0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$418  = l0_waddr0_0_s6;
-    if (en) begin
-      \$418  = l0_waddr0_0_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$419  = l0_waddr0_0_s7;
-    if (en) begin
-      \$419  = l0_waddr0_0_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$420  = l0_waddr0_0_s8;
-    if (en) begin
-      \$420  = l0_waddr0_0_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$421  = l0_waddr0_0_s9;
-    if (en) begin
-      \$421  = l0_waddr0_0_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$422  = l0_waddr0_0_s10;
-    if (en) begin
-      \$422  = l0_waddr0_0_s9;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$423  = l0_waddr0_1_s5;
-    if (en) begin
-      \$423  = l0_waddr0_1_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$424  = l0_waddr0_1_s6;
-    if (en) begin
-      \$424  = l0_waddr0_1_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$425  = l0_waddr0_1_s7;
-    if (en) begin
-      \$425  = l0_waddr0_1_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$426  = l0_waddr0_1_s8;
-    if (en) begin
-      \$426  = l0_waddr0_1_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$427  = l0_waddr0_1_s9;
-    if (en) begin
-      \$427  = l0_waddr0_1_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$428  = l0_waddr0_1_s10;
-    if (en) begin
-      \$428  = l0_waddr0_1_s9;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$429  = l0_waddr0_2_s5;
-    if (en) begin
-      \$429  = l0_waddr0_2_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$430  = l0_waddr0_2_s6;
-    if (en) begin
-      \$430  = l0_waddr0_2_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$431  = l0_waddr0_2_s7;
-    if (en) begin
-      \$431  = l0_waddr0_2_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$432  = l0_waddr0_2_s8;
-    if (en) begin
-      \$432  = l0_waddr0_2_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$433  = l0_waddr0_2_s9;
-    if (en) begin
-      \$433  = l0_waddr0_2_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$434  = l0_waddr0_2_s10;
-    if (en) begin
-      \$434  = l0_waddr0_2_s9;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$435  = l0_waddr0_3_s5;
-    if (en) begin
-      \$435  = l0_waddr0_3_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$436  = l0_waddr0_3_s6;
-    if (en) begin
-      \$436  = l0_waddr0_3_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$437  = l0_waddr0_3_s7;
-    if (en) begin
-      \$437  = l0_waddr0_3_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$438  = l0_waddr0_3_s8;
-    if (en) begin
-      \$438  = l0_waddr0_3_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$439  = l0_waddr0_3_s9;
-    if (en) begin
-      \$439  = l0_waddr0_3_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$440  = l0_waddr0_3_s10;
-    if (en) begin
-      \$440  = l0_waddr0_3_s9;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$441  = l0_waddr1_0_s5;
-    if (en) begin
-      \$441  = l0_waddr1_0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$442  = l0_waddr1_0_s6;
-    if (en) begin
-      \$442  = l0_waddr1_0_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$443  = l0_waddr1_0_s7;
-    if (en) begin
-      \$443  = l0_waddr1_0_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$444  = l0_waddr1_0_s8;
-    if (en) begin
-      \$444  = l0_waddr1_0_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$445  = l0_waddr1_0_s9;
-    if (en) begin
-      \$445  = l0_waddr1_0_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$446  = l0_waddr1_0_s10;
-    if (en) begin
-      \$446  = l0_waddr1_0_s9;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$447  = l0_waddr1_1_s5;
-    if (en) begin
-      \$447  = l0_waddr1_1_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$448  = l0_waddr1_1_s6;
-    if (en) begin
-      \$448  = l0_waddr1_1_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$449  = l0_waddr1_1_s7;
-    if (en) begin
-      \$449  = l0_waddr1_1_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$450  = l0_waddr1_1_s8;
-    if (en) begin
-      \$450  = l0_waddr1_1_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$451  = l0_waddr1_1_s9;
-    if (en) begin
-      \$451  = l0_waddr1_1_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$452  = l0_waddr1_1_s10;
-    if (en) begin
-      \$452  = l0_waddr1_1_s9;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$453  = l0_waddr1_2_s5;
-    if (en) begin
-      \$453  = l0_waddr1_2_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$454  = l0_waddr1_2_s6;
-    if (en) begin
-      \$454  = l0_waddr1_2_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$455  = l0_waddr1_2_s7;
-    if (en) begin
-      \$455  = l0_waddr1_2_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$456  = l0_waddr1_2_s8;
-    if (en) begin
-      \$456  = l0_waddr1_2_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$457  = l0_waddr1_2_s9;
-    if (en) begin
-      \$457  = l0_waddr1_2_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$458  = l0_waddr1_2_s10;
-    if (en) begin
-      \$458  = l0_waddr1_2_s9;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$459  = l0_waddr1_3_s5;
-    if (en) begin
-      \$459  = l0_waddr1_3_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$460  = l0_waddr1_3_s6;
-    if (en) begin
-      \$460  = l0_waddr1_3_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$461  = l0_waddr1_3_s7;
-    if (en) begin
-      \$461  = l0_waddr1_3_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$462  = l0_waddr1_3_s8;
-    if (en) begin
-      \$462  = l0_waddr1_3_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$463  = l0_waddr1_3_s9;
-    if (en) begin
-      \$463  = l0_waddr1_3_s8;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$464  = l0_waddr1_3_s10;
-    if (en) begin
-      \$464  = l0_waddr1_3_s9;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$465  = l0_bval_bank0_0_s4;
-    if (en) begin
-      \$465  = l0_bval_bank0_0_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$466  = l0_bval_bank0_0_s5;
-    if (en) begin
-      \$466  = l0_bval_bank0_0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$467  = l0_bval_bank0_0_s6;
-    if (en) begin
-      \$467  = l0_bval_bank0_0_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$468  = l0_bval_bank0_0_s7;
-    if (en) begin
-      \$468  = l0_bval_bank0_0_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$469  = l0_bval_bank0_0_s8;
-    if (en) begin
-      \$469  = l0_bval_bank0_0_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$470  = l0_delta0_0_0_raw_s9;
-    if (en) begin
-      \$470  = \$311 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$471  = l0_delta0_0_0_s10;
-    if (en) begin
-      \$471  = \t$67 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$472  = l0_bval_bank0_1_s4;
-    if (en) begin
-      \$472  = l0_bval_bank0_1_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$473  = l0_bval_bank0_1_s5;
-    if (en) begin
-      \$473  = l0_bval_bank0_1_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$474  = l0_bval_bank0_1_s6;
-    if (en) begin
-      \$474  = l0_bval_bank0_1_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$475  = l0_bval_bank0_1_s7;
-    if (en) begin
-      \$475  = l0_bval_bank0_1_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$476  = l0_bval_bank0_1_s8;
-    if (en) begin
-      \$476  = l0_bval_bank0_1_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$477  = l0_delta0_0_1_raw_s9;
-    if (en) begin
-      \$477  = \$312 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$478  = l0_delta0_0_1_s10;
-    if (en) begin
-      \$478  = \t$70 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$479  = l0_bval_bank0_2_s4;
-    if (en) begin
-      \$479  = l0_bval_bank0_2_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$480  = l0_bval_bank0_2_s5;
-    if (en) begin
-      \$480  = l0_bval_bank0_2_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$481  = l0_bval_bank0_2_s6;
-    if (en) begin
-      \$481  = l0_bval_bank0_2_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$482  = l0_bval_bank0_2_s7;
-    if (en) begin
-      \$482  = l0_bval_bank0_2_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$483  = l0_bval_bank0_2_s8;
-    if (en) begin
-      \$483  = l0_bval_bank0_2_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$484  = l0_delta0_0_2_raw_s9;
-    if (en) begin
-      \$484  = \$313 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$485  = l0_delta0_0_2_s10;
-    if (en) begin
-      \$485  = \t$73 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$486  = l0_bval_bank0_3_s4;
-    if (en) begin
-      \$486  = l0_bval_bank0_3_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$487  = l0_bval_bank0_3_s5;
-    if (en) begin
-      \$487  = l0_bval_bank0_3_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$488  = l0_bval_bank0_3_s6;
-    if (en) begin
-      \$488  = l0_bval_bank0_3_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$489  = l0_bval_bank0_3_s7;
-    if (en) begin
-      \$489  = l0_bval_bank0_3_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$490  = l0_bval_bank0_3_s8;
-    if (en) begin
-      \$490  = l0_bval_bank0_3_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$491  = l0_delta0_0_3_raw_s9;
-    if (en) begin
-      \$491  = \$314 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$492  = l0_delta0_0_3_s10;
-    if (en) begin
-      \$492  = \t$76 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$493  = l0_bval_bank1_0_s4;
-    if (en) begin
-      \$493  = l0_bval_bank1_0_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$494  = l0_bval_bank1_0_s5;
-    if (en) begin
-      \$494  = l0_bval_bank1_0_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$495  = l0_bval_bank1_0_s6;
-    if (en) begin
-      \$495  = l0_bval_bank1_0_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$496  = l0_bval_bank1_0_s7;
-    if (en) begin
-      \$496  = l0_bval_bank1_0_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$497  = l0_bval_bank1_0_s8;
-    if (en) begin
-      \$497  = l0_bval_bank1_0_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$498  = l0_delta0_1_0_raw_s9;
-    if (en) begin
-      \$498  = \$315 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$499  = l0_delta0_1_0_s10;
-    if (en) begin
-      \$499  = \t$79 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$500  = l0_bval_bank1_1_s4;
-    if (en) begin
-      \$500  = l0_bval_bank1_1_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$501  = l0_bval_bank1_1_s5;
-    if (en) begin
-      \$501  = l0_bval_bank1_1_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$502  = l0_bval_bank1_1_s6;
-    if (en) begin
-      \$502  = l0_bval_bank1_1_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$503  = l0_bval_bank1_1_s7;
-    if (en) begin
-      \$503  = l0_bval_bank1_1_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$504  = l0_bval_bank1_1_s8;
-    if (en) begin
-      \$504  = l0_bval_bank1_1_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$505  = l0_delta0_1_1_raw_s9;
-    if (en) begin
-      \$505  = \$316 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$506  = l0_delta0_1_1_s10;
-    if (en) begin
-      \$506  = \t$82 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$507  = l0_bval_bank1_2_s4;
-    if (en) begin
-      \$507  = l0_bval_bank1_2_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$508  = l0_bval_bank1_2_s5;
-    if (en) begin
-      \$508  = l0_bval_bank1_2_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$509  = l0_bval_bank1_2_s6;
-    if (en) begin
-      \$509  = l0_bval_bank1_2_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$510  = l0_bval_bank1_2_s7;
-    if (en) begin
-      \$510  = l0_bval_bank1_2_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$511  = l0_bval_bank1_2_s8;
-    if (en) begin
-      \$511  = l0_bval_bank1_2_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$512  = l0_delta0_1_2_raw_s9;
-    if (en) begin
-      \$512  = \$317 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$513  = l0_delta0_1_2_s10;
-    if (en) begin
-      \$513  = \t$85 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$514  = l0_bval_bank1_3_s4;
-    if (en) begin
-      \$514  = l0_bval_bank1_3_s3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$515  = l0_bval_bank1_3_s5;
-    if (en) begin
-      \$515  = l0_bval_bank1_3_s4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$516  = l0_bval_bank1_3_s6;
-    if (en) begin
-      \$516  = l0_bval_bank1_3_s5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$517  = l0_bval_bank1_3_s7;
-    if (en) begin
-      \$517  = l0_bval_bank1_3_s6;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$518  = l0_bval_bank1_3_s8;
-    if (en) begin
-      \$518  = l0_bval_bank1_3_s7;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$519  = l0_delta0_1_3_raw_s9;
-    if (en) begin
-      \$519  = \$318 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$520  = l0_delta0_1_3_s10;
-    if (en) begin
-      \$520  = \t$88 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$251  = 5'h00;
+    \$563  = 5'h00;
     casez (l0_port_edge_p2)
       7'h00:
-          \$251  = 5'h00;
+          \$563  = 5'h00;
       7'h01:
-          \$251  = 5'h0b;
+          \$563  = 5'h0b;
     endcase
   end
   always @* begin
@@ -3364,13 +2669,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$260  = \$signature__data$252 ;
+          \$572  = \$signature__data$271 ;
       2'h1:
-          \$260  = \$signature__data$253 ;
+          \$572  = \$signature__data$272 ;
       2'h2:
-          \$260  = \$signature__data$254 ;
+          \$572  = \$signature__data$273 ;
       2'h3:
-          \$260  = \$signature__data$255 ;
+          \$572  = \$signature__data$274 ;
     endcase
   end
   always @* begin
@@ -3378,13 +2683,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$261  = \$signature__data$256 ;
+          \$573  = \$signature__data$275 ;
       2'h1:
-          \$261  = \$signature__data$257 ;
+          \$573  = \$signature__data$276 ;
       2'h2:
-          \$261  = \$signature__data$258 ;
+          \$573  = \$signature__data$277 ;
       2'h3:
-          \$261  = \$signature__data$259 ;
+          \$573  = \$signature__data$278 ;
     endcase
   end
   always @* begin
@@ -3392,17 +2697,17 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_edge)
       1'h0:
-          \$262  = \$260 ;
+          \$574  = \$572 ;
       1'h1:
-          \$262  = \$261 ;
+          \$574  = \$573 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$263  = 16'h0000;
+    \$575  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$263  = \$262 ;
+          \$575  = \$574 ;
     endcase
   end
   always @* begin
@@ -3410,13 +2715,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$264  = bval[15:0];
+          \$576  = bval[15:0];
       2'h1:
-          \$264  = bval[63:48];
+          \$576  = bval[63:48];
       2'h2:
-          \$264  = bval[47:32];
+          \$576  = bval[47:32];
       2'h3:
-          \$264  = bval[31:16];
+          \$576  = bval[31:16];
     endcase
   end
   always @* begin
@@ -3424,13 +2729,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$265  = bval[31:16];
+          \$577  = bval[31:16];
       2'h1:
-          \$265  = bval[15:0];
+          \$577  = bval[15:0];
       2'h2:
-          \$265  = bval[63:48];
+          \$577  = bval[63:48];
       2'h3:
-          \$265  = bval[47:32];
+          \$577  = bval[47:32];
     endcase
   end
   always @* begin
@@ -3438,13 +2743,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$266  = bval[47:32];
+          \$578  = bval[47:32];
       2'h1:
-          \$266  = bval[31:16];
+          \$578  = bval[31:16];
       2'h2:
-          \$266  = bval[15:0];
+          \$578  = bval[15:0];
       2'h3:
-          \$266  = bval[63:48];
+          \$578  = bval[63:48];
     endcase
   end
   always @* begin
@@ -3452,364 +2757,1443 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$267  = bval[63:48];
+          \$579  = bval[63:48];
       2'h1:
-          \$267  = bval[47:32];
+          \$579  = bval[47:32];
       2'h2:
-          \$267  = bval[31:16];
+          \$579  = bval[31:16];
       2'h3:
-          \$267  = bval[15:0];
+          \$579  = bval[15:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$33 [1:0])
+    casez (\cell$32 [1:0])
       2'h0:
-          \$268  = \bval$275 [15:0];
+          \$580  = \bval$293 [15:0];
       2'h1:
-          \$268  = \bval$275 [63:48];
+          \$580  = \bval$293 [63:48];
       2'h2:
-          \$268  = \bval$275 [47:32];
+          \$580  = \bval$293 [47:32];
       2'h3:
-          \$268  = \bval$275 [31:16];
+          \$580  = \bval$293 [31:16];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$33 [1:0])
+    casez (\cell$32 [1:0])
       2'h0:
-          \$269  = \bval$275 [31:16];
+          \$581  = \bval$293 [31:16];
       2'h1:
-          \$269  = \bval$275 [15:0];
+          \$581  = \bval$293 [15:0];
       2'h2:
-          \$269  = \bval$275 [63:48];
+          \$581  = \bval$293 [63:48];
       2'h3:
-          \$269  = \bval$275 [47:32];
+          \$581  = \bval$293 [47:32];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$33 [1:0])
+    casez (\cell$32 [1:0])
       2'h0:
-          \$270  = \bval$275 [47:32];
+          \$582  = \bval$293 [47:32];
       2'h1:
-          \$270  = \bval$275 [31:16];
+          \$582  = \bval$293 [31:16];
       2'h2:
-          \$270  = \bval$275 [15:0];
+          \$582  = \bval$293 [15:0];
       2'h3:
-          \$270  = \bval$275 [63:48];
+          \$582  = \bval$293 [63:48];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$33 [1:0])
+    casez (\cell$32 [1:0])
       2'h0:
-          \$271  = \bval$275 [63:48];
+          \$583  = \bval$293 [63:48];
       2'h1:
-          \$271  = \bval$275 [47:32];
+          \$583  = \bval$293 [47:32];
       2'h2:
-          \$271  = \bval$275 [31:16];
+          \$583  = \bval$293 [31:16];
       2'h3:
-          \$271  = \bval$275 [15:0];
+          \$583  = \bval$293 [15:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (kind_s7)
+    casez (kind_s5)
       2'h0:
-          e = \t$62 ;
+          err0 = \$76 ;
       2'h2:
-          e = y0_s7;
+          err0 = y0_s5;
       default:
-          e = 16'h0000;
+          err0 = 16'h0000;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$319  = valid_s1;
+    \$640  = valid_s1;
     if (en) begin
-      \$319  = accept;
+      \$640  = accept;
     end
     if (rst) begin
-      \$319  = 1'h0;
+      \$640  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$320  = valid_s2;
+    \$641  = valid_s2;
     if (en) begin
-      \$320  = valid_s1;
+      \$641  = valid_s1;
     end
     if (rst) begin
-      \$320  = 1'h0;
+      \$641  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$321  = valid_s3;
+    \$642  = valid_s3;
     if (en) begin
-      \$321  = valid_s2;
+      \$642  = valid_s2;
     end
     if (rst) begin
-      \$321  = 1'h0;
+      \$642  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$322  = valid_s4;
+    \$643  = valid_s4;
     if (en) begin
-      \$322  = valid_s3;
+      \$643  = valid_s3;
     end
     if (rst) begin
-      \$322  = 1'h0;
+      \$643  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$323  = valid_s5;
+    \$644  = valid_s5;
     if (en) begin
-      \$323  = valid_s4;
+      \$644  = valid_s4;
     end
     if (rst) begin
-      \$323  = 1'h0;
+      \$644  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$324  = valid_s6;
+    \$645  = valid_s6;
     if (en) begin
-      \$324  = valid_s5;
+      \$645  = valid_s5;
     end
     if (rst) begin
-      \$324  = 1'h0;
+      \$645  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$325  = valid_s7;
+    \$646  = valid_s7;
     if (en) begin
-      \$325  = valid_s6;
+      \$646  = valid_s6;
     end
     if (rst) begin
-      \$325  = 1'h0;
+      \$646  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$326  = valid_s8;
-    if (en) begin
-      \$326  = valid_s7;
-    end
-    if (rst) begin
-      \$326  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$327  = valid_s9;
-    if (en) begin
-      \$327  = valid_s8;
-    end
-    if (rst) begin
-      \$327  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$328  = valid_s10;
-    if (en) begin
-      \$328  = valid_s9;
-    end
-    if (rst) begin
-      \$328  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$329  = reload_count;
+    \$647  = reload_count;
     if (reloading) begin
-      \$329  = \$246 [4:0];
+      \$647  = \$558 [4:0];
     end
     if (rst) begin
-      \$329  = 5'h00;
+      \$647  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$330  = port_cmd;
+    \$648  = port_cmd;
     if (rst) begin
-      \$330  = 1'h0;
+      \$648  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$331  = port_in_flight0;
+    \$649  = port_in_flight0;
     if (rst) begin
-      \$331  = 1'h0;
+      \$649  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$332  = port_in_flight1;
+    \$650  = port_in_flight1;
     if (rst) begin
-      \$332  = 1'h0;
+      \$650  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$333  = port_in_flight2;
+    \$651  = port_in_flight2;
     if (rst) begin
-      \$333  = 1'h0;
+      \$651  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$334  = \$235 [4:0];
+    \$652  = \$547 [4:0];
     if (rst) begin
-      \$334  = 5'h00;
+      \$652  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$335  = l0_port_wr;
+    \$653  = l0_port_wr;
     if (rst) begin
-      \$335  = 1'h0;
+      \$653  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$336  = l0_port_rd;
+    \$654  = l0_port_rd;
     if (rst) begin
-      \$336  = 1'h0;
+      \$654  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$337  = l0_port_data;
+    \$655  = l0_port_data;
     if (rst) begin
-      \$337  = 16'h0000;
+      \$655  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$338  = \$250 ;
+    \$656  = \$562 ;
     if (rst) begin
-      \$338  = 7'h00;
+      \$656  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$339  = l0_port_local_p1;
+    \$657  = l0_port_local_p1;
     if (rst) begin
-      \$339  = 5'h00;
+      \$657  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$340  = l0_port_wr_p1;
+    \$658  = l0_port_wr_p1;
     if (rst) begin
-      \$340  = 1'h0;
+      \$658  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$341  = l0_port_rd_p1;
+    \$659  = l0_port_rd_p1;
     if (rst) begin
-      \$341  = 1'h0;
+      \$659  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$342  = l0_port_data_p1;
+    \$660  = l0_port_data_p1;
     if (rst) begin
-      \$342  = 16'h0000;
+      \$660  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$343  = \$252 [3:0];
+    \$661  = \$564 [3:0];
     if (rst) begin
-      \$343  = 4'h0;
+      \$661  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$344  = l0_port_edge_p2;
+    \$662  = l0_port_edge_p2;
     if (rst) begin
-      \$344  = 7'h00;
+      \$662  = 7'h00;
     end
   end
-  assign x0_s1 = u;
-  assign l0_pos0_s2 = pos_in;
-  assign x1_s1 = \u$4 ;
-  assign l0_pos1_s2 = \pos_in$6 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$663  = l0_port_wr_p2;
+    if (rst) begin
+      \$663  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$664  = l0_port_rd_p2;
+    if (rst) begin
+      \$664  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$665  = l0_port_data_p2;
+    if (rst) begin
+      \$665  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$666  = \$565 ;
+    if (rst) begin
+      \$666  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$667  = \$568 ;
+    if (rst) begin
+      \$667  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$668  = l0_port_edge_p3;
+    if (rst) begin
+      \$668  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$669  = l0_port_wr_p3;
+    if (rst) begin
+      \$669  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$670  = l0_port_rd_p3;
+    if (rst) begin
+      \$670  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$671  = l0_port_data_p3;
+    if (rst) begin
+      \$671  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$672  = l0_rd_edge;
+    if (l0_ram_rd) begin
+      \$672  = l0_port_edge_p4[0];
+    end
+    if (rst) begin
+      \$672  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$673  = l0_rd_bank;
+    if (l0_ram_rd) begin
+      \$673  = l0_port_bank_p4[1:0];
+    end
+    if (rst) begin
+      \$673  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$674  = read_layer;
+    if (l0_port_rd) begin
+      \$674  = 1'h0;
+    end
+    if (rst) begin
+      \$674  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$675  = \$570 ;
+    if (rst) begin
+      \$675  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$676  = read_wait;
+    if (rst) begin
+      \$676  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$677  = read_wait1;
+    if (rst) begin
+      \$677  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$678  = read_wait2;
+    if (rst) begin
+      \$678  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$679  = read_wait3;
+    if (rst) begin
+      \$679  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$680  = pr__valid;
+    if (\$571 ) begin
+      \$680  = 1'h1;
+    end else if (read_wait4) begin
+      \$680  = 1'h1;
+    end else if (pr__ready) begin
+      \$680  = 1'h0;
+    end
+    if (rst) begin
+      \$680  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$681  = pr__payload;
+    if (\$571 ) begin
+      \$681  = pc__payload[15:0];
+    end else if (read_wait4) begin
+      \$681  = \$575 ;
+    end
+    if (rst) begin
+      \$681  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$682  = y0_s1;
+    if (en) begin
+      \$682  = s__payload[47:32];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$683  = kind_s1;
+    if (en) begin
+      \$683  = s__payload[49:48];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$684  = pos_in;
+    if (en) begin
+      \$684  = pos;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$685  = l0_lo0_s2;
+    if (en) begin
+      \$685  = \cell [1:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$686  = l0_cell0_s2;
+    if (en) begin
+      \$686  = \cell ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$687  = l0_bval_bank0_0_s2;
+    if (en) begin
+      \$687  = \$576 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$688  = l0_bval_bank0_1_s2;
+    if (en) begin
+      \$688  = \$577 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$689  = l0_bval_bank0_2_s2;
+    if (en) begin
+      \$689  = \$578 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$690  = l0_bval_bank0_3_s2;
+    if (en) begin
+      \$690  = \$579 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$691  = \pos_in$5 ;
+    if (en) begin
+      \$691  = \pos$289 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$692  = l0_lo1_s2;
+    if (en) begin
+      \$692  = \cell$32 [1:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$693  = l0_cell1_s2;
+    if (en) begin
+      \$693  = \cell$32 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$694  = l0_bval_bank1_0_s2;
+    if (en) begin
+      \$694  = \$580 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$695  = l0_bval_bank1_1_s2;
+    if (en) begin
+      \$695  = \$581 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$696  = l0_bval_bank1_2_s2;
+    if (en) begin
+      \$696  = \$582 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$697  = l0_bval_bank1_3_s2;
+    if (en) begin
+      \$697  = \$583 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$698  = l0_waddr0_0_s3;
+    if (en) begin
+      \$698  = \$586 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$699  = l0_waddr0_1_s3;
+    if (en) begin
+      \$699  = \$589 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$700  = l0_waddr0_2_s3;
+    if (en) begin
+      \$700  = \$592 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$701  = l0_waddr0_3_s3;
+    if (en) begin
+      \$701  = \$595 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$702  = l0_waddr1_0_s3;
+    if (en) begin
+      \$702  = \$598 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$703  = l0_waddr1_1_s3;
+    if (en) begin
+      \$703  = \$601 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$704  = l0_waddr1_2_s3;
+    if (en) begin
+      \$704  = \$604 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$705  = l0_waddr1_3_s3;
+    if (en) begin
+      \$705  = \$607 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$706  = l0_prod0_0_0_raw_s3;
+    if (en) begin
+      \$706  = \$608 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$707  = l0_prod0_0_1_raw_s3;
+    if (en) begin
+      \$707  = \$609 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$708  = l0_prod0_0_2_raw_s3;
+    if (en) begin
+      \$708  = \$610 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$709  = l0_prod0_0_3_raw_s3;
+    if (en) begin
+      \$709  = \$611 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$710  = l0_prod0_1_0_raw_s3;
+    if (en) begin
+      \$710  = \$612 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$711  = l0_prod0_1_1_raw_s3;
+    if (en) begin
+      \$711  = \$613 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$712  = l0_prod0_1_2_raw_s3;
+    if (en) begin
+      \$712  = \$614 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$713  = l0_prod0_1_3_raw_s3;
+    if (en) begin
+      \$713  = \$615 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$714  = l0_sum0_t0_0_s4;
+    if (en) begin
+      \$714  = \$616 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$715  = l0_sum0_t0_1_s4;
+    if (en) begin
+      \$715  = \$617 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$716  = l0_sum0_t0_2_s4;
+    if (en) begin
+      \$716  = \$618 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$717  = l0_sum0_t0_3_s4;
+    if (en) begin
+      \$717  = \$619 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$718  = l0_sum0_t1_0_s5;
+    if (en) begin
+      \$718  = \$622 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$719  = l0_out0_s6;
+    if (en) begin
+      \$719  = \t$55 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$720  = y0_neg_s1;
+    if (en) begin
+      \$720  = \$623 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$721  = y0_neg_s2;
+    if (en) begin
+      \$721  = y0_neg_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$722  = y0_neg_s3;
+    if (en) begin
+      \$722  = y0_neg_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$723  = y0_neg_s4;
+    if (en) begin
+      \$723  = y0_neg_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$724  = y0_neg_s5;
+    if (en) begin
+      \$724  = y0_neg_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$725  = y0_at_max_s1;
+    if (en) begin
+      \$725  = \$627 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$726  = y0_at_max_s2;
+    if (en) begin
+      \$726  = y0_at_max_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$727  = y0_at_max_s3;
+    if (en) begin
+      \$727  = y0_at_max_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$728  = y0_at_max_s4;
+    if (en) begin
+      \$728  = y0_at_max_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$729  = y0_at_max_s5;
+    if (en) begin
+      \$729  = y0_at_max_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$730  = y0_at_min_s1;
+    if (en) begin
+      \$730  = \$631 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$731  = y0_at_min_s2;
+    if (en) begin
+      \$731  = y0_at_min_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$732  = y0_at_min_s3;
+    if (en) begin
+      \$732  = y0_at_min_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$733  = y0_at_min_s4;
+    if (en) begin
+      \$733  = y0_at_min_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$734  = y0_at_min_s5;
+    if (en) begin
+      \$734  = y0_at_min_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$735  = kind_s2;
+    if (en) begin
+      \$735  = kind_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$736  = kind_s3;
+    if (en) begin
+      \$736  = kind_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$737  = kind_s4;
+    if (en) begin
+      \$737  = kind_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$738  = kind_s5;
+    if (en) begin
+      \$738  = kind_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$739  = y0_s2;
+    if (en) begin
+      \$739  = y0_s1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$740  = y0_s3;
+    if (en) begin
+      \$740  = y0_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$741  = y0_s4;
+    if (en) begin
+      \$741  = y0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$742  = y0_s5;
+    if (en) begin
+      \$742  = y0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$743  = err0_s6;
+    if (en) begin
+      \$743  = err0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$744  = l0_waddr0_0_s4;
+    if (en) begin
+      \$744  = l0_waddr0_0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$745  = l0_waddr0_0_s5;
+    if (en) begin
+      \$745  = l0_waddr0_0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$746  = l0_waddr0_0_s6;
+    if (en) begin
+      \$746  = l0_waddr0_0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$747  = l0_waddr0_0_s7;
+    if (en) begin
+      \$747  = l0_waddr0_0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$748  = l0_waddr0_1_s4;
+    if (en) begin
+      \$748  = l0_waddr0_1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$749  = l0_waddr0_1_s5;
+    if (en) begin
+      \$749  = l0_waddr0_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$750  = l0_waddr0_1_s6;
+    if (en) begin
+      \$750  = l0_waddr0_1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$751  = l0_waddr0_1_s7;
+    if (en) begin
+      \$751  = l0_waddr0_1_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$752  = l0_waddr0_2_s4;
+    if (en) begin
+      \$752  = l0_waddr0_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$753  = l0_waddr0_2_s5;
+    if (en) begin
+      \$753  = l0_waddr0_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$754  = l0_waddr0_2_s6;
+    if (en) begin
+      \$754  = l0_waddr0_2_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$755  = l0_waddr0_2_s7;
+    if (en) begin
+      \$755  = l0_waddr0_2_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$756  = l0_waddr0_3_s4;
+    if (en) begin
+      \$756  = l0_waddr0_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$757  = l0_waddr0_3_s5;
+    if (en) begin
+      \$757  = l0_waddr0_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$758  = l0_waddr0_3_s6;
+    if (en) begin
+      \$758  = l0_waddr0_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$759  = l0_waddr0_3_s7;
+    if (en) begin
+      \$759  = l0_waddr0_3_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$760  = l0_waddr1_0_s4;
+    if (en) begin
+      \$760  = l0_waddr1_0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$761  = l0_waddr1_0_s5;
+    if (en) begin
+      \$761  = l0_waddr1_0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$762  = l0_waddr1_0_s6;
+    if (en) begin
+      \$762  = l0_waddr1_0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$763  = l0_waddr1_0_s7;
+    if (en) begin
+      \$763  = l0_waddr1_0_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$764  = l0_waddr1_1_s4;
+    if (en) begin
+      \$764  = l0_waddr1_1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$765  = l0_waddr1_1_s5;
+    if (en) begin
+      \$765  = l0_waddr1_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$766  = l0_waddr1_1_s6;
+    if (en) begin
+      \$766  = l0_waddr1_1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$767  = l0_waddr1_1_s7;
+    if (en) begin
+      \$767  = l0_waddr1_1_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$768  = l0_waddr1_2_s4;
+    if (en) begin
+      \$768  = l0_waddr1_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$769  = l0_waddr1_2_s5;
+    if (en) begin
+      \$769  = l0_waddr1_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$770  = l0_waddr1_2_s6;
+    if (en) begin
+      \$770  = l0_waddr1_2_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$771  = l0_waddr1_2_s7;
+    if (en) begin
+      \$771  = l0_waddr1_2_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$772  = l0_waddr1_3_s4;
+    if (en) begin
+      \$772  = l0_waddr1_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$773  = l0_waddr1_3_s5;
+    if (en) begin
+      \$773  = l0_waddr1_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$774  = l0_waddr1_3_s6;
+    if (en) begin
+      \$774  = l0_waddr1_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$775  = l0_waddr1_3_s7;
+    if (en) begin
+      \$775  = l0_waddr1_3_s6;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$776  = l0_bval_bank0_0_s3;
+    if (en) begin
+      \$776  = l0_bval_bank0_0_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$777  = l0_bval_bank0_0_s4;
+    if (en) begin
+      \$777  = l0_bval_bank0_0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$778  = l0_bval_bank0_0_s5;
+    if (en) begin
+      \$778  = l0_bval_bank0_0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$779  = l0_bval_bank0_0_s6;
+    if (en) begin
+      \$779  = l0_bval_bank0_0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$780  = l0_delta0_0_0_raw_s7;
+    if (en) begin
+      \$780  = \$632 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$781  = l0_bval_bank0_1_s3;
+    if (en) begin
+      \$781  = l0_bval_bank0_1_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$782  = l0_bval_bank0_1_s4;
+    if (en) begin
+      \$782  = l0_bval_bank0_1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$783  = l0_bval_bank0_1_s5;
+    if (en) begin
+      \$783  = l0_bval_bank0_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$784  = l0_bval_bank0_1_s6;
+    if (en) begin
+      \$784  = l0_bval_bank0_1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$785  = l0_delta0_0_1_raw_s7;
+    if (en) begin
+      \$785  = \$633 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$786  = l0_bval_bank0_2_s3;
+    if (en) begin
+      \$786  = l0_bval_bank0_2_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$787  = l0_bval_bank0_2_s4;
+    if (en) begin
+      \$787  = l0_bval_bank0_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$788  = l0_bval_bank0_2_s5;
+    if (en) begin
+      \$788  = l0_bval_bank0_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$789  = l0_bval_bank0_2_s6;
+    if (en) begin
+      \$789  = l0_bval_bank0_2_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$790  = l0_delta0_0_2_raw_s7;
+    if (en) begin
+      \$790  = \$634 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$791  = l0_bval_bank0_3_s3;
+    if (en) begin
+      \$791  = l0_bval_bank0_3_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$792  = l0_bval_bank0_3_s4;
+    if (en) begin
+      \$792  = l0_bval_bank0_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$793  = l0_bval_bank0_3_s5;
+    if (en) begin
+      \$793  = l0_bval_bank0_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$794  = l0_bval_bank0_3_s6;
+    if (en) begin
+      \$794  = l0_bval_bank0_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$795  = l0_delta0_0_3_raw_s7;
+    if (en) begin
+      \$795  = \$635 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$796  = l0_bval_bank1_0_s3;
+    if (en) begin
+      \$796  = l0_bval_bank1_0_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$797  = l0_bval_bank1_0_s4;
+    if (en) begin
+      \$797  = l0_bval_bank1_0_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$798  = l0_bval_bank1_0_s5;
+    if (en) begin
+      \$798  = l0_bval_bank1_0_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$799  = l0_bval_bank1_0_s6;
+    if (en) begin
+      \$799  = l0_bval_bank1_0_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$800  = l0_delta0_1_0_raw_s7;
+    if (en) begin
+      \$800  = \$636 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$801  = l0_bval_bank1_1_s3;
+    if (en) begin
+      \$801  = l0_bval_bank1_1_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$802  = l0_bval_bank1_1_s4;
+    if (en) begin
+      \$802  = l0_bval_bank1_1_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$803  = l0_bval_bank1_1_s5;
+    if (en) begin
+      \$803  = l0_bval_bank1_1_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$804  = l0_bval_bank1_1_s6;
+    if (en) begin
+      \$804  = l0_bval_bank1_1_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$805  = l0_delta0_1_1_raw_s7;
+    if (en) begin
+      \$805  = \$637 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$806  = l0_bval_bank1_2_s3;
+    if (en) begin
+      \$806  = l0_bval_bank1_2_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$807  = l0_bval_bank1_2_s4;
+    if (en) begin
+      \$807  = l0_bval_bank1_2_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$808  = l0_bval_bank1_2_s5;
+    if (en) begin
+      \$808  = l0_bval_bank1_2_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$809  = l0_bval_bank1_2_s6;
+    if (en) begin
+      \$809  = l0_bval_bank1_2_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$810  = l0_delta0_1_2_raw_s7;
+    if (en) begin
+      \$810  = \$638 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$811  = l0_bval_bank1_3_s3;
+    if (en) begin
+      \$811  = l0_bval_bank1_3_s2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$812  = l0_bval_bank1_3_s4;
+    if (en) begin
+      \$812  = l0_bval_bank1_3_s3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$813  = l0_bval_bank1_3_s5;
+    if (en) begin
+      \$813  = l0_bval_bank1_3_s4;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$814  = l0_bval_bank1_3_s6;
+    if (en) begin
+      \$814  = l0_bval_bank1_3_s5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$815  = l0_delta0_1_3_raw_s7;
+    if (en) begin
+      \$815  = \$639 ;
+    end
+  end
+  assign u = s__payload[15:0];
+  assign l0_pos0_s1 = pos_in;
+  assign \u$4  = s__payload[31:16];
+  assign l0_pos1_s1 = \pos_in$5 ;
   assign \$signature__addr  = \$4 [1:0];
   assign l0_port_baddr = l0_port_baddr_p4[1:0];
-  assign \$signature__addr$14  = \$8 [1:0];
-  assign \$signature__addr$16  = \$12 [1:0];
-  assign \$signature__addr$18  = \$16 [1:0];
-  assign \t$22  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
-  assign \t$25  = { \t$23 [32], \t$23 [32], \t$23 [32], \t$23 [32], \t$23 [32], \t$23 [32], \t$23 [32], \t$23  };
-  assign \t$28  = { \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26 [32], \t$26  };
-  assign \t$31  = { \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29 [32], \t$29  };
-  assign \$signature__addr$32  = \$20 [1:0];
-  assign \$signature__addr$35  = \$24 [1:0];
-  assign \$signature__addr$37  = \$28 [1:0];
-  assign \$signature__addr$39  = \$32 [1:0];
-  assign \t$43  = { \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41  };
-  assign \t$46  = { \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44 [32], \t$44  };
-  assign \t$49  = { \t$47 [32], \t$47 [32], \t$47 [32], \t$47 [32], \t$47 [32], \t$47 [32], \t$47 [32], \t$47  };
-  assign \t$52  = { \t$50 [32], \t$50 [32], \t$50 [32], \t$50 [32], \t$50 [32], \t$50 [32], \t$50 [32], \t$50  };
-  assign \t$53  = l0_sum0_t1_0_s6[39:0];
+  assign \$signature__addr$13  = \$8 [1:0];
+  assign \$signature__addr$15  = \$12 [1:0];
+  assign \$signature__addr$17  = \$16 [1:0];
+  assign \t$21  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
+  assign \t$24  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
+  assign \t$27  = { \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25  };
+  assign \t$30  = { \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28  };
+  assign \$signature__addr$31  = \$20 [1:0];
+  assign \$signature__addr$34  = \$24 [1:0];
+  assign \$signature__addr$36  = \$28 [1:0];
+  assign \$signature__addr$38  = \$32 [1:0];
+  assign \t$42  = { \t$40 [32], \t$40 [32], \t$40 [32], \t$40 [32], \t$40 [32], \t$40 [32], \t$40 [32], \t$40  };
+  assign \t$45  = { \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43  };
+  assign \t$48  = { \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46  };
+  assign \t$51  = { \t$49 [32], \t$49 [32], \t$49 [32], \t$49 [32], \t$49 [32], \t$49 [32], \t$49 [32], \t$49  };
+  assign \t$52  = l0_sum0_t1_0_s5[39:0];
   assign rounded = \$33 [42:15];
-  assign \rounded$65  = \$45 [34:19];
-  assign \rounded$68  = \$53 [34:19];
-  assign \rounded$71  = \$61 [34:19];
-  assign \rounded$74  = \$69 [34:19];
-  assign \rounded$77  = \$77 [34:19];
-  assign \rounded$80  = \$85 [34:19];
-  assign \rounded$83  = \$93 [34:19];
-  assign \rounded$86  = \$101 [34:19];
-  assign m__valid = valid_s7;
+  assign \t$60  = l0_sum0_t1_0_s5[39:0];
+  assign q_less_t = \$42 [33:0];
+  assign \t$63  = \$42 [33:15];
+  assign m__valid = valid_s6;
+  assign theta_less_q = \$79 [36:0];
+  assign \t$85  = \$79 [36:19];
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \$signature__addr$110  = \$114 [1:0];
-  assign \$signature__en$113  = 1'h1;
-  assign wp__addr = \$115 [1:0];
-  assign \$signature__addr$122  = \$127 [1:0];
-  assign \$signature__en$125  = 1'h1;
-  assign \wp__addr$126  = \$128 [1:0];
-  assign \$signature__addr$133  = \$140 [1:0];
-  assign \$signature__en$136  = 1'h1;
-  assign \wp__addr$137  = \$141 [1:0];
-  assign \$signature__addr$144  = \$153 [1:0];
-  assign \$signature__en$147  = 1'h1;
-  assign \wp__addr$148  = \$154 [1:0];
-  assign \$signature__addr$155  = \$166 [1:0];
-  assign \$signature__en$158  = 1'h1;
-  assign \wp__addr$159  = \$167 [1:0];
-  assign \$signature__addr$166  = \$179 [1:0];
-  assign \$signature__en$169  = 1'h1;
-  assign \wp__addr$170  = \$180 [1:0];
-  assign \$signature__addr$177  = \$192 [1:0];
-  assign \$signature__en$180  = 1'h1;
-  assign \wp__addr$181  = \$193 [1:0];
-  assign \$signature__addr$188  = \$205 [1:0];
-  assign \$signature__en$191  = 1'h1;
-  assign \wp__addr$192  = \$206 [1:0];
+  assign \$signature__addr$94  = \$107 [1:0];
+  assign \$signature__en$97  = 1'h1;
+  assign wp__addr = \$108 [1:0];
+  assign \theta_less_q$102  = \$135 [36:0];
+  assign \t$105  = \$135 [36:19];
+  assign \$signature__addr$111  = \$163 [1:0];
+  assign \$signature__en$114  = 1'h1;
+  assign \wp__addr$115  = \$164 [1:0];
+  assign \theta_less_q$118  = \$191 [36:0];
+  assign \t$121  = \$191 [36:19];
+  assign \$signature__addr$127  = \$219 [1:0];
+  assign \$signature__en$130  = 1'h1;
+  assign \wp__addr$131  = \$220 [1:0];
+  assign \theta_less_q$134  = \$247 [36:0];
+  assign \t$137  = \$247 [36:19];
+  assign \$signature__addr$143  = \$275 [1:0];
+  assign \$signature__en$146  = 1'h1;
+  assign \wp__addr$147  = \$276 [1:0];
+  assign \theta_less_q$150  = \$303 [36:0];
+  assign \t$153  = \$303 [36:19];
+  assign \$signature__addr$159  = \$331 [1:0];
+  assign \$signature__en$162  = 1'h1;
+  assign \wp__addr$163  = \$332 [1:0];
+  assign \theta_less_q$166  = \$359 [36:0];
+  assign \t$169  = \$359 [36:19];
+  assign \$signature__addr$175  = \$387 [1:0];
+  assign \$signature__en$178  = 1'h1;
+  assign \wp__addr$179  = \$388 [1:0];
+  assign \theta_less_q$182  = \$415 [36:0];
+  assign \t$185  = \$415 [36:19];
+  assign \$signature__addr$191  = \$443 [1:0];
+  assign \$signature__en$194  = 1'h1;
+  assign \wp__addr$195  = \$444 [1:0];
+  assign \theta_less_q$198  = \$471 [36:0];
+  assign \t$201  = \$471 [36:19];
+  assign \$signature__addr$207  = \$499 [1:0];
+  assign \$signature__en$210  = 1'h1;
+  assign \wp__addr$211  = \$500 [1:0];
   assign rom_rd__addr = reload_count;
-  assign reload_addr = \$216 [4:0];
+  assign reload_addr = \$528 [4:0];
   assign pc__ready = execute;
-  assign l0_port_local = \$235 [4:0];
+  assign l0_port_local = \$547 [4:0];
   assign l0_port_wr_p4 = l0_ram_wr;
   assign l0_port_rd_p4 = l0_ram_rd;
   assign l0_port_data_p4 = l0_ram_data;
   assign resp = pr__payload;
+  assign \s__payload.x  = s__payload[31:0];
+  assign \s__payload.x[0]  = s__payload[15:0];
+  assign \s__payload.x[1]  = s__payload[31:16];
+  assign \s__payload.y  = s__payload[47:32];
+  assign \s__payload.y[0]  = s__payload[47:32];
+  assign \s__payload.kind  = s__payload[49:48];
   assign \m__payload.pred  = m__payload[15:0];
   assign \m__payload.pred[0]  = m__payload[15:0];
   assign \m__payload.decision  = m__payload[16];
@@ -3817,108 +4201,125 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \pc__payload.addr  = pc__payload[20:16];
   assign \pc__payload.write  = pc__payload[21];
   assign \pr__payload.data  = pr__payload;
-  assign \s__payload.x  = s__payload[31:0];
-  assign \s__payload.x[0]  = s__payload[15:0];
-  assign \s__payload.x[1]  = s__payload[31:16];
-  assign \s__payload.y  = s__payload[47:32];
-  assign \s__payload.y[0]  = s__payload[47:32];
-  assign \s__payload.kind  = s__payload[49:48];
   assign \bval[0]  = bval[15:0];
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \bval$275[0]  = \bval$275 [15:0];
-  assign \bval$275[1]  = \bval$275 [31:16];
-  assign \bval$275[2]  = \bval$275 [47:32];
-  assign \bval$275[3]  = \bval$275 [63:48];
+  assign \bval$293[0]  = \bval$293 [15:0];
+  assign \bval$293[1]  = \bval$293 [31:16];
+  assign \bval$293[2]  = \bval$293 [47:32];
+  assign \bval$293[3]  = \bval$293 [63:48];
   assign m__payload[16] = \$41 ;
-  assign m__payload[15:0] = l0_out0_s7;
+  assign m__payload[15:0] = l0_out0_s6;
   assign \$1  = { 2'h0, \cell [2] };
   assign \$5  = { 2'h0, \cell [2] };
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
-  assign t = { l0_prod0_0_0_raw_s4[31], l0_prod0_0_0_raw_s4 };
-  assign \t$23  = { l0_prod0_0_1_raw_s4[31], l0_prod0_0_1_raw_s4 };
-  assign \t$26  = { l0_prod0_0_2_raw_s4[31], l0_prod0_0_2_raw_s4 };
-  assign \t$29  = { l0_prod0_0_3_raw_s4[31], l0_prod0_0_3_raw_s4 };
-  assign \$17  = { 2'h0, \cell$33 [2] };
-  assign \$21  = { 2'h0, \cell$33 [2] };
-  assign \$25  = { 2'h0, \cell$33 [2] };
-  assign \$29  = { 2'h0, \cell$33 [2] };
-  assign \t$41  = { l0_prod0_1_0_raw_s4[31], l0_prod0_1_0_raw_s4 };
-  assign \t$44  = { l0_prod0_1_1_raw_s4[31], l0_prod0_1_1_raw_s4 };
-  assign \t$47  = { l0_prod0_1_2_raw_s4[31], l0_prod0_1_2_raw_s4 };
-  assign \t$50  = { l0_prod0_1_3_raw_s4[31], l0_prod0_1_3_raw_s4 };
-  assign \t$61  = { \t$59 [16], \t$59  };
-  assign \$46  = \$45 [34];
-  assign \$50  = \$45 [34];
-  assign \$51  = 1'h0;
-  assign \$52  = \$45 [34:19];
-  assign \$54  = \$53 [34];
-  assign \$58  = \$53 [34];
-  assign \$59  = 1'h0;
-  assign \$60  = \$53 [34:19];
-  assign \$62  = \$61 [34];
-  assign \$66  = \$61 [34];
-  assign \$67  = 1'h0;
-  assign \$68  = \$61 [34:19];
-  assign \$70  = \$69 [34];
-  assign \$74  = \$69 [34];
-  assign \$75  = 1'h0;
-  assign \$76  = \$69 [34:19];
-  assign \$78  = \$77 [34];
-  assign \$82  = \$77 [34];
-  assign \$83  = 1'h0;
-  assign \$84  = \$77 [34:19];
-  assign \$86  = \$85 [34];
-  assign \$90  = \$85 [34];
-  assign \$91  = 1'h0;
-  assign \$92  = \$85 [34:19];
-  assign \$94  = \$93 [34];
-  assign \$98  = \$93 [34];
-  assign \$99  = 1'h0;
-  assign \$100  = \$93 [34:19];
-  assign \$102  = \$101 [34];
-  assign \$106  = \$101 [34];
-  assign \$107  = 1'h0;
-  assign \$108  = \$101 [34:19];
-  assign \$163  = l0_port_edge_p4[0];
-  assign \$176  = l0_port_edge_p4[0];
-  assign \$189  = l0_port_edge_p4[0];
-  assign \$202  = l0_port_edge_p4[0];
-  assign \$247  = { 1'h0, l0_port_local_p1 };
-  assign \$248  = { l0_port_local_p1, 1'h0 };
-  assign \$250  = { 5'h00, \$249 [6:5] };
-  assign \$253  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$254  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$272  = { 2'h0, l0_cell0_s3[2] };
-  assign \$275  = { 2'h0, l0_cell0_s3[2] };
-  assign \$278  = { 2'h0, l0_cell0_s3[2] };
-  assign \$281  = { 2'h0, l0_cell0_s3[2] };
-  assign \$284  = { 2'h0, l0_cell1_s3[2] };
-  assign \$287  = { 2'h0, l0_cell1_s3[2] };
-  assign \$290  = { 2'h0, l0_cell1_s3[2] };
-  assign \$293  = { 2'h0, l0_cell1_s3[2] };
-  assign \$48  = 1'h0;
-  assign \t$67  = \$52 ;
-  assign \$56  = 1'h0;
-  assign \t$70  = \$60 ;
-  assign \$64  = 1'h0;
-  assign \t$73  = \$68 ;
-  assign \$72  = 1'h0;
-  assign \t$76  = \$76 ;
-  assign \$80  = 1'h0;
-  assign \t$79  = \$84 ;
-  assign \$88  = 1'h0;
-  assign \t$82  = \$92 ;
-  assign \$96  = 1'h0;
-  assign \t$85  = \$100 ;
-  assign \$104  = 1'h0;
-  assign \t$88  = \$108 ;
+  assign t = { l0_prod0_0_0_raw_s3[31], l0_prod0_0_0_raw_s3 };
+  assign \t$22  = { l0_prod0_0_1_raw_s3[31], l0_prod0_0_1_raw_s3 };
+  assign \t$25  = { l0_prod0_0_2_raw_s3[31], l0_prod0_0_2_raw_s3 };
+  assign \t$28  = { l0_prod0_0_3_raw_s3[31], l0_prod0_0_3_raw_s3 };
+  assign \$17  = { 2'h0, \cell$32 [2] };
+  assign \$21  = { 2'h0, \cell$32 [2] };
+  assign \$25  = { 2'h0, \cell$32 [2] };
+  assign \$29  = { 2'h0, \cell$32 [2] };
+  assign \t$40  = { l0_prod0_1_0_raw_s3[31], l0_prod0_1_0_raw_s3 };
+  assign \t$43  = { l0_prod0_1_1_raw_s3[31], l0_prod0_1_1_raw_s3 };
+  assign \t$46  = { l0_prod0_1_2_raw_s3[31], l0_prod0_1_2_raw_s3 };
+  assign \t$49  = { l0_prod0_1_3_raw_s3[31], l0_prod0_1_3_raw_s3 };
+  assign \$81  = l0_delta0_0_0_raw_s7[31];
+  assign \$82  = 1'h0;
+  assign \$83  = l0_delta0_0_0_raw_s7[31];
+  assign \q_above$86  = \$90 ;
+  assign \$91  = l0_delta0_0_0_raw_s7[31];
+  assign \$97  = l0_delta0_0_0_raw_s7[31];
+  assign \$137  = l0_delta0_0_1_raw_s7[31];
+  assign \$138  = 1'h0;
+  assign \$139  = l0_delta0_0_1_raw_s7[31];
+  assign \q_above$106  = \$146 ;
+  assign \$147  = l0_delta0_0_1_raw_s7[31];
+  assign \$153  = l0_delta0_0_1_raw_s7[31];
+  assign \$193  = l0_delta0_0_2_raw_s7[31];
+  assign \$194  = 1'h0;
+  assign \$195  = l0_delta0_0_2_raw_s7[31];
+  assign \q_above$122  = \$202 ;
+  assign \$203  = l0_delta0_0_2_raw_s7[31];
+  assign \$209  = l0_delta0_0_2_raw_s7[31];
+  assign \$249  = l0_delta0_0_3_raw_s7[31];
+  assign \$250  = 1'h0;
+  assign \$251  = l0_delta0_0_3_raw_s7[31];
+  assign \q_above$138  = \$258 ;
+  assign \$259  = l0_delta0_0_3_raw_s7[31];
+  assign \$265  = l0_delta0_0_3_raw_s7[31];
+  assign \$305  = l0_delta0_1_0_raw_s7[31];
+  assign \$306  = 1'h0;
+  assign \$307  = l0_delta0_1_0_raw_s7[31];
+  assign \q_above$154  = \$314 ;
+  assign \$315  = l0_delta0_1_0_raw_s7[31];
+  assign \$321  = l0_delta0_1_0_raw_s7[31];
+  assign \$328  = l0_port_edge_p4[0];
+  assign \$361  = l0_delta0_1_1_raw_s7[31];
+  assign \$362  = 1'h0;
+  assign \$363  = l0_delta0_1_1_raw_s7[31];
+  assign \q_above$170  = \$370 ;
+  assign \$371  = l0_delta0_1_1_raw_s7[31];
+  assign \$377  = l0_delta0_1_1_raw_s7[31];
+  assign \$384  = l0_port_edge_p4[0];
+  assign \$417  = l0_delta0_1_2_raw_s7[31];
+  assign \$418  = 1'h0;
+  assign \$419  = l0_delta0_1_2_raw_s7[31];
+  assign \q_above$186  = \$426 ;
+  assign \$427  = l0_delta0_1_2_raw_s7[31];
+  assign \$433  = l0_delta0_1_2_raw_s7[31];
+  assign \$440  = l0_port_edge_p4[0];
+  assign \$473  = l0_delta0_1_3_raw_s7[31];
+  assign \$474  = 1'h0;
+  assign \$475  = l0_delta0_1_3_raw_s7[31];
+  assign \q_above$202  = \$482 ;
+  assign \$483  = l0_delta0_1_3_raw_s7[31];
+  assign \$489  = l0_delta0_1_3_raw_s7[31];
+  assign \$496  = l0_port_edge_p4[0];
+  assign \$559  = { 1'h0, l0_port_local_p1 };
+  assign \$560  = { l0_port_local_p1, 1'h0 };
+  assign \$562  = { 5'h00, \$561 [6:5] };
+  assign \$565  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$566  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$584  = { 2'h0, l0_cell0_s2[2] };
+  assign \$587  = { 2'h0, l0_cell0_s2[2] };
+  assign \$590  = { 2'h0, l0_cell0_s2[2] };
+  assign \$593  = { 2'h0, l0_cell0_s2[2] };
+  assign \$596  = { 2'h0, l0_cell1_s2[2] };
+  assign \$599  = { 2'h0, l0_cell1_s2[2] };
+  assign \$602  = { 2'h0, l0_cell1_s2[2] };
+  assign \$605  = { 2'h0, l0_cell1_s2[2] };
+  assign \$93  = 1'h0;
+  assign \q_below$87  = 1'h0;
+  assign \$133  = \$132 ;
+  assign \$149  = 1'h0;
+  assign \q_below$107  = 1'h0;
+  assign \$189  = \$188 ;
+  assign \$205  = 1'h0;
+  assign \q_below$123  = 1'h0;
+  assign \$245  = \$244 ;
+  assign \$261  = 1'h0;
+  assign \q_below$139  = 1'h0;
+  assign \$301  = \$300 ;
+  assign \$317  = 1'h0;
+  assign \q_below$155  = 1'h0;
+  assign \$357  = \$356 ;
+  assign \$373  = 1'h0;
+  assign \q_below$171  = 1'h0;
+  assign \$413  = \$412 ;
+  assign \$429  = 1'h0;
+  assign \q_below$187  = 1'h0;
+  assign \$469  = \$468 ;
+  assign \$485  = 1'h0;
+  assign \q_below$203  = 1'h0;
+  assign \$525  = \$524 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline0 (\cell , bval, u, pos_in, vc);
+module \onchip_learner_axis.learner.l0_bspline0 (vc, \cell , bval, pos_in, u);
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;
@@ -4048,7 +4449,7 @@ module \onchip_learner_axis.learner.l0_bspline0 (\cell , bval, u, pos_in, vc);
 endmodule
 
 (* generator = "Amaranth" *)
-module \onchip_learner_axis.learner.l0_bspline1 (\cell , bval, u, pos_in, vc);
+module \onchip_learner_axis.learner.l0_bspline1 (vc, \cell , bval, pos_in, u);
   wire [16:0] \$1 ;
   wire \$2 ;
   wire \$3 ;

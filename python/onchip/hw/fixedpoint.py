@@ -176,3 +176,110 @@ def requant_by_carry(m, x, frac_from: int, fmt: Fmt, name: str | None = None) ->
         total = Cat(c, x).as_signed() + Cat(c, Const((1 << (shift - 1)) - 1, shift))
         r = total[shift + 1 :].as_signed()
     return node(m, overflow(m, node(m, r, "rounded"), fmt, by_bits=fmt.signed), name)
+
+
+#: round-to-nearest tie-breaks (the carry-in of :func:`requant_by_carry`) and truncation: the
+#: quantization modes :func:`subtract_requant` folds into one subtraction
+_FUSED_QUANTS = ("TRN", "RND", "RND_ZERO", "RND_MIN_INF", "RND_INF", "RND_CONV")
+
+
+def subtract_requant_fuses(frac_from: int, fmt: Fmt) -> bool:
+    """Whether :func:`subtract_requant` builds ``overflow(theta - requant(raw))`` as one subtraction
+    (a signed ``fmt`` that saturates or wraps, a rounding or truncating quantization, ``frac_from``
+    above ``fmt``'s fractional bits); otherwise it is the rounding's chain, then the subtraction's."""
+    return (fmt.signed and fmt.overflow in ("SAT", "WRAP") and fmt.quant in _FUSED_QUANTS
+            and frac_from > fmt.frac_bits)
+
+
+def subtract_requant(m, theta, raw, frac_from: int, fmt: Fmt) -> Value:
+    """``overflow(theta - requant(raw, frac_from, fmt), fmt)`` (``theta`` raw in ``fmt``): a parameter
+    less its rounded update, the same value for every input, with the rounding inside the
+    subtraction's carry chain (when :func:`subtract_requant_fuses`; otherwise the two conversions).
+
+    With ``s = frac_from - F``, ``requant`` rounds ``q = floor((raw + K + c) / 2**s)`` (K = 2**(s-1) - 1
+    and the tie-break ``c`` of :func:`requant_by_carry`; truncation K = c = 0), and since
+    ``-floor(a / 2**s) = floor((2**s - 1 - a) / 2**s)``, ``theta - q = floor((theta * 2**s + 2**s - 1 - K
+    - raw - c) / 2**s)``: one subtraction, the carry-in ``c`` entering as the LSB of both operands.
+    ``requant`` saturates ``q`` before the subtraction: whether ``q`` lies above or below ``fmt`` is
+    read from the bits of ``floor(raw / 2**s)`` and the rounding bit (reductions beside the chain),
+    and selects ``theta - max`` or ``theta - min`` instead. Used by the sequential ``fast`` plan's
+    commit (:func:`onchip.hw.plan.stage_plan`), which then needs no stage for the rounding.
+
+    Returns:
+        An expression of shape :func:`fmt_shape`.
+    """
+    if not subtract_requant_fuses(frac_from, fmt):
+        return overflow(m, as_signed(theta) - requant(m, raw, frac_from, fmt), fmt)
+    s, w = frac_from - fmt.frac_bits, fmt.width
+    raw = sext(as_signed(node(m, raw)), s + w + 2)
+    k, c = _rounding_terms(raw, s, fmt.quant)
+    n = s + w + 2  # theta - q fits W + 1 bits whenever q does not saturate: W + 2 kept
+    top = Cat(Const((1 << s) - 1 - k, s), sext(as_signed(theta), w + 2))
+    diff = node(m, (Cat(Const(0, 1), top) - Cat(c, raw[:n]))[: n + 1], "theta_less_q")
+    main = overflow(m, diff[s + 1 :].as_signed(), fmt, by_bits=True)
+    if fmt.overflow == "WRAP":
+        return main
+    over, under = _rounded_outside(m, raw, s, fmt, c)
+    theta = as_signed(theta)
+    less_max = overflow(m, theta - fmt.max_raw, fmt, by_bits=True)
+    less_min = overflow(m, theta - fmt.min_raw, fmt, by_bits=True)
+    return Mux(over, less_max, Mux(under, less_min, main))
+
+
+def _rounding_terms(raw: Value, s: int, quant: str):
+    """(K, c) of ``requant``'s rounding ``floor((raw + K + c) / 2**s)`` (``quant`` in _FUSED_QUANTS)."""
+    if quant == "TRN":
+        return 0, Const(0, 1)
+    neg = raw[-1]
+    return (1 << (s - 1)) - 1, {"RND": Const(1, 1), "RND_ZERO": neg, "RND_MIN_INF": Const(0, 1), "RND_INF": ~neg,
+                                "RND_CONV": raw[s]}[quant]
+
+
+def _rounded_outside(m, raw: Value, s: int, fmt: Fmt, c: Value):
+    """(above, below): whether ``q = floor((raw + K + c) / 2**s)`` lies above ``fmt``'s max or below its
+    min, from the bits of ``floor(raw / 2**s)`` and the rounding carry (reductions, no carry chain);
+    ``raw`` signed, at least ``s + W + 1`` bits."""
+    w, neg = fmt.width, raw[-1]
+    # q = floor(raw / 2**s) + r, r the rounding carry into bit s: r = 1 iff rem >= 2**(s-1) + 1 - c
+    fl = raw[s:]
+    r = Const(0, 1) if fmt.quant == "TRN" else raw[s - 1] & (c | (raw[: s - 1].any() if s > 1 else Const(0, 1)))
+    hi, low_ones = fl[w - 1 :], fl[: w - 1].all()
+    above = node(m, (~neg & hi.any()) | (~hi.any() & low_ones & r), "q_above")
+    # below min: the floor below min, unless it is min - 1 and rounds up
+    below = node(m, (neg & ~hi.all()) & ~(low_ones & ~fl[w - 1] & fl[w:].all() & r), "q_below")
+    return above, below
+
+
+def requant_less_fuses(frac_from: int, fmt: Fmt, out: Fmt) -> bool:
+    """Whether :func:`requant_less` is one addition: :func:`subtract_requant_fuses` for ``fmt``, ``fmt``
+    saturating, ``out`` signed and saturating or wrapping with ``fmt``'s fractional bits."""
+    return (subtract_requant_fuses(frac_from, fmt) and fmt.overflow == "SAT" and out.signed
+            and out.overflow in ("SAT", "WRAP") and out.frac_bits == fmt.frac_bits)
+
+
+def requant_less(m, raw, frac_from: int, fmt: Fmt, out: Fmt, neg_t, at_max, at_min) -> Value:
+    """``overflow(requant(raw, frac_from, fmt) - t, out)`` (``t`` raw in ``fmt``'s fractional bits) as one
+    addition, when :func:`requant_less_fuses`: ``floor((raw + K + c) / 2**s) - t = floor((raw + K + c -
+    t * 2**s) / 2**s)``, the carry-in ``c`` as the LSB of both operands (:func:`requant_by_carry`). The
+    caller gives ``neg_t = -t`` (W + 1 bits) and ``at_max``, ``at_min``: ``overflow(max - t, out)`` and
+    ``overflow(min - t, out)`` for ``fmt``'s max and min, used when the rounded value saturates
+    (registers made before this stage: the output error of the sequential ``fast`` plan, from the
+    sum before the prediction's rounding, in the prediction's stage; :func:`onchip.hw.plan.stage_plan`).
+
+    Returns:
+        An expression of shape ``fmt_shape(out)``.
+
+    Raises:
+        ValueError: the formats do not fuse.
+    """
+    if not requant_less_fuses(frac_from, fmt, out):
+        raise ValueError(f"requant_less: {fmt} from {frac_from} fractional bits, then into {out}, is not one addition")
+    s, w = frac_from - fmt.frac_bits, fmt.width
+    n = s + max(w, len(neg_t)) + 2
+    raw = sext(as_signed(node(m, raw)), n)
+    k, c = _rounding_terms(raw, s, fmt.quant)
+    top = Cat(Const(k, s), sext(as_signed(neg_t), n - s))
+    total = node(m, (Cat(c, raw[:n]) + Cat(c, top[:n]))[: n + 1], "q_less_t")
+    main = overflow(m, total[s + 1 :].as_signed(), out, by_bits=True)
+    above, below = _rounded_outside(m, raw, s, fmt, c)
+    return Mux(above, at_max, Mux(below, at_min, main))

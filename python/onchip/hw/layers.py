@@ -28,9 +28,9 @@ from ..spec import LearnerSpec
 from .bspline import BSplineUnit
 from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, channel_address, split_cell
 from .dsp import check_dsp, registered_product
-from .fixedpoint import fmt_shape, node, overflow, requant, requant_by_carry
+from .fixedpoint import fmt_shape, node, overflow, requant, requant_by_carry, subtract_requant
 from .pipeline import Pipe, Staged
-from .plan import PORT_STAGES, fast_registers, stage_plan
+from .plan import PORT_STAGES, fast_registers, stage_plan, update_fracs
 from .ram import div_const, port_step, ram_style
 
 
@@ -173,6 +173,8 @@ class _Layer:
         self.port_chan = (Signal(range(self.channels), name=f"l{index}_port_chan") if self.channels > 1
                           else None)
         self.readback: Value | None = None
+        #: after :meth:`forward`: each output's sum in ``acc`` before its conversion into ``act``
+        self.sums: list[Staged] = []
 
     def product(self, m: Module, pipe: Pipe, x: Value, y: Value, stage: int, frac_from: int, fmt,
                 to_stage: int, name: str) -> Staged:
@@ -198,8 +200,13 @@ class _Layer:
               name: str) -> Value:
         """An update term ``requant(x * y)`` (or ``requant(x)`` when ``y`` is None) into ``coef``, valid at
         the update stage U: formed in stage ``stage`` = E when compact; fast: the raw product registered,
-        then its rounding registered (U = E + 2)."""
+        then its rounding registered (U = E + 2), or with the stage plan's ``rounds_in_commit`` the raw
+        product itself (U = E + 1), which :meth:`apply` rounds in the commit's subtraction."""
         u, f = self.st["update"], self.f
+        if self.st.get("rounds_in_commit"):  # raw, U = E + 1: the commit rounds it (subtract_requant)
+            if y is None:
+                return pipe.at(Staged(x, stage), u)
+            return pipe.at(registered_product(m, pipe, x, y, stage, f"{name}_raw_s{stage + 1}", self.dsp), u)
         if u == stage:
             return requant(m, x if y is None else x * y, frac_from, f.coef)
         if y is None:
@@ -390,7 +397,8 @@ class KanLayer(_Layer):
                 outs.append(self._predict_first_sum(m, pipe, terms, j))
                 continue
             s = staged_tree(pipe, terms, st["out"] - 1, f"l{l}_sum{j}", self.tree_extra_last)
-            out = self.rq(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.act)
+            self.sums.append(Staged(overflow(m, s.value, f.acc), s.stage))
+            out = self.rq(m, self.sums[-1].value, f.acc.frac_bits, f.act)
             outs.append(pipe.reg(out, s.stage, f"l{l}_out{j}_s{st['out']}"))
         return outs
 
@@ -415,7 +423,7 @@ class KanLayer(_Layer):
         if e != st["error"]:
             raise AssertionError(f"layer {l}: error at stage {e}, the stage plan says {st['error']}")
         self.update_stage = st["update"]
-        f_update = f.grad.frac_bits + f.basis.frac_bits + self.spec.lr_shift
+        (f_update,) = update_fracs(self.spec, l)
         where = self.waddr if self.bank_ordered else self.cell  # bank addresses, or the cells
         cells = [pipe.at(x, self.update_stage) for x in where]
         if self.channel is not None:  # the channel first: the commit reads it one cycle ahead
@@ -468,7 +476,10 @@ class KanLayer(_Layer):
                 n += k1
                 for b in range(k1):
                     rmw, wp = banks.rmw[b], banks.write[b]
-                    new = overflow(m, rmw.data - d[b], self.f.coef, by_bits=fast_registers(self.spec))
+                    if self.st.get("rounds_in_commit"):
+                        new = subtract_requant(m, rmw.data, d[b], update_fracs(self.spec, self.index)[0], self.f.coef)
+                    else:
+                        new = overflow(m, rmw.data - d[b], self.f.coef, by_bits=fast_registers(self.spec))
                     hit = node(m, self.ram_wr & (self.port_edge == j * n_in + i) & (self.port_bank == b),
                                f"l{self.index}_port_hit{j}_{i}_{b}")
                     span = banks.span
@@ -619,7 +630,8 @@ class MlpLayer(_Layer):
                 terms.append(self.product(m, pipe, self.w[j][i], u[i].value, a, f_prod, f.acc, st["terms"],
                                           f"l{l}_prod{j}_{i}"))
             s = staged_tree(pipe, terms, st["out"] - 1, f"l{l}_sum{j}", self.tree_extra_last)
-            z = self.rq(m, overflow(m, s.value, f.acc), f.acc.frac_bits, f.act)
+            self.sums.append(Staged(overflow(m, s.value, f.acc), s.stage))
+            z = self.rq(m, self.sums[-1].value, f.acc.frac_bits, f.act)
             if not self.last:  # ReLU on hidden layers; fast tests the sign bit (the same values: z = 0 gives 0
                 # either way) instead of a comparator after the saturation (measured: mlp-readout's path)
                 z = Mux(z[-1], 0, z) if self.spec.stage_timing == "fast" else Mux(z > 0, z, 0)
@@ -648,8 +660,7 @@ class MlpLayer(_Layer):
             raise AssertionError(f"layer {l}: error at stage {e}, the stage plan says {st['error']}")
         self.update_stage = st["update"]
         ins = [pipe.at(self.u[i], e) for i in range(self.n_in)]
-        f_w = f.grad.frac_bits + self.in_frac + self.spec.lr_shift
-        f_b = f.grad.frac_bits + self.spec.lr_shift
+        f_w, f_b = update_fracs(self.spec, l)
         dw = [self.delta(m, pipe, err[j].value, ins[i], e, f_w, f"l{l}_dw{j}_{i}")
               for j in range(self.n_out) for i in range(self.n_in)]
         db = [self.delta(m, pipe, err[j].value, None, e, f_b, f"l{l}_db{j}") for j in range(self.n_out)]
@@ -698,9 +709,15 @@ class MlpLayer(_Layer):
             ]
             return
         thetas = [w for row in self.w for w in row] + self.b
+        f_w, f_b = update_fracs(self.spec, self.index)
+        fracs = [f_w] * (len(thetas) - self.n_out) + [f_b] * self.n_out
         with m.If(commit):
-            for theta, delta in zip(thetas, fields):
-                m.d.sync += theta.eq(overflow(m, theta - delta, self.f.coef, by_bits=self.spec.stage_timing == "fast"))
+            for theta, delta, frac in zip(thetas, fields, fracs):
+                if self.st.get("rounds_in_commit"):  # fields: the raw terms (see delta)
+                    m.d.sync += theta.eq(subtract_requant(m, theta, delta, frac, self.f.coef))
+                else:
+                    m.d.sync += theta.eq(overflow(m, theta - delta, self.f.coef,
+                                                  by_bits=self.spec.stage_timing == "fast"))
 
     def port(self, m: Module) -> None:
         """Parameter port: theta[offset + n] is register n (weights row by row, then biases)."""

@@ -51,11 +51,11 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from ..model.golden import kernel_config
 from ..spec import LearnerSpec, default_timing
 from .dsp import check_dsp
-from .fixedpoint import fmt_shape
+from .fixedpoint import as_signed, fmt_shape, overflow, requant_less
 from .interface import LearnerPorts, reload_from_rom, single_channel
 from .layers import layer_class
 from .pending import PendingUpdates
-from .pipeline import Pipe
+from .pipeline import Pipe, Staged
 from .plan import fast_registers, stage_plan
 
 
@@ -162,6 +162,32 @@ class OnchipLearner(LearnerPorts):
         in between, one per cycle)."""
         return max(1.0, self.sequential_ii / self.spec.channels)
 
+    def fused_output_error(self, m: Module, pipe: Pipe, sums: list, ys: list, kind) -> list:
+        """:meth:`output_error` made from the output sums (``acc``, one stage before the prediction)
+        instead of the predictions: TARGET ``requant(requant(sum -> act) - y -> grad)`` as one addition
+        (:func:`~onchip.hw.fixedpoint.requant_less`), with ``-y`` and ``max - y``, ``min - y`` (the
+        prediction saturated) registered from the sample payload's ``y``; ERROR ``y``; otherwise 0.
+        Combinational at the sums' stage, ``grad`` shaped."""
+        f = self.spec.formats
+        s = sums[0].stage
+        out = []
+        for j, (sm, y) in enumerate(zip(sums, ys)):
+            yv = pipe.before(y.value)  # the payload's y, registered here three ways
+            neg = pipe.at(pipe.reg(-as_signed(yv), 0, f"y{j}_neg_s1"), s)
+            at_max = pipe.at(pipe.reg(overflow(m, f.act.max_raw - as_signed(yv), f.grad), 0, f"y{j}_at_max_s1"), s)
+            at_min = pipe.at(pipe.reg(overflow(m, f.act.min_raw - as_signed(yv), f.grad), 0, f"y{j}_at_min_s1"), s)
+            e = Signal(fmt_shape(f.grad), name=f"err{j}")
+            target = requant_less(m, sm.value, f.acc.frac_bits, f.act, f.grad, neg, at_max, at_min)
+            with m.Switch(pipe.at(kind, s)):
+                with m.Case(0):
+                    m.d.comb += e.eq(target)
+                with m.Case(2):
+                    m.d.comb += e.eq(pipe.at(y, s))
+                with m.Default():
+                    m.d.comb += e.eq(0)
+            out.append(e)
+        return out
+
     # -- hardware ---------------------------------------------------------------------
     def elaborate(self, platform):
         spec, f = self.plan_spec, self.spec.formats
@@ -180,7 +206,10 @@ class OnchipLearner(LearnerPorts):
 
         # stage 0: the sample payload, registered on acceptance
         x_in, y_in, kind_in = self.sample_fields()
-        xs = [pipe.reg(x, 0, f"x{i}_s1") for i, x in enumerate(x_in)]
+        if self.stages["layers"][0]["in"] == 0:  # the first layer registers what it makes of the payload
+            xs = [Staged(x, 0) for x in x_in]
+        else:
+            xs = [pipe.reg(x, 0, f"x{i}_s1") for i, x in enumerate(x_in)]
         ys = [pipe.reg(y, 0, f"y{j}_s1") for j, y in enumerate(y_in)]
         kind = pipe.reg(kind_in, 0, "kind_s1")
         chan_in = self.sample_channel()
@@ -196,12 +225,17 @@ class OnchipLearner(LearnerPorts):
         m.d.comb += [self.m.payload.pred[j].eq(a.value) for j, a in enumerate(acts)]
         self.decision(m, [a.value for a in acts], parallel=fast_registers(spec))
 
-        # output error by the sample's kind (TARGET, ERROR, PREDICT: zero update, same slot), formed in
-        # the cycle before the error stage E (predict-first: from the prediction registered behind P)
-        q = self.stages["layers"][-1]["error"] - 1
-        preds = [pipe.at(pipe.reg(a.value, p, f"pred{j}_s{p + 1}") if q > p else a, q) for j, a in enumerate(acts)]
-        e_out = self.output_error(m, preds, [pipe.at(y, q) for y in ys], pipe.at(kind, q))
-        err = [pipe.reg(e, q, f"err{j}_s{q + 1}") for j, e in enumerate(e_out)]
+        # output error by the sample's kind (TARGET, ERROR, PREDICT: zero update, same slot)
+        if self.stages.get("error_fused"):  # from the sums, beside the prediction (stage_plan)
+            sums = layers[-1].sums
+            e_out = self.fused_output_error(m, pipe, sums, ys, kind)
+            err = [pipe.reg(e, p - 1, f"err{j}_s{p}") for j, e in enumerate(e_out)]
+        else:  # formed in the cycle before the error stage E (predict-first: from the prediction
+            # registered behind P)
+            q = self.stages["layers"][-1]["error"] - 1
+            preds = [pipe.at(pipe.reg(a.value, p, f"pred{j}_s{p + 1}") if q > p else a, q) for j, a in enumerate(acts)]
+            e_out = self.output_error(m, preds, [pipe.at(y, q) for y in ys], pipe.at(kind, q))
+            err = [pipe.reg(e, q, f"err{j}_s{q + 1}") for j, e in enumerate(e_out)]
         for layer in reversed(layers):
             err = layer.backward(m, pipe, err)
         assert [ly.read_stage for ly in layers] == self.stages["read"]

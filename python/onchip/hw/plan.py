@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ..spec import LearnerSpec
-from .fixedpoint import requant_has_logic
+from .fixedpoint import requant_has_logic, requant_less_fuses, subtract_requant_fuses
 
 #: registers of a KAN parameter port at ``timing = "fast"`` (:meth:`onchip.hw.layers.KanLayer.port`)
 PORT_STAGES = 4
@@ -52,6 +52,16 @@ def tree_stages(n: int) -> int:
     return -(-(n - 1).bit_length() // 2)
 
 
+def update_fracs(spec: LearnerSpec, index: int) -> list[int]:
+    """Fractional bits of layer ``index``'s raw update terms, before their rounding into ``coef``
+    (:func:`onchip.model.kernels.kan_step` / ``mlp_step``): a KAN's e x b, an MLP's e x a and e (bias)."""
+    f = spec.formats
+    if spec.kind == "kan":
+        return [f.grad.frac_bits + f.basis.frac_bits + spec.lr_shift]
+    in_frac = (f.input if index == 0 else f.act).frac_bits
+    return [f.grad.frac_bits + in_frac + spec.lr_shift, f.grad.frac_bits + spec.lr_shift]
+
+
 def stage_plan(spec: LearnerSpec) -> dict:
     """Pipeline stages of the learner of ``spec`` (stage 0: the accepting cycle), from its kind,
     widths, formats and ``timing``. The layers (:mod:`onchip.hw.layers`) place their registers at
@@ -74,7 +84,15 @@ def stage_plan(spec: LearnerSpec) -> dict:
     1-3, user-kan-2-3-1 99.3 -> 106.4 MHz best; pipelined the first stage keeps two),
     then the conversion of the sum; an update takes 2 more
     stages (raw product e x b or e x u, then its rounding into ``coef``), so that the commit
-    cycle holds only the read, the subtract-and-saturate and the write of the parameter.
+    cycle holds only the read, the subtract-and-saturate and the write of the parameter; on the
+    sequential schedule the rounding goes into the commit's subtraction instead
+    (:func:`~onchip.hw.fixedpoint.subtract_requant`: the same carry chain, its saturation decided
+    beside it; ``rounds_in_commit``), a stage less (pipelined, the rounded update enters the
+    pending-update queue, half as wide as the raw one). Sequential, a fast KAN's first B-spline
+    unit takes its offset and clamp from the sample payload in the accepting cycle (stage 0) and
+    registers them in place of the input (the same logic between two registers, a stage less),
+    and the output error is made from the output sums in the prediction's stage (E = P,
+    :func:`~onchip.hw.fixedpoint.requant_less`, ``error_fused``).
 
     The parameter port (KAN: a flat index decoded into edge, RAM bank and word) is combinational
     when compact; fast registers it in ``port`` stages: the command, the edge (a division by
@@ -84,13 +102,14 @@ def stage_plan(spec: LearnerSpec) -> dict:
     ``timing = "predict-first"``: :func:`predict_first_plan`.
 
     Returns:
-        ``{"timing", "prediction": P, "read": [R_l], "update": [U_l], "port": cycles a parameter-port
+        ``{"timing", "prediction": P, "error_fused": the output error made in the prediction's stage
+        (E = P), "read": [R_l], "update": [U_l], "port": cycles a parameter-port
         command takes to reach the parameters, "layers": [dict per layer]}``;
         a layer's dict: ``in`` (stage of its inputs), ``read`` R, ``port`` (its parameter port's registers), ``operands`` (the stage whose
         cycle multiplies), ``product`` (raw or converted
         products registered), ``terms`` (products in ``acc``), ``out`` (outputs registered),
         ``error`` E (its output error), ``delta`` (update product registered, fast only),
-        ``update`` U, and for hidden inputs ``bproduct``, ``bterms``, ``prev`` (the
+        ``update`` U, ``rounds_in_commit`` (U holds the raw update, rounded by the commit), and for hidden inputs ``bproduct``, ``bterms``, ``prev`` (the
         back-propagated error registered).
     """
     if spec.stage_timing == "predict-first":
@@ -107,7 +126,11 @@ def stage_plan(spec: LearnerSpec) -> dict:
         return int(fast and requant_has_logic(frac_from, f.acc))
 
     plan = []
-    a = 1
+    # fast KAN, sequential: the first B-spline unit's offset and clamp are computed from the sample
+    # payload in the accepting cycle and registered in place of the input (the payload comes from a
+    # register of the caller; the same logic as from the input register, a cycle less per sample;
+    # pipelined, where the rate is one sample per cycle whatever the latency, not placed so far)
+    a = 0 if fast and spec.kind == "kan" and spec.schedule == "sequential" else 1
     for l in range(n_layers):
         n_in = spec.widths[l]
         in_frac = (f.input if l == 0 else f.act).frac_bits
@@ -133,12 +156,20 @@ def stage_plan(spec: LearnerSpec) -> dict:
                      "port": PORT_STAGES if fast and spec.kind == "kan" else 0, "back_frac": back_frac})
         a = out
     p = a
-    e = p + 1
+    # sequential fast: the output error is made from the output layer's sum in the prediction's own
+    # stage (its rounding into act and the subtraction of y as one addition, requant_less), beside
+    # the prediction
+    error_fused = fast and spec.schedule == "sequential" and requant_less_fuses(f.acc.frac_bits, f.act, f.grad)
+    e = p if error_fused else p + 1
     for l in range(n_layers - 1, -1, -1):
         st = plan[l]
         st["error"] = e
         st["delta"] = e + 1 if fast else e
-        st["update"] = e + 2 if fast else e
+        # sequential fast: the commit rounds the raw update inside its subtraction (one carry chain,
+        # onchip.hw.fixedpoint.subtract_requant), so the update is ready with its raw product
+        st["rounds_in_commit"] = fast and spec.schedule == "sequential" and all(
+            subtract_requant_fuses(frac, f.coef) for frac in update_fracs(spec, l))
+        st["update"] = e + 2 if fast and not st["rounds_in_commit"] else st["delta"]
         if l > 0:
             st["bproduct"] = e + 1
             st["bterms"] = e + 1 + to_acc(st["back_frac"])
@@ -147,6 +178,7 @@ def stage_plan(spec: LearnerSpec) -> dict:
     return {
         "timing": spec.stage_timing,
         "prediction": p,
+        "error_fused": error_fused,
         "read": [st["read"] for st in plan],
         "update": [st["update"] for st in plan],
         "port": max(st["port"] for st in plan),
