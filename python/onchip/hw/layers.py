@@ -693,11 +693,18 @@ class MlpLayer(_Layer):
         """Commit an update vector when ``commit``: every weight and bias, theta = overflow(theta - delta)
         (N > 1 channels: in the row of the update's channel, read one cycle ahead; port writes
         share the write port, one granule)."""
-        fast = self.spec.stage_timing == "fast"
+        f_w, f_b = update_fracs(self.spec, self.index)
+        fracs = [f_w] * (self.size - self.n_out) + [f_b] * self.n_out
+
+        def subtract(theta: Value, delta: Value, frac: int) -> Value:
+            if self.st.get("rounds_in_commit"):  # delta: the raw term (see delta)
+                return subtract_requant(m, theta, delta, frac, self.f.coef)
+            return overflow(m, theta - delta, self.f.coef, by_bits=self.spec.stage_timing == "fast")
+
         if self.channel is not None:
             ch_now, ch_next, deltas = fields[0], ahead[0], fields[1:]
             old = self.fields_of(self.rmw.data)
-            new = [overflow(m, t - d, self.f.coef, by_bits=fast) for t, d in zip(old, deltas)]
+            new = [subtract(t, d, frac) for t, d, frac in zip(old, deltas, fracs)]
             onehot = Signal(self.size, name=f"l{self.index}_port_granule")
             m.d.comb += [
                 onehot.eq(Mux(self.port_wr, 1 << self.port_local, 0)),
@@ -709,15 +716,9 @@ class MlpLayer(_Layer):
             ]
             return
         thetas = [w for row in self.w for w in row] + self.b
-        f_w, f_b = update_fracs(self.spec, self.index)
-        fracs = [f_w] * (len(thetas) - self.n_out) + [f_b] * self.n_out
         with m.If(commit):
             for theta, delta, frac in zip(thetas, fields, fracs):
-                if self.st.get("rounds_in_commit"):  # fields: the raw terms (see delta)
-                    m.d.sync += theta.eq(subtract_requant(m, theta, delta, frac, self.f.coef))
-                else:
-                    m.d.sync += theta.eq(overflow(m, theta - delta, self.f.coef,
-                                                  by_bits=self.spec.stage_timing == "fast"))
+                m.d.sync += theta.eq(subtract(theta, delta, frac))
 
     def port(self, m: Module) -> None:
         """Parameter port: theta[offset + n] is register n (weights row by row, then biases)."""
