@@ -40,8 +40,8 @@ def default_timing(schedule: str) -> str:
     ``sweeps/timing``.
 
     - the sequential schedule: ``"fast"``, on every datapath. Parallel: fewer ns on each of the 11
-      family members placed at both plans, KAN and MLP (e.g. kan-paper 71.2 against 129.3 ns,
-      mlp-readout 118.7 against 179.3 ns; with the products' registers in the ECP5 DSPs, fmax
+      family members placed at both plans, KAN and MLP (e.g. kan-paper 48.6 against 129.3 ns,
+      mlp-readout 96.7 against 179.3 ns; with the products' registers in the ECP5 DSPs, fmax
       more than pays for the doubled cycles). The serial MLP: mlp-serial-8-16-1 551.8 against
       826.4 ns. The serial KAN: each of its three members, e.g. kan-3-4-2-g16-k3-serial 56 cycles
       at 107.9 MHz, 518.8 ns, against 38 at 43.3 MHz, 876.7 ns (best of placer seeds 1-3);
