@@ -208,6 +208,9 @@ def test_a_wrong_read_back_is_caught_at_an_arbitrary_address(design, tmp_path):
 FORGETS_TO_ROUND_UP = (r"(\+ \$signed\(\{ 16'h)7fff(, l0_sum0_t\d+_\d+_s\d+\[\d+\] \}\))", r"\g<1>0000\2")
 
 
+@pytest.mark.slow  # the sequential fast plan's fused rounding (requant_less, subtract_requant) keeps
+# yices on the first compared prediction (step 27) past 300 s; the same bug is caught item by item
+# in the default run (next tests)
 def test_one_lsb_of_rounding_in_the_fast_plan_is_caught_by_the_plan_miter(tmp_path):
     import numpy as np
 
