@@ -32,7 +32,7 @@ def _random_specs(n, seed=0):
 
 # ------------------------------------------------------------------------------ factor regions
 def test_factor_fields_partition_the_spec():
-    """Every spec field belongs to exactly one factor, except the three no edit may touch."""
+    """Every spec field belongs to exactly one factor, except the four no edit may touch."""
     owned = [f for fields in FACTOR_FIELDS.values() for f in fields]
     assert len(owned) == len(set(owned))
     assert set(owned) | set(space.FROZEN_FIELDS) == set(space.flat_fields(PRESETS["kan-readout"]))

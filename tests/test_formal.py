@@ -128,6 +128,7 @@ def test_a_prediction_later_than_its_reported_latency_is_caught(design, tmp_path
     assert got["sample_ready_after_reload"].status == "proved"
 
 
+@pytest.mark.slow  # a minute or more; the default run keeps a cheaper check of the same kind
 def test_tready_ignored_for_a_cycle_is_caught_at_the_axi_boundary(design, tmp_path):
     # the pipeline advances when the host offers a sample, whatever m_axis_pred_tready says
     bad = mutate(design.axis_verilog, r"assign en = ~ (\\\$\d+) ;", r"assign en = ~ \1  | s__valid;")
@@ -138,6 +139,7 @@ def test_tready_ignored_for_a_cycle_is_caught_at_the_axi_boundary(design, tmp_pa
                for r in got.values() if r.status != "failed")
 
 
+@pytest.mark.slow  # a minute or more; the default run keeps a cheaper check of the same kind
 def test_response_data_changed_while_stalled_is_caught(design, tmp_path):
     # the response register also loads a new command's data while the last response waits
     bad = mutate(design.verilog, r"if \((\\\$\d+) \) begin\n(\s+)(\\\$\d+)  = pc__payload\[",
@@ -249,6 +251,7 @@ def test_one_lsb_of_rounding_in_the_fast_plan_is_caught_item_by_item(tmp_path):
     assert "differ on a sample: prediction" in r.detail and "s_payload" in r.detail
 
 
+@pytest.mark.slow  # a minute or more; the default run keeps a cheaper check of the same kind
 def test_a_read_back_off_by_one_lsb_in_the_fast_plan_is_caught_item_by_item(tmp_path):
     compact, fast = formal.plan_designs(tiny_mlp())
     bad = mutate(fast.verilog, r"pr__payload <= (\\\$\d+) ;", r"pr__payload <= \1 ^ 16'h0001;")
@@ -278,6 +281,7 @@ def test_a_bounded_result_says_so_and_is_never_called_proved(tmp_path):
             assert r.samples == 0  # the fast core's first prediction needs more than 12 cycles
 
 
+@pytest.mark.slow  # a minute or more; the default run keeps a cheaper check of the same kind
 def test_verify_formal_puts_one_case_per_property_in_the_report_and_junit(tmp_path, capsys):
     from onchip.cli import main
 

@@ -278,6 +278,7 @@ def test_two_learners_in_one_verilator_build_each_match_their_golden_model(pair)
         assert [p - t for p, t in zip(pred_at, taken)] == [info["latency_cycles_prediction"]] * N
 
 
+@pytest.mark.slow  # a minute or more; the default run keeps a cheaper check of the same kind
 def test_both_learners_in_one_yosys_run(pair):
     """Both learners' files (core and wrapper) read into one Yosys design under a wrapper that
     instantiates both cores through their templates: no module is defined twice, and both synthesize."""

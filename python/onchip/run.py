@@ -240,10 +240,6 @@ def summary_lines(metrics: dict) -> list[str]:
         from .control import summary_lines as control_summary
 
         return control_summary(metrics)
-    if "per_qubit" in metrics:
-        from .multiplexed import summary_lines as multiplexed_summary
-
-        return multiplexed_summary(metrics)
     head = f"{metrics['task']} / {metrics['spec']} / {metrics['backend']}, {metrics.get('samples', '?')} samples"
     lines = [head]
     if metrics["task"] == "drift-regression":
@@ -294,7 +290,6 @@ def run_job(
     drift=None,
     episodes: int | None = None,
     theta=None,
-    qubits: int | None = None,
 ) -> dict:
     """The main job: build the task stream, run one learner on it, write everything to ``out``.
 
@@ -314,9 +309,8 @@ def run_job(
     qubit-readout, see :func:`onchip.tasks.make_stream`. ``theta``: raw initial parameters (P,) in the
     spec's ``coef`` format (e.g. an imported network; default: the spec's seeded ones).
 
-    ``qubits`` (qubit-readout only): N multiplexed qubits on one learner of ``channels = N``,
-    ``samples`` shots each, ``data`` one file or a list of N; see
-    :func:`onchip.multiplexed.run_multiplexed_job` for what it writes.
+    N multiplexed qubits on one learner of ``channels = N``: :func:`onchip.multiplexed.run_multiplexed_job`
+    (it builds on this module).
 
     Returns:
         The metrics dictionary.
@@ -328,14 +322,6 @@ def run_job(
     from . import tasks
     from .io import atomic_output_dir, check_output_dir, write_json
 
-    if qubits is not None:
-        if task != "qubit-readout":
-            raise ValueError(f"qubits: only the qubit-readout task reads several qubits, got {qubits!r} for {task}")
-        from .multiplexed import run_multiplexed_job
-
-        return run_multiplexed_job(qubits=qubits, out=out, model=model, spec=spec, backend=backend, data=data,
-                                   samples=samples, seed=seed, progress=progress, states=states, drift=drift,
-                                   theta=theta)
     if data is not None and not isinstance(data, (str, Path)):
         files = list(data)
         if len(files) != 1:

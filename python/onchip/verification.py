@@ -322,6 +322,7 @@ def _compare_theta(got, want, who, what) -> dict | None:
         return None
     if got.shape != want.shape:
         return {"parameter": None, "text": f"{what}: {who} returned {got.size} values, expected {want.size}"}
+    got, want = got.ravel(), want.ravel()  # (channels, P): parameter k of the flat (channel, index) order
     diff = np.nonzero(got != want)[0]
     k = int(diff[0])
     return {"parameter": k, "got": int(got[k]), "want": int(want[k]), "differing": int(diff.size),
@@ -372,13 +373,14 @@ def golden_bench(spec: LearnerSpec, x, y, theta=None) -> dict:
             "checkpoint": checkpoint, "final": g.theta.copy()}
 
 
-def golden_stream(spec: LearnerSpec, x, y, theta=None) -> tuple[np.ndarray, np.ndarray]:
+def golden_stream(spec: LearnerSpec, x, y, theta=None, channel=None) -> tuple[np.ndarray, np.ndarray]:
     """Golden predictions (N, n_out) over the whole stream from the initial parameters (``theta``,
-    default the spec's), and the flushed final parameters (P,)."""
+    default the spec's), and the flushed final parameters ((P,), (channels, P) with more than one;
+    ``channel``: each sample's, as :meth:`onchip.model.GoldenLearner.run` takes it)."""
     from .model import GoldenLearner
 
     g = GoldenLearner(spec, theta)
-    preds = g.run(x, y)
+    preds = g.run(x, y, channel=channel)
     g.flush()
     return preds, g.theta.copy()
 
@@ -412,14 +414,20 @@ def _run_bench(design, segments, **kw) -> dict:
     return sim.run_job(design, segments, **kw)
 
 
-def _run_hls(spec, x, y, progress, theta=None, top=None) -> tuple[np.ndarray, np.ndarray]:
+def verify_channels(spec: LearnerSpec, n: int, seed: int) -> np.ndarray | None:
+    """The random channel of each of ``n`` samples that every backend's check of a spec of N > 1
+    channels runs (seeded by ``seed``); None with one channel."""
+    return None if spec.channels == 1 else np.random.default_rng([seed, 67]).integers(0, spec.channels, n)
+
+
+def _run_hls(spec, x, y, progress, theta=None, top=None, channel=None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`onchip.hls.backend.run` (the seam tests use to inject faults): the project ``onchip hls
     --top top --theta`` writes (``theta`` compiled in as the reset state), compiled and run."""
     from .hls import HlsLearner, emit
     from .hw.names import DEFAULT_TOP
 
     project = emit(spec, theta=theta, top=DEFAULT_TOP if top is None else top)
-    return HlsLearner(spec, project=project).run(x, y, progress=progress)
+    return HlsLearner(spec, project=project).run(x, y, progress=progress, channel=channel)
 
 
 def _max_cycles(info: dict, n: int) -> int:
@@ -439,7 +447,7 @@ def _channel_bench_cases(spec, design, x, y, *, backend, seed, log, theta=None) 
 
     n_ch, one = spec.channels, single_channel(spec)
     theta = channel_parameters(spec, theta)
-    ch = np.random.default_rng([seed, 67]).integers(0, n_ch, len(x))
+    ch = verify_channels(spec, len(x), seed)
     rr = np.arange(min(len(x), TIMING_SAMPLES)) % n_ch
     want = np.zeros((len(x), spec.n_out), np.int64)
     final = []
@@ -678,12 +686,13 @@ def _formal_cases(spec, *, top, theta, folder, equivalence, log) -> list[Case]:
     return cases
 
 
-def _hls_cases(spec, x, y, *, progress, log, theta=None, top=None) -> list[Case]:
-    log(f"hls: C simulation, {len(x)} samples")
+def _hls_cases(spec, x, y, *, progress, log, theta=None, top=None, seed=0) -> list[Case]:
+    ch = verify_channels(spec, len(x), seed)
+    log(f"hls: C simulation, {len(x)} samples" + ("" if ch is None else f" on {spec.channels} channels in random order"))
     t0 = time.perf_counter()
-    got, final = _run_hls(spec, x, y, progress, theta, top)
+    got, final = _run_hls(spec, x, y, progress, theta, top, channel=ch)
     seconds = time.perf_counter() - t0
-    want, want_theta = golden_stream(spec, x, y, theta)
+    want, want_theta = golden_stream(spec, x, y, theta, channel=ch)
     return [
         _case("hls.predictions", _compare_preds(spec, got, want, 0, x, y, "hls (C simulation)"),
               f"{len(x)} predictions equal the golden model's", seconds),
@@ -728,9 +737,8 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
         schedule: override of the spec's schedule, as ``onchip generate --schedule``.
         staleness: override, as ``--staleness``: an integer or ``"min"``.
         timing: override, as ``--timing``: ``"compact"`` or ``"fast"``.
-        channels: override, as ``--channels``: N > 1 runs the RTL bench on a random channel order
-            against N single-channel golden learners; the HLS backend (one channel) is reported
-            skipped with the reason.
+        channels: override, as ``--channels``: N > 1 runs the RTL bench and the HLS C simulation on
+            one random channel order (:func:`verify_channels`) against the golden model per channel.
         waves: dump the bench's protocol job as FST (VCD without the LZ4 headers); a second,
             traced Verilator build. The dump path is in the report and in every mismatch.
         progress: print one line per stage to stderr and show the HLS progress bar.
@@ -783,15 +791,13 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
     design = None
     for backend in backends:
         why = _available(backend)
-        if not why and spec.channels > 1 and backend == "hls":
-            why = f"channels={spec.channels}: the HLS C++ checked here has one channel"
         if why:
             report.cases.append(Case(backend, "skipped", f"not run: {why}"))
             continue
         t0 = time.perf_counter()
         try:
             if backend == "hls":
-                report.cases += _hls_cases(spec, x, y, progress=progress, log=log, theta=theta, top=top)
+                report.cases += _hls_cases(spec, x, y, progress=progress, log=log, theta=theta, top=top, seed=seed)
             elif backend == "formal":
                 import tempfile
 

@@ -76,14 +76,21 @@ def run(args) -> int:
     if args.qubits is not None and args.qubits * (args.samples or 100_000) > _args.MAX_SAMPLES:
         raise ValueError(f"--qubits {args.qubits}: {args.qubits} x {args.samples or 100_000} shots exceed the "
                          f"{_args.MAX_SAMPLES} samples a stream may hold; lower --samples or --qubits")
-    metrics = run_job(
-        task=args.task, model=args.model, spec=args.spec, backend=args.backend, data=args.data,
-        samples=100_000 if args.samples is None else args.samples, seed=args.seed, out=args.out,
-        progress=not args.quiet, states=args.states, drift=args.drift, episodes=args.episodes,
-        theta=_args.load_theta(args.theta, _theta_spec(args)), qubits=args.qubits,
-    )
-    from ..run import summary_lines
+    common = dict(model=args.model, spec=args.spec, backend=args.backend, data=args.data,
+                  samples=100_000 if args.samples is None else args.samples, seed=args.seed, out=args.out,
+                  progress=not args.quiet, states=args.states, drift=args.drift,
+                  theta=_args.load_theta(args.theta, _theta_spec(args)))
+    if args.qubits is not None:
+        if args.task != "qubit-readout":
+            raise ValueError(f"qubits: only the qubit-readout task reads several qubits, got {args.qubits!r} "
+                             f"for {args.task}")
+        from ..multiplexed import run_multiplexed_job, summary_lines
 
+        metrics = run_multiplexed_job(qubits=args.qubits, **common)
+    else:
+        from ..run import summary_lines
+
+        metrics = run_job(task=args.task, episodes=args.episodes, **common)
     print("\n".join(summary_lines(metrics)))
     print(f"wrote {args.out}/")
     return 0

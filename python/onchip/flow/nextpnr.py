@@ -259,7 +259,9 @@ def place_and_route(design, board: str = "ulx3s-85f", out: str | os.PathLike = "
     # at once, from the spec: N channels' parameter banks over the device's block RAM
     from ..spec import LearnerSpec
 
-    fit.check_lattice_bram(LearnerSpec.from_dict(design.info["spec"]), spec_board.platform().device, spec_board.family)
+    if "spec" in design.info:  # a learner's core (a design of another origin carries no spec)
+        fit.check_lattice_bram(LearnerSpec.from_dict(design.info["spec"]), spec_board.platform().device,
+                               spec_board.family)
     fit.check_lattice_dsp(design.verilog, design.top, spec_board.platform().device, spec_board.family)
     platform, top = board_top(design, spec_board, baud)
     clk_hz = platform.lookup(platform.default_clk).clock.frequency

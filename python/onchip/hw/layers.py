@@ -638,21 +638,6 @@ class MlpLayer(_Layer):
             outs.append(pipe.reg(z, s.stage, f"l{l}_out{j}_s{st['out']}"))
         return outs
 
-    def _predict_first_sum(self, m: Module, pipe: Pipe, terms: list[Staged], j: int) -> Staged:
-        """``timing = "predict-first"``: output j from its products (at the read stage, unregistered):
-        the plan's ``levels`` adder-tree levels, one register, then the other levels and the rounding
-        to ``act``, combinational at the plan's ``out`` stage (the prediction; nothing registers it)."""
-        st, f = self.st, self.f
-        values = [t.value for t in terms]
-        for _ in range(st["levels"]):
-            values = _tree_level(values)
-        s = terms[0].stage
-        values = [pipe.reg(v, s, f"l{self.index}_sum{j}_t0_{n}_s{s + 1}").value for n, v in enumerate(values)]
-        out = self.rq(m, overflow(m, tree_sum(values), f.acc), f.acc.frac_bits, f.act)
-        if s + 1 != st["out"]:
-            raise AssertionError(f"layer {self.index}: output at stage {s + 1}, the stage plan says {st['out']}")
-        return Staged(out, s + 1)
-
     def backward(self, m: Module, pipe: Pipe, err: list[Staged]) -> list[Staged] | None:
         f, l, st = self.f, self.index, self.st
         e = err[0].stage

@@ -50,7 +50,7 @@ FACTOR_FIELDS: dict[str, tuple[str, ...]] = {
 }
 FIELD_FACTOR = {f: factor for factor, fields in FACTOR_FIELDS.items() for f in fields}
 #: fields no factor owns: an edit never changes them
-FROZEN_FIELDS = ("loss", "init_seed", "name")
+FROZEN_FIELDS = ("loss", "init_seed", "name", "channels")  # channels: how many copies run, not the learner
 
 # value grids of the space (the moves step along them)
 GRID_SIZES = (2, 4, 8, 16, 32)
