@@ -159,7 +159,7 @@ def run_multiplexed_job(*, qubits: int, out: "str | Path", model: str | None = N
     """
     from . import tasks
     from .io import atomic_output_dir, check_output_dir, write_json
-    from .run import MIN_READOUT_SAMPLES, resolve_spec, run_backend
+    from .run import MIN_READOUT_SAMPLES, job_theta, resolve_spec, run_backend
     from .tasks.multiqubit import (check_qubits, evaluate_multiqubit, make_multiqubit_readout,
                                    rolling_per_qubit)
 
@@ -175,13 +175,7 @@ def run_multiplexed_job(*, qubits: int, out: "str | Path", model: str | None = N
     resolved = multichannel_spec(resolve_spec("qubit-readout", model, spec, stream.x.shape[1], stream.y.shape[1]),
                                  qubits)
     model = resolved.kind
-    if theta is not None:
-        from .model.golden import check_parameters
-
-        try:
-            theta = check_parameters(resolved, theta)
-        except ValueError as exc:
-            raise ValueError(f"theta: {exc}") from None
+    theta = job_theta(resolved, theta)
     with atomic_output_dir(out) as stage:
         result = run_backend(backend, resolved, stream.x, stream.y, progress=progress, theta=theta,
                              channel=stream.channel)

@@ -275,6 +275,22 @@ def summary_lines(metrics: dict) -> list[str]:
     return lines
 
 
+def job_theta(spec: LearnerSpec, theta):
+    """A job's ``theta`` checked for ``spec`` before anything is written (None: the spec's own).
+
+    Raises:
+        ValueError: starting ``theta:``, what :func:`onchip.model.golden.check_parameters` refuses.
+    """
+    if theta is None:
+        return None
+    from .model.golden import check_parameters
+
+    try:
+        return check_parameters(spec, theta)
+    except ValueError as exc:
+        raise ValueError(f"theta: {exc}") from None
+
+
 def run_job(
     *,
     task: str,
@@ -353,13 +369,7 @@ def run_job(
     stream = tasks.make_stream(task, samples=int(samples), seed=seed, data=data, states=states, drift=scenario)
     resolved = resolve_spec(task, model, spec, stream.x.shape[1], stream.y.shape[1])
     model = resolved.kind
-    if theta is not None:
-        from .model.golden import check_parameters
-
-        try:
-            theta = check_parameters(resolved, theta)
-        except ValueError as exc:
-            raise ValueError(f"theta: {exc}") from None
+    theta = job_theta(resolved, theta)
     # the staging folder exists for the whole run, so an interrupted run is cleaned up too
     with atomic_output_dir(out) as stage:
         result = run_backend(backend, resolved, stream.x, stream.y, progress=progress, theta=theta)
