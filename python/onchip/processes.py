@@ -11,11 +11,27 @@ ends every group still running (a sweep's worker told to stop).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 
 #: this process's children started by :func:`run` and not yet ended
 _running: set[subprocess.Popen] = set()
+
+
+def cxx_compiler() -> str:
+    """Path of the C++ compiler that the C simulation and Verilator's models are built with:
+    ``$CXX`` if set, else the first of g++, c++, clang++ on PATH.
+
+    Raises:
+        FileNotFoundError: none is found (naming ``$CXX`` when it is set but not on PATH).
+    """
+    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    named = os.environ.get("CXX")
+    raise FileNotFoundError(f"C++ compiler {named!r} (CXX) not found" if named
+                            else "no C++ compiler found (set CXX or install g++)")
 
 
 def run(cmd: list[str], *, input: str | bytes | None = None, timeout: float | None = None,

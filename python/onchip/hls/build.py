@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
-import shutil
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -61,15 +59,12 @@ def _version(dist: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def compiler() -> tuple[str, str]:
-    """(path, first line of ``--version``) of the C++ compiler (``$CXX`` or g++).
+    """(path, first line of ``--version``) of the C++ compiler (:func:`onchip.processes.cxx_compiler`).
 
     Raises:
         FileNotFoundError: no compiler found.
     """
-    name = os.environ.get("CXX", "g++")
-    path = shutil.which(name)
-    if path is None:
-        raise FileNotFoundError(f"C++ compiler {name!r} not found (set CXX or install g++)")
+    path = processes.cxx_compiler()
     version = subprocess.run([path, "--version"], capture_output=True, text=True, check=True)
     return path, version.stdout.splitlines()[0].strip()
 

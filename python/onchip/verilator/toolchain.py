@@ -16,6 +16,8 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+
+from .. import processes
 from ..errors import ToolError
 
 
@@ -39,15 +41,15 @@ def verilator_root() -> Path:
 
 
 def compiler() -> str:
-    """The C++ compiler: ``$CXX`` if set, else the first of g++, c++, clang++ on PATH.
+    """The C++ compiler (:func:`onchip.processes.cxx_compiler`: ``$CXX``, else g++, c++, clang++).
 
     Raises:
         ToolchainError: none is found.
     """
-    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    raise ToolchainError("no C++ compiler found (set CXX or install g++)")
+    try:
+        return processes.cxx_compiler()
+    except FileNotFoundError as exc:
+        raise ToolchainError(str(exc)) from None
 
 
 def tool_env() -> dict[str, str]:
