@@ -58,18 +58,12 @@ def check_tables(tables) -> None:
     Raises:
         ValueError: naming the table (its position or name) and the bad key or value.
     """
-    from ..spec import unknown_fields
-
     if not isinstance(tables, list):
         raise ValueError(f"[[table]] must be an array of tables; got {tables!r}")
     names = []
     for i, table in enumerate(tables):
         where = f"[[table]] {table.get('name', i + 1) if isinstance(table, dict) else i + 1}"
-        if not isinstance(table, dict):
-            raise ValueError(f"{where} must be a table; got {table!r}")
-        unknown = set(table) - set(TABLE_KEYS)
-        if unknown:
-            raise ValueError(unknown_fields(unknown, TABLE_KEYS, f"{where}: unknown key(s)"))
+        _check_keys(table, TABLE_KEYS, where)
         for key in ("name", "page", "columns"):
             if key not in table:
                 raise ValueError(f"{where}: needs {key}")
@@ -82,16 +76,23 @@ def check_tables(tables) -> None:
             raise ValueError(f"{where}: columns must be a non-empty array of tables; got {table['columns']!r}")
         for j, col in enumerate(table["columns"]):
             at = f"{where} column {j + 1}"
-            if not isinstance(col, dict):
-                raise ValueError(f"{at} must be a table; got {col!r}")
-            unknown = set(col) - set(COLUMN_KEYS)
-            if unknown:
-                raise ValueError(unknown_fields(unknown, COLUMN_KEYS, f"{at}: unknown key(s)"))
+            _check_keys(col, COLUMN_KEYS, at)
             kinds = [k for k in KINDS if k in col]
             if "head" not in col or len(kinds) != 1:
                 raise ValueError(f"{at}: needs head and exactly one of {', '.join(KINDS)}; got {sorted(col)}")
             if kinds == ["change"] and not ("from" in col and "to" in col):
                 raise ValueError(f"{at}: change needs from and to (the rows compared)")
+
+
+def _check_keys(entry, keys, where: str) -> None:
+    """``entry`` is a TOML table whose keys are all in ``keys`` (ValueError naming ``where``)."""
+    from ..spec import unknown_fields
+
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} must be a table; got {entry!r}")
+    unknown = set(entry) - set(keys)
+    if unknown:
+        raise ValueError(unknown_fields(unknown, keys, f"{where}: unknown key(s)"))
 
 
 def read_rows(csv_path: str | os.PathLike) -> list[dict]:
