@@ -70,6 +70,17 @@ def test_pivoted_rows_take_each_column_from_its_own_row(tmp_path):
     assert row.split(" | ")[3].startswith("0.5000 (") and not row.split(" | ")[1].startswith("0.5000")
 
 
+def test_a_compared_column_divides_and_subtracts_within_one_row(tmp_path):
+    d, csv_path = _copy(tmp_path, "quantization")
+    _set(csv_path, {"preset": "kan-regression", "format_width": "10"}, "golden_mse", "0.007")
+    _set(csv_path, {"preset": "kan-regression", "format_width": "10"}, "float_mse", "0.002")
+    _set(csv_path, {"preset": "kan-readout", "format_width": "10"}, "golden_fidelity", "0.9")
+    _set(csv_path, {"preset": "kan-readout", "format_width": "10"}, "float_fidelity", "0.95")
+    row = next(line for line in render_tables(d, csv_path)["versus-twin"].splitlines() if line.startswith("| 10 |"))
+    cells = row.strip("| ").split(" | ")
+    assert cells[1] == "3.50x" and cells[5] == "-5.00%", cells
+
+
 def test_a_page_without_the_markers_is_refused_and_nothing_written(tmp_path):
     d, csv_path = _copy(tmp_path, "quantization")
     page = tmp_path / "README.md"
@@ -85,6 +96,7 @@ def test_a_page_without_the_markers_is_refused_and_nothing_written(tmp_path):
     ({"name": "t", "page": "README.md", "columns": [{"head": "a", "value": "{x}", "range": "x"}]}, "exactly one of"),
     ({"name": "t", "page": "README.md", "columns": [{"head": "a", "change": "x", "from": {}}]}, "change needs from and to"),
     ({"name": "t", "columns": [{"head": "a", "value": "{x}"}]}, "needs page"),
+    ({"name": "t", "page": "README.md", "columns": [{"head": "a", "compare": "x"}]}, r"compare needs two column names"),
 ])
 def test_a_bad_table_is_refused_by_name(table, message):
     d = load_definition(ROOT / "sweeps" / "resources" / "sweep.toml")

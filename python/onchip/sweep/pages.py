@@ -14,6 +14,7 @@ A definition's ``[[table]]`` entries each describe one table::
       { head = "G / H", value = ["G={grid_size}", "H={hidden}"] },
       { head = "DSP", range = "dsp" },
       { head = "logic", change = "logic_excl_params", from = { grid_size = 4 }, to = { grid_size = 64 } },
+      { head = "vs twin", compare = ["golden_mse", "float_mse"], where = { preset = "kan-regression" } },
     ]
 
 A column is one of:
@@ -26,7 +27,10 @@ A column is one of:
   when they agree), each written with ``format`` (a format spec, default ``"g"``);
 * ``change``: the column's value at the row matching ``to`` against the row matching ``from``,
   written with ``format`` over ``change`` (to / from - 1), ``ratio`` (to / from), ``from`` and
-  ``to``; default ``"{change:+.1%} ({from} -> {to})"``.
+  ``to``; default ``"{change:+.1%} ({from} -> {to})"``;
+* ``compare``: two columns ``[a, b]`` of one row (every matching row must give the same text),
+  written with ``format`` over ``ratio`` (a / b), ``difference`` (a - b), ``a`` and ``b``;
+  default ``"{ratio:#.3g}x"``.
 
 Only rows whose ``status`` is ``ok`` are read. ``onchip sweep DEF --out DIR --report`` writes every
 table from ``DIR/results.csv`` into its page; :func:`stale_tables` says which page no longer holds
@@ -42,8 +46,8 @@ from pathlib import Path
 
 #: the keys of a ``[[table]]`` entry and of one of its columns
 TABLE_KEYS = ("name", "page", "where", "rows", "columns")
-COLUMN_KEYS = ("head", "value", "range", "change", "where", "from", "to", "format")
-KINDS = ("value", "range", "change")
+COLUMN_KEYS = ("head", "value", "range", "change", "compare", "where", "from", "to", "format")
+KINDS = ("value", "range", "change", "compare")
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -82,6 +86,9 @@ def check_tables(tables) -> None:
                 raise ValueError(f"{at}: needs head and exactly one of {', '.join(KINDS)}; got {sorted(col)}")
             if kinds == ["change"] and not ("from" in col and "to" in col):
                 raise ValueError(f"{at}: change needs from and to (the rows compared)")
+            if kinds == ["compare"] and not (isinstance(col["compare"], list) and len(col["compare"]) == 2
+                                             and all(isinstance(c, str) for c in col["compare"])):
+                raise ValueError(f"{at}: compare needs two column names [a, b]; got {col['compare']!r}")
 
 
 def _check_keys(entry, keys, where: str) -> None:
@@ -127,15 +134,32 @@ def _fill(template: str, row: dict) -> str | None:
     return template.format_map(row)
 
 
+def _one(cells: set[str], n_rows: int, col: dict, table: str) -> str:
+    """The one text the rows of a table row give for a column ("-" for none)."""
+    if len(cells) > 1:
+        raise ValueError(f"[[table]] {table} column {col['head']!r}: {n_rows} rows in one table row give "
+                         f"{sorted(cells)}; narrow it with the column's where or the table's rows")
+    return cells.pop() if cells else "-"
+
+
+def _compared(col: dict, row: dict) -> str | None:
+    a, b = col["compare"]
+    if a not in row or b not in row:
+        return None
+    x, y = row[a], row[b]
+    return col.get("format", "{ratio:#.3g}x").format_map(
+        {"ratio": x / y if y else float("nan"), "difference": x - y, "a": x, "b": y})
+
+
 def _cell(col: dict, group: list[dict], table: str) -> str:
     rows = [r for r in group if _matches(r, col.get("where"))]
     if "value" in col:
         templates = col["value"] if isinstance(col["value"], list) else [col["value"]]
         cells = {next((f for f in (_fill(t, r) for t in templates) if f is not None), "-") for r in rows}
-        if len(cells) > 1:
-            raise ValueError(f"[[table]] {table} column {col['head']!r}: {len(rows)} rows in one table row give "
-                             f"{sorted(cells)}; narrow it with the column's where or the table's rows")
-        return cells.pop() if cells else "-"
+        return _one(cells, len(rows), col, table)
+    if "compare" in col:
+        cells = {c for c in (_compared(col, r) for r in rows) if c is not None}
+        return _one(cells, len(rows), col, table)
     if "range" in col:
         values = [r[col["range"]] for r in rows if col["range"] in r]
         if not values:
