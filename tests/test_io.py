@@ -43,3 +43,36 @@ def test_verify_refuses_an_unwritable_out_before_it_simulates(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "is a file, not a folder" in captured.err
     assert "passed" not in captured.out + captured.err  # refused at parse time: no check ran
+
+
+def test_a_mount_point_out_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """A bind mount (a container's results folder) cannot be renamed over: refused up front, not
+    after the job, whose output would then be lost."""
+    import os
+
+    out = tmp_path / "mnt"
+    out.mkdir()
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: str(p) == str(out) or real(p))
+    assert main(["generate", "--spec", "kan-paper", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"onchip generate: error: --out: {str(out)!r} is a mount point, which the finished "
+                   f"output cannot replace; name a new folder inside it (see onchip generate --help)"), err
+    assert list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["mnt"]
+
+
+def test_a_folder_that_cannot_be_replaced_at_the_commit_names_out(tmp_path, monkeypatch):
+    import errno
+
+    from onchip import io
+
+    def busy(stage, out):
+        io._discard(stage)
+        raise OSError(errno.EBUSY, "Device or resource busy")
+
+    monkeypatch.setattr(io, "_commit", busy)
+    out = tmp_path / "out"
+    with pytest.raises(OSError, match=r"^\[Errno 16\] --out: cannot put the output at .*Device or resource busy"):
+        with atomic_output_dir(out) as stage:
+            (stage / "a.txt").write_text("x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

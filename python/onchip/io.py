@@ -217,6 +217,9 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = True, changes:
         raise NotADirectoryError(f"--out: {str(out)!r} exists and is not a folder")
     if out == Path.cwd().resolve() or out in Path.cwd().resolve().parents:
         raise ValueError(f"--out: {str(out)!r} is the current folder or contains it; name a new folder")
+    if out.exists() and os.path.ismount(out):  # a bind mount (a container's results) cannot be renamed over
+        raise ValueError(f"--out: {str(out)!r} is a mount point, which the finished output cannot replace; "
+                         f"name a new folder inside it")
     # the folder the output (or its first missing parent) goes into: a file there, or a folder
     # that cannot be written, would otherwise fail only when the output is written, after the work
     base = next(p for p in out.parents if p.exists() or p == p.parent)
@@ -311,7 +314,11 @@ def atomic_output_dir(out: str | os.PathLike, *, overwrite: bool = True) -> Iter
             _discard(stage)
             raise
         with held():  # the commit and its record are one step for an interrupt
-            _commit(stage, out)
+            try:
+                _commit(stage, out)
+            except OSError as exc:  # the folder itself cannot be replaced (immutable, busy): name --out
+                raise OSError(exc.errno, f"--out: cannot put the output at {str(out)!r} "
+                                         f"({exc.strerror}); nothing was written") from None
             policy.committed.append(out)
 
 
