@@ -104,6 +104,9 @@ def test_missing_extra_names_the_extra(package, extra):
     assert proc.returncode != 0
     assert f'MissingExtra: the thing needs the "{extra}" extra (no module {package!r}): ' \
            f'pip install "onchip[{extra}]"' in proc.stderr, proc.stderr
+    # an extra that brings torch names the CPU index: PyPI's torch is the CUDA build, several GB
+    cpu_index = "--extra-index-url https://download.pytorch.org/whl/cpu"
+    assert (cpu_index in proc.stderr) == (extra in ("ml", "methods")), proc.stderr
 
 
 def test_need_returns_an_installed_module():

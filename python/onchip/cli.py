@@ -11,7 +11,7 @@ import textwrap
 import warnings
 
 from . import __version__, commands
-from .extras import extra_for
+from .extras import extra_for, install_hint
 from .interrupts import handled, status
 
 
@@ -38,7 +38,7 @@ GROUPS = (
 #: the seed methods that run with the core install alone (numpy and scipy); every other one needs
 #: the ``methods`` extra and says so in one line without it
 CORE_METHODS = ("ais",)
-SEED_GROUP = (f'seed methods (software baselines; pip install "onchip[methods]", '
+SEED_GROUP = (f'seed methods (software baselines; pip install "onchip[methods]" with the CPU index of torch, '
               f'except for {", ".join(CORE_METHODS)})')
 
 
@@ -205,7 +205,7 @@ def _run(args) -> int:
         if extra is None:
             raise
         print(f'onchip {args.command}: needs the "{extra}" extra (no module {exc.name!r}): '
-              f'pip install "onchip[{extra}]"', file=sys.stderr)
+              f'{install_hint(extra)}', file=sys.stderr)
         return 2
     except _tool_errors() as exc:
         print(f"onchip {args.command}: tool failed: {exc}", file=sys.stderr)

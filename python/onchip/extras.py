@@ -1,15 +1,18 @@
 """Optional packages: which extra installs each, and the one-line error when one is missing.
 
-``pip install onchip`` installs the hardware core. The float twin, the ML front ends, the Dask
+The core install (``pip install .`` in a checkout) is the hardware core. The float twin, the ML front ends, the Dask
 executor, the UART host and the seed methods need packages that come with an extra
 (``pyproject.toml``). Code that needs one calls :func:`need` at the point of use, so
 ``import onchip`` and every core command work without them, and a missing one is reported as
-``... needs the "ml" extra: pip install "onchip[ml]"`` rather than a traceback.
+``... needs the "ml" extra: pip install "onchip[ml]" --extra-index-url ...`` rather than a
+traceback.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
+from importlib import metadata
 from types import ModuleType
 
 from .interrupts import held
@@ -27,6 +30,39 @@ PROVIDERS: dict[str, str] = {
 }
 
 
+#: where the CPU build of torch comes from (PyPI's torch is the CUDA build, several GB)
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def install_hint(extra: str) -> str:
+    """The pip command that installs ``extra``: with the CPU index of torch when the extra brings
+    torch (directly or through another extra, as onchip's installed metadata declares)."""
+    command = f'pip install "onchip[{extra}]"'
+    return f"{command} --extra-index-url {TORCH_CPU_INDEX}" if "torch" in _requirements(extra) else command
+
+
+def _requirements(extra: str, seen: frozenset = frozenset()) -> set[str]:
+    """Distribution names an extra of onchip pulls in, through the extras it names."""
+    try:
+        lines = metadata.requires("onchip") or []
+    except metadata.PackageNotFoundError:
+        return set()
+    names = set()
+    for line in lines:
+        req, _, marker = line.partition(";")
+        if f'extra == "{extra}"' not in marker:
+            continue
+        name = re.match(r"[A-Za-z0-9_.-]+", req.strip()).group(0).lower()
+        inner = re.search(r"\[([^\]]*)\]", req)
+        if name == "onchip" and inner:
+            for other in inner.group(1).split(","):
+                if other.strip() not in seen | {extra}:
+                    names |= _requirements(other.strip(), seen | {extra})
+        else:
+            names.add(name)
+    return names
+
+
 class MissingExtra(ModuleNotFoundError):
     """An optional package is not installed; the message names the extra that brings it.
 
@@ -38,7 +74,7 @@ class MissingExtra(ModuleNotFoundError):
 
     def __init__(self, package: str, extra: str, purpose: str):
         super().__init__(f'{purpose} needs the "{extra}" extra (no module {package!r}): '
-                         f'pip install "onchip[{extra}]"', name=package)
+                         f'{install_hint(extra)}', name=package)
         self.extra = extra
 
 
