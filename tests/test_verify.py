@@ -387,3 +387,11 @@ def test_a_missing_compiler_or_make_is_named(monkeypatch, tmp_path):
         assert why and "'make'" in why, why
     finally:
         build.compiler.cache_clear()
+
+
+def test_an_unwritable_junit_file_is_refused_before_any_check(capsys):
+    """--junit into a folder that cannot take a file is named at once, not after the verification."""
+    assert main(["verify", "--spec", "kan-paper", "--samples", "50", "--junit", "/proc/onchip-junit.xml"]) == 2
+    captured = capsys.readouterr()
+    assert "--junit: cannot write '/proc/onchip-junit.xml'" in captured.err, captured.err
+    assert "passed" not in captured.out + captured.err

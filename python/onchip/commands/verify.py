@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 from pathlib import Path
 
 from . import _args
@@ -32,8 +34,19 @@ def junit_path(text: str) -> str:
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder; name the XML file")
-    if not path.resolve().parent.is_dir():
+    folder = path.resolve().parent
+    if not folder.is_dir():
         raise argparse.ArgumentTypeError(f"the folder of {text!r} does not exist")
+    # checked now, not when the report is written after minutes of verification
+    # (a trial file, not os.access: root passes os.access on read-only file systems such as /sys)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not writable")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: the folder {str(folder)!r} is not writable "
+                                         f"({exc.strerror})") from None
     return text
 
 
