@@ -119,8 +119,9 @@ def _npz(path, p):
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # a warning line is a second line
 @pytest.mark.parametrize("write, match", [
-    (lambda path, p: _npz(path, p), r"an \.npz archive, not a \.npy array"),
-    (lambda path, p: path.write_bytes(b""), r"an empty file, not a \.npy array"),
+    (lambda path, p: _npz(path, p), r"is an \.npz archive, not a \.npy array"),
+    (lambda path, p: path.write_bytes(b""), r"is an empty file, not a \.npy array"),
+    (lambda path, p: path.write_text("1,2,3\n"), r"is not a \.npy file \(no NumPy header\)"),  # never numpy's pickle advice
     (lambda path, p: np.save(path, np.full(p, np.inf, np.float16)),
      r"value inf at index 0 is not an integer representable in int64"),
 ])
@@ -138,5 +139,6 @@ def test_theta_files_that_are_no_plain_array_are_refused_in_one_line(tmp_path, c
     assert main([*command, "--theta", str(path), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("onchip") and "--theta" in err and err.count("\n") == 1, err
+    assert "pickle" not in err, err
     assert re.search(match, err), err
     assert not out.exists()

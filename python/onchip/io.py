@@ -56,6 +56,39 @@ class _Policy:
 _policy: contextvars.ContextVar[_Policy] = contextvars.ContextVar("onchip_output_policy", default=_Policy())
 
 
+def read_npy(path: str | os.PathLike, field: str) -> np.ndarray:
+    """One array from a .npy file, every way it can fail named in one line starting ``field``.
+
+    Checks the file before numpy reads it: numpy guesses a pickle for a text file and advises
+    ``allow_pickle``, and opens an .npz archive lazily whatever its name.
+
+    Args:
+        path: the file. field: what the message starts with (``"--theta shots.csv"``, ``"data"``).
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: a folder, an empty file, an .npz archive, no
+            NumPy header (a text or CSV file), or an array numpy cannot read without pickles
+            (truncated, object dtype).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{field}: {str(p)!r} does not exist")
+    if not p.is_file():
+        raise ValueError(f"{field}: {str(p)!r} is not a file")
+    with open(p, "rb") as f:
+        magic = f.read(len(np.lib.format.MAGIC_PREFIX))
+    if not magic:
+        raise ValueError(f"{field}: {str(p)!r} is an empty file, not a .npy array")
+    if magic[:4] == b"PK\x03\x04":
+        raise ValueError(f"{field}: {str(p)!r} is an .npz archive, not a .npy array (save one array with numpy.save)")
+    if magic != np.lib.format.MAGIC_PREFIX:
+        raise ValueError(f"{field}: {str(p)!r} is not a .npy file (no NumPy header); save the array with numpy.save")
+    try:
+        return np.load(p, allow_pickle=False)
+    except Exception as exc:  # a truncated file, or an object array (a pickle inside the .npy)
+        raise ValueError(f"{field}: {str(p)!r} is not a readable .npy array ({exc})") from None
+
+
 @contextlib.contextmanager
 def output_policy(command: str | None, *, force: bool = False) -> Iterator[list[Path]]:
     """The command on whose behalf output folders are written inside the block (the CLI sets it).

@@ -166,15 +166,9 @@ def load_theta(path: str | None, spec):
     from ..spec import load_spec
 
     spec = load_spec(spec)
-    try:
-        theta = np.load(path, allow_pickle=False)
-    except EOFError:  # np.load of an empty file
-        raise ValueError(f"--theta {path}: an empty file, not a .npy array") from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"--theta {path}: not a readable .npy file ({exc})") from None
-    if not isinstance(theta, np.ndarray):  # an .npz archive (whatever its name): np.load opens it lazily
-        getattr(theta, "close", lambda: None)()
-        raise ValueError(f"--theta {path}: an .npz archive, not a .npy array (save one array with numpy.save)")
+    from ..io import read_npy
+
+    theta = read_npy(path, "--theta")
     p, nc = spec.parameter_count(), spec.channels
     if nc == 1 and theta.shape != (p,):
         raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {p} parameters need ({p},)")

@@ -28,10 +28,9 @@ def framework_of(path: str | os.PathLike) -> str:
 def _load_inputs(data, n_in: int) -> np.ndarray | None:
     if data is None:
         return None
-    try:
-        x = np.load(data, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"--data {data}: not a readable .npy file ({exc})") from None
+    from ..io import read_npy
+
+    x = read_npy(data, "--data")
     if x.ndim != 2 or x.shape[1] != n_in or not np.issubdtype(x.dtype, np.number) or not np.isfinite(x).all():
         raise ValueError(f"--data {data}: need finite inputs of shape (N, {n_in}), got {x.dtype} {x.shape}")
     return x.astype(np.float64)

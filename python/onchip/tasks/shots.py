@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from ..io import read_npy
 
 
 def load_shots(path) -> np.ndarray:
@@ -38,20 +39,12 @@ def load_shots(path) -> np.ndarray:
             no shots, or holds NaN/inf. The message names the path.
     """
     p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"data: {str(p)!r} does not exist")
-    if not p.is_file():
-        raise DataError(f"data: {str(p)!r} is not a file")
-    with open(p, "rb") as f:
-        magic = f.read(len(np.lib.format.MAGIC_PREFIX))
-    if magic[:4] == b"PK\x03\x04":
-        raise DataError(f"data: {str(p)!r} holds an archive of arrays (.npz), expected one .npy array")
-    if magic != np.lib.format.MAGIC_PREFIX:  # numpy would guess a pickle and suggest allow_pickle
-        raise DataError(f"data: {str(p)!r} is not a .npy file (no NumPy header); save the shots with numpy.save")
     try:
-        arr = np.load(p, allow_pickle=False)
-    except Exception as exc:  # a truncated file, or an object array (a pickle inside the .npy)
-        raise DataError(f"data: {str(p)!r} is not a readable .npy array ({exc})") from None
+        arr = read_npy(p, "data")
+    except FileNotFoundError:
+        raise
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
     if arr.dtype.kind not in "iuf":
         raise DataError(
             f"data: {str(p)!r} has dtype {arr.dtype}; expected real numbers "
