@@ -142,3 +142,34 @@ def test_theta_files_that_are_no_plain_array_are_refused_in_one_line(tmp_path, c
     assert "pickle" not in err, err
     assert re.search(match, err), err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name, content, match", [
+    ("model.h5", b"hello\n", "not an HDF5 file"),
+    ("model.keras", b"hello\n", "not a .keras file"),
+])
+def test_a_keras_file_of_the_wrong_container_is_refused_before_tensorflow(tmp_path, capsys, monkeypatch,
+                                                                          name, content, match):
+    from onchip.frontends import qkeras
+
+    def no_tensorflow():
+        raise AssertionError("TensorFlow loaded for a file that is not a Keras container")
+
+    monkeypatch.setattr(qkeras, "modules", no_tensorflow)
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert main(["import", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_hdf5_signature_after_a_user_block_is_accepted(tmp_path):
+    from onchip.frontends.qkeras import HDF5_SIGNATURE, _check_container
+
+    path = tmp_path / "model.h5"
+    path.write_bytes(b"\0" * 512 + HDF5_SIGNATURE + b"\0" * 64)  # HDF5 allows a user block of 512, 1024, ...
+    _check_container(path)
+    path.write_bytes(b"\0" * 700 + HDF5_SIGNATURE + b"\0" * 64)  # not at a permitted offset
+    with pytest.raises(ValueError, match="not an HDF5 file"):
+        _check_container(path)

@@ -760,6 +760,30 @@ def reference_outputs(model, imported: QKerasImport, x) -> tuple[np.ndarray, np.
     return x, qkeras_outputs(model, x, imported.spec.formats.act, round_outputs=imported.output_rounded)
 
 
+#: the HDF5 format signature; it stands at offset 0 or, after a user block, at 512, 1024, 2048, ...
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def _check_container(path: Path) -> None:
+    """Refuse a file that is not the container its suffix names: HDF5 for ``.h5``/``.hdf5``, a zip
+    archive for ``.keras`` (ValueError naming the file)."""
+    if not path.is_file():
+        return  # Keras names a missing file itself
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if path.suffix.lower() == ".keras":
+            if f.read(4) != b"PK\x03\x04":
+                raise ValueError(f"{path}: not a .keras file (a .keras model is a zip archive; this file is not one)")
+            return
+        offset = 0
+        while offset + len(HDF5_SIGNATURE) <= size:
+            f.seek(offset)
+            if f.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
+                return
+            offset = 512 if offset == 0 else 2 * offset
+    raise ValueError(f"{path}: not an HDF5 file (no HDF5 signature); save the model with model.save('model.h5')")
+
+
 def load_qkeras(path: str | Path):
     """Load a saved QKeras model (``.h5`` or ``.keras``) with QKeras' custom objects.
 
@@ -768,6 +792,7 @@ def load_qkeras(path: str | Path):
             hold quantizer objects rather than strings does not reload in QKeras 0.9; ``.h5`` does).
         onchip.extras.MissingExtra: the ``qkeras`` extra is missing.
     """
+    _check_container(Path(path))  # before TensorFlow loads (tens of seconds, and its log lines)
     modules()
     from qkeras.utils import load_qmodel
 
