@@ -173,3 +173,10 @@ def test_an_hdf5_signature_after_a_user_block_is_accepted(tmp_path):
     path.write_bytes(b"\0" * 700 + HDF5_SIGNATURE + b"\0" * 64)  # not at a permitted offset
     with pytest.raises(ValueError, match="not an HDF5 file"):
         _check_container(path)
+
+
+def test_an_unknown_flag_is_named_against_its_command(tmp_path, capsys):
+    assert main(["generate", "--spec", "kan-readout", "--bogus", "1", "--out", str(tmp_path / "g")]) == 2
+    err = capsys.readouterr().err
+    assert err == "onchip generate: error: unrecognized arguments: --bogus 1 (see onchip generate --help)\n", err
+    assert not (tmp_path / "g").exists()

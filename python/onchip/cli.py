@@ -140,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
 
             parser = build_parser()
             try:
-                args = parser.parse_args(argv)
+                args, unknown = parser.parse_known_args(argv)
+                if unknown:  # named against the command they were given to, not against onchip
+                    parser.commands[args.command][1].error(f"unrecognized arguments: {' '.join(unknown)}")
             except SystemExit as exc:  # a bad flag (2) or --help/--version (0): a status, also for callers in Python
                 code = exc.code if isinstance(exc.code, int) else 2
             else:
