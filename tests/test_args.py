@@ -180,3 +180,10 @@ def test_an_unknown_flag_is_named_against_its_command(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err == "onchip generate: error: unrecognized arguments: --bogus 1 (see onchip generate --help)\n", err
     assert not (tmp_path / "g").exists()
+
+
+def test_hls_takes_the_design_overrides_of_the_other_hardware_commands(tmp_path):
+    out = tmp_path / "h"
+    assert main(["hls", "--spec", "kan-readout", "--channels", "4", "--out", str(out)]) == 0
+    assert "static const int N_CHANNELS = 4;" in (out / "onchip_learner.h").read_text()
+    assert "channels = 4" in (out / "spec.toml").read_text()

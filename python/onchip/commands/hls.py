@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
         help="emit the Vitis HLS C++ of a learner",
         description="Write the Vitis HLS C++ project (ap_fixed, AXI4-Stream top, Vitis script) of a learner.",
     )
-    p.add_argument("--spec", required=True, help="spec TOML file or preset name")
+    _args.add_spec(p)  # --timing is accepted and changes nothing here: the C++ has no register plan
     _args.add_theta(p)
     _args.add_out(p)
     _args.add_top(p, "the top function (and the module Vitis makes of it)")
@@ -63,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
     from ..hls import emit, write
     from ..io import atomic_output_dir, write_json
     from ..model import GoldenLearner
-    from ..spec import load_spec
+    from .generate import resolve_spec
 
-    spec = load_spec(args.spec)
+    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing, args.channels)
     theta = _args.load_theta(args.theta, spec)
     project = emit(spec, theta=theta, top=args.top, part=args.part, clock_ns=args.clock_ns)
     stimulus = testbench_stream(spec, args.samples, args.seed)
