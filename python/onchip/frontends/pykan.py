@@ -38,7 +38,10 @@ conversion is a projection:
 Where the error comes from (sweeps/pykan_import/README.md, measured by its script): with a cell
 width no finer than the model's (refine 1) and T = 6, the 64-entry table's truncation of the
 position dominates, then the projection of pykan's non-uniform SiLU edges onto the uniform grid;
-coefficient and data rounding at 16 bits are small beside both.
+coefficient and data rounding at 16 bits are small beside both. A deeper linear-spline KAN
+([2, 4, 3, 1] G6 k1) is far from pykan's for the projection alone: its edges bend at knots placed
+at the data's quantiles, and later layers multiply a hidden input's error (:func:`hidden_gain`);
+above :data:`WARN_RMS_LSB` the import's warnings say so.
 
 The report (:class:`PykanImport`) gives, per edge, the fit's max and RMS error (function units
 and LSB of ``act``) against the exact B-splines and after quantization (coefficients rounded, the
@@ -531,7 +534,8 @@ def _accuracy_notes(model, imported: PykanImport, seen: np.ndarray) -> list[str]
     if gains:
         mx, l, i = max(gains)
         line += f"; one act LSB at layer {l} input {i} moves the output by up to {mx:.3g} LSB"
-    return [line + "; a larger refine (finer cells) lowers the projection's part (sweeps/pykan_import/README.md)"]
+    finer = "a larger refine" if imported.grid["source"] == "model" else "a template of finer cells"
+    return [line + f"; {finer} lowers the projection's part (sweeps/pykan_import/README.md)"]
 
 
 def _reach_notes(model, grid: dict, output: dict) -> list[str]:
