@@ -534,7 +534,7 @@ def _accuracy_notes(model, imported: PykanImport, seen: np.ndarray) -> list[str]
     if gains:
         mx, l, i = max(gains)
         line += f"; one act LSB at layer {l} input {i} moves the output by up to {mx:.3g} LSB"
-    finer = "a larger refine" if imported.grid["source"] == "model" else "a template of finer cells"
+    finer = "a larger refine (finer cells)" if imported.grid["source"] == "model" else "a template of finer cells"
     return [line + f"; {finer} lowers the projection's part (sweeps/pykan_import/README.md)"]
 
 
