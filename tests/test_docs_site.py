@@ -52,15 +52,15 @@ def test_every_docs_page_is_in_the_nav():
 #: an accuracy figure in prose: an error or difference in LSB, a count of differing outputs, a share of them
 ACCURACY_FIGURE = re.compile(r"\b\d[\d.,]*\s*LSB\b|\b\d+ of [\d,]+ outputs\b|\b\d+(?:\.\d+)?% of (?:the )?(?:outputs|inputs)\b")
 #: a command that reproduces it: `python ...`, `onchip ...`, `pytest ...` inline, or an indented command line
-COMMAND = re.compile(r"`(?:python |onchip |pytest )[^`]*`|^ {4}(?:python |onchip |pytest )", re.M)
-INCLUDE = re.compile(r'^--8<-- "([^":]+)(?::([^"]+))?"', re.M)
+COMMAND = re.compile(r"`(?:python |onchip |pytest )[^`]*`|^ {4}(?:python |onchip |pytest )", re.MULTILINE)
+INCLUDE = re.compile(r'^--8<-- "([^":]+)(?::([^"]+))?"', re.MULTILINE)
 
 
 def _units(text: str) -> list[str]:
     """A page's paragraphs outside code fences; an included file or snippet block is one unit (the
     one command that writes a generated block reproduces every figure in it)."""
     units = []
-    for para in re.split(r"\n\s*\n", re.sub(r"```.*?```", "", text, flags=re.S)):
+    for para in re.split(r"\n\s*\n", re.sub(r"```.*?```", "", text, flags=re.DOTALL)):
         m = INCLUDE.search(para)
         if m is None:
             units.append(para)

@@ -11,7 +11,13 @@ import pytest
 torch = pytest.importorskip("torch")
 kan = pytest.importorskip("kan")
 
-from onchip.frontends.pykan import WARN_RMS_LSB, from_pykan, hidden_gain, load_pykan, pykan_outputs  # noqa: E402
+from onchip.frontends.pykan import (  # noqa: E402
+    WARN_RMS_LSB,
+    from_pykan,
+    hidden_gain,
+    load_pykan,
+    pykan_outputs,
+)
 from onchip.model import GoldenLearner  # noqa: E402
 from onchip.spec import PRESETS, Formats, LearnerSpec  # noqa: E402
 

@@ -139,8 +139,8 @@ def deep_breakdown(model, x: np.ndarray) -> dict:
     """Where the [2, 4, 3, 1] G6 k1 import's error comes from, in the default import's act LSB:
     the default import against 24-bit data (rounding), each layer alone as the hardware reads it
     (every other layer pykan's own), finer cells (refine 4, 8), the network's gain per hidden act
-    LSB (:func:`onchip.frontends.pykan.hidden_gain`), and the knot interval of the most amplified
-    hidden input that holds most of the squared error."""
+    LSB (:func:`onchip.frontends.pykan.hidden_gain`), and the knot interval of a hidden input (of
+    pykan's grid) that holds the largest share of the squared error."""
     from onchip.frontends.pykan import _layer_bounds, _propagate, from_pykan, hidden_gain
     from onchip.model import GoldenLearner
 

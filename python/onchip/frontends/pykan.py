@@ -259,7 +259,7 @@ def _propagate(model, x) -> tuple[list[np.ndarray], np.ndarray]:
     return inputs, a
 
 
-def hidden_gain(model, x, imported: "PykanImport") -> list[dict]:
+def hidden_gain(model, x, imported: PykanImport) -> list[dict]:
     """How far one LSB of ``act`` at each hidden input moves the network's output, on inputs ``x``.
 
     The learner holds a hidden input h as u = s h + t in ``act`` (:func:`hidden_maps`), so one LSB
