@@ -47,3 +47,37 @@ def test_every_docs_page_is_in_the_nav():
     nav = set(_nav_files(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]))
     pages = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
     assert pages == nav
+
+
+#: an accuracy figure in prose: an error or difference in LSB, a count of differing outputs, a share of them
+ACCURACY_FIGURE = re.compile(r"\b\d[\d.,]*\s*LSB\b|\b\d+ of [\d,]+ outputs\b|\b\d+(?:\.\d+)?% of (?:the )?(?:outputs|inputs)\b")
+#: a command that reproduces it: `python ...`, `onchip ...`, `pytest ...` inline, or an indented command line
+COMMAND = re.compile(r"`(?:python |onchip |pytest )[^`]*`|^ {4}(?:python |onchip |pytest )", re.MULTILINE)
+INCLUDE = re.compile(r'^--8<-- "([^":]+)(?::([^"]+))?"', re.MULTILINE)
+
+
+def _units(text: str) -> list[str]:
+    """A page's paragraphs outside code fences; an included file or snippet block is one unit (the
+    one command that writes a generated block reproduces every figure in it)."""
+    units = []
+    for para in re.split(r"\n\s*\n", re.sub(r"```.*?```", "", text, flags=re.DOTALL)):
+        m = INCLUDE.search(para)
+        if m is None:
+            units.append(para)
+            continue
+        source = (ROOT / m.group(1)).read_text()
+        if m.group(2) is None:
+            units += _units(source)
+        else:
+            units.append(source.split(f"[start:{m.group(2)}] -->")[1].split(f"[end:{m.group(2)}] -->")[0])
+    return units
+
+
+def test_every_accuracy_figure_has_the_command_that_reproduces_it_beside_it():
+    """In the site's own pages (the seed cards, docs/seeds, carry their commands in their own
+    sections), every paragraph or generated block quoting an error in LSB or a count of differing
+    outputs also prints the command that measures it."""
+    bare = [f"{page.relative_to(ROOT)}: {' '.join(unit.split())[:120]}"
+            for page in sorted((ROOT / "docs").glob("*.md")) for unit in _units(page.read_text())
+            if ACCURACY_FIGURE.search(unit) and not COMMAND.search(unit)]
+    assert not bare, "\n".join(bare)

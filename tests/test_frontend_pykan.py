@@ -11,7 +11,13 @@ import pytest
 torch = pytest.importorskip("torch")
 kan = pytest.importorskip("kan")
 
-from onchip.frontends.pykan import from_pykan, load_pykan, pykan_outputs  # noqa: E402
+from onchip.frontends.pykan import (  # noqa: E402
+    WARN_RMS_LSB,
+    from_pykan,
+    hidden_gain,
+    load_pykan,
+    pykan_outputs,
+)
 from onchip.model import GoldenLearner  # noqa: E402
 from onchip.spec import PRESETS, Formats, LearnerSpec  # noqa: E402
 
@@ -89,6 +95,54 @@ def test_a_non_uniform_model_is_projected_and_its_errors_reported(trained):
     assert out["rms_error_lsb"] < 1 and out["max_error_lsb"] < 3  # measured: 0.46 and 1.5 LSB
     # each hidden node is mapped from its pykan grid interval onto the learner's grid range
     assert len(imp.grid["hidden_maps"]) == 1 and len(imp.grid["hidden_maps"][0]["scale"]) == 3
+    assert not any(w.startswith("output ") for w in imp.warnings), imp.warnings  # within WARN_RMS_LSB
+
+
+def _identity_chain(width=(1, 1, 1), hidden_scale=0.25, gain=3.0, x=None):
+    """A KAN whose edges are its identity base function times scale_base (splines zero): the
+    hidden node is ``hidden_scale * x``, the output ``gain * hidden``; pykan's hidden grid moved
+    onto the hidden values of ``x``."""
+    model = kan.KAN(width=list(width), grid=4, k=1, base_fun="identity", grid_range=[-2, 2], seed=0, auto_save=False)
+    with torch.no_grad():
+        for layer, scale in zip(model.act_fun, (hidden_scale, gain)):
+            layer.coef.zero_()
+            layer.scale_base.fill_(scale)
+    model.update_grid_from_samples(torch.tensor(x, dtype=torch.float32))
+    return model
+
+
+def test_hidden_gain_is_the_output_step_per_act_lsb_of_a_hidden_input():
+    """out = 3 h, and the learner holds h as u = s h + t: one LSB of u moves the output by 3 / s LSB."""
+    x = np.random.default_rng(0).uniform(-2, 2, (500, 1))
+    model = _identity_chain(x=x)
+    imp = from_pykan(model, x=x)
+    (s,) = imp.grid["hidden_maps"][0]["scale"]
+    assert s == pytest.approx(4.0 / 1.0, rel=0.01)  # h spans [-0.5, 0.5], mapped onto [-2, 2)
+    (g,) = hidden_gain(model, x, imp)
+    assert g["layer"] == 1 and g["rms"][0] == pytest.approx(3.0 / s, rel=1e-6) and g["max"][0] == pytest.approx(3.0 / s, rel=1e-6)
+
+
+def test_an_output_error_beyond_the_target_is_explained_in_the_warnings():
+    """A linear-spline edge bending at knots pykan put at the data's quantiles, amplified 40-fold by
+    the next layer: the import is far from pykan's, and a warning says where the error comes from."""
+    x = np.random.default_rng(1).normal(0, 0.5, (500, 1))
+    model = _identity_chain(x=x, hidden_scale=1.0, gain=40.0)
+    with torch.no_grad():
+        model.act_fun[0].coef.normal_(0, 1.0, generator=torch.Generator().manual_seed(0))
+    imp = from_pykan(model, x=x)
+    o = imp.output
+    assert o["rms_error_lsb"] > 10 * WARN_RMS_LSB
+    worst = max(imp.edges, key=lambda e: e["rms_error_quantized_lsb"])
+    (g,) = hidden_gain(model, x, imp)
+    line = next(w for w in imp.warnings if w.startswith("output "))
+    assert line == (f"output {o['rms_error_lsb']:.3g} LSB RMS (max {o['max_error_lsb']:.3g}) of act from pykan's on "
+                    f"the 500 data samples, more than 4: edge (layer {worst['layer']}, i=0, j=0) is "
+                    f"{worst['rms_error_quantized_lsb']:.3g} LSB RMS from pykan's over its range (pykan's spline bends "
+                    f"at its own knots, which onchip's G = {imp.spec.grid_size} uniform cells do not hold); one act "
+                    f"LSB at layer 1 input 0 moves the output by up to {g['max'][0]:.3g} LSB; a larger refine (finer "
+                    "cells) lowers the projection's part (sweeps/pykan_import/README.md)")
+    assert imp.warnings.index(line) == len(imp.warnings) - 1  # the out-of-grid fraction stays the first line
+    assert from_pykan(model, x=x, refine=8).output["rms_error"] < 0.75 * o["rms_error"]  # finer cells
 
 
 def test_a_template_gives_grid_and_formats(trained):

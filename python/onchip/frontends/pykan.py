@@ -38,7 +38,10 @@ conversion is a projection:
 Where the error comes from (sweeps/pykan_import/README.md, measured by its script): with a cell
 width no finer than the model's (refine 1) and T = 6, the 64-entry table's truncation of the
 position dominates, then the projection of pykan's non-uniform SiLU edges onto the uniform grid;
-coefficient and data rounding at 16 bits are small beside both.
+coefficient and data rounding at 16 bits are small beside both. A deeper linear-spline KAN
+([2, 4, 3, 1] G6 k1) is far from pykan's for the projection alone: its edges bend at knots placed
+at the data's quantiles, and later layers multiply a hidden input's error (:func:`hidden_gain`);
+above :data:`WARN_RMS_LSB` the import's warnings say so.
 
 The report (:class:`PykanImport`) gives, per edge, the fit's max and RMS error (function units
 and LSB of ``act``) against the exact B-splines and after quantization (coefficients rounded, the
@@ -81,6 +84,9 @@ TABLE_BITS = (6, 8)
 #: derived grid: onchip cells per cell of the model's finest layer, at least (sweeps/pykan_import:
 #: halving the cell width cuts the projection error of a G5 k3 SiLU KAN about ninefold)
 REFINE = 2
+#: output error (RMS, LSB of act) above which the import's warnings say where it comes from (the
+#: accuracy the docs give for a [2, 3, 1] G5 k3 KAN; sweeps/pykan_import)
+WARN_RMS_LSB = 4.0
 #: what the coefficients are fitted to (:func:`from_pykan` ``fit_to``)
 FIT_TO = ("table", "spline")
 
@@ -109,7 +115,8 @@ class PykanImport:
             measured.
         warnings: one line each, what a user should know: samples that leave pykan's grids (the
             edges extended over them), samples clamped to the learner's grid, formats widened for
-            the basis table.
+            the basis table, an output error above :data:`WARN_RMS_LSB` (its worst edge and the
+            hidden input the network amplifies most).
     """
 
     spec: LearnerSpec
@@ -232,19 +239,61 @@ def _edge_values(layer, x: np.ndarray, bounds: tuple[np.ndarray, np.ndarray], to
     return postacts.cpu().numpy()
 
 
+def _layer_forward(model, l: int, a: np.ndarray) -> np.ndarray:
+    """pykan's layer ``l`` in float64 on its inputs ``a`` (N, n_in): KANLayer, then the node affine terms."""
+    torch, _ = modules()
+    work = copy.deepcopy(model.act_fun[l]).double()
+    with torch.no_grad():
+        y = work(torch.as_tensor(a))[0].cpu().numpy()
+    scale, shift = _node_affine(model, l)
+    return y * scale + shift
+
+
 def _propagate(model, x) -> tuple[list[np.ndarray], np.ndarray]:
     """pykan's forward in float64: every layer's inputs ``[(N, n_in) per layer]`` and the outputs (N, n_out)."""
-    torch, _ = modules()
     a = np.asarray(x, dtype=np.float64)
     inputs = []
-    for l, layer in enumerate(model.act_fun):
+    for l in range(len(model.act_fun)):
         inputs.append(a)
-        work = copy.deepcopy(layer).double()
-        with torch.no_grad():
-            y = work(torch.as_tensor(a))[0].cpu().numpy()
-        scale, shift = _node_affine(model, l)
-        a = y * scale + shift
+        a = _layer_forward(model, l, a)
     return inputs, a
+
+
+def hidden_gain(model, x, imported: PykanImport) -> list[dict]:
+    """How far one LSB of ``act`` at each hidden input moves the network's output, on inputs ``x``.
+
+    The learner holds a hidden input h as u = s h + t in ``act`` (:func:`hidden_maps`), so one LSB
+    of u is 1/s of h, and the output (also in ``act``) moves by |d out / d h| / s of its LSB:
+    central differences of pykan's own forward (float64, step 1e-6 of the input's reach), the
+    largest over the outputs. An error the projection or the rounding leaves in a hidden input
+    reaches the output multiplied so.
+
+    Args:
+        model: the pykan KAN.
+        x: (N, n_in) inputs.
+        imported: :func:`from_pykan`'s result for ``model``.
+
+    Returns:
+        per hidden layer (l >= 1) ``{"layer", "rms": [per input], "max": [per input]}``: output
+        LSB per act LSB of that input, RMS and max over ``x``.
+    """
+    inputs, _ = _propagate(model, x)
+    out = []
+    for l, m in enumerate(imported.grid["hidden_maps"], start=1):
+        a, r = inputs[l], imported.grid["reach"][l]
+        rms, mx = [], []
+        for i, s in enumerate(m["scale"]):
+            eps = 1e-6 * max(r["hi"][i] - r["lo"][i], 1e-12)
+            hi, lo = a.copy(), a.copy()
+            hi[:, i] += eps
+            lo[:, i] -= eps
+            for L in range(l, len(model.act_fun)):
+                hi, lo = _layer_forward(model, L, hi), _layer_forward(model, L, lo)
+            g = np.abs(hi - lo).max(axis=1) / (2 * eps * s)
+            rms.append(float(np.sqrt(np.mean(g**2))))
+            mx.append(float(g.max()))
+        out.append({"layer": l, "rms": rms, "max": mx})
+    return out
 
 
 def reach(model, x) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -464,7 +513,29 @@ def from_pykan(
     imported = PykanImport(spec, theta, flat, grid, tuple(edges), None, ())
     output = output_error(model, imported, seen)
     output["source"] = "grid" if x is None else "data"
-    return dataclasses.replace(imported, output=output, warnings=tuple(_reach_notes(model, grid, output) + notes))
+    imported = dataclasses.replace(imported, output=output)
+    return dataclasses.replace(imported, warnings=tuple(_reach_notes(model, grid, output) + notes
+                                                        + _accuracy_notes(model, imported, seen)))
+
+
+def _accuracy_notes(model, imported: PykanImport, seen: np.ndarray) -> list[str]:
+    """One line when the output error exceeds :data:`WARN_RMS_LSB`: the edge the projection fits
+    worst, and the hidden input whose act LSB the network multiplies most (:func:`hidden_gain`)."""
+    o, spec = imported.output, imported.spec
+    if o["rms_error_lsb"] <= WARN_RMS_LSB:
+        return []
+    worst = max(imported.edges, key=lambda e: e["rms_error_quantized_lsb"])
+    line = (f"output {o['rms_error_lsb']:.3g} LSB RMS (max {o['max_error_lsb']:.3g}) of act from pykan's on the "
+            f"{o['samples']} {'data' if imported.grid['reach_source'] == 'data' else 'probe'} samples, more than "
+            f"{WARN_RMS_LSB:g}: edge (layer {worst['layer']}, i={worst['i']}, j={worst['j']}) is "
+            f"{worst['rms_error_quantized_lsb']:.3g} LSB RMS from pykan's over its range (pykan's spline bends at "
+            f"its own knots, which onchip's G = {spec.grid_size} uniform cells do not hold)")
+    gains = [(mx, g["layer"], i) for g in hidden_gain(model, seen, imported) for i, mx in enumerate(g["max"])]
+    if gains:
+        mx, l, i = max(gains)
+        line += f"; one act LSB at layer {l} input {i} moves the output by up to {mx:.3g} LSB"
+    finer = "a larger refine (finer cells)" if imported.grid["source"] == "model" else "a template of finer cells"
+    return [line + f"; {finer} lowers the projection's part (sweeps/pykan_import/README.md)"]
 
 
 def _reach_notes(model, grid: dict, output: dict) -> list[str]:
