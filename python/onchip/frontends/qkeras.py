@@ -424,7 +424,9 @@ def _holding(name: str, what: str, lo: float, hi: float, frac: int) -> Fmt:
     if int_bits + frac > MAX_ACT_BITS:
         raise ValueError(f"layer {name!r}: {_POINT[what]} needs ap_fixed<{int_bits + frac},{int_bits}> to be exact "
                          f"(values in [{lo:g}, {hi:g}] on a 2^-{frac} grid), {int_bits + frac} bits (more than "
-                         f"{MAX_ACT_BITS}); quantize it with quantized_relu / quantized_bits")
+                         f"{MAX_ACT_BITS}); quantize it with quantized_relu / quantized_bits"
+                         + (", or give output_format (onchip import --output-format) to round it" if what == "output"
+                            else ""))
     return Fmt(int_bits + frac, int_bits, True, "RND_CONV", "SAT")
 
 
