@@ -22,7 +22,7 @@ def variant(spec: LearnerSpec, schedule: str) -> LearnerSpec:
 
 
 def quantized(spec: LearnerSpec, x, y):
-    """Float (x, y) -> raw (x, y) in the spec's input and act formats."""
+    """Float (x, y) -> raw (x, y) in the spec's input and output formats."""
     g = GoldenLearner(spec)
     return g.quantize_inputs(x), g.quantize_targets(y)
 
@@ -31,7 +31,7 @@ def stimulus(spec: LearnerSpec, n: int, seed: int, extreme: float = 0.05):
     """Raw (x, y): a smooth target of the inputs plus noise, and a share ``extreme`` of samples
     at the format limits (grid edges and beyond, targets at +/- full scale) to exercise saturation."""
     rng = np.random.default_rng(seed)
-    fi, fa = spec.formats.input, spec.formats.act
+    fi, fa = spec.formats.input, spec.formats.y
     lo, hi = (spec.grid_range if spec.kind == "kan" else (-2.0, 2.0))
     span = hi - lo
     xf = rng.uniform(lo - 0.1 * span, hi + 0.1 * span, (n, spec.n_in))

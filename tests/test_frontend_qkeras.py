@@ -196,23 +196,41 @@ def _seq(*layers):
                       QDense(2, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2))),
          r"layer 'capped' \(ReLU\): max_value=1; only the plain ReLU"),
         (lambda: _seq(QActivation(quantized_bits(8, 2)),
-                      QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2),
-                             activation="relu", name="d"),
-                      QDense(2, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
-                      QActivation(quantized_bits(8, 2))),
-         (r"layer 'd': the unquantized ReLU needs ap_fixed<\d+,\d+,RND_CONV,SAT> to be exact, but the learner rounds "
-          r"every layer into one act format, here ap_fixed<8,3,RND_CONV,SAT>")),
-        (lambda: _seq(QActivation(quantized_bits(8, 2)),
+                      QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
+                      QActivation(quantized_relu(7, 2), name="r0"),
                       QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
                       QActivation(quantized_relu(5, 2), name="r"),
                       QDense(2, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
                       QActivation(quantized_bits(8, 2))),
-         r"layer 'r': quantizer quantized_relu\(5,2\) gives the activation format ap_fixed<6,3,RND_CONV,SAT>"),
+         r"layer 'r0': quantizer quantized_relu\(7,2\) gives the activation format ap_fixed<8,3,RND_CONV,SAT>, which "
+         r"differs from ap_fixed<6,3,RND_CONV,SAT> of the quantizer quantized_relu\(5,2\) of layer 'r'"),
     ],
 )
 def test_refusals_name_the_layer_the_quantizer_and_the_reason(build, match):
     with pytest.raises(ValueError, match=match):
         from_qkeras(build())
+
+
+@pytest.mark.parametrize("hidden", ["relu", "quantized_relu"])
+def test_an_output_quantizer_unlike_the_hidden_act_becomes_the_output_format(hidden):
+    """The output quantizer quantized_bits(8, 2) gives the output format beside the hidden act (an
+    unquantized ReLU's exact format, or quantized_relu(5, 2)'s): bit-exact with QKeras."""
+    tf.keras.utils.set_random_seed(0)
+    first = (QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2), activation="relu",
+                    name="d") if hidden == "relu" else
+             QDense(4, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2), name="d"))
+    after = [] if hidden == "relu" else [QActivation(quantized_relu(5, 2), name="r")]
+    model = _seq(QActivation(quantized_bits(8, 2)), first, *after,
+                 QDense(2, kernel_quantizer=quantized_bits(6, 0), bias_quantizer=quantized_bits(8, 2)),
+                 QActivation(quantized_bits(8, 2), name="q_out"))
+    imp = from_qkeras(model)
+    f = imp.spec.formats
+    assert str(f.output) == "ap_fixed<8,3,RND_CONV,SAT>" and f.act != f.output
+    assert hidden == "relu" or str(f.act) == "ap_fixed<6,3,RND_CONV,SAT>"
+    x = _inputs(2000)
+    want = qkeras_outputs(model, x, f.y)
+    assert f.y.min_raw in want or f.y.max_raw in want  # saturating in the output format
+    np.testing.assert_array_equal(_golden(imp, x), want)
 
 
 def test_hls4ml_converter_agrees_once_its_two_rounding_differences_are_set(imported, tmp_path):
@@ -338,23 +356,28 @@ def test_unquantized_relus_and_output_are_held_exactly_and_identity_layers_skipp
     np.testing.assert_array_equal(_golden(imp, x), want)
 
 
-def test_the_tutorial_form_rounds_its_output_into_the_one_act_format():
-    """With quantized ReLUs the learner's one act format is theirs, so the unquantized output (a
-    finer sum) is refused unless output_format rounds it into that format; the learner then equals
-    model.predict rounded so, on inputs on the input format's grid."""
+def test_the_tutorial_form_is_exact_in_the_last_sums_own_output_format():
+    """Hidden quantized ReLUs fix act; the unquantized output takes the exact format of the last
+    layer's sum (formats.output, no rounding), so the learner equals model.predict itself on inputs on
+    the input format's grid. output_format still overrides it, rounding (not exact)."""
     model = _tutorial()
-    with pytest.raises(ValueError, match=r"layer 'd3': its unquantized output needs ap_fixed<\d+,\d+,RND_CONV,SAT> "
-                                         r"to be exact, .* here ap_fixed<7,3,RND_CONV,SAT> \(the quantizer "
-                                         r"quantized_relu\(6,2\) of layer 'r2'\); give output_format \(onchip "
-                                         r"import --output-format\) ap_fixed<7,3,RND_CONV,SAT>"):
-        from_qkeras(model, input_format=TUTORIAL_INPUT)
-    imp = from_qkeras(model, input_format=TUTORIAL_INPUT, output_format="ap_fixed<7,3,RND_CONV,SAT>")
-    assert imp.output_rounded and not imp.input_quantized
+    imp = from_qkeras(model, input_format=TUTORIAL_INPUT)
+    f = imp.spec.formats
+    assert str(f.act) == "ap_fixed<7,3,RND_CONV,SAT>" and not imp.output_rounded and not imp.input_quantized
+    # d3's sum: 4-bit kernels and biases (3 fractional bits) on act's 2^-4 grid
+    assert f.output is not None and f.output.frac_bits == 4 + 3 and f.y is f.output
+    assert any("its unquantized output is exact in its own output format" in n for n in imp.notes)
+    assert imp.layers[-1] == {"layer": "d3", "kind": "output", "quantizer": "none", "format": str(f.output)}
     x = _on_grid(3000)
     y = model.predict(x.astype(np.float32), verbose=0).astype(np.float64)
-    want = quantize(y, imp.spec.formats.act)
-    assert not np.array_equal(np.ldexp(y, 5), want)  # rounding and saturation do happen
-    np.testing.assert_array_equal(_golden(imp, x), want)
+    raw = np.ldexp(y, f.output.frac_bits)
+    assert np.array_equal(raw, np.round(raw))  # model.predict's outputs lie on the output format's grid
+    assert not np.array_equal(quantize(y, f.act), np.ldexp(y, f.act.frac_bits))  # act would round them
+    np.testing.assert_array_equal(_golden(imp, x), raw.astype(np.int64))
+    assert "output = " in imp.spec.to_toml()
+    rounded = from_qkeras(model, input_format=TUTORIAL_INPUT, output_format="ap_fixed<7,3,RND_CONV,SAT>")
+    assert rounded.output_rounded and rounded.spec.formats.output is None  # act's own format: nothing to add
+    np.testing.assert_array_equal(_golden(rounded, x), quantize(y, rounded.spec.formats.y))
     with pytest.raises(ValueError, match=r"output_format: ap_fixed<9,3,RND_CONV,SAT> differs from "
                                          r"ap_fixed<8,3,RND_CONV,SAT>, the format of the output quantizer"):
         from_qkeras(_mlp(), output_format="ap_fixed<9,3,RND_CONV,SAT>")
@@ -471,8 +494,9 @@ def test_a_refused_quantizer_is_one_line_and_exit_2_from_the_command(tmp_path, c
 @pytest.mark.slow
 def test_the_tutorial_form_imports_from_the_command_and_its_verilog_verifies_with_theta(tmp_path, capsys):
     """The done-criterion, end to end: a tutorial-form .h5 (no input or output quantizer), imported
-    with a stated input format, equals QKeras on the probe; `onchip verify --theta` then checks the
-    generated Verilog, reset to that theta, against the golden model."""
+    with a stated input format and no output format (the last sum's exact one), equals QKeras on the
+    probe; `onchip verify --theta` then checks the generated Verilog, reset to that theta, against the
+    golden model."""
     import onchip
     from onchip.cli import main
 
@@ -480,11 +504,11 @@ def test_the_tutorial_form_imports_from_the_command_and_its_verilog_verifies_wit
         pytest.skip("no Verilator toolchain")
     path, out = tmp_path / "tutorial.h5", tmp_path / "imp"
     _tutorial().save(path)
-    assert main(["import", str(path), "--out", str(out), "--input-format", TUTORIAL_INPUT,
-                 "--output-format", "ap_fixed<7,3,RND_CONV,SAT>"]) == 0
+    assert main(["import", str(path), "--out", str(out), "--input-format", TUTORIAL_INPUT]) == 0
     report = json.loads((out / "report.json").read_text())
     check = report["check"]
-    assert check["differing"] == 0 and check["inputs_on_grid"] and check["outputs_rounded"]
+    assert check["differing"] == 0 and check["inputs_on_grid"] and not check["outputs_rounded"]
+    assert "output" in report["spec"]["formats"] and not report.get("warnings")  # exact: its own output format
     assert [s["layer"] for s in report["skipped"]] == ["drop", "lin"]
     printed = capsys.readouterr().out
     assert "identity at inference, skipped: drop (Dropout), lin (Activation(linear))" in printed

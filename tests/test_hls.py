@@ -219,6 +219,7 @@ def test_emitted_types_are_the_golden_formats():
     f = spec.formats
     for name in ("input", "coef", "basis", "act", "grad", "acc"):
         assert f"typedef {getattr(f, name).cpp()} {name}_t;" in header
+    assert f"typedef {f.act.cpp()} out_t;" in header  # no output format: predictions and targets in act
     assert "static const int STALENESS = 2;" in header
 
 

@@ -67,7 +67,7 @@ class Backend(Protocol):
         Args:
             spec: the learner (schedule and staleness included).
             x: (N, n_in) inputs: raw integers in ``formats.input`` (floats for ``float``).
-            y: (N, n_out) by kind: targets, raw integers in ``formats.act``, or errors dL/dy_hat,
+            y: (N, n_out) by kind: targets, raw integers in ``formats.y``, or errors dL/dy_hat,
                 raw in ``formats.grad`` (floats for ``float``); ignored for PREDICT samples,
                 and may be None when not ``learn``.
             kind: (N,) :class:`onchip.model.SampleKind` values, or None (all TARGET).

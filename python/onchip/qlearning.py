@@ -170,7 +170,7 @@ class LearnerPort:
         return np.asarray(x, np.float64), np.clip(err, f.grad.min_value, f.grad.max_value)
 
     def _out(self, pred) -> np.ndarray:
-        return self.spec.formats.act.dequantize(pred) if self.raw else np.asarray(pred, np.float64)
+        return self.spec.formats.y.dequantize(pred) if self.raw else np.asarray(pred, np.float64)
 
     def predict(self, x) -> np.ndarray:
         """Q values (n_out,) float64 of features ``x`` (n_in,): a PREDICT sample."""

@@ -119,12 +119,14 @@ class Formats:
         input: the features x (first layer input).
         coef: learned parameters (KAN spline coefficients, MLP weights and biases).
         basis: KAN basis-table entries, values and derivatives (|value| <= 1).
-        act: layer outputs, predictions and targets.
+        act: hidden layer outputs; predictions and targets too unless ``output`` is set.
         grad: output errors and back-propagated errors.
         acc: the accumulator of sums of products; products are converted into it
             (its rounding mode), the exact sum then wraps into it once. Its
             overflow must be WRAP, which makes that equal to wrapping after
             every addition in any order (an adder tree or a MAC chain).
+        output: the last layer's outputs (predictions) and the targets, or None (the default):
+            ``act``. :attr:`y` is the format in use. Written to TOML only when set.
     """
 
     input: Fmt = field(default_factory=lambda: _fmt("ap_fixed<16,4,RND_CONV,SAT>"))
@@ -133,10 +135,13 @@ class Formats:
     act: Fmt = field(default_factory=lambda: _fmt("ap_fixed<16,4,RND_CONV,SAT>"))
     grad: Fmt = field(default_factory=lambda: _fmt("ap_fixed<16,4,RND_CONV,SAT>"))
     acc: Fmt = field(default_factory=lambda: _fmt("ap_fixed<40,14,TRN,WRAP>"))
+    output: Fmt | None = None
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if value is None and f.name == "output":
+                continue
             if isinstance(value, str):
                 try:
                     value = Fmt.parse(value)
@@ -157,8 +162,15 @@ class Formats:
                 f"derivatives), got {self.basis}"
             )
 
+    @property
+    def y(self) -> Fmt:
+        """The format of predictions and targets: ``output``, or ``act`` when it is not set."""
+        return self.act if self.output is None else self.output
+
     def as_dict(self) -> dict[str, str]:
-        return {f.name: str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        # output is written only when set: specs without it keep their text (and cache keys)
+        return {f.name: str(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if getattr(self, f.name) is not None}
 
     @classmethod
     def uniform(cls, width: int, int_bits: int = 4, acc_width: int | None = None) -> "Formats":
@@ -352,16 +364,17 @@ class LearnerSpec:
             f"init_scale={self.init_scale!r} draws initial {'coefficients' if self.kind == 'kan' else 'weights'} "
             f"in +/-{bound:g}, outside formats.coef ({f.coef}), which holds [{f.coef.min_value}, {f.coef.max_value}]",
         )
-        for name in ("input", "coef", "basis", "act", "grad"):
+        for name in ("input", "coef", "basis", "act", "grad", "output"):
             fmt = getattr(f, name)
-            need(fmt.width <= 32, f"formats.{name} is wider than 32 bits: {fmt}")
-        # an error y_hat - y of two act values is quantized into grad: a coarser LSB than the
+            need(fmt is None or fmt.width <= 32, f"formats.{name} is wider than 32 bits: {fmt}")
+        y_name = "act" if f.output is None else "output"
+        # an error y_hat - y of two output values is quantized into grad: a coarser LSB than the
         # largest such error rounds every error to zero or one LSB, so the learner cannot learn
-        span = f.act.max_value - f.act.min_value
+        span = f.y.max_value - f.y.min_value
         need(
             f.grad.lsb <= span,
-            f"formats.grad ({f.grad}): its LSB {f.grad.lsb:g} is coarser than any error the act format "
-            f"({f.act}) can produce (|y_hat - y| <= {span:g}); give grad fractional bits",
+            f"formats.grad ({f.grad}): its LSB {f.grad.lsb:g} is coarser than any error the {y_name} format "
+            f"({f.y}) can produce (|y_hat - y| <= {span:g}); give grad fractional bits",
         )
         # every product the models form, converted into the accumulator, must fit int64
         pairs = [(a, b) for a in ("coef", "grad") for b in ("input", "basis", "act", "grad")]

@@ -222,11 +222,11 @@ def random_stream(spec: LearnerSpec, n: int, seed: int) -> tuple[np.ndarray, np.
     Each input is, at random, uniform inside the grid range (60 %; MLP: +/-2), uniform over the
     whole ``input`` format (25 %: out-of-grid and saturated values), or an edge value (15 %: every
     grid knot and the grid ends, one LSB either side, the format limits, 0). Each target is uniform
-    in +/-1 (70 %), uniform over the whole ``act`` format (20 %) or at its limits (10 %: saturating
+    in +/-1 (70 %), uniform over the whole output format (``formats.y``) (20 %) or at its limits (10 %: saturating
     errors).
     """
     rng = np.random.default_rng(seed)
-    fi, fa = spec.formats.input, spec.formats.act
+    fi, fa = spec.formats.input, spec.formats.y
 
     def raw(value, f):
         return int(f.quantize(min(max(value, f.min_value), f.max_value)))

@@ -48,6 +48,7 @@ def exact_mlp_spec(
     in_fmt: Fmt,
     act: Fmt,
     *,
+    output: Fmt | None = None,
     grad: str | Fmt,
     coef: str | Fmt | None,
     coef_extra_int_bits: int,
@@ -60,9 +61,12 @@ def exact_mlp_spec(
 
     Args:
         layers: the dense layers in execution order; hidden layers are followed by a ReLU
-            whose output format is ``act``, the last by a quantizer to ``act``.
+            whose output format is ``act``, the last by a quantizer to ``output`` (or ``act``).
         in_fmt: the input quantizer's format.
-        act: the format every layer output is rounded into.
+        act: the format every hidden layer output is rounded into (and the last layer's, unless
+            ``output`` is given).
+        output: the format the last layer's outputs are rounded into (``formats.output``), or None:
+            ``act``.
         grad: format of the errors for on-chip training.
         coef: the ``coef`` format to use (e.g. with fractional bits to spare for training);
             None: the narrowest that holds every quantizer's range, plus ``coef_extra_int_bits``.
@@ -111,7 +115,7 @@ def exact_mlp_spec(
     if acc_int + acc_frac > MAX_ACC_BITS:
         raise ValueError(f"model: an exact accumulator needs {acc_int + acc_frac} bits (at most {MAX_ACC_BITS})")
     formats = Formats(input=in_fmt, coef=coef_fmt, act=act, grad=grad_fmt,
-                      acc=Fmt(acc_int + acc_frac, acc_int, True, "TRN", "WRAP"))
+                      acc=Fmt(acc_int + acc_frac, acc_int, True, "TRN", "WRAP"), output=output)
     # init_scale 0: the parameters are the network's (theta), never a random draw
     spec = LearnerSpec(kind="mlp", widths=widths, formats=formats, learning_rate=learning_rate,
                        schedule=schedule, staleness=staleness, init_scale=0.0, name=name)

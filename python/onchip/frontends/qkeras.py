@@ -7,13 +7,15 @@ Accepted networks (``Sequential`` or a functional chain, one input, one output) 
 where a QDense's activation is its own ``activation=`` argument or the layer after it; layers
 that are the identity at inference (``Dropout``, ``Activation("linear")``, ...) are skipped.
 Without an input quantizer the ``input`` format is given (``input_format``) or derived from
-data, and the learner equals QKeras on inputs on its grid. The learner rounds every layer output
-into one ``act`` format: a quantizer fixes it; an unquantized ReLU or output must be held exactly
-in it (interval bounds of each sum over the inputs' ranges, on the sum's exact grid); with no
-quantizer after any layer, ``act`` is the narrowest format holding them all (at most 32 bits).
-An unquantized output after quantized ReLUs is therefore rounded into ``output_format``, which
-must be that ``act``: not exact, and :func:`rounded_output_error` measures how far the learner is
-from QKeras' own output (the import report states it first, as a warning).
+data, and the learner equals QKeras on inputs on its grid. The learner rounds every hidden layer
+output into one ``act`` format: a hidden quantizer fixes it; an unquantized ReLU must be held
+exactly in it (interval bounds of each sum over the inputs' ranges, on the sum's exact grid); with
+no quantizer after any layer, ``act`` is the narrowest format holding them all (at most 32 bits).
+The last layer's outputs go into the learner's output format (``formats.output``): the output
+quantizer's, or for an unquantized output the exact format of the last layer's sum (no rounding:
+the tutorial form, hidden quantized ReLUs and no output quantizer, is exact), or ``output_format``
+when given, which rounds: not exact, and :func:`rounded_output_error` measures how far the learner
+is from QKeras' own output (the import report states it first, as a warning).
 Kernels and biases have ``quantized_bits`` quantizers whose scale is a power of two
 (``alpha`` None, 1, another power of two, or ``"auto_po2"``, resolved per output channel from the
 trained kernel); a QDense without bias has zero biases.
@@ -23,8 +25,7 @@ The mapping, read from QKeras 0.9.0's ``quantizers.py``:
 * ``quantized_bits(b, i, keep_negative=True)`` computes ``clip(round(x * 2^F), -2^(b-1),
   2^(b-1) - 1) * 2^-F`` with ``F = b - 1 - i`` and ``round = tf.round`` (half to even): that is
   ``ap_fixed<b, i+1, RND_CONV, SAT>`` (QKeras' ``integer`` excludes the sign bit, ap_fixed's
-  I includes it). It gives the ``input`` format and the output quantizer, which must equal
-  ``act``.
+  I includes it). It gives the ``input`` format and the output format.
 * ``quantized_relu(b, i)`` computes ``clip(round(x * 2^F), 0, 2^b - 1) * 2^-F`` with
   ``F = b - i``: ReLU of ``ap_fixed<b+1, i+1, RND_CONV, SAT>``, which becomes ``act`` (the
   learner's ReLU clamps its hidden outputs at 0 after rounding into ``act``, and
@@ -423,7 +424,9 @@ def _holding(name: str, what: str, lo: float, hi: float, frac: int) -> Fmt:
     if int_bits + frac > MAX_ACT_BITS:
         raise ValueError(f"layer {name!r}: {_POINT[what]} needs ap_fixed<{int_bits + frac},{int_bits}> to be exact "
                          f"(values in [{lo:g}, {hi:g}] on a 2^-{frac} grid), {int_bits + frac} bits (more than "
-                         f"{MAX_ACT_BITS}); quantize it with quantized_relu / quantized_bits")
+                         f"{MAX_ACT_BITS}); quantize it with quantized_relu / quantized_bits"
+                         + (", or give output_format (onchip import --output-format) to round it" if what == "output"
+                            else ""))
     return Fmt(int_bits + frac, int_bits, True, "RND_CONV", "SAT")
 
 
@@ -435,39 +438,50 @@ def _parse_format(what: str, fmt) -> Fmt:
 
 
 def _act_plan(blocks, dense: list[DenseLayer], in_fmt: Fmt,
-              output_format: Fmt | None) -> tuple[Fmt, list[str], list[tuple[float, int]]]:
-    """The learner's one ``act`` format, what it means for each rounding point (report notes), and
+              output_format: Fmt | None) -> tuple[Fmt, Fmt | None, list[str], list[tuple[float, int]]]:
+    """The learner's ``act`` format (the hidden layers' outputs), its ``output`` format (None: the
+    last layer's outputs in ``act`` too), what they mean for each rounding point (report notes), and
     each layer's input bounds ``(largest |input|, fractional bits of its grid)``.
 
-    Every layer output of the learner is rounded into ``act``. A quantizer forces it (its
-    format); an unquantized ReLU or output must be held exactly: its values (interval bounds
-    over the inputs' ranges, per neuron) on the grid of its exact sum. With no quantizer after
-    any layer, ``act`` is the narrowest format holding every such point (at most 32 bits).
+    A hidden quantizer fixes ``act`` (one format for every hidden quantized_relu); an unquantized
+    ReLU must be held exactly in it: its values (interval bounds over the inputs' ranges, per
+    neuron) on the grid of its exact sum. With no hidden quantizer, ``act`` is the output
+    quantizer's (or ``output_format``'s) format when it holds every unquantized ReLU, else the
+    narrowest format holding every unquantized point (at most 32 bits). The output takes the output
+    quantizer's format, ``output_format``, or for an unquantized output the exact format of the last
+    layer's sum (no rounding); it is written as a separate ``output`` format only where ``act`` does
+    not already hold it.
     """
-    forced = []  # (layer, format, what forces it)
+    hidden = []  # (layer, format, what forces it): the hidden quantized ReLUs
+    out_fixed = None  # (layer, format, what forces it): the output quantizer or output_format
     for n, (d, after) in enumerate(blocks):
         if after is not None and after.kind == "quant":
-            role = "output" if n == len(blocks) - 1 else "relu"
-            forced.append((after.name, act_format(after.name, after.obj, role=role), f"quantizer {show(after.obj)}"))
+            last = n == len(blocks) - 1
+            entry = (after.name, act_format(after.name, after.obj, role="output" if last else "relu"),
+                     f"quantizer {show(after.obj)}")
+            if last:
+                out_fixed = entry
+            else:
+                hidden.append(entry)
     out_step = blocks[-1][1]
     if output_format is not None:
         if out_step is None:
-            forced.append((blocks[-1][0].name, output_format, "output_format"))
-        elif forced[-1][1] != output_format:
-            raise ValueError(f"output_format: {output_format} differs from {forced[-1][1]}, the format of the output "
+            out_fixed = (blocks[-1][0].name, output_format, "output_format")
+        elif out_fixed[1] != output_format:
+            raise ValueError(f"output_format: {output_format} differs from {out_fixed[1]}, the format of the output "
                              f"quantizer {show(out_step.obj)} of layer {out_step.name!r}; leave it unset")
     act = None
-    if forced:
-        name0, act, what0 = forced[-1]
-        for name, fmt, what in forced:
+    if hidden:
+        name0, act, what0 = hidden[-1]
+        for name, fmt, what in hidden:
             if fmt != act:
                 raise ValueError(
                     f"layer {name!r}: {what} gives the activation format {fmt}, which differs from {act} of the "
-                    f"{what0} of layer {name0!r} (the learner has one act format: give every quantized_relu(b, i) "
-                    "and the output quantized_bits(b+1, i))")
+                    f"{what0} of layer {name0!r} (the learner has one act format for its hidden layers: give every "
+                    "hidden quantized_relu(b, i) the same b and i)")
     lo, hi, frac = np.full(dense[0].weight.shape[1], in_fmt.min_value), np.full(dense[0].weight.shape[1],
                                                                                   in_fmt.max_value), in_fmt.frac_bits
-    exact = []  # (layer, what, needed format)
+    exact = []  # (layer, what, needed format): the unquantized ReLUs, then an unquantized output
     inputs = []  # per layer: (largest |input|, fractional bits of the inputs' grid), for float32_exact
     for n, ((d, after), layer) in enumerate(zip(blocks, dense)):
         w, b, last = layer.weight, layer.bias, n == len(blocks) - 1
@@ -484,31 +498,50 @@ def _act_plan(blocks, dense: list[DenseLayer], in_fmt: Fmt,
             continue
         if not last:  # a quantized ReLU: rounded and saturated into act
             lo, hi, frac = np.zeros_like(s_lo), np.clip(s_hi, 0.0, act.max_value), act.frac_bits
-    notes = []
+
+    def holds(fmt: Fmt, need: Fmt) -> bool:
+        return fmt.frac_bits >= need.frac_bits and fmt.min_value <= need.min_value and need.max_value <= fmt.max_value
+
+    relus = [e for e in exact if e[1] == "relu"]
+    if act is None and out_fixed is not None and all(holds(out_fixed[1], fmt) for _, _, fmt in relus):
+        act = out_fixed[1]  # one format for every layer, as the output quantizer gives it
     if act is None:
-        frac = max(fmt.frac_bits for _, _, fmt in exact)
-        int_bits = max(fmt.int_bits for _, _, fmt in exact)
-        if int_bits + frac > MAX_ACT_BITS:
-            name, what, fmt = max(exact, key=lambda e: e[2].width)
-            raise ValueError(f"layer {name!r}: {_POINT[what]} needs {fmt} to be exact, and act must hold every "
-                             f"unquantized point: ap_fixed<{int_bits + frac},{int_bits}>, {int_bits + frac} bits "
-                             f"(more than {MAX_ACT_BITS}); quantize it with quantized_relu / quantized_bits")
-        act = Fmt(int_bits + frac, int_bits, True, "RND_CONV", "SAT")
-    for name, what, fmt in exact:
-        holds = act.frac_bits >= fmt.frac_bits and act.min_value <= fmt.min_value and fmt.max_value <= act.max_value
-        if not holds and what == "output":
+        points = exact if out_fixed is None else relus
+        if points:
+            frac = max(fmt.frac_bits for _, _, fmt in points)
+            int_bits = max(fmt.int_bits for _, _, fmt in points)
+            if int_bits + frac > MAX_ACT_BITS:
+                name, what, fmt = max(points, key=lambda e: e[2].width)
+                raise ValueError(f"layer {name!r}: {_POINT[what]} needs {fmt} to be exact, and act must hold every "
+                                 f"unquantized point: ap_fixed<{int_bits + frac},{int_bits}>, {int_bits + frac} bits "
+                                 f"(more than {MAX_ACT_BITS}); quantize it with quantized_relu / quantized_bits")
+            act = Fmt(int_bits + frac, int_bits, True, "RND_CONV", "SAT")
+        else:  # one layer and a fixed output: no hidden point
+            act = out_fixed[1]
+    notes = []
+    for name, what, fmt in relus:
+        if not holds(act, fmt):
+            name0, _, what0 = hidden[-1]
             raise ValueError(
-                f"layer {name!r}: its unquantized output needs {fmt} to be exact, but the learner rounds every layer "
-                f"into one act format, here {act} (the {what0} of layer {name0!r}); give output_format "
-                f"(onchip import --output-format) {act} to round the outputs into it, or end the model in "
-                "QActivation(quantized_bits(...)) of that format")
-        if not holds:
-            raise ValueError(
-                f"layer {name!r}: the unquantized ReLU needs {fmt} to be exact, but the learner rounds every layer "
-                f"into one act format, here {act} (the {what0} of layer {name0!r}); use quantized_relu of that "
+                f"layer {name!r}: the unquantized ReLU needs {fmt} to be exact, but the learner rounds every hidden "
+                f"layer into one act format, here {act} (the {what0} of layer {name0!r}); use quantized_relu of that "
                 "format instead")
         notes.append(f"layer {name!r}: {_POINT[what]} is exact in act {act} (its values need {fmt})")
-    return act, notes, inputs
+    output = None
+    for name, what, fmt in exact:
+        if what != "output":
+            continue
+        if holds(act, fmt):
+            notes.append(f"layer {name!r}: {_POINT[what]} is exact in act {act} (its values need {fmt})")
+        else:
+            output = fmt
+            notes.append(f"layer {name!r}: {_POINT[what]} is exact in its own output format {fmt}, the exact format "
+                         f"of its sum (no rounding), beside act {act} of the hidden layers")
+    if out_fixed is not None and out_fixed[1] != act:
+        output = out_fixed[1]
+        notes.append(f"layer {out_fixed[0]!r}: the {out_fixed[2]} gives the output format {output}, beside act "
+                     f"{act} of the hidden layers")
+    return act, output, notes, inputs
 
 
 def data_input_format(x, width: int = 16) -> Fmt:
@@ -590,9 +623,8 @@ def from_qkeras(
         input_format: the ``input`` format (e.g. ``"ap_fixed<16,6,RND_CONV,SAT>"``) of a model
             without an input quantizer: the learner rounds its inputs into it, and equals
             QKeras on inputs on its grid. With an input quantizer it must equal its format.
-        output_format: the format the learner rounds an unquantized output into (it must be the
-            one ``act`` format of the learner; see the module docstring). None: the exact format
-            of the last layer's sum.
+        output_format: the format the learner rounds an unquantized output into (not exact; see
+            the module docstring). None: the exact format of the last layer's sum (no rounding).
         data: inputs (N, n_in) from which to derive ``input_format`` when the model has no input
             quantizer and none is given (:func:`data_input_format`: the narrowest 16-bit format
             holding their range).
@@ -669,7 +701,8 @@ def from_qkeras(
         else:
             b, b_range = np.zeros(w.shape[1]), w_range
         dense.append(DenseLayer(lname, w.T.copy(), b.reshape(-1), w_range, b_range))
-    act, plan_notes, inputs = _act_plan(blocks, dense, in_fmt, out_fmt)
+    act, output, plan_notes, inputs = _act_plan(blocks, dense, in_fmt, out_fmt)
+    y_fmt = act if output is None else output
     for n, ((d, after), layer) in enumerate(zip(blocks, dense)):
         q = d.obj
         described.append({"layer": d.name, "kind": "dense", "quantizer": f"kernel {show(q.kernel_quantizer_internal)}"
@@ -681,15 +714,15 @@ def from_qkeras(
         if last and after is None and out_fmt is not None:
             quantizer = "none: rounded into output_format"
         described.append({"layer": d.name if after is None else after.name, "kind": "output" if last else "relu",
-                          "quantizer": quantizer, "format": str(act)})
+                          "quantizer": quantizer, "format": str(y_fmt if last else act)})
     if out_fmt is not None and blocks[-1][1] is None:
-        notes.append(f"unquantized output of {blocks[-1][0].name!r}: rounded into output_format {act}, not exact; "
+        notes.append(f"unquantized output of {blocks[-1][0].name!r}: rounded into output_format {y_fmt}, not exact; "
                      "the learner equals QKeras' outputs rounded the same way (rounded_output_error measures the "
                      "difference from QKeras' own)")
     notes += plan_notes
     if skipped:
         notes.append("identity at inference, skipped: " + ", ".join(f"{s['layer']} ({s['kind']})" for s in skipped))
-    spec, theta = exact_mlp_spec(dense, in_fmt, act, grad=grad, coef=coef, coef_extra_int_bits=coef_extra_int_bits,
+    spec, theta = exact_mlp_spec(dense, in_fmt, act, output=output, grad=grad, coef=coef, coef_extra_int_bits=coef_extra_int_bits,
                                  learning_rate=learning_rate, schedule=schedule, staleness=staleness, name=name)
     return QKerasImport(spec, theta, tuple(described), tuple(float32_exact(dense, in_fmt, act, inputs)),
                         skipped=tuple(skipped), notes=tuple(notes), input_quantized=in_step is not None,
@@ -703,8 +736,8 @@ def qkeras_outputs(model, x, act: Fmt, *, round_outputs: bool = False) -> np.nda
     Args:
         model: the network given to :func:`from_qkeras`.
         x: float inputs (N, n_in), used as float32 (QKeras' precision).
-        act: the imported spec's ``act`` format (the output quantizer's, or the exact format
-            of an unquantized output).
+        act: the imported spec's output format ``formats.y`` (the output quantizer's, or the
+            exact format of an unquantized output).
         round_outputs: round the outputs into ``act`` (:func:`onchip.fixed.quantize`), for an
             unquantized output imported with ``output_format``.
 
@@ -729,17 +762,16 @@ def rounded_output_error(model, imported: QKerasImport, x, ours: np.ndarray) -> 
         model: the network given to :func:`from_qkeras`.
         imported: its import.
         x: inputs as QKeras sees them (N, n_in) float (:func:`reference_outputs`).
-        ours: the learner's raw outputs on them, int64 (N, n_out), ``act`` format.
+        ours: the learner's raw outputs on them, int64 (N, n_out), output format (``formats.y``).
 
     Returns:
         ``{"samples", "rms_lsb", "max_lsb", "saturated"}``: the RMS and largest difference from
-        QKeras' float output in LSB of ``act``, and the share of outputs beyond ``act``'s range
-        (saturated). An exact import needs the output's own format beside the hidden ReLUs' one
-        ``act`` (what the refusal without ``output_format`` names).
+        QKeras' float output in LSB of the output format, and the share of outputs beyond its range
+        (saturated). Without ``output_format`` the import is exact (the last sum's own format).
     """
     if not imported.output_rounded:
         return None
-    act = imported.spec.formats.act
+    act = imported.spec.formats.y
     y = np.asarray(model(np.asarray(x, dtype=np.float32), training=False).numpy(), dtype=np.float64)
     diff = np.asarray(ours, dtype=np.float64) - np.ldexp(y, act.frac_bits)
     return {"samples": int(len(y)), "rms_lsb": float(np.sqrt(np.mean(diff ** 2))),
@@ -751,13 +783,13 @@ def reference_outputs(model, imported: QKerasImport, x) -> tuple[np.ndarray, np.
     """What the learner must equal: ``(inputs as QKeras saw them (N, n_in) float64, QKeras' raw outputs)``.
 
     A model without an input quantizer sees the inputs rounded onto the input format's grid (as
-    the learner does); with ``output_format``, its outputs are rounded into ``act``.
+    the learner does); with ``output_format``, its outputs are rounded into it (``formats.y``).
     """
     x = np.asarray(x, dtype=np.float32).astype(np.float64)
     if not imported.input_quantized:
         f = imported.spec.formats.input
         x = f.dequantize(quantize(x, f))
-    return x, qkeras_outputs(model, x, imported.spec.formats.act, round_outputs=imported.output_rounded)
+    return x, qkeras_outputs(model, x, imported.spec.formats.y, round_outputs=imported.output_rounded)
 
 
 #: the HDF5 format signature; it stands at offset 0 or, after a user block, at 512, 1024, 2048, ...

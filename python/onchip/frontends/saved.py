@@ -77,10 +77,10 @@ def rounded_output_warning(check: dict, layers: list[dict]) -> str | None:
         return None
     out = next(l for l in reversed(layers) if l["kind"] == "output")
     return (f"not exact: the unquantized output of {out['layer']!r} is rounded into {out['format']} (--output-format; "
-            f"the learner has one act format, which the hidden quantized ReLUs fix): against QKeras' own output on "
+            f"without it the output is exact in the last sum's own format): against QKeras' own output on "
             f"{e['samples']} {check['source']} inputs, RMS {e['rms_lsb']:.3f} LSB, max {e['max_lsb']:.3f} LSB"
             + (f", {e['saturated']:.1%} saturated" if e["saturated"] else "")
-            + "; exact only with an output quantizer of that format (QActivation(quantized_bits(...)))")
+            + "; leave --output-format unset for an exact import")
 
 
 def _markdown(report: dict) -> str:

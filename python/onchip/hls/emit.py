@@ -156,6 +156,7 @@ def _header(spec: LearnerSpec, theta: np.ndarray, top: str) -> str:
         f"typedef {f.input.cpp()} input_t;",
         f"typedef {f.coef.cpp()} coef_t;",
         f"typedef {f.act.cpp()} act_t;",
+        f"typedef {f.y.cpp()} out_t;  // predictions and targets: the output format",
         f"typedef {f.grad.cpp()} grad_t;",
         f"typedef {f.acc.cpp()} acc_t;",
     ]
@@ -226,6 +227,11 @@ def _in_type(layer: int) -> str:
     return "input_t" if layer == 0 else "act_t"
 
 
+def _out_type(spec: LearnerSpec, layer: int) -> str:
+    """The C++ type of ``layer``'s outputs: ``out_t`` (the output format) for the last layer."""
+    return "out_t" if layer == len(spec.widths) - 2 else "act_t"
+
+
 def _in_fmt(spec: LearnerSpec, layer: int) -> Fmt:
     return spec.formats.input if layer == 0 else spec.formats.act
 
@@ -240,7 +246,7 @@ def _mlp_layers(spec: LearnerSpec) -> str:
         relu = l < last
         out.append(f"""
 // Layer {l} forward: z[j] = act(acc(bias[j]) + sum_i acc(W[j][i] * a[i])){', then ReLU' if relu else ''}.
-static void forward_{l}(const coef_t theta[N_PARAM], const {_in_type(l)} a[{n_in}], act_t z[{n_out}]) {{
+static void forward_{l}(const coef_t theta[N_PARAM], const {_in_type(l)} a[{n_in}], {_out_type(spec, l)} z[{n_out}]) {{
 #pragma HLS INLINE
 FWD{l}_J:
     for (int j = 0; j < {n_out}; j++) {{
@@ -251,7 +257,7 @@ FWD{l}_J:
 #pragma HLS UNROLL
             s += onchip::convert<acc_t>(theta[{w0} + j * {n_in} + i] * a[i]);
         }}
-        act_t v = onchip::convert<act_t>(s);
+        {_out_type(spec, l)} v = onchip::convert<{_out_type(spec, l)}>(s);
         z[j] = {'(onchip::raw_bits(v) > 0) ? v : onchip::zero<act_t>()' if relu else 'v'};
     }}
 }}
@@ -293,7 +299,7 @@ ERR{l}_I:
 def _mlp_step(spec: LearnerSpec) -> str:
     w = spec.widths
     nl = len(w) - 1
-    decl = "\n".join(f"    act_t a{l}[{w[l]}];" for l in range(1, nl + 1))
+    decl = "\n".join(f"    {_out_type(spec, l - 1)} a{l}[{w[l]}];" for l in range(1, nl + 1))
     decl += "\n" + "\n".join(f"    grad_t e{l}[{w[l]}];" for l in range(1, nl + 1))
     parts = [f"    forward_{l}(theta, {'x' if l == 0 else f'a{l}'}, a{l + 1});" for l in range(nl)]
     parts.append(f"""OUT_J:
@@ -316,9 +322,9 @@ def _mlp_step(spec: LearnerSpec) -> str:
 // One sample: prediction and the dense update (delta[p] for every parameter p);
 // theta is only read. Mirrors onchip.model.kernels.mlp_step.
 // kind: 0 TARGET (target y), 1 PREDICT (zero update), 2 ERROR (error g = dL/dy_hat).
-static void learner_step(const coef_t theta[N_PARAM], const input_t x[N_IN], const act_t y[N_OUT],
+static void learner_step(const coef_t theta[N_PARAM], const input_t x[N_IN], const out_t y[N_OUT],
                          const grad_t g[N_OUT], ap_uint<2> kind,
-                         act_t pred[N_OUT], addr_t addr[N_UPDATE], coef_t delta[N_UPDATE]) {{
+                         out_t pred[N_OUT], addr_t addr[N_UPDATE], coef_t delta[N_UPDATE]) {{
 #pragma HLS INLINE
 {decl}
 {body}
@@ -364,7 +370,7 @@ LOC{l}_I:
 
 // Layer {l} forward: out[j] = act(sum_i sum_m acc(coef[j][i][c_i + m] * BVAL[a_i][m])).
 static void forward_{l}(const coef_t theta[N_PARAM], const ap_uint<{cb}> cell[{n_in}],
-                      const ap_uint<TABLE_BITS> ta[{n_in}], act_t out[{n_out}]) {{
+                      const ap_uint<TABLE_BITS> ta[{n_in}], {_out_type(spec, l)} out[{n_out}]) {{
 #pragma HLS INLINE
 FWD{l}_J:
     for (int j = 0; j < {n_out}; j++) {{
@@ -380,7 +386,7 @@ FWD{l}_J:
                 s += onchip::convert<acc_t>(theta[base + m] * BVAL[ta[i]][m]);
             }}
         }}
-        out[j] = onchip::convert<act_t>(s);
+        out[j] = onchip::convert<{_out_type(spec, l)}>(s);
     }}
 }}
 
@@ -447,7 +453,7 @@ def _kan_step(spec: LearnerSpec) -> str:
             f"    ap_uint<TABLE_BITS> ta{l}[{w[l]}];",
             f"    bool clamped{l}[{w[l]}];",
         ]
-    decl += [f"    act_t a{l}[{w[l]}];" for l in range(1, nl + 1)]
+    decl += [f"    {_out_type(spec, l - 1)} a{l}[{w[l]}];" for l in range(1, nl + 1)]
     decl += [f"    grad_t e{l}[{w[l]}];" for l in range(1, nl + 1)]
     parts = []
     for l in range(nl):
@@ -475,9 +481,9 @@ def _kan_step(spec: LearnerSpec) -> str:
 // One sample: prediction and the sparse update (addr, delta), last layer first;
 // theta is only read. Mirrors onchip.model.kernels.kan_step.
 // kind: 0 TARGET (target y), 1 PREDICT (zero update), 2 ERROR (error g = dL/dy_hat).
-static void learner_step(const coef_t theta[N_PARAM], const input_t x[N_IN], const act_t y[N_OUT],
+static void learner_step(const coef_t theta[N_PARAM], const input_t x[N_IN], const out_t y[N_OUT],
                          const grad_t g[N_OUT], ap_uint<2> kind,
-                         act_t pred[N_OUT], addr_t addr[N_UPDATE], coef_t delta[N_UPDATE]) {{
+                         out_t pred[N_OUT], addr_t addr[N_UPDATE], coef_t delta[N_UPDATE]) {{
 #pragma HLS INLINE
 {chr(10).join(decl)}
 {chr(10).join(parts)}
@@ -593,7 +599,7 @@ COMMIT_N:
 //              words and one decision word out per sample; test-then-train (predict, then
 //              learn), every sample TARGET.
 //   OP_RUN_KINDS n_samples x (N_IN input words, one kind word, N_OUT y words) in -> as
-//              OP_RUN; kind 0 TARGET (y: targets, act_t), 1 PREDICT (y ignored, a zero
+//              OP_RUN; kind 0 TARGET (y: targets, out_t), 1 PREDICT (y ignored, a zero
 //              update in its slot of the pipelined window), 2 ERROR (y: dL/dy_hat, grad_t).
 //   OP_PREDICT n_samples x N_IN input words in -> as OP_RUN; no learning, nothing pending.
 //   The decision word: the index of the largest prediction, the lowest on a tie (one
@@ -637,9 +643,9 @@ SAMPLES:
 #pragma HLS LOOP_TRIPCOUNT min=1 max=1024
 #pragma HLS PIPELINE
         input_t x[N_IN];
-        act_t y[N_OUT];
+        out_t y[N_OUT];
         grad_t g[N_OUT];
-        act_t pred[N_OUT];
+        out_t pred[N_OUT];
         addr_t addr[N_UPDATE];
         coef_t delta[N_UPDATE];
 {_partition('addr', m)}
@@ -650,9 +656,9 @@ SAMPLES:
         if (op == OP_RUN_KINDS) kind = s_in.read().data.range(1, 0);
     READ_Y:
         for (int j = 0; j < N_OUT; j++) {{
-            // one word holds a target (act_t) or an error (grad_t): the kind says which is used
+            // one word holds a target (out_t) or an error (grad_t): the kind says which is used
             ap_int<32> word = (op == OP_PREDICT) ? ap_int<32>(0) : s_in.read().data;
-            y[j] = onchip::from_word<act_t>(word);
+            y[j] = onchip::from_word<out_t>(word);
             g[j] = onchip::from_word<grad_t>(word);
         }}{sample_channel}
         {{
@@ -687,7 +693,7 @@ DECIDE_J:
     return best;"""
     return f"""
 // The decision of a prediction: the index of the largest output, the lowest on a tie.
-static ap_uint<32> decide(const act_t pred[N_OUT]) {{
+static ap_uint<32> decide(const out_t pred[N_OUT]) {{
 #pragma HLS INLINE
 {body}
 }}

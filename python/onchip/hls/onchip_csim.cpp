@@ -62,7 +62,7 @@ int main() {
             for (size_t k = 0; status == 0 && k < out.size(); k++) {
                 ap_int<32> w = s_out.read().data;
                 out[k] = (k % (N_OUT + 1) == N_OUT) ? w.to_int64()
-                                                    : onchip::raw_bits(onchip::from_word<act_t>(w)).to_int64();
+                                                    : onchip::raw_bits(onchip::from_word<out_t>(w)).to_int64();
             }
             write_words(out.data(), out.size());
             write_words(&status, 1);

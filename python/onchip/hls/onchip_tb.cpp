@@ -39,7 +39,7 @@ int main() {
     std::vector<long long> got;
     for (long long k = 0; k < n; k++) {
         for (int j = 0; j < N_OUT; j++)
-            got.push_back(onchip::raw_bits(onchip::from_word<act_t>(s_out.read().data)).to_int64());
+            got.push_back(onchip::raw_bits(onchip::from_word<out_t>(s_out.read().data)).to_int64());
         got.push_back(s_out.read().data.to_int64());  // the decision word
     }
     for (int c = 0; c < N_CHANNELS; c++) {  // the parameter port reads one channel's bank

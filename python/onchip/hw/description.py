@@ -147,7 +147,7 @@ def _field_meaning(stream: str, member: str, name: str) -> str:
 
 def y_encoding(formats, width: int) -> dict:
     """How a ``y`` field of ``width`` bits carries its value, per sample kind (``encoding`` of the
-    field in the JSON): TARGET the raw integer of the ``act`` format, ERROR that of ``grad``
+    field in the JSON): TARGET the raw integer of the output format (``formats.y``), ERROR that of ``grad``
     (value * 2**frac_bits, the format's own scale: the two are not aligned to one binary point),
     in the field's low ``bits`` bits and extended to ``width`` (``extend``: ``sign`` for a signed
     format, ``zero`` for an unsigned one); PREDICT ignores the field. A TARGET's field is read
@@ -157,7 +157,7 @@ def y_encoding(formats, width: int) -> dict:
         return {"format": str(fmt), "bits": fmt.width, "frac_bits": fmt.frac_bits,
                 "extend": "sign" if fmt.signed else "zero", "field_bits": width}
 
-    return {"TARGET": one(formats.act), "ERROR": one(formats.grad), "PREDICT": "ignored (send 0)"}
+    return {"TARGET": one(formats.y), "ERROR": one(formats.grad), "PREDICT": "ignored (send 0)"}
 
 
 def _encoding_line(name: str, enc: dict) -> str:
@@ -178,7 +178,7 @@ def payload_table(learner) -> dict:
     from .interface import payload_leaves
 
     f = learner.spec.formats
-    formats = {"s": {"x": f.input, "y": f.act}, "m": {"pred": f.act}, "pc": {"data": f.coef}, "pr": {"data": f.coef}}
+    formats = {"s": {"x": f.input, "y": f.y}, "m": {"pred": f.y}, "pc": {"data": f.coef}, "pr": {"data": f.coef}}
     out = {}
     for stream, layout in learner.layouts.items():
         out[stream] = {}

@@ -61,23 +61,24 @@ def decision_width(n_out: int) -> int:
     return max(1, (max(n_out, 2) - 1).bit_length())
 
 
-def y_field_shape(act_shape, grad_shape) -> Shape:
-    """Shape of one ``y`` field of the sample payload: it carries a target (``act``) or an
-    error (``grad``), so it is the narrowest signed shape holding both (the wider of the two
-    when both are signed, today's ``act`` width when ``grad`` is no wider)."""
-    a, g = Shape.cast(act_shape), Shape.cast(grad_shape)
+def y_field_shape(out_shape, grad_shape) -> Shape:
+    """Shape of one ``y`` field of the sample payload: it carries a target (the output format,
+    ``formats.y``) or an error (``grad``), so it is the narrowest signed shape holding both (the
+    wider of the two when both are signed, the output width when ``grad`` is no wider)."""
+    a, g = Shape.cast(out_shape), Shape.cast(grad_shape)
     width = max(a.width + (not a.signed), g.width + (not g.signed))
     if not (a.signed or g.signed):
         return unsigned(max(a.width, g.width))
     return signed(width)
 
 
-def stream_layouts(*, n_in: int, n_out: int, input_shape, act_shape, coef_shape,
+def stream_layouts(*, n_in: int, n_out: int, input_shape, out_shape, coef_shape,
                    addr_width: int, grad_shape=None, channels: int = 1) -> dict[str, data.StructLayout]:
     """Payload layouts of the four learner streams, members lowest bits first.
 
     Args:
-        grad_shape: shape of a raw ``grad`` value (default ``act_shape``); the ``y`` fields take
+        out_shape: shape of a prediction and a target (the output format, ``formats.y``).
+        grad_shape: shape of a raw ``grad`` value (default ``out_shape``); the ``y`` fields take
             :func:`y_field_shape` of the two.
         channels: N; above 1 the sample and command payloads end with a ``channel`` field of
             :func:`channel_width` bits (the learner whose sample it is, whose parameter it addresses).
@@ -85,7 +86,7 @@ def stream_layouts(*, n_in: int, n_out: int, input_shape, act_shape, coef_shape,
     Returns:
         ``{"s": {x: ArrayLayout(input_shape, n_in), y: ArrayLayout(y_field_shape, n_out),
         kind: unsigned(2)},
-        "m": {pred: ArrayLayout(act_shape, n_out), decision: unsigned(decision_width(n_out))},
+        "m": {pred: ArrayLayout(out_shape, n_out), decision: unsigned(decision_width(n_out))},
         "pc": {data: coef_shape, addr: unsigned(addr_width), write: unsigned(1)},
         "pr": {data: coef_shape}}`` as :class:`amaranth.lib.data.StructLayout`. ``kind`` and
         ``decision`` sit above the older fields, so a TARGET sample's payload is the integer an
@@ -97,7 +98,7 @@ def stream_layouts(*, n_in: int, n_out: int, input_shape, act_shape, coef_shape,
     for name, value in (("n_in", n_in), ("n_out", n_out), ("addr_width", addr_width)):
         if value < 1:
             raise ValueError(f"stream_layouts {name} must be at least 1, got {value}")
-    y_shape = y_field_shape(act_shape, act_shape if grad_shape is None else grad_shape)
+    y_shape = y_field_shape(out_shape, out_shape if grad_shape is None else grad_shape)
     if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
         raise ValueError(f"stream_layouts channels must be an integer >= 1, got {channels!r}")
     extra = {"channel": unsigned(channel_width(channels))} if channels > 1 else {}
@@ -105,7 +106,7 @@ def stream_layouts(*, n_in: int, n_out: int, input_shape, act_shape, coef_shape,
         "s": data.StructLayout({"x": data.ArrayLayout(input_shape, n_in),
                                 "y": data.ArrayLayout(y_shape, n_out),
                                 "kind": unsigned(KIND_WIDTH), **extra}),
-        "m": data.StructLayout({"pred": data.ArrayLayout(act_shape, n_out),
+        "m": data.StructLayout({"pred": data.ArrayLayout(out_shape, n_out),
                                 "decision": unsigned(decision_width(n_out))}),
         "pc": data.StructLayout({"data": coef_shape, "addr": unsigned(addr_width), "write": unsigned(1), **extra}),
         "pr": data.StructLayout({"data": coef_shape}),
@@ -115,21 +116,21 @@ def stream_layouts(*, n_in: int, n_out: int, input_shape, act_shape, coef_shape,
 def _spec_layouts(spec: LearnerSpec) -> dict[str, data.StructLayout]:
     f = spec.formats
     return stream_layouts(n_in=spec.n_in, n_out=spec.n_out, input_shape=fmt_shape(f.input),
-                          act_shape=fmt_shape(f.act), coef_shape=fmt_shape(f.coef),
+                          out_shape=fmt_shape(f.y), coef_shape=fmt_shape(f.coef),
                           addr_width=param_addr_width(spec.parameter_count()), grad_shape=fmt_shape(f.grad),
                           channels=spec.channels)
 
 
 def sample_layout(spec: LearnerSpec) -> data.StructLayout:
     """Payload of the sample stream ``s``: ``x`` (n_in values of the input format), then ``y``
-    (n_out values: targets of the act format or errors of the grad format, :func:`y_field_shape`),
+    (n_out values: targets of the output format or errors of the grad format, :func:`y_field_shape`),
     then ``kind`` (2 bits, :class:`onchip.model.SampleKind`), then, for ``channels`` N > 1,
     ``channel`` (:func:`channel_width` bits)."""
     return _spec_layouts(spec)["s"]
 
 
 def prediction_layout(spec: LearnerSpec) -> data.StructLayout:
-    """Payload of the prediction stream ``m``: ``pred`` (n_out values of the act format), then
+    """Payload of the prediction stream ``m``: ``pred`` (n_out values of the output format ``formats.y``), then
     ``decision`` (:func:`decision_width` bits, :func:`onchip.model.decision.decisions`)."""
     return _spec_layouts(spec)["m"]
 
@@ -220,10 +221,10 @@ class LearnerPorts(wiring.Component):
     :func:`command_layout` and :func:`response_layout`, members lowest bits first):
 
         s: In(stream), samples: x[0..n_in-1] (input format W_in bits each), then y[0..n_out-1]
-            (target in act, or error in grad: :func:`y_field_shape`), then kind (2 bits:
+            (target in the output format, or error in grad: :func:`y_field_shape`), then kind (2 bits:
             0 TARGET, 1 PREDICT, 2 ERROR; 3 is treated as PREDICT), then for N > 1 channels
             channel (:func:`channel_width` bits).
-        m: Out(stream), predictions pred[0..n_out-1] (act), then decision (index of the largest
+        m: Out(stream), predictions pred[0..n_out-1] (output format), then decision (index of the largest
             output, lowest on a tie; sign for one output), one per sample, in order.
         pc: In(stream), parameter commands: data (W_coef) | addr (param_addr_width) << W_coef | write
             (| channel above it, for N > 1 channels: the parameter is theta[channel, addr]).
@@ -284,7 +285,7 @@ class LearnerPorts(wiring.Component):
         out = []
         for p, y in zip(preds, ys):
             e = Signal(fmt_shape(f.grad))
-            target = requant(m, p - y, f.act.frac_bits, f.grad)
+            target = requant(m, p - y, f.y.frac_bits, f.grad)
             with m.Switch(kind):
                 with m.Case(0):
                     m.d.comb += e.eq(target)

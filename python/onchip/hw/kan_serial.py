@@ -393,7 +393,7 @@ class SerialKanLearner(SerialLearner):
         # -- layers ---------------------------------------------------------------
         f_prod = f.coef.frac_bits + f.basis.frac_bits
         f_update = f.grad.frac_bits + f.basis.frac_bits + spec.lr_shift
-        preds = [Signal(fmt_shape(f.act), name=f"pred{j}", reset_less=True) for j in range(spec.n_out)]
+        preds = [Signal(fmt_shape(f.y), name=f"pred{j}", reset_less=True) for j in range(spec.n_out)]
         m.d.comb += [self.m.payload.pred[j].eq(v) for j, v in enumerate(preds)]
         self.decision(m, preds)
         z_prev = None
@@ -512,7 +512,8 @@ class SerialKanLearner(SerialLearner):
                     m.d.sync += acc[j].eq(0)
                 with m.Elif(add_j[0] & (add_j[1] == j)):
                     m.d.sync += acc[j].eq(acc[j] + part)
-            z_prev = [node(m, rq(m, acc[j], f.acc.frac_bits, f.act), f"l{l}_z{j}") for j in range(ly.n_out)]
+            z_fmt = f.y if l == len(layers) - 1 else f.act  # the last layer's outputs: the output format
+            z_prev = [node(m, rq(m, acc[j], f.acc.frac_bits, z_fmt), f"l{l}_z{j}") for j in range(ly.n_out)]
             if hidden_in:
                 for i in range(ly.n_in):
                     with m.If(bwd[l] & (k == 0)):

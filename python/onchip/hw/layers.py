@@ -145,6 +145,8 @@ class _Layer:
         self.last = index == len(slices) - 1
         self.live_backprop = live_backprop
         self.f = spec.formats
+        #: the format of this layer's outputs: the output format (``formats.y``) for the last layer
+        self.out_fmt = self.f.y if self.last else self.f.act
         if stages is None:
             stages = stage_plan(spec)["layers"][index]
         self.st = stages
@@ -173,7 +175,7 @@ class _Layer:
         self.port_chan = (Signal(range(self.channels), name=f"l{index}_port_chan") if self.channels > 1
                           else None)
         self.readback: Value | None = None
-        #: after :meth:`forward`: each output's sum in ``acc`` before its conversion into ``act``
+        #: after :meth:`forward`: each output's sum in ``acc`` before its conversion into ``out_fmt``
         self.sums: list[Staged] = []
 
     def product(self, m: Module, pipe: Pipe, x: Value, y: Value, stage: int, frac_from: int, fmt,
@@ -398,21 +400,21 @@ class KanLayer(_Layer):
                 continue
             s = staged_tree(pipe, terms, st["out"] - 1, f"l{l}_sum{j}", self.tree_extra_last)
             self.sums.append(Staged(overflow(m, s.value, f.acc), s.stage))
-            out = self.rq(m, self.sums[-1].value, f.acc.frac_bits, f.act)
+            out = self.rq(m, self.sums[-1].value, f.acc.frac_bits, self.out_fmt)
             outs.append(pipe.reg(out, s.stage, f"l{l}_out{j}_s{st['out']}"))
         return outs
 
     def _predict_first_sum(self, m: Module, pipe: Pipe, terms: list[Staged], j: int) -> Staged:
         """``timing = "predict-first"``: output j from its products (at the read stage, unregistered):
         the plan's ``levels`` adder-tree levels, one register, then the other levels and the rounding
-        to ``act``, combinational at the plan's ``out`` stage (the prediction; nothing registers it)."""
+        to the output format, combinational at the plan's ``out`` stage (the prediction; nothing registers it)."""
         st, f = self.st, self.f
         values = [t.value for t in terms]
         for _ in range(st["levels"]):
             values = _tree_level(values)
         s = terms[0].stage
         values = [pipe.reg(v, s, f"l{self.index}_sum{j}_t0_{n}_s{s + 1}").value for n, v in enumerate(values)]
-        out = self.rq(m, overflow(m, tree_sum(values), f.acc), f.acc.frac_bits, f.act)
+        out = self.rq(m, overflow(m, tree_sum(values), f.acc), f.acc.frac_bits, self.out_fmt)
         if s + 1 != st["out"]:
             raise AssertionError(f"layer {self.index}: output at stage {s + 1}, the stage plan says {st['out']}")
         return Staged(out, s + 1)
@@ -631,7 +633,7 @@ class MlpLayer(_Layer):
                                           f"l{l}_prod{j}_{i}"))
             s = staged_tree(pipe, terms, st["out"] - 1, f"l{l}_sum{j}", self.tree_extra_last)
             self.sums.append(Staged(overflow(m, s.value, f.acc), s.stage))
-            z = self.rq(m, self.sums[-1].value, f.acc.frac_bits, f.act)
+            z = self.rq(m, self.sums[-1].value, f.acc.frac_bits, self.out_fmt)
             if not self.last:  # ReLU on hidden layers; fast tests the sign bit (the same values: z = 0 gives 0
                 # either way) instead of a comparator after the saturation (measured: mlp-readout's path)
                 z = Mux(z[-1], 0, z) if self.spec.stage_timing == "fast" else Mux(z > 0, z, 0)

@@ -164,7 +164,7 @@ class OnchipLearner(LearnerPorts):
 
     def fused_output_error(self, m: Module, pipe: Pipe, sums: list, ys: list, kind) -> list:
         """:meth:`output_error` made from the output sums (``acc``, one stage before the prediction)
-        instead of the predictions: TARGET ``requant(requant(sum -> act) - y -> grad)`` as one addition
+        instead of the predictions: TARGET ``requant(requant(sum -> y) - y -> grad)`` (``formats.y``) as one addition
         (:func:`~onchip.hw.fixedpoint.requant_less`), with ``-y`` and ``max - y``, ``min - y`` (the
         prediction saturated) registered from the sample payload's ``y``; ERROR ``y``; otherwise 0.
         Combinational at the sums' stage, ``grad`` shaped."""
@@ -174,10 +174,10 @@ class OnchipLearner(LearnerPorts):
         for j, (sm, y) in enumerate(zip(sums, ys)):
             yv = pipe.before(y.value)  # the payload's y, registered here three ways
             neg = pipe.at(pipe.reg(-as_signed(yv), 0, f"y{j}_neg_s1"), s)
-            at_max = pipe.at(pipe.reg(overflow(m, f.act.max_raw - as_signed(yv), f.grad), 0, f"y{j}_at_max_s1"), s)
-            at_min = pipe.at(pipe.reg(overflow(m, f.act.min_raw - as_signed(yv), f.grad), 0, f"y{j}_at_min_s1"), s)
+            at_max = pipe.at(pipe.reg(overflow(m, f.y.max_raw - as_signed(yv), f.grad), 0, f"y{j}_at_max_s1"), s)
+            at_min = pipe.at(pipe.reg(overflow(m, f.y.min_raw - as_signed(yv), f.grad), 0, f"y{j}_at_min_s1"), s)
             e = Signal(fmt_shape(f.grad), name=f"err{j}")
-            target = requant_less(m, sm.value, f.acc.frac_bits, f.act, f.grad, neg, at_max, at_min)
+            target = requant_less(m, sm.value, f.acc.frac_bits, f.y, f.grad, neg, at_max, at_min)
             with m.Switch(pipe.at(kind, s)):
                 with m.Case(0):
                     m.d.comb += e.eq(target)

@@ -256,7 +256,7 @@ class SerialMlpLearner(SerialLearner):
         # -- layers: forward pass, backward pass and update ----------------------
         f_back = f.coef.frac_bits + f.grad.frac_bits
         f_b = f.grad.frac_bits + spec.lr_shift
-        preds = [Signal(fmt_shape(f.act), name=f"pred{j}", reset_less=True) for j in range(spec.n_out)]
+        preds = [Signal(fmt_shape(f.y), name=f"pred{j}", reset_less=True) for j in range(spec.n_out)]
         m.d.comb += [self.m.payload.pred[j].eq(v) for j, v in enumerate(preds)]
         self.decision(m, preds)
         z_prev = None
@@ -315,7 +315,7 @@ class SerialMlpLearner(SerialLearner):
                         m.d.sync += acc.eq(requant(m, ly.bias[j], f.coef.frac_bits, f.acc))
                     with m.Elif(fwd[l] & (step >= 2) & (step <= n + 1)):
                         m.d.sync += acc.eq(acc + prod)
-                z = rq(m, acc, f.acc.frac_bits, f.act)
+                z = rq(m, acc, f.acc.frac_bits, f.y if last else f.act)  # last: the output format
                 if not last:
                     z = Mux(z[-1], 0, z) if fast else Mux(z > 0, z, 0)  # fast: the sign bit
                 zs.append(node(m, z, f"l{l}_z{j}"))

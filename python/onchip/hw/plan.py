@@ -159,7 +159,7 @@ def stage_plan(spec: LearnerSpec) -> dict:
     # sequential fast: the output error is made from the output layer's sum in the prediction's own
     # stage (its rounding into act and the subtraction of y as one addition, requant_less), beside
     # the prediction
-    error_fused = fast and spec.schedule == "sequential" and requant_less_fuses(f.acc.frac_bits, f.act, f.grad)
+    error_fused = fast and spec.schedule == "sequential" and requant_less_fuses(f.acc.frac_bits, f.y, f.grad)
     e = p if error_fused else p + 1
     for l in range(n_layers - 1, -1, -1):
         st = plan[l]

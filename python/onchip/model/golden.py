@@ -200,8 +200,8 @@ def check_stream(
 
     Args:
         x_raw: (N, n_in) raw inputs (``input`` format).
-        y_raw: (N, n_out) raw values, by each sample's kind: TARGET rows are targets (``act``
-            format), ERROR rows dL/dy_hat (``grad`` format), PREDICT rows are ignored. Ignored,
+        y_raw: (N, n_out) raw values, by each sample's kind: TARGET rows are targets (output
+            format, ``formats.y``), ERROR rows dL/dy_hat (``grad`` format), PREDICT rows are ignored. Ignored,
             and may be None, without ``learn``.
         learn: False: inference only; y and kind are not used and come back as zeros / PREDICT.
         kind: (N,) :class:`SampleKind` values, or None: every sample TARGET.
@@ -227,7 +227,7 @@ def check_stream(
         raise ValueError(f"x_raw has {len(x)} samples but y_raw has {len(y)}")
     k = check_kind(kind, len(x))
     y = y.astype(np.int64, copy=False)
-    by_kind = ((SampleKind.TARGET, spec.formats.act, "target"), (SampleKind.ERROR, spec.formats.grad, "error"))
+    by_kind = ((SampleKind.TARGET, spec.formats.y, "target"), (SampleKind.ERROR, spec.formats.grad, "error"))
     # every value inside every kind's format: nothing to look at row by row
     fits_all = not y.size or (
         y.min() >= max(fmt.min_raw for _, fmt, _ in by_kind) and y.max() <= min(fmt.max_raw for _, fmt, _ in by_kind)
@@ -288,6 +288,7 @@ def kernel_config(spec: LearnerSpec):
         f_act=f.act.code,
         f_grad=f.grad.code,
         f_acc=f.acc.code,
+        f_out=f.y.code,
     )
     if spec.kind == "mlp":
         return MlpConfig(**common)
@@ -448,15 +449,15 @@ class GoldenLearner:
         return quantize(x, self.spec.formats.input)
 
     def quantize_targets(self, y) -> np.ndarray:
-        """Float targets (N, n_out) -> raw ``act`` format."""
+        """Float targets (N, n_out) -> raw output format (``formats.y``)."""
         y = np.asarray(y, dtype=np.float64)
         if y.ndim != 2 or y.shape[1] != self.spec.n_out:
             raise ValueError(f"targets must have shape (N, {self.spec.n_out}), got {y.shape}")
-        return quantize(y, self.spec.formats.act)
+        return quantize(y, self.spec.formats.y)
 
     def dequantize_outputs(self, raw) -> np.ndarray:
-        """Raw predictions (``act`` format) -> float."""
-        return dequantize(raw, self.spec.formats.act)
+        """Raw predictions (output format, ``formats.y``) -> float."""
+        return dequantize(raw, self.spec.formats.y)
 
     # -- running ----------------------------------------------------------------------
     def _run(self, x_raw, y_raw, learn: bool, kind=None, channel=None) -> np.ndarray:

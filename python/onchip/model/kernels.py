@@ -19,10 +19,13 @@ Forward, per layer (input u in the input format for layer 0, else ``act``):
   ``acc`` (order-free because ``acc`` overflow is WRAP); out[j] = requant(sum -> ``act``).
 * MLP: z[j] = requant(acc(bias[j]) + sum_i acc(W[j, i] * a[i]) -> ``act``);
   hidden layers apply ReLU, the output layer is linear.
+* The last layer's sum is converted into the output format ``y`` (``formats.output``, or
+  ``act`` when it is not set) instead of ``act``: the predictions y_hat are in ``y``.
 
 Output error, by the sample's kind (:class:`onchip.model.stream.SampleKind`, one int per sample):
 
-* TARGET (0): e = requant(y_hat - y -> ``grad``) (gradient of 1/2 (y_hat - y)^2), y in ``act``;
+* TARGET (0): e = requant(y_hat - y -> ``grad``) (gradient of 1/2 (y_hat - y)^2), y and y_hat
+  in ``y``, their difference exact before its one rounding;
 * ERROR (2): e = y, the host's dL/dy_hat already raw in ``grad`` (no rounding);
 * PREDICT (1): e = 0, so every delta and every back-propagated error is 0 (requant(0) = 0).
 
@@ -78,6 +81,7 @@ class KanConfig(NamedTuple):
     f_act: FmtCode
     f_grad: FmtCode
     f_acc: FmtCode
+    f_out: FmtCode  # the last layer's outputs and the targets: formats.y
 
 
 class MlpConfig(NamedTuple):
@@ -93,6 +97,7 @@ class MlpConfig(NamedTuple):
     f_act: FmtCode
     f_grad: FmtCode
     f_acc: FmtCode
+    f_out: FmtCode  # the last layer's outputs and the targets: formats.y
 
 
 # Inlining: the helpers that loop or index arrays are inlined at numba's IR level
@@ -145,12 +150,12 @@ def spline_dot(theta, base, table, row, cfg):
 
 
 @numba.njit(cache=True, inline="always")
-def output_error(err, act_out, ys, kinds, n_sample, f_act, f_grad):
+def output_error(err, act_out, ys, kinds, n_sample, f_out, f_grad):
     """The output error ``err`` (n_out,) of sample ``n_sample`` by its kind (see the module doc)."""
     kind = kinds[n_sample]
     for j in range(len(act_out)):
         if kind == 0:
-            err[j] = _to(act_out[j] - ys[n_sample, j], f_act.frac, f_grad)
+            err[j] = _to(act_out[j] - ys[n_sample, j], f_out.frac, f_grad)
         elif kind == 2:
             err[j] = ys[n_sample, j]
         else:
@@ -180,17 +185,18 @@ def kan_step(theta, xs, ys, kinds, n_sample, cfg, preds, addr, delta, work):
         for i in range(n_in):
             clamped[layer, i], cell[layer, i], table_addr[layer, i] = locate(
                 act[layer, i], cfg.lo_raw[layer], cfg.pos_bits[layer], cfg.grid_size, cfg.table_bits)
+        f_z = cfg.f_out if layer == n_layers - 1 else cfg.f_act
         for j in range(n_out):
             s = np.int64(0)
             for i in range(n_in):
                 s += spline_dot(theta, edge_base(cfg, layer, j, i, cell[layer, i]), cfg.bval, table_addr[layer, i], cfg)
-            act[layer + 1, j] = _to(_wrap(s, f_acc), f_acc.frac, cfg.f_act)
+            act[layer + 1, j] = _to(_wrap(s, f_acc), f_acc.frac, f_z)
 
     # output error
     n_out = widths[n_layers]
     for j in range(n_out):
         preds[n_sample, j] = act[n_layers, j]
-    output_error(err[:n_out], act[n_layers, :n_out], ys, kinds, n_sample, cfg.f_act, f_grad)
+    output_error(err[:n_out], act[n_layers, :n_out], ys, kinds, n_sample, cfg.f_out, f_grad)
 
     # backward, last layer first: the sparse update (k+1 deltas per edge), then the error
     # to the previous layer through the spline derivatives
@@ -240,17 +246,18 @@ def mlp_step(theta, xs, ys, kinds, n_sample, cfg, preds, addr, delta, work):
         w0 = cfg.offsets[layer]
         b0 = w0 + n_in * n_out
         f_prod = f_coef.frac + cfg.in_frac[layer]
+        f_z = cfg.f_out if layer == n_layers - 1 else cfg.f_act
         for j in range(n_out):
             s = _to(theta[b0 + j], f_coef.frac, f_acc)
             for i in range(n_in):
                 s += _to(theta[w0 + j * n_in + i] * act[layer, i], f_prod, f_acc)
-            z = _to(_wrap(s, f_acc), f_acc.frac, cfg.f_act)
+            z = _to(_wrap(s, f_acc), f_acc.frac, f_z)
             act[layer + 1, j] = max(z, 0) if layer < n_layers - 1 else z
 
     n_out = widths[n_layers]
     for j in range(n_out):
         preds[n_sample, j] = act[n_layers, j]
-    output_error(err[:n_out], act[n_layers, :n_out], ys, kinds, n_sample, cfg.f_act, f_grad)
+    output_error(err[:n_out], act[n_layers, :n_out], ys, kinds, n_sample, cfg.f_out, f_grad)
 
     f_back = f_coef.frac + f_grad.frac
     for layer in range(n_layers - 1, -1, -1):

@@ -39,7 +39,7 @@ from .kernels import kan_step, mlp_step
 class SampleKind(IntEnum):
     """What a sample of the stream asks for (the 2-bit ``kind`` field of the hardware stream).
 
-    * TARGET = 0: (x, y) with y the target (``act`` format); error = requant(y_hat - y -> ``grad``).
+    * TARGET = 0: (x, y) with y the target (output format, ``formats.y``); error = requant(y_hat - y -> ``grad``).
     * PREDICT = 1: predict only; a zero update (see the module doc); y is ignored.
     * ERROR = 2: y carries dL/dy_hat per output, raw in the ``grad`` format (0 for an output that
       must not learn); the forward pass for x uses the current parameters and the sparse update

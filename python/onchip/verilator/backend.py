@@ -76,7 +76,7 @@ def simulate(spec: LearnerSpec, x_raw, y_raw, *, kind=None, theta=None, learn: b
     Args:
         spec: the learner (schedule and staleness included).
         x_raw: (N, n_in) raw inputs in ``spec.formats.input``.
-        y_raw: (N, n_out) by kind: raw targets in ``spec.formats.act``, raw errors in
+        y_raw: (N, n_out) by kind: raw targets in ``spec.formats.y``, raw errors in
             ``spec.formats.grad`` (ignored for PREDICT samples and when not ``learn``).
         kind: (N,) :class:`onchip.model.SampleKind` values (None: all TARGET).
         theta: raw initial parameters (P,), or (N, P) for N > 1 channels (default: the golden

@@ -47,7 +47,8 @@ class PortLayout:
 
     Attributes:
         n_in, n_out: features per sample, outputs per prediction.
-        input_width, act_width, coef_width: bits of one x, one y / prediction, one parameter.
+        input_width, act_width, coef_width: bits of one x, one y / prediction (the output format
+            ``formats.y``), one parameter.
         act_signed, coef_signed: two's complement (sign-extended when read back) or unsigned.
         param_count: P, parameters readable at addresses 0 .. P-1.
         addr_width: bits of the parameter address.
@@ -98,7 +99,7 @@ class PortLayout:
             return signed(width) if is_signed else unsigned(width)
 
         return stream_layouts(n_in=self.n_in, n_out=self.n_out, input_shape=signed(self.input_width),
-                              act_shape=fmt(self.act_width, self.act_signed),
+                              out_shape=fmt(self.act_width, self.act_signed),
                               coef_shape=fmt(self.coef_width, self.coef_signed), addr_width=self.addr_width,
                               grad_shape=fmt(self.grad_width or self.act_width, self.grad_signed),
                               channels=self.channels)
@@ -130,9 +131,9 @@ class PortLayout:
             n_in=spec.n_in,
             n_out=spec.n_out,
             input_width=f.input.width,
-            act_width=f.act.width,
+            act_width=f.y.width,
             coef_width=f.coef.width,
-            act_signed=f.act.signed,
+            act_signed=f.y.signed,
             coef_signed=f.coef.signed,
             param_count=p,
             addr_width=int(info.get("param_addr_width", max(1, (p - 1).bit_length()))),
