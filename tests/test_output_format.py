@@ -42,8 +42,8 @@ def test_without_an_output_format_the_spec_keeps_its_text_and_with_one_round_tri
 @pytest.mark.parametrize("output, match", [
     ("ap_fixed<16", r"formats\.output: "),
     ("ap_fixed<33,4,RND_CONV,SAT>", r"formats\.output is wider than 32 bits: ap_fixed<33,4"),
-    ("ap_fixed<8,-2,RND_CONV,SAT>", r"formats\.grad \(.*\): its LSB .* coarser than any error the output format "
-                                   r"\(ap_fixed<8,-2"),
+    ("ap_fixed<2,-12,RND_CONV,SAT>", r"formats\.grad \(.*\): its LSB .* coarser than any error the output format "
+                                    r"\(ap_fixed<2,-12"),
 ])
 def test_a_bad_output_format_is_refused_naming_formats_output(output, match):
     with pytest.raises(SpecError, match=match):
