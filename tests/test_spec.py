@@ -130,6 +130,11 @@ def test_bad_toml_and_unknown_fields(tmp_path):
         LearnerSpec.from_toml('kind = "kan"\nwidths = [1, 1]\n[formats]\ncoef = "float"\n')
     with pytest.raises(ValueError, match="neither a preset"):
         load_spec(str(tmp_path / "missing.toml"))
+    with pytest.raises(ValueError, match=r"nor an existing file \(did you mean kan-readout\?\)"):
+        load_spec("kan-redout")
+    # products too wide for the accumulator: named by the format the user gave, not only by acc
+    with pytest.raises(ValueError, match=r"formats\.coef \(ap_fixed<16,40,.*\) x formats\.input .* narrow formats\.coef"):
+        LearnerSpec.from_toml('kind = "kan"\nwidths = [1, 1]\n[formats]\ncoef = "ap_fixed<16,40>"\n')
 
 
 def test_derived_quantities():

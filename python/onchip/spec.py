@@ -381,10 +381,10 @@ class LearnerSpec:
         for a, b in pairs:
             fa, fb = getattr(f, a), getattr(f, b)
             bits = fa.width + fb.width + max(0, f.acc.frac_bits - fa.frac_bits - fb.frac_bits)
-            need(
+            need(  # named by the widest factor too: a coef or input given too wide is the usual cause
                 bits <= 62,
-                f"formats.acc ({f.acc}) has so many fractional bits that {a} x {b} products "
-                f"need {bits} bits (at most 62)",
+                f"formats.{a} ({fa}) x formats.{b} ({fb}) products need {bits} bits in formats.acc ({f.acc}), "
+                f"at most 62: narrow formats.{a if fa.width >= fb.width else b} or give acc fewer fractional bits",
             )
         if self.kind == "kan":
             self._validate_kan(need)
@@ -681,8 +681,10 @@ def load_spec(spec: "str | Path | LearnerSpec") -> LearnerSpec:
         return named
     path = Path(text)
     if not path.is_file():
+        near = difflib.get_close_matches(text, [*PRESETS, *TASK_PRESETS], n=1)
         raise ValueError(
             f"spec {text!r} is neither a preset ({', '.join([*PRESETS, *TASK_PRESETS])}) nor an existing file"
+            + (f" (did you mean {near[0]}?)" if near else "")
         )
     try:
         return LearnerSpec.from_toml(path.read_text())

@@ -11,7 +11,7 @@ status is 1 when any point failed (the table of the others is written, the failu
 a point whose worker was lost is computed again by the next run, other failures with --retry-failed.
 --report computes nothing: it writes the definition's [[table]]s from --out's results.csv into their
 pages (between each table's marker lines).
-The definition format is described in the README (example: sweeps/example/sweep.toml)."""
+The definition format is described in docs/sweeps.md (example: sweeps/example/sweep.toml)."""
 
 
 def add_parser(sub) -> None:
