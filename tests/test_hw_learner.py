@@ -117,9 +117,6 @@ def test_fast_stage_plan_of_kan_paper():
     wide = LearnerSpec(kind="kan", widths=(2, 3, 1), grid_size=4, spline_order=2, timing="fast")
     hid = stage_plan(wide)["layers"][1]
     assert hid["out"] - hid["terms"] == 3
-    # a KAN of several layers rounds its updates in a stage of their own (its fused commit limited
-    # fmax, sweeps/timing), U = E + 2 in every layer
-    assert [(l["update"] - l["error"], l["rounds_in_commit"]) for l in stage_plan(wide)["layers"]] == [(2, False)] * 2
     assert stage_plan(KAN_PAPER.replace(timing="compact"))["layers"][0] == {"in": 1, "read": 2, "operands": 2, "product": 3, "terms": 3, "out": 4,
                                                   "port": 0, "error": 5, "delta": 5, "update": 5,
                                                   "rounds_in_commit": False}

@@ -88,8 +88,7 @@ def stage_plan(spec: LearnerSpec) -> dict:
     sequential schedule the rounding goes into the commit's subtraction instead
     (:func:`~onchip.hw.fixedpoint.subtract_requant`: the same carry chain, its saturation decided
     beside it; ``rounds_in_commit``), a stage less (pipelined, the rounded update enters the
-    pending-update queue, half as wide as the raw one; a KAN of several layers keeps the stage: its
-    fused commit limited fmax more than the stage costs). Sequential, a fast KAN's first B-spline
+    pending-update queue, half as wide as the raw one). Sequential, a fast KAN's first B-spline
     unit takes its offset and clamp from the sample payload in the accepting cycle (stage 0) and
     registers them in place of the input (the same logic between two registers, a stage less),
     and the output error is made from the output sums in the prediction's stage (E = P,
@@ -168,11 +167,8 @@ def stage_plan(spec: LearnerSpec) -> dict:
         st["delta"] = e + 1 if fast else e
         # sequential fast: the commit rounds the raw update inside its subtraction (one carry chain,
         # onchip.hw.fixedpoint.subtract_requant), so the update is ready with its raw product
-        # (not in a KAN of several layers: there the fused commit, the route out of the delta's DSP
-        # into the coefficient RAM's write, was the critical path, measured on user-kan-2-3-1:
-        # sweeps/timing)
-        st["rounds_in_commit"] = fast and spec.schedule == "sequential" and not (
-            spec.kind == "kan" and n_layers > 1) and all(subtract_requant_fuses(frac, f.coef) for frac in update_fracs(spec, l))
+        st["rounds_in_commit"] = fast and spec.schedule == "sequential" and all(
+            subtract_requant_fuses(frac, f.coef) for frac in update_fracs(spec, l))
         st["update"] = e + 2 if fast and not st["rounds_in_commit"] else st["delta"]
         if l > 0:
             st["bproduct"] = e + 1
