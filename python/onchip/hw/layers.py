@@ -206,11 +206,7 @@ class _Layer:
         if self.st.get("rounds_in_commit"):  # raw, U = E + 1: the commit rounds it (subtract_requant)
             if y is None:
                 return pipe.at(Staged(x, stage), u)
-            # a KAN of several layers registers this product in the fabric, beside the RAM it is
-            # committed to, not in the DSP: the route out of the DSP column into the commit's carry
-            # chain was its critical path (user-kan-2-3-1, sweeps/timing)
-            dsp = None if self.spec.kind == "kan" and len(self.spec.widths) > 2 else self.dsp
-            return pipe.at(registered_product(m, pipe, x, y, stage, f"{name}_raw_s{stage + 1}", dsp), u)
+            return pipe.at(registered_product(m, pipe, x, y, stage, f"{name}_raw_s{stage + 1}", self.dsp), u)
         if u == stage:
             return requant(m, x if y is None else x * y, frac_from, f.coef)
         if y is None:
