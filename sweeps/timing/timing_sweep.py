@@ -63,7 +63,8 @@ def point_spec(preset: str, timing: str, schedule: str):
     """
     from onchip.commands.generate import resolve_spec
 
-    source = preset if preset in PRESETS + TASKS else str(FAMILY / f"{preset}.toml")
+    family = FAMILY / f"{preset}.toml"
+    source = str(family) if family.exists() else preset  # a member of the family, else onchip's preset
     return resolve_spec(source, schedule, "min" if schedule == "pipelined" else None, timing)
 
 
