@@ -169,7 +169,7 @@ def check_plans(compact, fast, folder, *, depth: int | None = None, timeout: flo
 
     Returns:
         One :class:`PropertyResult` per property of ``properties``: ``bounded`` with
-        ``bound`` (cycles) and ``samples`` (predictions the slower core delivers within it), or
+        ``bound`` (cycles) and ``samples`` (predictions whose comparison falls within it), or
         ``failed`` with the counterexample trace (also when the solver ran out of time after
         finding it).
 
