@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import timing_sweep as ts  # noqa: E402  (this folder's sweep: points, hashes, runs files, table writer)
+import timing_sweep as ts  # this folder's sweep: points, hashes, runs files, table writer
 
 BOARD = "icebreaker"
 RUNS = HERE / "ice40_runs.json"
@@ -143,8 +143,8 @@ INTRO = ("The presets on the iCEBreaker (iCE40UP5K: 5280 LUT, 8 SB_MAC16, 30 SB_
 def table(rows: list[dict]) -> str:
     """The iCEBreaker table from the rows of :func:`current_rows` (``ice40_results.json``)."""
     lines = [INTRO, "",
-             "| preset | plan | cycles: prediction / update | fmax, or why it does not fit | prediction (ns) "
-             "| update (ns) | LUT / DSP / BRAM | run on | critical path (best seed) |",
+             ("| preset | plan | cycles: prediction / update | fmax, or why it does not fit | prediction (ns) "
+              "| update (ns) | LUT / DSP / BRAM | run on | critical path (best seed) |"),
              "|---|---|---|---|---:|---:|---|---|---|"]
     return "\n".join(lines + [_row(r) for r in rows])
 
