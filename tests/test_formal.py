@@ -210,21 +210,49 @@ def test_a_wrong_read_back_is_caught_at_an_arbitrary_address(design, tmp_path):
 FORGETS_TO_ROUND_UP = (r"(\+ \$signed\(\{ 16'h)7fff(, l0_sum0_t\d+_\d+_s\d+\[\d+\] \}\))", r"\g<1>0000\2")
 
 
-@pytest.mark.slow  # the sequential fast plan's fused rounding (requant_less, subtract_requant) keeps
-# yices on the first compared prediction (step 27) past 300 s; the same bug is caught item by item
-# in the default run (next tests)
-def test_one_lsb_of_rounding_in_the_fast_plan_is_caught_by_the_plan_miter(tmp_path):
+@pytest.fixture(scope="module")
+def paper_plans():
     import numpy as np
 
     # from nonzero parameters (the preset starts at 0, so its first prediction is 0 whatever the
     # rounding) and with reads only, the first prediction already shows the bug: a quick search
     f = kan_paper().formats.coef
     theta = np.random.default_rng(0).integers(f.min_raw // 8, f.max_raw // 8, kan_paper().parameter_count())
-    compact, fast = formal.plan_designs(kan_paper(), theta)
+    return formal.plan_designs(kan_paper(), theta)
+
+
+def _plan_miter_with_the_bug(plans, tmp_path, **kw):
+    compact, fast = plans
     bad = mutate(fast.verilog, *FORGETS_TO_ROUND_UP)
-    got = by_name(formal.check_plans(compact, fast, tmp_path, depth=30, timeout=300, fast_verilog=bad, writes=False))
+    return by_name(formal.check_plans(compact, fast, tmp_path, depth=30, fast_verilog=bad, writes=False, **kw))
+
+
+def test_one_lsb_of_rounding_in_the_fast_plan_is_caught_by_the_plan_miter(paper_plans, tmp_path):
+    # the predictions alone: the search ends on their first counterexample (the first compared
+    # prediction), not on the deeper cycles where the responses would still be searched
+    got = _plan_miter_with_the_bug(paper_plans, tmp_path / "bug", timeout=300, properties=("predictions_equal",))
+    r = got["predictions_equal"]
+    assert list(got) == ["predictions_equal"] and r.status == "failed", r
+    assert Path(r.trace).exists()
+    # that counterexample is the first comparison: the correct plans, to its bound, count one
+    # compared prediction, and none a cycle short of it (the responses alone keep the search cheap)
+    compact, fast = paper_plans
+    for bound, compared in ((r.bound, 1), (r.bound - 1, 0)):
+        (ok,) = formal.check_plans(compact, fast, tmp_path / str(bound), depth=bound, timeout=300, writes=False,
+                                   properties=("responses_equal",))
+        assert (ok.status, ok.bound, ok.samples) == ("bounded", bound, compared), ok
+        assert f"up to {compared} predictions compared" in ok.detail
+
+
+@pytest.mark.slow  # the solver's two whole minutes
+def test_a_counterexample_found_before_the_solver_runs_out_of_time_is_a_failure(paper_plans, tmp_path):
+    # with both properties the search goes on for the responses after the predictions' counterexample
+    # (cycle 20) and spends its time past cycle 27: that counterexample still stands
+    got = _plan_miter_with_the_bug(paper_plans, tmp_path, timeout=120)
     assert got["predictions_equal"].status == "failed", got["predictions_equal"]
     assert Path(got["predictions_equal"].trace).exists()
+    r = got["responses_equal"]
+    assert r.status == "bounded" and 20 <= r.bound < 30 and "counterexample" in r.detail, r
 
 
 def tiny_mlp():

@@ -95,3 +95,33 @@ def test_anchors_table_in_the_results_page_is_the_one_results_json_gives(ts):
     block = page.split(ts.ANCHORS_BEGIN, 1)[1].split(ts.ANCHORS_END, 1)[0]
     assert block.strip() == ts.anchors_table(rows).strip()
     assert "QICK + hls4ml" in block and "`predict-first`" in block
+
+
+@pytest.fixture(scope="module")
+def ice40():
+    spec = importlib.util.spec_from_file_location("ice40_sweep", ROOT / "sweeps" / "timing" / "ice40_sweep.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ice40_table_is_the_one_its_results_give(ice40):
+    rows = json.loads((ROOT / "sweeps" / "timing" / "ice40_results.json").read_text())
+    page = (ROOT / "docs" / "results.md").read_text()
+    block = page.split(ice40.BEGIN, 1)[1].split(ice40.END, 1)[0]
+    assert block.strip() == ice40.table(rows).strip()
+    assert (ROOT / "sweeps" / "timing" / "ice40.md").read_text().strip().endswith(block.strip())
+    assert {(r["preset"], r["timing"]) for r in rows} == {(p, t) for p in ice40.presets() for t in ice40.TIMINGS}
+
+
+def test_ice40_rows_name_the_resource_short_and_by_how_much(ice40):
+    row = {"preset": "kan-x", "timing": "compact", "latency_cycles_prediction": 4, "latency_cycles_update": 5}
+    with pytest.raises(fit.DesignTooLarge) as dsp:
+        fit.check_lattice_dsp("".join(f"  SB_MAC16 m{i} ();\n" for i in range(11)), "top", "iCE40UP5K", "ice40")
+    got = ice40._row({**row, "runs": {"1": {"does_not_fit": str(dsp.value), "date": "2026-12-07"}}})
+    assert "no fit: DSP (SB_MAC16): at least 11 needed of 8, 3 over" in got
+    placed = {"fmax_mhz": 40.0, "lut": 3000, "dsp": 8, "bram": 4, "date": "2026-12-07",
+              "critical_path": {"start": "a", "end": "b", "total_ns": 25.0, "routing_ns": 12.0}}
+    # 4 and 5 cycles at 40 MHz: 100 and 125 ns; the best of the seeds placed
+    got = ice40._row({**row, "runs": {"1": placed, "2": {**placed, "fmax_mhz": 20.0}}})
+    assert "| 40.0 MHz (seeds 1,2) | 100.0 | 125.0 | 3000 / 8 / 4 |" in got

@@ -63,7 +63,8 @@ def point_spec(preset: str, timing: str, schedule: str):
     """
     from onchip.commands.generate import resolve_spec
 
-    source = preset if preset in PRESETS + TASKS else str(FAMILY / f"{preset}.toml")
+    family = FAMILY / f"{preset}.toml"
+    source = str(family) if family.exists() else preset  # a member of the family, else onchip's preset
     return resolve_spec(source, schedule, "min" if schedule == "pipelined" else None, timing)
 
 
@@ -76,18 +77,18 @@ def refusal(preset: str, timing: str, schedule: str) -> str | None:
     return None
 
 
-def point_design(preset: str, timing: str, schedule: str, placed: bool = False):
-    """The point's core (:func:`onchip.hw.generate`); ``placed``: as ``onchip pnr`` builds it for the board
+def point_design(preset: str, timing: str, schedule: str, placed: bool = False, board: str = BOARD):
+    """The point's core (:func:`onchip.hw.generate`); ``placed``: as ``onchip pnr`` builds it for ``board``
     (on ECP5 the ``fast`` plan's products are MULT18X18D instances holding their product registers)."""
     from onchip.flow.boards import get_board
     from onchip.flow.steps import family_dsp
     from onchip.hw import generate
 
-    dsp = family_dsp(get_board(BOARD).family) if placed else None
+    dsp = family_dsp(get_board(board).family) if placed else None
     return generate(point_spec(preset, timing, schedule), axis=False, dsp=dsp)
 
 
-def design_hash(preset: str, timing: str, schedule: str, placed: bool = False) -> str:
+def design_hash(preset: str, timing: str, schedule: str, placed: bool = False, board: str = BOARD) -> str:
     """First 12 hex digits of the SHA-256 of the point's core Verilog (``placed``: the placed variant,
     :func:`point_design`), without its descriptive header (which names the onchip version): a run of
     another design is stale. ``refused-<digest of the spec's error>`` for a refused point: a record of
@@ -97,7 +98,7 @@ def design_hash(preset: str, timing: str, schedule: str, placed: bool = False) -
     why = refusal(preset, timing, schedule)
     if why is not None:
         return "refused-" + hashlib.sha256(why.encode()).hexdigest()[:8]
-    verilog = strip_header(point_design(preset, timing, schedule, placed).verilog)
+    verilog = strip_header(point_design(preset, timing, schedule, placed, board).verilog)
     return hashlib.sha256(verilog.encode()).hexdigest()[:12]
 
 

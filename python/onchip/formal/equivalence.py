@@ -47,13 +47,16 @@ def _width(info: dict, port: str) -> int:
     return info["ports"][port]["width"]
 
 
-def plans_miter(compact: dict, fast: dict, *, writes: bool = True) -> str:
+def plans_miter(compact: dict, fast: dict, *, writes: bool = True, properties=PLANS_PROPERTIES) -> str:
     """The SystemVerilog miter of two cores of one spec (descriptions ``compact`` and ``fast``,
-    modules ``compact["top"]`` and ``fast["top"]``): module ``onchip_props``.
+    modules ``compact["top"]`` and ``fast["top"]``): module ``onchip_props``, asserting
+    ``properties`` (of :data:`PLANS_PROPERTIES`).
 
     Raises:
-        ValueError: the two cores do not have the same stream ports (not the same spec).
+        ValueError: the two cores do not have the same stream ports (not the same spec), or an
+            unknown property.
     """
+    _check_properties(properties)
     for port in ("s__payload", "m__payload", "pc__payload", "pr__payload"):
         if _width(compact, port) != _width(fast, port):
             raise ValueError(f"the two cores differ in {port}: {_width(compact, port)} vs {_width(fast, port)} bits")
@@ -106,20 +109,28 @@ def plans_miter(compact: dict, fast: dict, *, writes: bool = True) -> str:
         "    if (both_r) begin c_r_full <= 0; f_r_full <= 0; end",
         "  end",
         "  always @(*) begin",
-        "    if (both_m) predictions_equal: assert(c_m_slot == f_m_slot);",
-        "    if (both_r) responses_equal: assert(c_r_slot == f_r_slot);",
+        *(["    if (both_m) predictions_equal: assert(c_m_slot == f_m_slot);"] if "predictions_equal" in properties else []),
+        *(["    if (both_r) responses_equal: assert(c_r_slot == f_r_slot);"] if "responses_equal" in properties else []),
         "  end",
     ]
-    lines += [f"  always @(*) samples_{n}: cover(n_pred == {n});" for n in range(1, MAX_COVER_SAMPLES + 1)]
+    # the n-th comparison itself (both slots full), at the step the assertion checks it
+    lines += [f"  always @(*) samples_{n}: cover(both_m && n_pred == {n - 1});" for n in range(1, MAX_COVER_SAMPLES + 1)]
     lines += ["endmodule", ""]
     return "\n".join(lines)
+
+
+def _check_properties(properties) -> None:
+    bad = [p for p in properties if p not in PLANS_PROPERTIES] if not isinstance(properties, str) else [properties]
+    if bad or not properties:
+        raise ValueError(f"properties: must be some of {', '.join(PLANS_PROPERTIES)}, got {properties!r}")
 
 
 _COVER = re.compile(r"Reached cover statement in step (\d+) at [^:\s]+: samples_(\d+)")
 
 
 def _cover_steps(folder: Path) -> dict[int, int]:
-    """Cover label ``samples_<n>`` -> the step SBY first reached it at, from a cover job's logs."""
+    """Cover label ``samples_<n>`` (the n-th comparison of predictions) -> the step SBY first reached
+    it at, from a cover job's logs."""
     reached: dict[int, int] = {}
     for log in folder.glob("engine_*/logfile*.txt"):
         for step, n in _COVER.findall(log.read_text()):
@@ -136,7 +147,7 @@ def plans_depth(fast: dict) -> int:
 
 def check_plans(compact, fast, folder, *, depth: int | None = None, timeout: float, compact_verilog: str | None = None,
                 fast_verilog: str | None = None, writes: bool = True, solver: str | None = None,
-                log=lambda text: None) -> list[PropertyResult]:
+                properties=PLANS_PROPERTIES, log=lambda text: None) -> list[PropertyResult]:
     """Bounded equivalence of the two timing plans of one spec and schedule (:func:`plans_miter`).
 
     Args:
@@ -152,17 +163,24 @@ def check_plans(compact, fast, folder, *, depth: int | None = None, timeout: flo
             which host, :data:`PLANS_LEVELS`).
         solver: the SMT solver (:data:`onchip.formal.sby.SOLVER_BINARIES`; default: the host's in
             :data:`PLANS_SOLVER`).
+        properties: the properties checked, of :data:`PLANS_PROPERTIES` (the search ends once each
+            has a counterexample: checking one alone ends on its first).
         log: called with one line per solver run.
 
     Returns:
-        One :class:`PropertyResult` per property of :data:`PLANS_PROPERTIES`: ``bounded`` with
-        ``bound`` (cycles) and ``samples`` (predictions the slower core delivers within it), or
-        ``failed`` with the counterexample trace.
+        One :class:`PropertyResult` per property of ``properties``: ``bounded`` with
+        ``bound`` (cycles) and ``samples`` (predictions whose comparison falls within it), or
+        ``failed`` with the counterexample trace (also when the solver ran out of time after
+        finding it).
+
+    Raises:
+        ValueError: an unknown property.
     """
+    _check_properties(properties)
     folder = Path(folder)
     depth = plans_depth(fast.info) if depth is None else depth
     files = {"compact.v": compact_verilog or compact.verilog, "fast.v": fast_verilog or fast.verilog,
-             "onchip_props.sv": plans_miter(compact.info, fast.info, writes=writes)}
+             "onchip_props.sv": plans_miter(compact.info, fast.info, writes=writes, properties=properties)}
     script = "read_verilog compact.v\nread_verilog fast.v\nread_verilog -formal -sv onchip_props.sv\n" \
              "prep -top onchip_props\nflatten\nmemory_map\nopt -fast"
     level, host = PLANS_LEVELS[bool(writes)], "any commands" if writes else "reads only"
@@ -173,7 +191,7 @@ def check_plans(compact, fast, folder, *, depth: int | None = None, timeout: flo
         f"(checked {r.steps_checked}, {r.seconds:.1f} s, {solver})")
     results = []
     if r.status == "FAIL":
-        for name in PLANS_PROPERTIES:
+        for name in properties:
             bad = name in r.failed
             results.append(PropertyResult(
                 name, level, "failed" if bad else "bounded", bound=r.steps_checked, seconds=r.seconds,
@@ -185,9 +203,10 @@ def check_plans(compact, fast, folder, *, depth: int | None = None, timeout: flo
     c = sby.run_job(folder, "plans_cover", mode="cover", depth=max(bound, 1), script=script, files=files,
                     timeout=timeout)
     reached = _cover_steps(Path(c.folder))
-    samples = max((n for n, step in reached.items() if step < bound), default=0)  # step s: cycle s + 1
+    # the BMC checked steps 0 .. bound - 1: a comparison made at one of them was checked
+    samples = max((n for n, step in reached.items() if step < bound), default=0)
     log(f"formal plans ({host}): cover run: {samples} predictions compared within {bound} cycles ({c.seconds:.1f} s)")
-    for name in PLANS_PROPERTIES:
+    for name in properties:
         results.append(PropertyResult(
             name, level, "bounded", bound=bound, samples=samples, seconds=r.seconds + c.seconds,
             detail=(f"bounded, not a proof: equal for every input sequence ({host}) of up to {bound} cycles "

@@ -90,7 +90,8 @@ class SbyResult:
     """The verdict of one SBY job.
 
     Attributes:
-        status: one of :data:`STATUSES`.
+        status: one of :data:`STATUSES`; a ``bmc`` or ``prove`` job that ran out of time after
+            writing a counterexample from the initial state is ``FAIL`` (SBY says ``TIMEOUT``).
         mode: ``"prove"`` or ``"bmc"``.
         depth: the job's depth (``prove``: the induction length k in cycles; ``bmc``: cycles
             checked from the initial state).
@@ -196,7 +197,7 @@ def run_job(folder: str | os.PathLike, name: str, *, mode: str, depth: int, scri
     tail = "\n".join(out.strip().splitlines()[-30:])
     if status == "ERROR":
         raise ToolError(f"SymbiYosys job {jobdir} failed:\n{tail}")
-    logs, traces = "", {}
+    logs, traces, base = "", {}, {}
     # the base case first: its counterexamples are real, the induction step's are not
     for name in ("logfile_basecase.txt", "logfile.txt", "logfile_induction.txt"):
         for log in sorted(jobdir.glob(f"engine_*/{name}")):
@@ -206,6 +207,14 @@ def run_job(folder: str | os.PathLike, name: str, *, mode: str, depth: int, scri
                 continue
             for label, vcd in _failures(text, jobdir).items():
                 traces.setdefault(label, vcd)
+                if name != "logfile_induction.txt" and vcd is not None:
+                    base.setdefault(label, vcd)
+    timed_out = status == "TIMEOUT"
+    if timed_out and mode != "cover" and base:
+        # a counterexample from the initial state written before the timeout (--keep-going went on
+        # looking for the other assertions' and ran out of time) is as real as one SBY ends on
+        status = "FAIL"
+        traces = base
     failed = list(traces)
     trace = next((v for v in traces.values() if v), None)
     steps = None
@@ -213,7 +222,7 @@ def run_job(folder: str | os.PathLike, name: str, *, mode: str, depth: int, scri
         checked = [int(m) for m in re.findall(r"Checking assertions in step (\d+)", logs)]
         done = max(checked, default=-1)
         # cycles 0 .. done were checked; at a timeout the step being checked does not count
-        steps = done + 1 if status in ("PASS", "FAIL") else max(0, done)
+        steps = done + 1 if status in ("PASS", "FAIL") and not timed_out else max(0, done)
     bad = status in ("FAIL", "UNKNOWN")
     return SbyResult(status=status, mode=mode, depth=depth, failed=failed if bad else [],
                      traces=traces if bad else {}, trace=trace if bad else None, steps_checked=steps,
