@@ -175,8 +175,13 @@ def _job(key: str) -> tuple[str, dict]:
 def current(runs: dict, names: list[str] | None = None) -> dict:
     """The runs made on each point's current design (by :func:`design_hash`; a place-and-route run by
     the placed variant's), of the points ``names`` (default: every point)."""
-    hashes = {(name, placed): design_hash(*name.split("/"), placed=placed) for name in names or points(None)
-              for placed in (False, True)}
+    from onchip.progress import progress_bar
+
+    todo = [(name, placed) for name in names or points(None) for placed in (False, True)]
+    hashes = {}
+    # each hash elaborates a design (a second or more): minutes for the whole family, so say so
+    for name, placed in progress_bar(todo, desc="hashing the designs", unit="design"):
+        hashes[(name, placed)] = design_hash(*name.split("/"), placed=placed)
     return {k: v for k, v in runs.items()
             if v.get("design") == hashes.get(("/".join(k.split("/")[:3]), _kind(k) in PLACED_KINDS))}
 
@@ -517,7 +522,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="runs at once")
     ap.add_argument("--no-xcup", action="store_true", help="skip the Yosys UltraScale+ counts")
     ap.add_argument("--no-ecp5", action="store_true", help="skip the Yosys ECP5 counts (the BRAM column)")
-    ap.add_argument("--report", action="store_true", help="only rewrite results.md/json, timing.png, the README's preset table and this folder's README's family table")
+    ap.add_argument("--report", action="store_true", help="only rewrite results.md/json, timing.png, the README's preset table and this folder's README's family table "
+                         "(no place and route, but every point's design is elaborated to hash it: about 10 minutes)")
     ap.add_argument("--no-report", action="store_true",
                     help="only the runs: leave the report (the report hashes every point's design)")
     args = ap.parse_args()
