@@ -47,11 +47,11 @@ def main() -> None:
             m = tasks.evaluate(readout, res.predictions)
             label = f"{model.upper()} {'16-bit' if backend == 'golden' else 'float twin'}"
             lines.append(f"| {label} ({spec.name}) | {m['assignment_fidelity']:.4f} | "
-                         f"{m['assignment_fidelity_last_5000']:.4f} | {m['recovery_shots']} |")
+                         f"{m['assignment_fidelity_last_5000']:.4f} | {tasks.recovery_text(m)} |")
             axes[0].plot(tasks.rolling_metric(readout, res.predictions)[1], label=label, lw=1)
     sb = tasks.evaluate(readout, tasks.static_baseline_predictions(readout))["static_baseline"]
     lines.append(f"| static LDA (first 2000 shots, frozen) | {sb['assignment_fidelity']:.4f} | "
-                 f"{sb['assignment_fidelity_last_5000']:.4f} | {sb['recovery_shots']} |")
+                 f"{sb['assignment_fidelity_last_5000']:.4f} | {tasks.recovery_text(sb)} |")
     axes[0].plot(tasks.rolling_metric(readout, tasks.static_baseline_predictions(readout))[1],
                  label="static LDA", lw=1)
     for e in readout.events:
@@ -73,7 +73,7 @@ def main() -> None:
         c = np.asarray(m["confusion_counts_last_5000"], dtype=float)
         conf = " ; ".join(" ".join(f"{v:.3f}" for v in row) for row in c / c.sum(axis=1, keepdims=True))
         return (f"| {label} | {m['assignment_fidelity']:.4f} | {m['assignment_fidelity_last_5000']:.4f} | "
-                f"{errors} | {m['recovery_shots']} | {conf} |")
+                f"{errors} | {tasks.recovery_text(m)} | {conf} |")
 
     for model in ("kan", "mlp"):
         spec = resolve_spec("qubit-readout", model, None, three.x.shape[1], three.y.shape[1])

@@ -98,7 +98,8 @@ def plot_qubits(path: Path, title: str, ylabel: str, learner: np.ndarray, static
 def summary_lines(metrics: dict) -> list[str]:
     """The console summary of a multiplexed run: each qubit's fidelity (whole stream, its last
     5000 shots), its recovery per drift event and its static discriminator's, then the means."""
-    from .run import _recovery, _sig
+    from .run import _sig
+    from .tasks import recovery_text
 
     n = metrics["qubits"]
     head = (f"qubit-readout, {n} qubits / {metrics['spec']} (channels = {metrics['channels']}) / "
@@ -110,7 +111,7 @@ def summary_lines(metrics: dict) -> list[str]:
                   if sb else "static not calibrated")
         lines.append(f"  qubit {c}: fidelity {_sig(m['assignment_fidelity'])} (whole), "
                      f"{_sig(m['assignment_fidelity_last_5000'])} (last {min(5000, m['samples'])}); "
-                     f"recovery {_recovery(m)}; {static}")
+                     f"recovery {recovery_text(m)}; {static}")
         if "iq_map" in metrics["per_qubit_stream"][c]["source"]:
             lines[-1] += f" [{metrics['stream']['per_qubit'][c]['source']}]"
     for who, mean in (("online learner", metrics["mean"]), ("static discriminator", metrics["static_baseline_mean"])):

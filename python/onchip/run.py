@@ -195,15 +195,6 @@ def _sig(value) -> str:
     return str(value)
 
 
-def _recovery(m: dict) -> str:
-    # the shots per event, and in place of None why there is none: not recovered, or a stream too
-    # short to measure it (metrics.json's recovery_status; older metrics without it print None)
-    shots, status = m.get("recovery_shots"), m.get("recovery_status")
-    if shots is None or status is None:
-        return _sig(shots)
-    return "[" + ", ".join(_sig(n) if n is not None else why for n, why in zip(shots, status)) + "]"
-
-
 def _sci(value) -> str:
     # 4 significant digits in scientific notation (MSE spans decades)
     return "None" if value is None else f"{value:.3e}"
@@ -236,6 +227,8 @@ def summary_lines(metrics: dict) -> list[str]:
     5000 shots;
     drift-regression: MSE per segment, over the last 10% of each segment, and overall.
     """
+    from .tasks import recovery_text
+
     if metrics["task"] == "acrobot":
         from .control import summary_lines as control_summary
 
@@ -258,7 +251,7 @@ def summary_lines(metrics: dict) -> list[str]:
                 return "not calibrated (its calibration shots lack a state)"
             return (f"fidelity {_sig(m.get('assignment_fidelity'))} (whole stream), "
                     f"{_sig(m.get('assignment_fidelity_last_5000'))} ({last}); "
-                    f"recovery shots per drift event {_recovery(m)}")
+                    f"recovery shots per drift event {recovery_text(m)}")
 
         lines.append(f"  {source_line(metrics.get('stream', {}))}")
         lines.append(f"  online learner:       {fidelity(metrics)}")

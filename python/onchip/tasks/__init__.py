@@ -27,6 +27,7 @@ from .fidelity import (
     evaluate_readout,
     recovery_shots,
     recovery_status,
+    recovery_text,
     rolling_fidelity,
     static_baseline_predictions,
 )
@@ -42,7 +43,7 @@ __all__ = [
     "TASKS", "DriftEvent", "Stream", "make_stream", "evaluate", "rolling_metric",
     "load_shots", "ReadoutModel", "ReadoutDrift", "DriftStep", "DEFAULT_DRIFT", "NO_DRIFT",
     "make_drift_regression", "make_qubit_readout", "static_baseline_predictions",
-    "assignment_fidelity", "rolling_fidelity", "recovery_shots", "recovery_status", "DEFAULT_WINDOW",
+    "assignment_fidelity", "rolling_fidelity", "recovery_shots", "recovery_status", "recovery_text", "DEFAULT_WINDOW",
     "evaluate_readout", "evaluate_regression", "rolling_mse", "check_predictions",
     "confusion_counts", "state_errors",
     "DriftScenario", "DriftChange", "DriftError", "load_drift", "DRIFT_PRESETS",

@@ -251,6 +251,16 @@ def readout_figures(stream: Stream, pred: np.ndarray, window: int) -> dict:
     return out
 
 
+def recovery_text(metrics: dict) -> str:
+    """``recovery_shots`` of a metrics dict as printed and tabled: ``"[7, 0]"``, with the reason in
+    place of each None (:data:`NOT_RECOVERED`, :data:`TOO_SHORT`); metrics without
+    ``recovery_status`` (older runs) print their list as it is."""
+    shots, status = metrics.get("recovery_shots"), metrics.get("recovery_status")
+    if shots is None or status is None:
+        return str(shots)
+    return "[" + ", ".join(str(n) if n is not None else why for n, why in zip(shots, status)) + "]"
+
+
 def evaluate_readout(stream: Stream, predictions, window: int | None = None) -> dict:
     """All readout metrics of test-then-train predictions, with the static baseline's.
 
