@@ -42,18 +42,20 @@ def method_table(runs: list[dict]) -> str:
     from onchip.methods._report import markdown_table, mean_std_text
 
     seeds = runs[0]["seeds"]
+    same = all(m["seeds"] == seeds for m in runs)
     rows = []
     for m in runs:
         paired = m["headline"].get("paired", {})
         for name, s in m["summary"].items():
-            rows.append([name, m["budget"], m["target_evals"][name], m["samples_per_iteration"][name],
+            rows.append([name, m["budget"], *([] if same else [_seeds(m["seeds"])]), m["target_evals"][name],
+                         m["samples_per_iteration"][name],
                          _per_seed(m["per_seed"][name][str(k)]["kl"] for k in m["seeds"]),
                          mean_std_text(s["kl"]["mean"], s["kl"]["std"]),
                          _ci(paired[name]) if name in paired else "—",
                          mean_std_text(s["log_z_error"]["mean"], s["log_z_error"]["std"], sign=True),
                          f"{s['ess_fraction']['mean']:.3f}", f"{s['mode_coverage']['mean']:.2f}"])
-    return markdown_table(["method", "budget", "target evals", "draws/iteration",
-                           f"final KL per seed {_seeds(seeds)}", "KL mean ± std", "em2c - method, paired [ci95]",
+    return markdown_table(["method", "budget", *([] if same else ["seeds"]), "target evals", "draws/iteration",
+                           f"final KL per seed {_seeds(seeds)}" if same else "final KL per seed", "KL mean ± std", "em2c - method, paired [ci95]",
                            "log Z error", "ESS/N", "mode coverage"], rows)
 
 
@@ -79,19 +81,22 @@ def control_table(runs: dict[str, dict]) -> str:
 
     pcs = {stem: m["positive_control"] for stem, m in runs.items()}
     seeds = next(iter(pcs.values()))["seeds"]
+    same = all(pc["seeds"] == seeds for pc in pcs.values())
     k = lambda n: f"{n // 1000}k"
     evals = [(m["config"]["iterations"], pc["target_evals"]) for m, pc in zip(runs.values(), pcs.values())]
     caption = (f"**Positive control** (gmm4, d = 10, N = {next(iter(runs.values()))['config']['n_samples']} draws per "
                "iteration for both arms; EM2C spends " + " / ".join(k(e["em2c"]) for _, e in evals)
                + " evaluations at " + " / ".join(str(i) for i, _ in evals) + " iterations, the ablation "
-               + " / ".join(k(e["em2c-nomove"]) for _, e in evals) + f"), final KL per seed {_seeds(seeds)}:")
+               + " / ".join(k(e["em2c-nomove"]) for _, e in evals) + "), final KL per seed"
+               + (f" {_seeds(seeds)}:" if same else " (seeds per row):"))
     mean = lambda v: sum(v) / len(v)
-    rows = [[f"{m['config']['iterations']} (`{stem}*`)", _per_seed(pc["method_values"]),
+    rows = [[f"{m['config']['iterations']} (`{stem}*`)", *([] if same else [_seeds(pc["seeds"])]),
+             _per_seed(pc["method_values"]),
              _per_seed(pc["ablation_values"]), _ci(pc["paired"]), f"{pc['paired']['p_value']:.3g}",
              f"{mean(pc['mode_coverage']['em2c']):.2f} / {mean(pc['mode_coverage']['em2c-nomove']):.2f}",
              "yes" if pc["sensitive"] else "no"]
             for (stem, m), pc in zip(runs.items(), pcs.values())]
-    return markdown_table(["iterations (folder)", "em2c", "em2c-nomove", "em2c - em2c-nomove [ci95]", "sign-flip p",
+    return markdown_table(["iterations (folder)", *([] if same else ["seeds"]), "em2c", "em2c-nomove", "em2c - em2c-nomove [ci95]", "sign-flip p",
                            "mode coverage em2c / nomove", "sensitive (excludes zero)"], rows, caption)
 
 
@@ -99,9 +104,10 @@ def block() -> str:
     """The card's measured tables, between the markers."""
     runs = {stem: [json.loads((HERE / f"{stem}{tail}" / "metrics.json").read_text())
                    for tail in ("", "-equal-iterations")] for stem, _ in TARGETS}
-    seeds = runs[TARGETS[0][0]][0]["seeds"]
-    assert all(m["seeds"] == seeds for pair in runs.values() for m in pair), "every folder runs the same seeds"
-    parts = [START, (f"**Measured** ({len(seeds)} seeds, {_seeds(seeds)}, per row; every cell of \"final KL per seed\" "
+    seeds = {tuple(m["seeds"]) for pair in runs.values() for m in pair}
+    scale = (f"{len(next(iter(seeds)))} seeds, {_seeds(list(next(iter(seeds))))}" if len(seeds) == 1
+             else "seeds per table: " + " or ".join(f"{len(s)} ({_seeds(list(s))})" for s in sorted(seeds, key=len)))
+    parts = [START, (f"**Measured** ({scale}, per row; every cell of \"final KL per seed\" "
                      "is one run; `sweeps/ais/<target>/` at equal target evaluations, the default, with the positive "
                      "control and the split sweep; `sweeps/ais/<target>-equal-iterations/` with N = 1000 draws per "
                      "iteration for every method; each folder's `results.md` holds the same tables.) \"paired "
