@@ -33,7 +33,7 @@ def _per_seed(values) -> str:
 
 
 def _command(m: dict) -> str:
-    return f"`{m['command'].replace(' --quiet', '')}`"
+    return f"`{m['command']}`"
 
 
 def method_table(runs: list[dict]) -> str:
