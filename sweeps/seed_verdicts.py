@@ -10,7 +10,8 @@ from those values, without rerunning any experiment, and
 - rewrites ``results.md`` with the method's own report code where that code is a function of the
   stored result (:func:`_regenerators`); a ``results.md`` it cannot rebuild (no such code, or a run
   older than the code) gets its printed bootstrap intervals replaced by the t intervals
-  (:func:`requote`), and is named; ``sweeps/unlearning/README.md`` is rebuilt by its generator;
+  (:func:`requote`), and is named; ``sweeps/unlearning/README.md`` and the measured tables of
+  ``seeds/ais-entropic-mirror.md`` are rebuilt by their generators;
 - writes into ``seeds/README.md``, between its markers, the table of every interval whose verdict
   (excludes zero or not) differs between the percentile bootstrap the project used before
   (:func:`bootstrap_interval`, reproduced here) and the t interval, on the same stored values. The
@@ -394,6 +395,16 @@ WORDING = {"(mean [ci95], percentile bootstrap)": "(mean [ci95], Student t)", "(
            "Bootstrap over prompt pairs": "Over prompt pairs (Student t)"}
 
 
+def _script(path: Path):
+    """A sweep script (not a package module) loaded by its path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     regen = _regenerators()
@@ -448,6 +459,12 @@ def main(argv: list[str]) -> int:
             touched.append(card.relative_to(ROOT).as_posix())
             if not check:
                 card.write_text(fresh)
+    card_tables = _script(SWEEPS / "ais" / "card_tables.py")
+    ais_card = card_tables.CARD.read_text()
+    if card_tables.card_text(ais_card) != ais_card:
+        touched.append(card_tables.CARD.relative_to(ROOT).as_posix())
+        if not check:
+            card_tables.main([])
     if not check:
         sys.path.insert(0, str(SWEEPS / "unlearning"))
         import make_readme

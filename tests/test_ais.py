@@ -262,3 +262,21 @@ def test_progress_bar_reaches_the_last_iteration(capsys):
     target = make_target("gmm2", 2)
     run_sampler(target, "em2c", SamplerConfig(n_samples=50, iterations=3, n_target_draws=50), seed=0, progress=True)
     assert "3/3" in capsys.readouterr().err
+
+
+def test_the_cards_measured_tables_are_what_card_tables_writes_from_the_committed_runs():
+    # every figure of the card's measured block comes from sweeps/ais/*/metrics.json through one script
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "sweeps" / "ais" / "card_tables.py"
+    spec = importlib.util.spec_from_file_location("card_tables", path)
+    ct = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ct)
+    card = ct.CARD.read_text()
+    assert ct.card_text(card) == card
+    # an edited figure inside the block is found
+    a, b = card.index(ct.START), card.index(ct.END)
+    block = card[a:b]
+    edited = block.replace("| em2c | equal-evaluations |", "| em2c | equal-evaluations |x", 1)
+    assert edited != block and ct.card_text(card[:a] + edited + card[b:]) == card

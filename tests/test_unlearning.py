@@ -358,3 +358,22 @@ def test_each_use_of_a_run_seed_draws_its_own_integer_seed():
     # split, original, retrain, unlearning and evaluation of ten seeds: no two the same, none a raw seed
     assert len(set(values)) == len(values) == 50 and not set(values) & set(range(10))
     assert named[0] == _named_seeds(0)
+
+
+def test_the_cards_measured_tables_are_what_make_readme_writes_from_the_committed_runs():
+    # the card's tables (per-seed gaps, paired intervals, the positive control) come from the committed
+    # metrics.json of each configuration through one script, never copied by hand
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "sweeps" / "unlearning" / "make_readme.py"
+    spec = importlib.util.spec_from_file_location("make_readme", path)
+    mr = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mr)
+    results = {c: json.loads((mr.folder(*c) / "metrics.json").read_text()) for c in mr.CONFIGS}
+    card = mr.CARD.read_text()
+    assert mr.card_text(card, results) == card
+    # a changed stored interval changes the card
+    results[(8, "class:3")]["headline"]["paired"]["oeu-noproj"]["ci95"][1] += 1.0
+    assert mr.card_text(card, results) != card

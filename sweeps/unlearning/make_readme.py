@@ -2,7 +2,8 @@
 
 Run: python sweeps/unlearning/make_readme.py  (reads only files in this folder; the hardware section is kept
 from the current README, everything above it is rewritten). The page opens with the summary tables and the
-commands that make them, then the method.
+commands that make them, then the method. The same run writes the measured tables of seeds/unlearning-oeu.md
+between its ``unlearning-tables`` markers (:func:`card_text`; the prose around them is the card's own).
 """
 
 from __future__ import annotations
@@ -11,6 +12,15 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).parent
+CARD = HERE.resolve().parents[1] / "seeds" / "unlearning-oeu.md"
+CARD_START = ("<!-- unlearning-tables: start (written by sweeps/unlearning/make_readme.py from "
+              "sweeps/unlearning/*/metrics.json) -->")
+CARD_END = "<!-- unlearning-tables: end -->"
+#: the card's names of the headline's baselines, in its row order per forget request
+CARD_ROWS = {"class:3": [("oeu-noproj", "OEU-noproj"), ("relabel", "relabel"), ("gradascent", "gradient ascent"),
+                         ("finetune", "fine-tune"), ("original", "original")],
+             "random:0.1": [("oeu-noproj", "OEU-noproj"), ("original", "original"), ("finetune", "fine-tune"),
+                            ("gradascent", "gradient ascent"), ("relabel", "relabel")]}
 CONFIGS = [(8, "class:3"), (4, "class:3"), (2, "class:3"), (8, "random:0.1"), (4, "random:0.1"), (2, "random:0.1")]
 
 
@@ -38,6 +48,72 @@ def commands(configs: list[tuple[int, str]]) -> list[str]:
             f"    # B in {' '.join(sorted({str(b) for b, _ in configs}, key=int, reverse=True))}, "
             f"F in {' '.join(dict.fromkeys(f for _, f in configs))} (the folder writes ':' as '-')"
             + (f"; {', '.join(ablation)} adds --ablation" if ablation else "")]
+
+def card_block(results: dict) -> str:
+    """The card's measured tables from the configurations' metrics.json (``results``: (bits, forget) ->
+    metrics): per forget request the OEU mean ± sd (ddof 1, the headline's), per-seed gaps of OEU and
+    OEU-noproj (class forgetting) and every paired difference OEU - baseline, then the positive control."""
+    def ci2(p):
+        lo, hi = p["ci95"]
+        return f"{p['difference']:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+    parts = [CARD_START]
+    for forget, title in (("class:3", "Class forgetting (class:3), average gap to retrain"),
+                          ("random:0.1", "Random forgetting (random:0.1), OEU - baseline (pp)")):
+        runs = [results[c] for c in CONFIGS if c[1] == forget]
+        seeds = runs[0]["headline"]["seeds"]
+        lines = [f"**{title}, {len(seeds)} seeds:**", "", "| | " + " | ".join(f"{r['bits']} bits" for r in runs) + " |",
+                 "|---|" + "---|" * len(runs),
+                 "| OEU, mean ± sd | " + " | ".join(f"{r['headline']['value']:.1f} ± {r['headline']['std']:.1f}"
+                                                   for r in runs) + " |"]
+        if forget == "class:3":
+            for arm, name in (("oeu", "OEU"), ("oeu-noproj", "OEU-noproj")):
+                lines.append(f"| {name} per seed | " + " | ".join(
+                    " ".join(f"{r['runs'][str(s)][arm]['avg_gap']:.1f}" for s in seeds) for r in runs) + " |")
+        for arm, name in CARD_ROWS[forget]:
+            lines.append(f"| OEU - {name} | " + " | ".join(ci2(r["headline"]["paired"][arm]) for r in runs) + " |")
+        parts.append("\n".join(lines))
+    pcs = [results[c]["positive_control"] for c in CONFIGS]
+    pc = pcs[0]
+    same = all((p["method_values"], p["ablation_values"]) == (pc["method_values"], pc["ablation_values"]) for p in pcs)
+    d = pc["paired"]
+    parts.append("\n".join([
+        f"**Positive control**, retain accuracy after unlearning (%), seeds {_seed_list(pc['seeds'])}"
+        + (" (the same in every configuration's metrics.json: same seeds, same 2-bit originals)" if same
+           else " (8-bit class:3's; the configurations differ)") + ":", "",
+        "| arm | per seed | mean ± sd |", "|---|---|---|",
+        *(f"| {name} | {', '.join(f'{v:.1f}' for v in vals)} | {_mean_sd(vals)} |"
+          for name, vals in (("OEU", pc["method_values"]), ("OEU-noproj", pc["ablation_values"]))),
+        f"| OEU - OEU-noproj | {', '.join(f'{v:+.1f}' for v in d['per_seed'])} | {_mean_sd(d['per_seed'])} |", "",
+        f"Paired {d['difference']:+.1f} pp [{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}] (Student t, sign-flip p "
+        f"{d['p_value']:.3g}); positive on {sum(v > 0 for v in d['per_seed'])} of {d['n']} seeds; sensitive: "
+        f"{'yes' if pc['sensitive'] else 'no'}."]))
+    return "\n\n".join([*parts, CARD_END])
+
+
+def _seed_list(seeds) -> str:
+    seeds = list(seeds)
+    return f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
+
+
+def _mean_sd(values) -> str:
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    return f"{v.mean():.1f} ± {v.std(ddof=1):.1f}"
+
+
+def card_text(card: str, results: dict) -> str:
+    """``card`` with its block between the markers replaced by :func:`card_block`.
+
+    Raises:
+        ValueError: the card has no markers.
+    """
+    if CARD_START not in card or CARD_END not in card:
+        raise ValueError(f"card: no '{CARD_START}' ... '{CARD_END}' block in {CARD}")
+    a, b = card.index(CARD_START), card.index(CARD_END) + len(CARD_END)
+    return card[:a] + card_block(results) + card[b:]
+
 
 def main() -> None:
     old = (HERE / "README.md").read_text()
@@ -107,6 +183,8 @@ def main() -> None:
     out += ["", hardware.replace("## On the simulated hardware (OEU, forget class:3, seed 0)",
                                  "## On the simulated hardware (OEU, forget class:3, seed 0; lr 0.2, not rerun)")]
     (HERE / "README.md").write_text("\n".join(out).rstrip() + "\n")
+    card = CARD.read_text()
+    CARD.write_text(card_text(card, results))
 
 
 if __name__ == "__main__":

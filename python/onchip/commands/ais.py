@@ -40,8 +40,8 @@ def add_parser(subparsers) -> None:
                    help="equal-evaluations (default): every method spends EM2C's target evaluations (the "
                    "others draw more per iteration); equal-iterations: the same draws per iteration, so "
                    "EM2C spends about mcmc-steps + 1 times more")
-    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2, 3, 4],
-                   help="comma-separated seeds, the same for every method (default 0,1,2,3,4); the paired "
+    p.add_argument("--seeds", type=_args.int_list(0), default=list(range(10)),
+                   help="comma-separated seeds, the same for every method (default 0-9); the paired "
                    "differences and the positive control need at least 2")
     p.add_argument("--split", type=_args.int_list(0, increasing=True), default=None,
                    help="MH steps per adaptation of the split sweep's EM2C arms, each at EM2C's total target "

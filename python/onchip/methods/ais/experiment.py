@@ -75,7 +75,7 @@ class AisConfig:
     defensive_weight: float = 0.2
     mcmc_steps: int = 10
     budget: str = "equal-evaluations"
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    seeds: tuple[int, ...] = tuple(range(10))
     split: tuple[int, ...] | None = None
     control: bool = True
     out: str = "out/ais"
