@@ -15,10 +15,16 @@ ULX3S 85F's 156 MULT18X18D (the DSP wall: the largest N of separate learners tha
 Runs are kept in ``runs.json`` beside this script (keyed by point and a hash of its Verilog), so a
 rerun does only what is missing; every run rewrites ``README.md`` from them.
 
-Usage (under ``nice``; Yosys about a minute a point, nextpnr several minutes)::
+Routed points are placed one at a time, the cheapest first (fewest Yosys LUTs); each keeps its build
+folder (logs, ``pnr_report.json``) under ``build/channels/<preset>-<N>/`` and its critical path
+(:func:`onchip.flow.nextpnr.critical_path`) in ``runs.json``. With ``--until HH:MM`` (UTC) a point
+whose place and route has not ended by then is stopped and written "not routed".
+
+Usage (under ``nice``; Yosys about a minute a point, nextpnr several minutes to half an hour)::
 
     python sweeps/channels/channels_sweep.py                 # Yosys counts of every point
     python sweeps/channels/channels_sweep.py --pnr 1 4 16    # and place and route those N
+    python sweeps/channels/channels_sweep.py --pnr 2 8 --presets kan-readout --until 14:45
 """
 
 from __future__ import annotations
@@ -30,10 +36,11 @@ import hashlib
 import json
 import os
 import platform
-import tempfile
+import signal
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+BUILD = HERE.parents[1] / "build" / "channels"
 RUNS = HERE / "runs.json"
 README = HERE / "README.md"
 BOARD = "ulx3s-85f"
@@ -88,22 +95,41 @@ def run_yosys(verilog: str, top: str) -> dict:
     return {k: res[k] for k in ("lut", "ff", "dsp", "bram", "lutram")}
 
 
-def run_pnr(design) -> dict:
+class _Deadline(Exception):
+    """The ``--until`` time passed during a place and route."""
+
+
+def run_pnr(design, out: Path, until: datetime.datetime | None = None) -> dict:
+    """Place and route ``design`` on the ULX3S 85F (seed 1) in ``out``; a run still going at ``until``
+    (UTC) is stopped (its tools killed) and recorded ``not_routed``."""
     from onchip.errors import ToolError
     from onchip.flow.fit import DesignTooLarge
     from onchip.flow.nextpnr import place_and_route
 
-    with tempfile.TemporaryDirectory(prefix="onchip-channels-") as tmp:
-        try:
-            rep = place_and_route(design, BOARD, tmp, seed=1)
-        except DesignTooLarge as exc:
-            return {"does_not_fit": str(exc)}
-        except ToolError as exc:
-            return {"failed": str(exc).splitlines()[0][:200]}
+    def stop(*_):
+        raise _Deadline
+
+    old = signal.signal(signal.SIGALRM, stop)
+    if until is not None:
+        left = (until - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        if left <= 0:
+            return {"not_routed": f"not started before {until:%H:%M} UTC"}
+        signal.setitimer(signal.ITIMER_REAL, left)
+    try:
+        rep = place_and_route(design, BOARD, out, seed=1)
+    except _Deadline:  # processes.run killed nextpnr's process group on the way out
+        return {"not_routed": f"not finished by {until:%H:%M} UTC"}
+    except DesignTooLarge as exc:
+        return {"does_not_fit": str(exc)}
+    except ToolError as exc:
+        return {"failed": str(exc).splitlines()[0][:200]}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
     util = rep["utilisation"]
     return {"fmax_mhz": rep["fmax_mhz"], "lut": util.get("TRELLIS_COMB", {}).get("used"),
             "ff": util.get("TRELLIS_FF", {}).get("used"), "dsp": util.get("MULT18X18D", {}).get("used"),
-            "bram": util.get("DP16KD", {}).get("used")}
+            "bram": util.get("DP16KD", {}).get("used"), "critical_path": rep["critical_path"]}
 
 
 def load_runs() -> dict:
@@ -126,7 +152,13 @@ def cycles(preset: str, channels: int) -> dict:
             "latency": info["latency_cycles_update"], "latency_prediction": info["latency_cycles_prediction"]}
 
 
-def run(pnr: list[int]) -> None:
+def _routed(run: dict, h: str) -> bool:
+    """A place and route of the current design (hash ``h``) that ended with a result and its critical
+    path (a run recorded before paths were kept is redone when asked)."""
+    return run.get("hash") == h and "not_routed" not in run and ("critical_path" in run or "fmax_mhz" not in run)
+
+
+def run(pnr: list[int], presets: tuple[str, ...] = PRESETS, until: datetime.datetime | None = None) -> None:
     runs = load_runs()
     for preset in PRESETS:
         for n in CHANNELS:
@@ -136,17 +168,21 @@ def run(pnr: list[int]) -> None:
             if runs.get(key, {}).get("hash") != h:
                 print(f"yosys {preset} N={n}", flush=True)
                 save_run(key, {"hash": h, **run_yosys(design.verilog, design.top)})
-            key = f"{preset}/{n}/pnr"
-            if n in pnr and runs.get(key, {}).get("hash") != h:
-                print(f"nextpnr {preset} N={n}", flush=True)
-                save_run(key, {"hash": h, **run_pnr(design)})
-            runs = load_runs()
+                runs = load_runs()
         verilog, top = two_cores(preset)
         key, h = f"{preset}/separate2/yosys", digest(verilog)
         if runs.get(key, {}).get("hash") != h:
             print(f"yosys {preset} two cores", flush=True)
             save_run(key, {"hash": h, **run_yosys(verilog, top)})
             runs = load_runs()
+    todo = [(p, n) for p in presets for n in CHANNELS if n in pnr
+            and not _routed(runs.get(f"{p}/{n}/pnr", {}), digest(point_design(p, n).verilog))]
+    for preset, n in sorted(todo, key=lambda pn: runs[f"{pn[0]}/{pn[1]}/yosys"]["lut"]):  # cheapest first
+        design = point_design(preset, n)
+        print(f"nextpnr {preset} N={n} ({datetime.datetime.now(datetime.timezone.utc):%H:%M} UTC)", flush=True)
+        res = run_pnr(design, BUILD / f"{preset}-{n}", until)
+        print(f"  -> {res.get('fmax_mhz') or res}", flush=True)
+        save_run(f"{preset}/{n}/pnr", {"hash": digest(design.verilog), **res})
 
 
 def _fmt(v, spec="{}"):
@@ -194,7 +230,8 @@ def report() -> str:
             ratio = f"{y['lut'] / base['lut']:.2f}x" if y and base else "–"
             fmax = p.get("fmax_mhz")
             ns = f"{cyc['ii_round_robin'] * 1000 / fmax:.1f}" if fmax else "–"
-            fmax_cell = _fmt(fmax, "{:.1f}") if "does_not_fit" not in p else "does not fit"
+            fmax_cell = ("does not fit" if "does_not_fit" in p else "not routed" if "not_routed" in p
+                         else _fmt(fmax, "{:.1f}"))
             lines.append(f"| {n} | {cyc['ii_round_robin']:g} | {cyc['ii_channel']} | {cyc['latency']} | "
                          f"{_fmt(y.get('lut'))} | {_fmt(y.get('ff'))} | {_fmt(y.get('dsp'))} | {_fmt(y.get('bram'))} | "
                          f"{ratio} | {fmax_cell} | {ns} |")
@@ -232,13 +269,27 @@ def report() -> str:
     return text
 
 
+def _utc_time(text: str) -> datetime.datetime:
+    """``HH:MM`` -> that time today (UTC)."""
+    try:
+        t = datetime.datetime.strptime(text, "%H:%M").time()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--until must be HH:MM (UTC), got {text!r}") from None
+    return datetime.datetime.combine(datetime.datetime.now(datetime.timezone.utc).date(), t,
+                                     tzinfo=datetime.timezone.utc)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pnr", type=int, nargs="*", default=[], help="channel counts to place and route")
+    ap.add_argument("--presets", nargs="+", choices=PRESETS, default=list(PRESETS),
+                    help="presets whose --pnr points are routed (default: both)")
+    ap.add_argument("--until", type=_utc_time, default=None, metavar="HH:MM",
+                    help="UTC time after which a place and route still running is stopped and written 'not routed'")
     ap.add_argument("--report", action="store_true", help="only rewrite README.md from the runs")
     args = ap.parse_args()
     if not args.report:
-        run(args.pnr)
+        run(args.pnr, tuple(args.presets), args.until)
     report()
 
 
