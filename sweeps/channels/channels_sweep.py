@@ -136,9 +136,9 @@ def load_runs() -> dict:
     return json.loads(RUNS.read_text()) if RUNS.exists() else {}
 
 
-def save_run(key: str, value: dict) -> None:
+def save_run(key: str, value: dict, date: str | None = None) -> None:
     runs = load_runs()
-    runs[key] = {**value, "date": datetime.date.today().isoformat()}
+    runs[key] = {**value, "date": date or datetime.date.today().isoformat()}
     tmp = RUNS.with_suffix(".tmp")
     tmp.write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, RUNS)
@@ -175,6 +175,8 @@ def run(pnr: list[int], presets: tuple[str, ...] = PRESETS, until: datetime.date
             print(f"yosys {preset} two cores", flush=True)
             save_run(key, {"hash": h, **run_yosys(verilog, top)})
             runs = load_runs()
+    refresh_paths()
+    runs = load_runs()
     todo = [(p, n) for p in presets for n in CHANNELS if n in pnr
             and not _routed(runs.get(f"{p}/{n}/pnr", {}), digest(point_design(p, n).verilog))]
     for preset, n in sorted(todo, key=lambda pn: runs[f"{pn[0]}/{pn[1]}/yosys"]["lut"]):  # cheapest first
@@ -185,8 +187,88 @@ def run(pnr: list[int], presets: tuple[str, ...] = PRESETS, until: datetime.date
         save_run(f"{preset}/{n}/pnr", {"hash": digest(design.verilog), **res})
 
 
+def refresh_paths() -> None:
+    """Recompute the critical path of a routed point whose record predates a field of
+    :func:`onchip.flow.nextpnr.critical_path`, from the nextpnr report its build folder kept (the
+    folder's core Verilog must be the current design's)."""
+    from onchip.flow.nextpnr import critical_path
+
+    runs = load_runs()
+    for preset in PRESETS:
+        for n in CHANNELS:
+            key, folder = f"{preset}/{n}/pnr", BUILD / f"{preset}-{n}"
+            run_ = runs.get(key, {})
+            if "clk_to_q_ns" in run_.get("critical_path", {"clk_to_q_ns": 0}):
+                continue
+            core, rep = folder / "onchip_learner.v", folder / "pnr_report.json"
+            if not (core.exists() and rep.exists()) or digest(core.read_text()) != run_["hash"]:
+                continue
+            path = critical_path(json.loads(rep.read_text()), core.read_text())
+            runs[key] = {**run_, "critical_path": path}
+            save_run(key, {k: v for k, v in runs[key].items() if k != "date"}, run_["date"])
+
+
 def _fmt(v, spec="{}"):
     return "–" if v is None else spec.format(v)
+
+
+def _where(end: dict) -> str:
+    return f"`{end['signal']}` ({end['role']})" if end.get("signal") else f"`{end['cell']}`"
+
+
+def critical_paths(preset: str, current) -> list[str]:
+    """The critical path of every routed point of ``preset`` (a table), and for a point whose banks
+    are in block RAM and whose path starts at one, what that path is made of and what a fix needs."""
+    rows, bram, ff_q = [], None, []
+    for n in CHANNELS:
+        p = current(preset, n, "pnr")
+        c = p.get("critical_path")
+        if not c or "clk_to_q_ns" not in c:
+            continue
+        rows.append(f"| {n} | {p['fmax_mhz']:.1f} | {_where(c['start'])} | {_where(c['end'])} | {c['logic_ns']:.2f} | "
+                    f"{c['clk_to_q_ns']:.2f} | {c['routing_ns']:.2f} | {c['total_ns']:.2f} |")
+        if bram is None and p.get("bram") and c["start"].get("role") == "memory":
+            bram = (n, p, c)
+        if c["start"].get("role") != "memory":
+            ff_q.append(c["clk_to_q_ns"])
+    if not rows:
+        return []
+    out = ["", f"Critical path of each routed point (nextpnr `--report`, seed 1; a bank's cells are named "
+           "after its memory): cells = clock-to-out of the start + logic + setup of the end.", "",
+           "| N | fmax (MHz) | from | to | cells (ns) | of which clock-to-out (ns) | wires (ns) | total (ns) |",
+           "|---:|---:|---|---|---:|---:|---:|---:|", *rows]
+    if bram:
+        n, p, c = bram
+        ff = (f", against {min(ff_q):.2f} to {max(ff_q):.2f} ns from the flip-flops that start the other paths "
+              "above" if ff_q else "")
+        out += ["", f"**Why the block-RAM banks cost fmax** ({preset}, N = {n}, banks in {p['bram']} DP16KD, "
+                f"{p['fmax_mhz']:.1f} MHz). The critical path starts at a parameter bank's block RAM "
+                f"(`{c['start']['signal']}`) and ends in the same bank's write port: it is the commit's read-modify-write. "
+                "The commit reads the coefficient it updates one cycle ahead (a second read port beside the forward "
+                "pass's, which is why Yosys keeps two copies of each bank) and, in the commit cycle, subtracts the "
+                "update with its rounding and saturates (a carry chain) and writes the result back. Of its "
+                f"{c['total_ns']:.2f} ns, {c['logic_ns']:.2f} ns are cells and {c['routing_ns']:.2f} ns wires; "
+                f"the DP16KD's clock-to-out alone is {c['clk_to_q_ns']:.2f} ns{ff}. The banks are read without the "
+                "block RAM's output register (REGMODE NOREG: the stage plan gives each read one cycle), and the "
+                "wires out of and back into the block RAM column are the path's longest hops. With N <= 8 the "
+                "banks are LUT RAM (`onchip.hw.ram.CHANNEL_BLOCK_DEPTH`: block RAM from 64 words deep) and the "
+                "table's fmax is that of the LUT-RAM datapath.",
+                "",
+                "What a fix needs (not done: none of these is cheap, and each changes the stage plan). Taking the "
+                "clock-to-out off the commit alone does not suffice: the forward read port of the same bank feeds "
+                "its MULT18X18D with no register between (the fast plan's products at the read stage), so the "
+                "forward path holds the same clock-to-out plus the multiplier's unregistered delay (3.93 ns on a "
+                "routed path of `sweeps/timing/README.md`). Both reads need a register after the block RAM (the DP16KD output "
+                "register, or a fabric register): the forward read takes one more stage (prediction latency + 1) "
+                "and the commit must read two cycles ahead, before it is known whether the pipeline advances in "
+                "the next cycle, so a stall must re-issue or hold that read; the per-channel hazard keeps the "
+                "results exact only if the next sample of a channel still reads after its predecessor's commit "
+                "(today it reads in the cycle right after). Registering the subtraction instead and writing a "
+                "cycle later leaves the clock-to-out on both paths and would collide with that read, widening "
+                "the hazard by a cycle (the II of one channel + 1). Keeping the 64-word banks of N = 16 in LUT "
+                "RAM trades the block RAM for LUTs and read multiplexers (at 256 words: 3.1x one channel's "
+                "LUTs, `onchip.hw.ram`); it was not measured at 64."]
+    return out
 
 
 def report() -> str:
@@ -235,6 +317,7 @@ def report() -> str:
             lines.append(f"| {n} | {cyc['ii_round_robin']:g} | {cyc['ii_channel']} | {cyc['latency']} | "
                          f"{_fmt(y.get('lut'))} | {_fmt(y.get('ff'))} | {_fmt(y.get('dsp'))} | {_fmt(y.get('bram'))} | "
                          f"{ratio} | {fmax_cell} | {ns} |")
+        lines += critical_paths(preset, current)
         sep = runs.get(f"{preset}/separate2/yosys")
         lines += ["", f"N separate {preset} learners (one channel each):", "",
                   "| N | LUT | FF | DSP | BRAM | how |", "|---:|---:|---:|---:|---:|---|"]
