@@ -64,7 +64,8 @@ class AxisLearner(wiring.Component):
     Each ``tdata`` is the learner payload zero-padded to a multiple of 8 bits
     (:func:`onchip.hw.interface.stream_layouts`): a sample is x[0..n_in-1], y[0..n_out-1]
     (a target in ``act`` or an error dL/dy_hat in ``grad``), then the 2-bit ``kind``
-    (0 TARGET, 1 PREDICT, 2 ERROR; :class:`onchip.model.SampleKind`); a prediction is
+    (0 TARGET, 1 PREDICT, 2 ERROR; :class:`onchip.model.SampleKind`), then for N > 1 channels
+    the ``channel`` (a parameter command ends with it too); a prediction is
     pred[0..n_out-1] (``act``), then ``decision`` (index of the largest output, lowest on
     a tie; sign for one output). See hw/README.md, "The stream protocol".
 
