@@ -237,7 +237,16 @@ def critical_paths(preset: str, current) -> list[str]:
            "after its memory): cells = clock-to-out of the start + logic + setup of the end.", "",
            "| N | fmax (MHz) | from | to | cells (ns) | of which clock-to-out (ns) | wires (ns) | total (ns) |",
            "|---:|---:|---|---|---:|---:|---:|---:|", *rows]
-    if bram:
+    if bram and bram[2]["end"].get("signal") != bram[2]["start"]["signal"]:  # a read into the datapath
+        n, p, c = bram
+        out += ["", f"**Why the block-RAM banks cost fmax** ({preset}, N = {n}, banks in {p['bram']} DP16KD, "
+                f"{p['fmax_mhz']:.1f} MHz). The critical path starts at the parameter memory's block RAM "
+                f"(`{c['start']['signal']}`) and ends at `{c['end']['cell'].removeprefix('core.')}`, the multiplier "
+                f"that makes `{c['end']['signal']}`: the forward read into the product. Of its {c['total_ns']:.2f} ns, {c['logic_ns']:.2f} ns are cells, the DP16KD's "
+                f"clock-to-out alone {c['clk_to_q_ns']:.2f} ns (read without its output register), and "
+                f"{c['routing_ns']:.2f} ns wires. It is the forward path that a fix of the KAN's banks must "
+                "register too (above)."]
+    elif bram:
         n, p, c = bram
         ff = (f", against {min(ff_q):.2f} to {max(ff_q):.2f} ns from the flip-flops that start the other paths "
               "above" if ff_q else "")
