@@ -29,7 +29,8 @@ records the prediction stream's ``_tlast`` with every prediction.
 Result per segment: ``preds`` (raw payload ints, in order), ``responses``
 (the parameter port's answers), ``lasts`` (the prediction stream's TLAST with each prediction;
 empty without one), ``start_cycle`` (its first cycle; after a reset segment, the
-first cycle out of reset), and with ``measure`` the cycle lists (``accept_cycles``,
+first cycle out of reset), ``channel_error`` (the design's sticky flag at the segment's end, None
+for a design without it), and with ``measure`` the cycle lists (``accept_cycles``,
 ``pred_cycles``, ``command_cycles`` (parameter commands accepted), ``commit_cycles`` per layer).
 
 Every port may be one bit wide (cocotb gives a ``Logic`` for it, a ``LogicArray`` for a
@@ -97,6 +98,8 @@ async def stream(dut):
                 if names and hasattr(dut, f"{names[n]}_tlast")]
     m_last = getattr(dut, f"{names['m']}_tlast") if names and hasattr(dut, f"{names['m']}_tlast") else None
     last_rng = random.Random(job.get("seed", 0) + 1)
+    # the sticky flag of a design of N channels, N not a power of two (core and wrapper name it alike)
+    channel_error = dut.channel_error if hasattr(dut, "channel_error") else None
 
     Clock(clk, 10, unit="ns").start()
     edge, settle = RisingEdge(clk), ReadOnly()
@@ -191,6 +194,7 @@ async def stream(dut):
         pc_valid.value = 0
         results.append({"preds": preds, "responses": responses, "lasts": lasts, "start_cycle": start_cycle,
                         "accept_cycles": acc_cycles, "pred_cycles": pred_cycles, "command_cycles": cmd_cycles,
-                        "commit_cycles": commit_cycles})
+                        "commit_cycles": commit_cycles,
+                        "channel_error": unsigned(channel_error.value) if channel_error is not None else None})
     with open(os.environ["ONCHIP_TB_OUT"], "w") as fh:
         json.dump({"segments": results, "cycles": cycle}, fh)

@@ -150,6 +150,60 @@ def test_channels_reset_checkpoint_restore(kind, shared):
     assert_channels(design, spec, seg_2, p2, t2)
 
 
+def three_channels(kind: str):
+    """The N = 3 design of :func:`test_channels_reset_checkpoint_restore` (its Verilator build shared):
+    the KAN with a distinct theta per channel, the MLP with its shared reset ROM."""
+    spec = preset(kind, "fast", channels=3)
+    if kind == "mlp":
+        return spec, channel_parameters(spec), cached_design(spec)
+    theta0 = np.stack([random_theta(single_channel(spec), s) for s in range(spec.channels)])
+    return spec, theta0, cached_design(spec, theta=theta0)
+
+
+def with_channel(design, payloads, at, value):
+    """``payloads`` with the channel field of samples ``at`` set to ``value`` (one the host packers
+    refuse: the hardware's own guard is what is tested)."""
+    fld = sim.payload_fields_of(design, "s")["channel"]
+    mask = ((1 << fld.width) - 1) << fld.offset
+    out = list(payloads)
+    for n in at:
+        out[n] = (out[n] & ~mask) | (value << fld.offset)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["kan", pytest.param("mlp", marks=pytest.mark.slow)])
+def test_channel_beyond_n_is_dropped_and_flagged(kind):
+    """N = 3 (the 2-bit field holds 3): a sample naming channel 3 is taken and dropped (no prediction,
+    no update of any channel) and ``channel_error`` stays high until reset; the other samples are
+    each channel's golden learner's, as if the dropped ones had never been sent."""
+    spec, theta0, design = three_channels(kind)
+    x, y = stimulus(spec, 400, seed=31)
+    ch = channel_order("random", len(x), spec.channels, seed=32)
+    bad = np.random.default_rng(33).choice(np.arange(200, 400), 12, replace=False)
+    keep = np.setdiff1d(np.arange(len(x)), bad)
+    p1, t1 = golden_channels(spec, x[:200], y[:200], ch[:200], theta0)
+    p2, t2 = golden_channels(spec, x[keep[keep >= 200]], y[keep[keep >= 200]], ch[keep[keep >= 200]], t1)
+    payloads = sim.pack_samples(design, x, y, channel=ch)
+    out = sim.run_job(design, [
+        {"payloads": payloads[:200], "then": {"op": "read"}},
+        {"payloads": with_channel(design, payloads, bad, 3)[200:], "then": {"op": "read"}},
+        {"payloads": [], "then": {"op": "reset", "after": 2}},
+        {"payloads": [], "then": {"op": "read"}},
+    ], seed=34, p_valid=0.8, p_ready=0.8, p_param_ready=0.7)
+    seg1, seg2, _, seg3 = out["segments"]
+    assert_channels(design, spec, seg1, p1, t1)
+    assert_channels(design, spec, seg2, p2, t2)
+    assert (seg1["channel_error"], seg2["channel_error"], seg3["channel_error"]) == (0, 1, 0)
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg3["responses"]).reshape(spec.channels, -1), theta0)
+
+
+def test_power_of_two_channels_have_no_flag():
+    """N a power of two: every field value is a channel, the design has no ``channel_error``."""
+    design = cached_design(kan("fast"))
+    assert "channel_error" not in design.info["ports"] and "channel_error" not in design.info["axis"]["ports"]
+    assert "channel_error" in three_channels("kan")[2].info["ports"]
+
+
 @pytest.mark.parametrize("bad, message", [
     (3, "channel[7] = 3 is not a channel of the spec (channels = 3: 0 to 2)"),
     (-1, "channel[7] = -1 is not a channel of the spec (channels = 3: 0 to 2)"),
@@ -197,6 +251,51 @@ def test_rtl_backend_channels(kind):
     np.testing.assert_array_equal(got.theta, want_theta)
     with pytest.raises(ValueError, match=r"^channel\[3\] = 4 is not a channel of the spec \(channels = 4: 0 to 3\)$"):
         backend.run(spec, x[:5], y[:5], channel=np.array([0, 1, 2, 4, 0]))
+
+
+def test_rtl_backend_channels_predict_only():
+    """``learn=False`` on the ``rtl`` backend with channels: every sample is a prediction with its own
+    channel's parameters, as each channel's golden learner predicts, and no channel changes."""
+    from onchip.backends import get_backend
+
+    backend = get_backend("rtl")
+    if not backend.available():
+        pytest.skip("the rtl backend's toolchain is not available")
+    spec = preset("kan", "fast", channels=4)  # the model of test_rtl_backend_channels
+    theta = np.stack([random_theta(single_channel(spec), 40 + c) for c in range(spec.channels)])
+    x, y = stimulus(spec, 300, seed=41)
+    ch = channel_order("random", len(x), spec.channels, seed=42)
+    want = np.zeros((len(x), spec.n_out), np.int64)
+    for c in range(spec.channels):
+        want[ch == c] = GoldenLearner(single_channel(spec), theta[c]).predict(x[ch == c])
+    got = backend.run(spec, x, y, theta=theta, channel=ch, learn=False)
+    np.testing.assert_array_equal(got.predictions, want)
+    np.testing.assert_array_equal(got.theta, theta)
+    # the channels' parameters differ enough that a wrong bank would show
+    assert len({tuple(map(tuple, want[ch == c][:20])) for c in range(spec.channels)}) == spec.channels
+
+
+def test_axis_wrapper_carries_the_channel():
+    """The AXI4-Stream wrapper of an N = 3 design: the channel field travels in ``s_axis_sample_tdata``
+    (after kind) and every channel's results equal its golden learner's; a sample naming channel 3 is
+    dropped and raises the wrapper's ``channel_error``."""
+    spec = _tiny_channels().replace(channels=3)  # a small core: the wrapper's build is its own
+    theta0 = np.stack([random_theta(single_channel(spec), 50 + c) for c in range(spec.channels)])
+    design = cached_design(spec, theta=theta0)
+    axis = sim.axis_design(design)
+    x, y = stimulus(spec, 300, seed=51)
+    ch = channel_order("random", len(x), spec.channels, seed=52)
+    p1, t1 = golden_channels(spec, x[:250], y[:250], ch[:250], theta0)
+    p2, t2 = golden_channels(spec, x[251:], y[251:], ch[251:], t1)
+    payloads = sim.pack_samples(design, x, y, channel=ch)
+    out = sim.run_job(axis, [
+        {"payloads": payloads[:250], "then": {"op": "read"}},
+        {"payloads": with_channel(design, payloads, [250], 3)[250:], "then": {"op": "read"}},
+    ], seed=53, p_valid=0.8, p_ready=0.8, p_param_ready=0.7)
+    seg1, seg2 = out["segments"]
+    assert_channels(design, spec, seg1, p1, t1)
+    assert_channels(design, spec, seg2, p2, t2)
+    assert (seg1["channel_error"], seg2["channel_error"]) == (0, 1)
 
 
 def test_cli_generate_takes_channels(tmp_path, capsys):
@@ -279,15 +378,18 @@ def _formal_or_skip():
         pytest.skip(str(formal.missing_tools()))
 
 
-def test_channel_protocol_and_hazard_are_proved(tmp_path):
+def test_channel_protocol_hazard_and_guard_are_proved(tmp_path):
+    """N = 3: the protocol with the hazard stall, and a sample naming channel 3 dropped (owed no
+    prediction) with ``channel_error`` high until reset (about the time of the same proof at N = 2)."""
     _formal_or_skip()
     from onchip.formal import properties as props
     from onchip.formal.protocol import prove_protocol
     from onchip.hw import generate
 
-    d = generate(_tiny_channels(), axis=False)
+    d = generate(_tiny_channels().replace(channels=3), axis=False)
     got = {r.name: r for r in prove_protocol(d.info, d.verilog, "core", tmp_path, log=lambda t: None)}
-    assert list(got) == list(props.protocol_properties(d.info, "core")) and "channel_hazard" in got
+    assert list(got) == list(props.protocol_properties(d.info, "core"))
+    assert {"channel_hazard", "channel_guard"} <= set(got)
     assert all(r.status == "proved" for r in got.values()), {n: r.status for n, r in got.items()}
 
 

@@ -651,6 +651,7 @@ def test_nextpnr_critical_path_sums_segments_and_refuses_a_report_without_one():
     verilog = "module m(clk);\n  reg [3:0] a_s1 = 4'h0;\n  reg [3:0] b_s2 = 4'h0;\n  wire [3:0] sum;\nendmodule\n"
     c = nextpnr.critical_path(rep, verilog)
     assert (c["logic_ns"], c["routing_ns"], c["total_ns"], c["logic_levels"]) == (2.0, 5.0, 7.0, 1)
+    assert (c["clk_to_q_ns"], c["setup_ns"]) == (0.5, 0.25)
     assert (c["start"]["signal"], c["start"]["stage"], c["end"]["signal"], c["end"]["stage"]) == ("a_s1", 1, "b_s2", 2)
     assert c["through"] == ["sum"] and c["hard_blocks"] == []
     assert nextpnr.critical_path(rep)["start"]["signal"] is None  # no Verilog: cells only

@@ -145,10 +145,12 @@ def critical_path(report: dict, verilog: str = "", *, clock: str | None = None, 
         core: hierarchy prefix of the core's cells in the top (the board top's instance ``core``).
 
     Returns:
-        ``{"clock", "start", "end", "logic_ns", "routing_ns", "total_ns", "logic_levels",
-        "hard_blocks", "through"}``: ``start``/``end`` are ``{"cell", "signal", "stage",
+        ``{"clock", "start", "end", "logic_ns", "routing_ns", "total_ns", "clk_to_q_ns", "setup_ns",
+        "logic_levels", "hard_blocks", "through"}``: ``start``/``end`` are ``{"cell", "signal", "stage",
         "role"}``; ``logic_ns`` holds cell delays including the start register's
-        clock-to-Q and the end register's setup time, ``routing_ns`` the wire delays;
+        clock-to-Q and the end register's setup time (also given alone: ``clk_to_q_ns``,
+        ``setup_ns``; a block RAM read without its output register starts a path with a
+        clock-to-Q several times a flip-flop's), ``routing_ns`` the wire delays;
         ``logic_levels`` counts cells with a delay between the two registers;
         ``hard_blocks`` the DSP/RAM primitives passed; ``through`` the learner signals
         whose logic the path passes, in order (an anonymous temporary with its expression).
@@ -186,6 +188,8 @@ def critical_path(report: dict, verilog: str = "", *, clock: str | None = None, 
         "logic_ns": round(delay["clk-to-q"] + delay["logic"] + delay["setup"], 3),
         "routing_ns": round(delay["routing"], 3),
         "total_ns": round(sum(delay.values()), 3),
+        "clk_to_q_ns": round(delay["clk-to-q"], 3),
+        "setup_ns": round(delay["setup"], 3),
         "logic_levels": len({s["to"]["cell"] for s in segments if s["type"] == "logic" and s["delay"] > 0}),
         "hard_blocks": blocks,
         "through": through,

@@ -31,6 +31,9 @@ property                       what it says (m: predictions, pr: parameter respo
 ``channel_hazard``             (N > 1 channels) no sample is taken while a sample of its channel is in
                                one of the first II - 1 stages (II: between two samples of one channel,
                                ``initiation_interval_channel``): its update is not yet committed
+``channel_guard``              (N channels, N not a power of two) ``channel_error`` is high exactly when a
+                               sample naming a channel >= N was taken since the last reset; such a
+                               sample is owed no prediction (the in-flight count leaves it out)
 =============================  ==========================================================================
 
 Bounded response (:data:`RESPONSE_PROPERTIES`, with ``harness(..., response=True)``): the safety
@@ -96,6 +99,7 @@ def protocol_properties(info: dict, level: str) -> tuple[str, ...]:
     reset), plus :data:`AXIS_PROPERTIES` for ``"axis"``."""
     out = [p for p in PROTOCOL_PROPERTIES if _reloads(info) or p not in _RELOAD_ONLY]
     out += list(CHANNEL_PROPERTIES if _channels(info) > 1 else ())
+    out += ["channel_guard"] if _guards(info) else []
     return tuple(out + list(AXIS_PROPERTIES if level == "axis" else ()))
 
 
@@ -105,6 +109,11 @@ CHANNEL_PROPERTIES = ("channel_hazard",)
 
 def _channels(info: dict) -> int:
     return int(info.get("channels", 1))
+
+
+def _guards(info: dict) -> bool:
+    """The design drops a sample naming a channel >= N and raises ``channel_error`` (N not a power of two)."""
+    return "channel_error" in info["ports"]
 
 
 _RELOAD_ONLY = ("no_sample_during_reload", "no_command_during_reload", "nothing_valid_during_reload",
@@ -200,6 +209,9 @@ def _instance(info: dict, level: str, extra: dict[str, str]) -> tuple[list[str],
         else:
             lines += [f"  wire {key}_valid;", f"  wire {_vec(width)}{key}_data;", f"  (* anyseq *) reg {key}_ready;"]
         conns += [f".{valid}({key}_valid)", f".{ready}({key}_ready)", f".{data}({key}_data)"]
+    if _guards(info):  # the core and the wrapper name the flag alike
+        lines.append("  wire channel_error;")
+        conns.append(".channel_error(channel_error)")
     for wire, (name, width) in extra.items():
         lines.append(f"  wire {_vec(width)}{wire};")
         conns.append(f".\\{name} ({wire})")
@@ -258,7 +270,7 @@ def _response_logic(info: dict) -> tuple[list[str], list[str]]:
              f"  reg {_vec(p)}m_ready_held = 0;  // bit i: m ready high i + 1 cycles ago",
              "  always @(posedge clk) begin",
              "    if (rst) cmd_seen <= 0; else if (pc_valid) cmd_seen <= 1;",
-             f"    {shift('took', 's_fire & !rst')}",
+             f"    {shift('took', 's_take & !rst')}",
              f"    {shift('m_ready_held', 'm_ready')}",
              "  end"]
     recent = " + ".join(f"took[{i}]" for i in range(p)) if p > 1 else "took"
@@ -293,7 +305,16 @@ def harness(info: dict, level: str, *, response: bool = False) -> tuple[str, str
     since, cap = _since_logic(info)
     reloads = _reloads(info)
     n = info["param_count"] * _channels(info)  # the reload writes N P words
-    lines = ["module onchip_props(input clk);", *decl, *_fire(), *since,
+    take = []  # a sample owed a prediction: one naming a channel of the design
+    if _guards(info):
+        ch = info["payload"]["s"]["channel"]
+        take = [f"  wire s_bad = s_data[{ch['offset'] + ch['width'] - 1}:{ch['offset']}] >= {_channels(info)};",
+                "  wire s_take = s_fire & !s_bad;",
+                "  reg dropped = 0;  // a sample of no channel taken since the last reset",
+                "  always @(posedge clk) if (rst) dropped <= 0; else if (s_fire & s_bad) dropped <= 1;"]
+    else:
+        take = ["  wire s_take = s_fire;"]
+    lines = ["module onchip_props(input clk);", *decl, *_fire(), *take, *since,
              "  reg init = 1;",
              f"  reg [{wf - 1}:0] inflight = 0;  // samples accepted, predictions not yet taken",
              "  reg [1:0] owed = 0;  // commands accepted, responses not yet taken",
@@ -301,7 +322,7 @@ def harness(info: dict, level: str, *, response: bool = False) -> tuple[str, str
              "    init <= 0;",
              "    if (rst) begin inflight <= 0; owed <= 0; end",
              "    else begin",
-             "      inflight <= inflight + s_fire - m_fire;",
+             "      inflight <= inflight + s_take - m_fire;",
              "      owed <= owed + pc_fire - pr_fire;",
              "    end",
              "  end"]
@@ -334,6 +355,8 @@ def harness(info: dict, level: str, *, response: bool = False) -> tuple[str, str
         lo, cw = ch["offset"], ch["width"]
         same = " || ".join(f"(v{s} && c{s} == s_data[{lo + cw - 1}:{lo}])" for s in range(1, info["initiation_interval_channel"]))
         checks.append(f"    channel_hazard: assert(!s_fire || !({same or '0'}));")
+    if _guards(info):
+        checks.append("    channel_guard: assert(channel_error == dropped);")
     if reloads:
         checks += [
             f"    no_sample_during_reload: assert(since >= {r} || !s_ready);",

@@ -60,10 +60,12 @@ class AxisLearner(wiring.Component):
         s_axis_param_{tdata,tvalid,tready}: parameter commands (``pc``).
         s_axis_param_tlast: In(1), taken and ignored.
         m_axis_param_{tdata,tvalid,tready}: parameter responses (``pr``).
+        channel_error: Out(1), the core's (N channels, N not a power of two).
     Each ``tdata`` is the learner payload zero-padded to a multiple of 8 bits
     (:func:`onchip.hw.interface.stream_layouts`): a sample is x[0..n_in-1], y[0..n_out-1]
     (a target in ``act`` or an error dL/dy_hat in ``grad``), then the 2-bit ``kind``
-    (0 TARGET, 1 PREDICT, 2 ERROR; :class:`onchip.model.SampleKind`); a prediction is
+    (0 TARGET, 1 PREDICT, 2 ERROR; :class:`onchip.model.SampleKind`), then for N > 1 channels
+    the ``channel`` (a parameter command ends with it too); a prediction is
     pred[0..n_out-1] (``act``), then ``decision`` (index of the largest output, lowest on
     a tie; sign for one output). See hw/README.md, "The stream protocol".
 
@@ -89,6 +91,8 @@ class AxisLearner(wiring.Component):
                 ports[f"{name}_tlast"] = In(1)
         ports[f"{AXIS_BUSES['m'][0]}_tlast"] = Out(1)
         ports[f"{AXIS_BUSES['m'][0]}_tkeep"] = Out(tdata_width(learner.layouts["m"].size) // 8)
+        if learner.guards_channel:
+            ports["channel_error"] = Out(1)
         super().__init__(ports)
 
     def elaborate(self, platform):
@@ -104,6 +108,8 @@ class AxisLearner(wiring.Component):
                 m.d.comb += [port.payload.eq(tdata[:width]), port.valid.eq(tvalid), tready.eq(port.ready)]
             else:
                 m.d.comb += [tdata.eq(port.payload), tvalid.eq(port.valid), port.ready.eq(tready)]
+        if self.learner.guards_channel:
+            m.d.comb += self.channel_error.eq(core.channel_error)
         pred = AXIS_BUSES["m"][0]
         tlast, tkeep = getattr(self, f"{pred}_tlast"), getattr(self, f"{pred}_tkeep")
         m.d.comb += tkeep.eq((1 << len(tkeep)) - 1)

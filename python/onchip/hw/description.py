@@ -211,6 +211,11 @@ def _port_meaning(what: str, sink: bool, part: str, payload: str, packet: int = 
     return f"{what} word: the fields of {payload}"
 
 
+#: meaning of the sticky flag of a design of N channels, N not a power of two
+CHANNEL_ERROR = ("high from the cycle a sample naming a channel >= channels was taken (and dropped: no "
+                 "prediction, no update) until reset")
+
+
 def core_ports(learner) -> dict:
     """:func:`port_table` of the core with each port's ``meaning``."""
     ports = port_table(learner, clock=True)
@@ -219,6 +224,8 @@ def core_ports(learner) -> dict:
             entry["meaning"] = "clock; everything happens at its rising edge"
         elif name == "rst":
             entry["meaning"] = "reset: synchronous, active high"
+        elif name == "channel_error":
+            entry["meaning"] = CHANNEL_ERROR
         else:
             stream, part = name.split("__")
             sink = ports[f"{stream}__payload"]["dir"] == "in"
@@ -249,6 +256,8 @@ def axis_description(learner, top: str, packet: int = 1) -> dict:
             entry["meaning"] = "clock; everything happens at its rising edge (the core's clk)"
         elif name == "aresetn":
             entry["meaning"] = "reset: synchronous, active low (the core's rst inverted)"
+        elif name == "channel_error":
+            entry["meaning"] = CHANNEL_ERROR
         else:
             bus, part = name.rsplit("_t", 1)
             stream, sink = stream_of[bus]

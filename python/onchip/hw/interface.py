@@ -229,10 +229,15 @@ class LearnerPorts(wiring.Component):
         pc: In(stream), parameter commands: data (W_coef) | addr (param_addr_width) << W_coef | write
             (| channel above it, for N > 1 channels: the parameter is theta[channel, addr]).
         pr: Out(stream), one response per command: the value read, or the value written.
+        channel_error: Out(1), only for N > 1 channels with N not a power of two (the only case in
+            which the channel field can hold a value >= N): high from the cycle a sample naming a
+            channel >= N is taken until reset. Such a sample is taken and dropped: no prediction,
+            no update (:attr:`guards_channel`).
 
     Attributes:
         spec; theta0: reset values of the parameters (raw, flat (N P,), channel by channel);
         theta_channels: the same as (N, P); channels: N; n_params: P (per channel);
+        guards_channel: whether the design has ``channel_error`` (N > 1, not a power of two);
         layouts: the payload layout of each stream, by name (``s``, ``m``, ``pc``, ``pr``);
         addr_width, sample_width, pred_width, cmd_width: bits.
 
@@ -255,11 +260,13 @@ class LearnerPorts(wiring.Component):
         self.sample_width = self.layouts["s"].size
         self.pred_width = self.layouts["m"].size
         self.cmd_width = self.layouts["pc"].size
+        self.guards_channel = self.channels > 1 and self.channels & (self.channels - 1) != 0
         super().__init__({
             "s": In(stream.Signature(self.layouts["s"])),
             "m": Out(stream.Signature(self.layouts["m"])),
             "pc": In(stream.Signature(self.layouts["pc"])),
             "pr": Out(stream.Signature(self.layouts["pr"])),
+            **({"channel_error": Out(1)} if self.guards_channel else {}),
         })
 
     def sample_fields(self) -> tuple[list[Value], list[Value], Value]:

@@ -37,6 +37,8 @@ commit; the parameter port addresses (channel, index); the reset ROM holds N P w
 channel runs the sequential schedule on its own sub-stream: a sample is accepted unless a sample
 of its channel is still in the first II - 1 stages (the per-channel hazard), so samples of other
 channels issue every cycle and round-robin channels with N >= II run at one sample per clock.
+With N not a power of two the channel field can name a channel >= N: such a sample is taken and
+dropped (no prediction, no update) and the sticky output ``channel_error`` rises until reset.
 
 Reset: registers return to their initial values at once; parameters kept in
 RAM (KAN coefficients, :mod:`onchip.hw.coefmem`) are rewritten from a ROM of
@@ -338,10 +340,17 @@ class OnchipLearner(LearnerPorts):
         if n_port:
             takes = takes & ~Cat(*in_flight).any()
 
-        m.d.comb += [
-            self.s.ready.eq(takes),
-            accept.eq(self.s.valid & self.s.ready),
-        ]
+        taken = self.s.valid & self.s.ready
+        m.d.comb += self.s.ready.eq(takes)
+        if self.guards_channel:
+            # N not a power of two: a channel field >= N names no bank; the sample is taken (the
+            # stream never blocks on it) and dropped, and channel_error stays high until reset
+            bad = chan_in >= self.channels
+            m.d.comb += accept.eq(taken & ~bad)
+            with m.If(taken & bad):
+                m.d.sync += self.channel_error.eq(1)
+        else:
+            m.d.comb += accept.eq(taken)
 
         # parameter port: a command waits until the learner is drained and flushed; a write
         # answers the value written in the next cycle, a read the value read once it is back

@@ -197,8 +197,9 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
 
     Returns:
         ``{"segments": [{"preds", "responses", "lasts", "start_cycle", "accept_cycles", "pred_cycles",
-        "command_cycles", "commit_cycles"}, ...], "cycles": int, "folder": str}`` (the cycle lists
-        empty without ``measure``; ``start_cycle``: a segment's first cycle, after a reset the first
+        "command_cycles", "commit_cycles", "channel_error"}, ...], "cycles": int, "folder": str}`` (the cycle lists
+        empty without ``measure``; ``channel_error``: the flag at the segment's end, None for a design
+        without it; ``start_cycle``: a segment's first cycle, after a reset the first
         one out of it); ``folder`` (the job folder,
         with the waveform) only when waves were asked for, else None (the folder is removed).
 
