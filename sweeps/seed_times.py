@@ -141,8 +141,11 @@ def main(argv: list[str]) -> int:
         print(f"methods: unknown {unknown}; known: {', '.join(METHODS)}", file=sys.stderr)
         return 2
     for name in names:
-        rows[name] = measure(name)
-        print(json.dumps(rows[name]), flush=True)
+        row = measure(name)
+        print(json.dumps(row), flush=True)
+        # read again: another invocation may have added rows while this one ran
+        rows = json.loads(ROWS.read_text()) if ROWS.exists() else {}
+        rows[name] = row
         ROWS.write_text(json.dumps(rows, indent=2) + "\n")
         TABLE.write_text(table(rows))
     TABLE.write_text(table(rows))

@@ -386,8 +386,7 @@ def _seed_verdicts():
 def test_a_committed_run_is_its_default_command_or_its_card_prints_that_command():
     sv = _seed_verdicts()
     # the command line as a committed run recorded it, read back to its config without running
-    assert sv.default_differences("onchip token-search --seeds 0,1,2 --out x") == {"seeds": ((0, 1, 2, 3, 4),
-                                                                                              (0, 1, 2))}
+    assert sv.default_differences("onchip token-search --seeds 0,1,2 --out x") == {"seeds": ((0, 1), (0, 1, 2))}
     assert sv.default_differences("onchip memorization --threads 1 --out x") == {}
     assert sv.default_differences("onchip unlearn --seed 0 1 2 3 4 5 6 7 8 9 --control-bits 2 --control-lr 0.05 "
                                   "--out x") == {}
@@ -395,10 +394,30 @@ def test_a_committed_run_is_its_default_command_or_its_card_prints_that_command(
         metrics = json.loads(path.read_text())
         if not metrics.get("command", "").startswith("onchip ") or "headline" not in metrics:
             continue
+        # a default made smaller than the committed run: the card prints the flags that still reproduce it
+        command = sv.committed_command(path)
+        assert sv._moved(metrics, command) == {}, (path, command)
         scale = {k: v for k, v in sv.run_differences(path).items() if k in sv.SCALE_FIELDS}
         if scale:
             card = sv.card_of(path.relative_to(ROOT).as_posix()).read_text()
-            assert metrics["command"] in card, (path, scale)
+            assert command in card, (path, scale)
+
+
+def test_the_committed_command_adds_the_flags_whose_defaults_moved_since_the_run(tmp_path):
+    sv = _seed_verdicts()
+    run = {"command": "onchip dynaview --jobs 1 --out sweeps/dynaview", "headline": {"seeds": [0, 1, 2, 3, 4]},
+           "config": {"train_steps": 5000, "d_model": 32, "seeds": [0, 1, 2, 3, 4]}}
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(run))
+    assert sv.committed_command(path) == ("onchip dynaview --jobs 1 --seeds 0,1,2,3,4 --train-steps 5000 "
+                                          "--out sweeps/dynaview")
+    # the run as it stands under today's defaults keeps its own command
+    path.write_text(json.dumps({**run, "headline": {"seeds": [0, 1]}, "config": {"train_steps": 3000}}))
+    assert sv.committed_command(path) == run["command"]
+    # a field no flag sets is named, not guessed
+    path.write_text(json.dumps({**run, "config": {"curve_items": 30}}))
+    with pytest.raises(ValueError, match="curve_items"):
+        sv.committed_command(path)
 
 
 def test_seeds_in_other_processes_give_the_same_results():
