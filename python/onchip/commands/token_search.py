@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         budgets=args.budgets or (quick_budgets if args.quick else [12, 24, 48]),
         candidates_per_beam=args.candidates_per_beam,
         per_class=args.per_class or quick.get("per_class", 8), prior_temperature=args.prior_temperature,
-        seeds=args.seeds or DEFAULT_SEEDS,
+        seeds=args.seeds or quick.get("seeds", DEFAULT_SEEDS),
         **{k: v for k, v in quick.items() if k.endswith("_steps")},
         out=args.out, progress=not args.quiet, command=args.command_line)
     run_experiment(config)
