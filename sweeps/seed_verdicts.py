@@ -328,8 +328,9 @@ def _value(v) -> str:
 
 
 def defaults_table(files: list[Path]) -> str:
-    """Markdown: every committed run whose seeds or threads differ from its command's defaults (the
-    card prints that run's command), with the other fields in which it differs."""
+    """Markdown: every committed run whose seeds, threads or scale (:data:`SCALE_FIELDS`) differ from its
+    command's defaults, with the command that reproduces it (:func:`committed_command`; the card prints
+    it) and the other fields in which it differs."""
     from onchip.methods._report import markdown_table
 
     rows = []
@@ -342,9 +343,11 @@ def defaults_table(files: list[Path]) -> str:
                          ", ".join(f"{k} {_value(c)} (default {_value(d)})" for k, (d, c) in scale.items()),
                          ", ".join(f"{k} {_value(c)}" for k, (d, c) in diff.items() if k not in SCALE_FIELDS)
                          or "-"])
-    return markdown_table(["committed run", "its command (also in the card)", "seeds / threads", "other settings"],
-                          rows, caption="Committed runs whose seeds or threads differ from their command's default run "
-                                        "(every other committed run uses the default seeds and threads):")
+    return markdown_table(["committed run", "its command (also in the card)", "seeds / threads / scale",
+                           "other settings"],
+                          rows, caption="Committed runs whose seeds, threads or scale (steps, reviews, contexts) "
+                                        "differ from their command's default run (every other committed run uses "
+                                        "the default seeds, threads and scale):")
 
 
 #: sweeps folder -> its card (seeds/<card>.md), where the names differ
