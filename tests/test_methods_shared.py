@@ -514,6 +514,26 @@ def test_seed_times_reads_wall_cpu_and_memory_from_time_v_and_judges_the_2_core_
                                                               "fits only with both cores busy", "over"]
 
 
+def test_seed_times_table_says_which_runs_were_cold_and_prints_the_committed_command(monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seed_times", ROOT / "sweeps" / "seed_times.py")
+    st = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(st)
+    monkeypatch.setattr(st, "committed", lambda m: "`onchip tapc --seeds 0,1,2,3,4 --out sweeps/tapc` (seeds)"
+                        if m == "tapc" else "= default")
+    row = {"method": "tapc", "command": "onchip tapc --quiet", "date": "2026-12-07T13:00+00:00", "cores": 2,
+           "load_before": "1.0 / 1.0 / 1.0", "load_after": "1.0 / 1.0 / 1.0", "exit": 0, "wall_s": 200.0,
+           "cpu_s": 190.0, "max_rss_mib": 900, "cold": False, "cache_built": []}
+    rows = {"tapc": row, "tapc (cold)": {**row, "cold": True, "wall_s": 400.0, "cpu_s": 350.0},
+            "humanlike": {**row, "method": "humanlike", "cache_built": ["humanlike_lm"], "cpu_s": 301.0}}
+    lines = {line.split(" | ")[0]: line.split(" | ") for line in st.table(rows).splitlines() if line.startswith("| ")}
+    assert lines["| tapc"][2] == "`onchip tapc --seeds 0,1,2,3,4 --out sweeps/tapc` (seeds)"
+    assert lines["| tapc"][8:] == ["warm", "400.0 / 350.0", "fits |"]
+    assert lines["| humanlike"][8:] == ["built humanlike_lm", "-", "fits only with both cores busy |"]
+    assert lines["| ink"][3] == "not measured"
+
+
 #: quotes in cards that are not stored intervals but share a stored difference at the printed precision
 #: (computed from per-seed values: dynaview's next-state column, token-search's gap differences and Frechet)
 _COMPUTED_QUOTES = {("dynaview.md", "+0.032 [-0.047, +0.111]"), ("token-search.md", "+0.037 [+0.001, +0.074]"),
