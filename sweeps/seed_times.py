@@ -154,6 +154,14 @@ def _run(r: dict | None) -> str:
     return f"{r['wall_s']} / {r['cpu_s']}" + (f" (exit {r['exit']})" if r["exit"] else "")
 
 
+def own_entries(method: str, built: list[str]) -> list[str]:
+    """The cache entries among ``built`` that are the method's own: names holding the method's name
+    (``memorization_denoiser``, ``tiny_logicsage_tr``) and the shared language model (``lm_*``). Other
+    processes on the machine build entries too (hardware flows), so the rest says nothing of the run."""
+    key = method.replace("-", "_")
+    return [n for n in built if key in n or n.startswith("lm_")]
+
+
 def table(rows: dict) -> str:
     from onchip.methods._report import markdown_table
 
@@ -162,8 +170,8 @@ def table(rows: dict) -> str:
         r, cold = rows.get(method), rows.get(f"{method} (cold)")
         big = committed(method)
         if r:
-            built = f"built {', '.join(r['cache_built'])}" if r.get("cache_built") else (
-                "warm" if "cache_built" in r else "not recorded")
+            own = own_entries(method, r.get("cache_built", []))
+            built = f"built {', '.join(own)}" if own else ("warm" if "cache_built" in r else "not recorded")
             lines.append([method, f"`{r['command']}`", big, r["date"], r["wall_s"], r["cpu_s"], r["max_rss_mib"],
                           f"{r['load_before']} -> {r['load_after']}", built, _run(cold),
                           verdict(r["cpu_s"]) if not r["exit"] else f"failed (exit {r['exit']})"])
@@ -177,7 +185,7 @@ def table(rows: dict) -> str:
              "-> after the run (above 2 the run shared its cores, and its wall time says more about the load than "
              "about the run). Limit: 5 minutes on 2 cores; CPU <= 300 s fits on a quiet 2-core machine, over 600 s "
              "cannot fit, in between only if the run keeps both cores busy. Cached models were kept between runs "
-             "(warm); `cache` names what a run had to build (then it was partly cold); `cold` is a run with an "
+             "(warm); `cache` names the method's own cache entries a run had to build (then it was partly cold); `cold` is a run with an "
              "empty cache of its own (`--cold`). `committed run` is the command of the committed results where "
              "they are larger than the default run (the fields that differ), else `= default`.")
     return "# Seed methods: default run time\n\n" + intro + "\n\n" + markdown_table(

@@ -526,12 +526,15 @@ def test_seed_times_table_says_which_runs_were_cold_and_prints_the_committed_com
            "load_before": "1.0 / 1.0 / 1.0", "load_after": "1.0 / 1.0 / 1.0", "exit": 0, "wall_s": 200.0,
            "cpu_s": 190.0, "max_rss_mib": 900, "cold": False, "cache_built": []}
     rows = {"tapc": row, "tapc (cold)": {**row, "cold": True, "wall_s": 400.0, "cpu_s": 350.0},
-            "humanlike": {**row, "method": "humanlike", "cache_built": ["humanlike_lm"], "cpu_s": 301.0}}
+            "humanlike": {**row, "method": "humanlike", "cache_built": ["hls", "humanlike_lm"], "cpu_s": 301.0},
+            "logicsage": {**row, "method": "logicsage", "cache_built": ["hls", "model"]}}
     lines = {line.split(" | ")[0]: line.split(" | ") for line in st.table(rows).splitlines() if line.startswith("| ")}
     assert lines["| tapc"][2] == "`onchip tapc --seeds 0,1,2,3,4 --out sweeps/tapc` (seeds)"
     assert lines["| tapc"][8:] == ["warm", "400.0 / 350.0", "fits |"]
     assert lines["| humanlike"][8:] == ["built humanlike_lm", "-", "fits only with both cores busy |"]
     assert lines["| ink"][3] == "not measured"
+    # entries other processes built at the same time (hardware flows) do not make a run cold
+    assert lines["| logicsage"][8] == "warm"
 
 
 #: quotes in cards that are not stored intervals but share a stored difference at the printed precision
