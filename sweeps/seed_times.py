@@ -7,18 +7,23 @@ a run whose CPU seconds stay under 300 fits on a quiet 2-core machine whatever i
 600 it cannot fit; in between it fits only if it keeps both cores busy.
 
 Each measured command is ``nice -n 10 onchip <method> [required flags] --quiet --out <scratch>``
-(the scratch folder is removed afterwards; cached models are kept, so these are warm times: a
-method's first run on a fresh machine also trains or converts its cached models). Rows are kept in ``sweeps/seed_times.json`` and the
-table ``sweeps/seed_times.md`` is rewritten from all rows: a method that was not measured yet shows
-the wall seconds its committed run recorded in ``metrics.json`` (``seconds``), marked as such.
+(the scratch folder is removed afterwards). Cached models are kept, so these are warm times; a row
+names the cache entries the run built (``onchip.cache.cache_root``), which make it a partly cold run.
+``--cold`` runs the command with an empty cache of its own (``ONCHIP_CACHE``; downloaded files stay
+where they are), the time of a first run on a fresh machine, kept beside the warm row. Rows are kept in
+``sweeps/seed_times.json`` and the table ``sweeps/seed_times.md`` is rewritten from all rows: a method
+that was not measured yet shows the wall seconds its committed run recorded in ``metrics.json``
+(``seconds``), marked as such. Where a committed run is larger than the default run (more seeds or
+steps), the table prints the committed command (``seed_verdicts.committed_command``).
 
 Run: ``PYTHONPATH=python python sweeps/seed_times.py radar fedspa`` (the named methods; ``--all``
-every method, hours; ``--table`` only rewrites the table).
+every method, hours; ``--cold`` from an empty cache; ``--table`` only rewrites the table).
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import re
@@ -68,20 +73,33 @@ def load() -> str:
     return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def measure(method: str) -> dict:
-    """Run one method's default command under ``/usr/bin/time -v`` and return its row."""
+def _entries(root: Path) -> set[str]:
+    """The cache's entries (lock files left out)."""
+    return {p.name for p in root.iterdir() if not p.name.endswith(".lock")} if root.is_dir() else set()
+
+
+def measure(method: str, cold: bool = False) -> dict:
+    """Run one method's default command under ``/usr/bin/time -v`` and return its row (``cold``: with an
+    empty cache of its own)."""
+    from onchip.cache import cache_root
+
     flags, _ = METHODS[method]
     scratch = Path(tempfile.mkdtemp(prefix=f"seed-times-{method}-"))
     out = scratch / "out"
     argv = ["onchip", method, *flags, "--quiet", "--out", str(out)]
-    before, start = load(), datetime.datetime.now(datetime.timezone.utc)
+    env = {**os.environ, "ONCHIP_CACHE": str(scratch / "cache")} if cold else None
+    root = scratch / "cache" if cold else cache_root()
+    cached, before, start = _entries(root), load(), datetime.datetime.now(datetime.timezone.utc)
     try:
-        proc = subprocess.run(["nice", "-n", "10", "/usr/bin/time", "-v", *argv], capture_output=True, text=True)
+        proc = subprocess.run(["nice", "-n", "10", "/usr/bin/time", "-v", *argv], capture_output=True, text=True,
+                              env=env)
     finally:
         after = load()
+        built = sorted({name.split("-")[0] for name in _entries(root) - cached})
         shutil.rmtree(scratch, ignore_errors=True)
     row = {"method": method, "command": " ".join(argv[:-2]), "date": start.isoformat(timespec="minutes"),
-           "cores": os.cpu_count(), "load_before": before, "load_after": after, "exit": proc.returncode}
+           "cores": os.cpu_count(), "load_before": before, "load_after": after, "exit": proc.returncode,
+           "cold": cold, "cache_built": built}
     row.update(parse_time_v(proc.stderr))
     if proc.returncode:
         own = proc.stderr.split("\tCommand being timed:")[0].strip().splitlines()
@@ -90,15 +108,15 @@ def measure(method: str) -> dict:
 
 
 def committed_seconds(method: str) -> str:
-    """What the committed run of ``method`` recorded about its wall time ("-" when nothing), naming its
-    command (it may be larger than the default run: more seeds, or other settings)."""
+    """What the committed run of ``method`` recorded about its wall time ("-" when nothing; it may be larger
+    than the default run: more seeds, or other settings)."""
     folder = METHODS[method][1]
     path = ROOT / "sweeps" / folder / "metrics.json" if folder else None
     if path is None or not path.exists():
         return "-"
     metrics = json.loads(path.read_text())
     s = metrics.get("seconds")
-    return f"committed run `{metrics.get('command')}` recorded {s:.0f} s wall" if isinstance(s, (int, float)) else "-"
+    return f"committed run recorded {s:.0f} s wall" if isinstance(s, (int, float)) else "-"
 
 
 def verdict(cpu: float) -> str:
@@ -109,28 +127,70 @@ def verdict(cpu: float) -> str:
     return "over"
 
 
+@functools.lru_cache(maxsize=1)
+def _seed_verdicts():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seed_verdicts", ROOT / "sweeps" / "seed_verdicts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def committed(method: str) -> str:
+    """The committed run's command where it is larger than the default run, else "= default"."""
+    folder = METHODS[method][1]
+    path = ROOT / "sweeps" / folder / "metrics.json" if folder else None
+    if path is None or not path.exists():
+        return "-"
+    sv = _seed_verdicts()
+    scale = [k for k in sv.run_differences(path) if k in sv.SCALE_FIELDS]
+    return f"`{sv.committed_command(path)}` ({', '.join(scale)})" if scale else "= default"
+
+
+def _run(r: dict | None) -> str:
+    if not r:
+        return "-"
+    return f"{r['wall_s']} / {r['cpu_s']}" + (f" (exit {r['exit']})" if r["exit"] else "")
+
+
+def own_entries(method: str, built: list[str]) -> list[str]:
+    """The cache entries among ``built`` that are the method's own: names holding the method's name
+    (``memorization_denoiser``, ``tiny_logicsage_tr``) and the shared language model (``lm_*``). Other
+    processes on the machine build entries too (hardware flows), so the rest says nothing of the run."""
+    key = method.replace("-", "_")
+    return [n for n in built if key in n or n.startswith("lm_")]
+
+
 def table(rows: dict) -> str:
     from onchip.methods._report import markdown_table
 
     lines = []
     for method in METHODS:
-        r = rows.get(method)
+        r, cold = rows.get(method), rows.get(f"{method} (cold)")
+        big = committed(method)
         if r:
-            lines.append([method, f"`{r['command']}`", r["date"], r["wall_s"], r["cpu_s"], r["max_rss_mib"],
-                          f"{r['load_before']} -> {r['load_after']}", r["cores"],
+            own = own_entries(method, r.get("cache_built", []))
+            built = f"built {', '.join(own)}" if own else ("warm" if "cache_built" in r else "not recorded")
+            lines.append([method, f"`{r['command']}`", big, r["date"], r["wall_s"], r["cpu_s"], r["max_rss_mib"],
+                          f"{r['load_before']} -> {r['load_after']}", built, _run(cold),
                           verdict(r["cpu_s"]) if not r["exit"] else f"failed (exit {r['exit']})"])
         else:
-            lines.append([method, f"`onchip {method}`", "not measured", "-", "-", "-", "-", "-",
+            lines.append([method, f"`onchip {method}`", big, "not measured", "-", "-", "-", "-", "-", _run(cold),
                           committed_seconds(method)])
-    intro = (f"Written by `sweeps/seed_times.py` (last row added {max((r['date'] for r in rows.values()), default='-')}"
-             "). Each row is one run of the method's default command under `nice -n 10 /usr/bin/time -v` on this "
-             "shared machine; CPU = user + system seconds of the command and its children; load = the 1 / 5 / 15-"
-             "minute load averages before -> after the run. Limit: 5 minutes on 2 cores; CPU <= 300 s fits on a "
-             "quiet 2-core machine, over 600 s cannot fit, in between only if the run keeps both cores busy. "
-             "Cached models were kept between runs (warm).")
+    stamp = max((r["date"] for r in rows.values()), default="-")
+    intro = (f"Written by `sweeps/seed_times.py` (last row added {stamp}). Each row is one run of the method's "
+             "default command under `nice -n 10 /usr/bin/time -v` on this shared machine (2 cores); CPU = user + "
+             "system seconds of the command and its children; load = the 1 / 5 / 15-minute load averages before "
+             "-> after the run (above 2 the run shared its cores, and its wall time says more about the load than "
+             "about the run). Limit: 5 minutes on 2 cores; CPU <= 300 s fits on a quiet 2-core machine, over 600 s "
+             "cannot fit, in between only if the run keeps both cores busy. Cached models were kept between runs "
+             "(warm); `cache` names the method's own cache entries a run had to build (then it was partly cold); `cold` is a run with an "
+             "empty cache of its own (`--cold`). `committed run` is the command of the committed results where "
+             "they are larger than the default run (the fields that differ), else `= default`.")
     return "# Seed methods: default run time\n\n" + intro + "\n\n" + markdown_table(
-        ["method", "command", "date (UTC)", "wall s", "CPU s", "peak RSS MiB", "load before -> after", "cores",
-         "5 min on 2 cores"], lines)
+        ["method", "default command", "committed run", "date (UTC)", "wall s", "CPU s", "peak RSS MiB",
+         "load before -> after", "cache", "cold: wall / CPU s", "5 min on 2 cores"], lines)
 
 
 def main(argv: list[str]) -> int:
@@ -140,9 +200,13 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"methods: unknown {unknown}; known: {', '.join(METHODS)}", file=sys.stderr)
         return 2
+    cold = "--cold" in argv
     for name in names:
-        rows[name] = measure(name)
-        print(json.dumps(rows[name]), flush=True)
+        row = measure(name, cold=cold)
+        print(json.dumps(row), flush=True)
+        # read again: another invocation may have added rows while this one ran
+        rows = json.loads(ROWS.read_text()) if ROWS.exists() else {}
+        rows[f"{name} (cold)" if cold else name] = row
         ROWS.write_text(json.dumps(rows, indent=2) + "\n")
         TABLE.write_text(table(rows))
     TABLE.write_text(table(rows))

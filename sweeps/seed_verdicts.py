@@ -196,7 +196,8 @@ def _regenerators() -> dict:
 
 
 #: config fields of a run's scale that the committed run and the default command should share
-SCALE_FIELDS = ("seeds", "threads", "torch_threads")
+SCALE_FIELDS = ("seeds", "threads", "torch_threads", "train_steps", "reviews", "items")
+UNUSED = ROOT / "sweeps" / ".seed-verdicts-unused"
 
 
 def config_of(argv: list[str]):
@@ -230,7 +231,7 @@ def default_differences(command: str) -> dict[str, tuple]:
     argv = shlex.split(command)[1:]
     argv = [a for i, a in enumerate(argv) if a != "--out" and (i == 0 or argv[i - 1] != "--out")]
     required = [a for i, a in enumerate(argv) if a == "--gate" or (i and argv[i - 1] == "--gate")]
-    out = ["--out", str(ROOT / "sweeps" / ".seed-verdicts-unused")]
+    out = ["--out", str(UNUSED)]
     def flat(d, head=""):
         return {k2: v2 for k, v in d.items()
                 for k2, v2 in (flat(v, f"{head}{k}.").items() if isinstance(v, dict) else [(f"{head}{k}", v)])}
@@ -240,12 +241,72 @@ def default_differences(command: str) -> dict[str, tuple]:
     return {k: (default.get(k), v) for k, v in committed.items() if default.get(k) != v}
 
 
+def _argv(command: str) -> list[str]:
+    """A recorded command line as ``onchip`` arguments, without its ``--out``."""
+    import shlex
+
+    argv = shlex.split(command)[1:]
+    return [a for i, a in enumerate(argv) if a != "--out" and (i == 0 or argv[i - 1] != "--out")]
+
+
+def _moved(metrics: dict, command: str) -> dict[str, tuple]:
+    """Config fields in which ``command``, read with today's defaults, differs from what the committed run
+    stored (its ``config``, and the seeds of its headline): field -> (value today, stored value). Only
+    fields the stored config holds are compared (older runs stored fewer)."""
+    from onchip.methods._report import recorded_config
+
+    today = json.loads(json.dumps(recorded_config(config_of([*_argv(command), "--out", str(UNUSED)]))))
+    stored = {**metrics.get("config", {}), "seeds": list(metrics["headline"]["seeds"])}
+    return {k: (today[k], v) for k, v in stored.items() if k in today and today[k] != v}
+
+
+def committed_command(path: Path) -> str:
+    """The command line that reproduces a committed run with today's defaults: the command it recorded,
+    plus a flag for each config field whose default has moved since (a default run made smaller than
+    the committed one). Read back without running: the flags are checked to give the stored config.
+
+    Raises:
+        ValueError: naming the run and the field when no flag of the command sets that field, or the
+            flags written do not give the stored config.
+    """
+    import shlex
+
+    from onchip.cli import build_parser
+
+    metrics = json.loads(path.read_text())
+    command = metrics["command"]
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    moved = _moved(metrics, command)
+    if not moved:
+        return command
+    argv = _argv(command)
+    parser = build_parser().commands[argv[0]][1]
+    dests = {a.dest: a for a in parser._actions if a.option_strings}
+    extra = []
+    for field, (_, value) in sorted(moved.items()):
+        action = next((dests[d] for d in (field, field.removeprefix("n_"), field.rstrip("s")) if d in dests), None)
+        if action is None:
+            raise ValueError(f"{where}: no flag of `onchip {argv[0]}` sets '{field}'")
+        if isinstance(value, list):
+            words = [str(v) for v in value] if action.nargs in ("+", "*") else [",".join(map(str, value))]
+        else:
+            words = [str(value)]
+        extra += [max(action.option_strings, key=len), *words]
+    out = shlex.split(command)[1:]
+    out = out[:out.index("--out")] if "--out" in out else out
+    fresh = shlex.join(["onchip", *out, *extra, *shlex.split(command)[len(out) + 1:]])
+    if _moved(metrics, fresh):
+        raise ValueError(f"{where}: `{fresh}` still differs in {sorted(_moved(metrics, fresh))}")
+    return fresh
+
+
 def run_differences(path: Path) -> dict[str, tuple]:
-    """:func:`default_differences` of a committed ``metrics.json``'s command, with the seeds the run
+    """:func:`default_differences` of a committed run's :func:`committed_command`, with the seeds the run
     used (its headline's) in place of the seeds its command line gives today."""
     metrics = json.loads(path.read_text())
-    diff = default_differences(metrics["command"])
-    ran, default = metrics["headline"]["seeds"], _default_seeds(metrics["command"])
+    command = committed_command(path)
+    diff = default_differences(command)
+    ran, default = metrics["headline"]["seeds"], _default_seeds(command)
     diff.pop("seeds", None)
     if list(ran) != list(default):
         diff["seeds"] = (default, ran)
@@ -257,7 +318,7 @@ def _default_seeds(command: str) -> list:
 
     argv = shlex.split(command)[1:]
     required = [a for i, a in enumerate(argv) if a == "--gate" or (i and argv[i - 1] == "--gate")]
-    return list(config_of([argv[0], *required, "--out", str(ROOT / "sweeps" / ".seed-verdicts-unused")]).seeds)
+    return list(config_of([argv[0], *required, "--out", str(UNUSED)]).seeds)
 
 
 def _value(v) -> str:
@@ -268,13 +329,14 @@ def _value(v) -> str:
 
 
 def defaults_table(files: list[Path]) -> str:
-    """Markdown: every committed run whose seeds or threads differ from its command's defaults (the
-    card prints that run's command), with the other fields in which it differs."""
+    """Markdown: every committed run whose seeds, threads or scale (:data:`SCALE_FIELDS`) differ from its
+    command's defaults, with the command that reproduces it (:func:`committed_command`; the card prints
+    it) and the other fields in which it differs."""
     from onchip.methods._report import markdown_table
 
     rows = []
     for path in files:
-        command = json.loads(path.read_text())["command"]
+        command = committed_command(path)
         diff = run_differences(path)
         scale = {k: v for k, v in diff.items() if k in SCALE_FIELDS}
         if scale:
@@ -282,9 +344,11 @@ def defaults_table(files: list[Path]) -> str:
                          ", ".join(f"{k} {_value(c)} (default {_value(d)})" for k, (d, c) in scale.items()),
                          ", ".join(f"{k} {_value(c)}" for k, (d, c) in diff.items() if k not in SCALE_FIELDS)
                          or "-"])
-    return markdown_table(["committed run", "its command (also in the card)", "seeds / threads", "other settings"],
-                          rows, caption="Committed runs whose seeds or threads differ from their command's default run "
-                                        "(every other committed run uses the default seeds and threads):")
+    return markdown_table(["committed run", "its command (also in the card)", "seeds / threads / scale",
+                           "other settings"],
+                          rows, caption="Committed runs whose seeds, threads or scale (steps, reviews, contexts) "
+                                        "differ from their command's default run (every other committed run uses "
+                                        "the default seeds, threads and scale):")
 
 
 #: sweeps folder -> its card (seeds/<card>.md), where the names differ

@@ -231,4 +231,5 @@ def test_cli_quick_keeps_the_flags_given(tmp_path, monkeypatch):
     assert c.seeds == (5, 6) and c.train_steps == 9  # given: kept
     assert c.episodes == QUICK["episodes"] and c.d_model == QUICK["d_model"]  # not given: --quick's
     assert main(["dynaview", "--out", str(tmp_path / "o")]) == 0
-    assert seen[1].seeds == (0, 1, 2, 3, 4) and seen[1].episodes == DynaviewConfig().episodes  # no --quick: defaults
+    assert seen[1].seeds == (0, 1) and seen[1].episodes == DynaviewConfig().episodes  # no --quick: defaults
+    assert seen[1].train_steps == 3000  # the default run: smaller than the committed run's 5000

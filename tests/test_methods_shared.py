@@ -386,8 +386,7 @@ def _seed_verdicts():
 def test_a_committed_run_is_its_default_command_or_its_card_prints_that_command():
     sv = _seed_verdicts()
     # the command line as a committed run recorded it, read back to its config without running
-    assert sv.default_differences("onchip token-search --seeds 0,1,2 --out x") == {"seeds": ((0, 1, 2, 3, 4),
-                                                                                              (0, 1, 2))}
+    assert sv.default_differences("onchip token-search --seeds 0,1,2 --out x") == {"seeds": ((0, 1), (0, 1, 2))}
     assert sv.default_differences("onchip memorization --threads 1 --out x") == {}
     assert sv.default_differences("onchip unlearn --seed 0 1 2 3 4 5 6 7 8 9 --control-bits 2 --control-lr 0.05 "
                                   "--out x") == {}
@@ -395,10 +394,30 @@ def test_a_committed_run_is_its_default_command_or_its_card_prints_that_command(
         metrics = json.loads(path.read_text())
         if not metrics.get("command", "").startswith("onchip ") or "headline" not in metrics:
             continue
+        # a default made smaller than the committed run: the card prints the flags that still reproduce it
+        command = sv.committed_command(path)
+        assert sv._moved(metrics, command) == {}, (path, command)
         scale = {k: v for k, v in sv.run_differences(path).items() if k in sv.SCALE_FIELDS}
         if scale:
             card = sv.card_of(path.relative_to(ROOT).as_posix()).read_text()
-            assert metrics["command"] in card, (path, scale)
+            assert command in card, (path, scale)
+
+
+def test_the_committed_command_adds_the_flags_whose_defaults_moved_since_the_run(tmp_path):
+    sv = _seed_verdicts()
+    run = {"command": "onchip dynaview --jobs 1 --out sweeps/dynaview", "headline": {"seeds": [0, 1, 2, 3, 4]},
+           "config": {"train_steps": 5000, "d_model": 32, "seeds": [0, 1, 2, 3, 4]}}
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(run))
+    assert sv.committed_command(path) == ("onchip dynaview --jobs 1 --seeds 0,1,2,3,4 --train-steps 5000 "
+                                          "--out sweeps/dynaview")
+    # the run as it stands under today's defaults keeps its own command
+    path.write_text(json.dumps({**run, "headline": {"seeds": [0, 1]}, "config": {"train_steps": 3000}}))
+    assert sv.committed_command(path) == run["command"]
+    # a field no flag sets is named, not guessed
+    path.write_text(json.dumps({**run, "config": {"curve_items": 30}}))
+    with pytest.raises(ValueError, match="curve_items"):
+        sv.committed_command(path)
 
 
 def test_seeds_in_other_processes_give_the_same_results():
@@ -493,6 +512,29 @@ def test_seed_times_reads_wall_cpu_and_memory_from_time_v_and_judges_the_2_core_
         st.parse_time_v(text.replace("User time", "Usr time"))
     assert [st.verdict(s) for s in (300, 301, 600, 601)] == ["fits", "fits only with both cores busy",
                                                               "fits only with both cores busy", "over"]
+
+
+def test_seed_times_table_says_which_runs_were_cold_and_prints_the_committed_command(monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seed_times", ROOT / "sweeps" / "seed_times.py")
+    st = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(st)
+    monkeypatch.setattr(st, "committed", lambda m: "`onchip tapc --seeds 0,1,2,3,4 --out sweeps/tapc` (seeds)"
+                        if m == "tapc" else "= default")
+    row = {"method": "tapc", "command": "onchip tapc --quiet", "date": "2026-12-07T13:00+00:00", "cores": 2,
+           "load_before": "1.0 / 1.0 / 1.0", "load_after": "1.0 / 1.0 / 1.0", "exit": 0, "wall_s": 200.0,
+           "cpu_s": 190.0, "max_rss_mib": 900, "cold": False, "cache_built": []}
+    rows = {"tapc": row, "tapc (cold)": {**row, "cold": True, "wall_s": 400.0, "cpu_s": 350.0},
+            "humanlike": {**row, "method": "humanlike", "cache_built": ["hls", "humanlike_lm"], "cpu_s": 301.0},
+            "logicsage": {**row, "method": "logicsage", "cache_built": ["hls", "model"]}}
+    lines = {line.split(" | ")[0]: line.split(" | ") for line in st.table(rows).splitlines() if line.startswith("| ")}
+    assert lines["| tapc"][2] == "`onchip tapc --seeds 0,1,2,3,4 --out sweeps/tapc` (seeds)"
+    assert lines["| tapc"][8:] == ["warm", "400.0 / 350.0", "fits |"]
+    assert lines["| humanlike"][8:] == ["built humanlike_lm", "-", "fits only with both cores busy |"]
+    assert lines["| ink"][3] == "not measured"
+    # entries other processes built at the same time (hardware flows) do not make a run cold
+    assert lines["| logicsage"][8] == "warm"
 
 
 #: quotes in cards that are not stored intervals but share a stored difference at the printed precision

@@ -215,5 +215,5 @@ def test_cli_quick_keeps_the_flags_given(tmp_path, monkeypatch):
     assert c.seeds == (5, 6) and c.iters == 7  # given: kept
     assert c.train_clubs == 6 and c.group == 4  # not given: --quick's
     assert main(["seg-research", "--out", str(tmp_path / "o")]) == 0
-    assert seen[1].seeds == tuple(range(10)) and seen[1].iters == 40  # no --quick: the defaults
+    assert seen[1].seeds == tuple(range(5)) and seen[1].iters == 40  # no --quick: the defaults
     assert seen[1].aliases and seen[1].control and seen[1].eval_every == 10

@@ -36,8 +36,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--episodes", type=_args.positive_int, default=600, help="training episodes (default 600)")
     p.add_argument("--steps", type=_args.int_range(1, 8), default=3,
                    help="transitions per episode = rollout length, 1-8 (default 3)")
-    p.add_argument("--train-steps", type=_args.int_range(2), default=5000,
-                   help="optimiser steps per variant (separate: half per task model; default 5000)")
+    p.add_argument("--train-steps", type=_args.int_range(2), default=3000,
+                   help="optimiser steps per variant (separate: half per task model; default 3000, the committed "
+                        "run 5000)")
     p.add_argument("--batch", type=_args.positive_int, default=32, help="sequences per optimiser step (default 32)")
     p.add_argument("--lr", type=_args.float_range(0, 1, lo_open=True, hi_open=True), default=0.01,
                    help="peak AdamW learning rate (default 0.01)")
@@ -55,8 +56,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--d-model", type=_args.int_range(8, 256), default=32, help="model width (default 32)")
     p.add_argument("--cross-topk", type=_args.positive_int, default=4,
                    help="keys of the other expert each query may attend to (default 4)")
-    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2, 3, 4],
-                   help="comma-separated seeds (default 0,1,2,3,4; --quick 0,1); the positive control needs at least 2")
+    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1],
+                   help="comma-separated seeds (default 0,1, one per process at --jobs 2; the committed run 0-4); the "
+                        "positive control needs at least 2")
     p.add_argument("--jobs", type=_args.positive_int, default=min(2, os.cpu_count() or 1),
                    help="processes that run the seeds in parallel (same numbers; default: 2, or 1 on one core)")
     _args.add_quick(p, QUICK)

@@ -31,12 +31,14 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--subjects", type=_args.name_list(SUBJECTS), default=list(SUBJECTS),
                    help=f"comma-separated subset of {','.join(SUBJECTS)} or 'all' (default)")
-    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2], help="comma-separated seeds, at least 2 (default 0,1,2)")
+    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1],
+                   help="comma-separated seeds, at least 2 (default 0,1; the committed run 0,1,2)")
     p.add_argument("--docs", type=_args.int_range(2, 20), default=12, help="documents per context, 2..20 (default 12)")
     p.add_argument("--hard-counts", type=_args.int_list(0, increasing=True), default=[0, 1, 2, 4, 8, 11],
                    help="hard distractors among the other docs-1 slots, from 0 (default 0,1,2,4,8,11)")
-    p.add_argument("--items", type=_args.positive_int, default=10,
-                   help="contexts per proportion and seed (default 10: 30 per proportion over 3 seeds)")
+    p.add_argument("--items", type=_args.positive_int, default=6,
+                   help="contexts per proportion and seed (default 6; the committed run 10: 30 per proportion over "
+                        "3 seeds)")
     p.add_argument("--control-items", type=_args.positive_int, default=40,
                    help="contexts per proportion and seed of the positive control, tiny model (default 40)")
     p.add_argument("--filter-hard", type=_args.nonneg_int, default=6,

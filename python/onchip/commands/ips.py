@@ -30,10 +30,12 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--subjects", type=_args.name_list(SUBJECTS), default=list(SUBJECTS),
                    help=f"comma-separated subset of {','.join(SUBJECTS)} or 'all' (default)")
-    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1, 2],
-                   help="comma-separated seeds (default 0,1,2): reviews, shots, tiny training, learner streams")
-    p.add_argument("--reviews", type=_args.positive_int, default=20,
-                   help="query reviews per seed; each gives 2 prompt pairs (default 20)")
+    p.add_argument("--seeds", type=_args.int_list(0), default=[0, 1],
+                   help="comma-separated seeds (default 0,1; the committed run 0,1,2): reviews, shots, tiny training, "
+                        "learner streams")
+    p.add_argument("--reviews", type=_args.positive_int, default=6,
+                   help="query reviews per seed; each gives 2 prompt pairs (default 6; the committed run 20: Gemma "
+                        "scores a review in about 15 s)")
     p.add_argument("--shots", type=_args.int_list(0), default=[0],
                    help="comma-separated few-shot settings, each 0..3 (default 0; a 1-shot Gemma prompt costs "
                         "~1.8 times a 0-shot one)")

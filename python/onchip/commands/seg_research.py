@@ -38,8 +38,9 @@ def add_parser(subparsers) -> None:
                    help="turns per rollout, searches + answer, 1-6 (default 3)")
     p.add_argument("--lr", type=_args.float_range(0, 1, lo_open=True, hi_open=True), default=0.01,
                    help="Adam learning rate (default 0.01)")
-    p.add_argument("--seeds", type=_args.int_list(0), default=list(range(10)),
-                   help="comma-separated seeds, at least 2 (default 0-9: the paired intervals need them)")
+    p.add_argument("--seeds", type=_args.int_list(0), default=list(range(5)),
+                   help="comma-separated seeds, at least 2 (default 0-4; the committed run 0-9: its paired intervals "
+                        "need them)")
     p.add_argument("--objects", type=_args.int_range(2, 6), default=4, help="objects per scene, 2-6 (default 4)")
     p.add_argument("--eval-every", type=_args.positive_int, default=10,
                    help="held-out evaluation every this many iterations, for the learning-curve area (default 10)")

@@ -30,7 +30,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--arms", type=_args.name_list(ARMS), default="all",
                    help=f"comma-separated subset of {','.join(ARMS)} or 'all' (default)")
     p.add_argument("--seeds", type=_args.int_list(0), default=None,
-                   help="comma-separated seeds (default 0,1,2,3,4; --quick 0,1); the positive control needs at least 2")
+                   help="comma-separated seeds (default 0,1,2; the committed run 0-4; --quick 0,1); the positive control needs at "
+                        "least 2")
     p.add_argument("--noise", type=_args.float_range(0, 0.5, hi_open=True), default=0.3,
                    help="flip rate of the preference labels, in [0, 0.5) (default 0.3)")
     p.add_argument("--n-train", type=_args.int_range(8), default=None, help="noisy training pairs per prompt type (default 300)")
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             sizes[name] = value
         elif args.quick:
             sizes[name] = QUICK[name]
-    seeds = args.seeds or ([0, 1] if args.quick else [0, 1, 2, 3, 4])
+    seeds = args.seeds or ([0, 1] if args.quick else [0, 1, 2])
     config = _args.build_config(TapcConfig, arms=args.arms, seeds=seeds, noise=args.noise, beta=args.beta,
                                 alpha=args.alpha, meta_steps=args.meta_steps, control=not args.no_control, out=args.out, progress=not args.quiet, command=args.command_line, **sizes)
     run_experiment(config)
