@@ -255,6 +255,7 @@ def test_ice40_bitstream_fmax_and_latency(ice40_build):
     assert "uart_0__rx" in pcf and "uart_0__tx" in pcf
 
 
+@pytest.mark.slow  # the default run places the iCE40 board top above; the presets' iCE40 rows: sweeps/timing/ice40_sweep.py
 def test_kan_learner_with_random_initial_coefficients_builds_for_icebreaker(tmp_path):
     """A whole learner on the iCE40: coefficient banks and reset ROM in SB_RAM40_4K, the
     multipliers in SB_MAC16 (in LUTs the UP5K overflows)."""

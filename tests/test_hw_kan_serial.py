@@ -95,7 +95,7 @@ def check_timing(spec, design, seg):
         assert set((np.asarray(commits) - acc).tolist()) == {update[l]}
 
 
-@pytest.mark.parametrize("timing", ["compact", "fast"])
+@pytest.mark.parametrize("timing", [pytest.param("compact", marks=pytest.mark.slow), "fast"])  # fast: the default plan
 def test_wide_kan_bit_exact_with_reported_timing(timing):
     spec = WIDE.replace(timing=timing)
     design, seg, theta = run_stream(spec, 3000, seed=11, measure=True)

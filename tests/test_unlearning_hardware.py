@@ -110,6 +110,7 @@ def test_frozen_learning_rate_closed_form_and_golden_stream():
         hardware.frozen_learning_rate(LearnerSpec(kind="kan", widths=(2, 1)))
 
 
+@pytest.mark.slow  # golden == HLS == brevitas and the refusals stay in the default run
 def test_cli_hardware_json_matches_metrics(tmp_path):
     out = tmp_path / "run"
     rc = main(["unlearn", "--dataset", "digits", "--bits", "4", "--forget", "class:3", "--method", "oeu",
