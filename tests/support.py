@@ -6,8 +6,10 @@ is installed.
 
 from __future__ import annotations
 
-import numpy as np
+import importlib.util
+from pathlib import Path
 
+import numpy as np
 from onchip.model import GoldenLearner
 from onchip.spec import LearnerSpec
 
@@ -84,3 +86,17 @@ def random_theta(spec: LearnerSpec, seed: int) -> np.ndarray:
     """(P,) raw parameters uniform over the whole ``coef`` range."""
     c = spec.formats.coef
     return np.random.default_rng(seed).integers(c.min_raw, c.max_raw + 1, spec.parameter_count())
+
+
+#: the repository root (the scripts under sweeps/ and docs/ are not part of the package)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(relative: str):
+    """The module of a script that is not in the package (``"sweeps/seed_times.py"``), loaded from the
+    repository root under its file name."""
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

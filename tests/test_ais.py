@@ -2,8 +2,6 @@
 
 import numpy as np
 import pytest
-from scipy.stats import multivariate_normal
-
 from onchip.cli import main
 from onchip.methods.ais import (
     DefensiveMixture,
@@ -13,6 +11,7 @@ from onchip.methods.ais import (
     make_target,
     run_sampler,
 )
+from scipy.stats import multivariate_normal
 
 
 def _gaussian_kl(m_p, c_p, m_q, c_q):
@@ -266,13 +265,9 @@ def test_progress_bar_reaches_the_last_iteration(capsys):
 
 def test_the_cards_measured_tables_are_what_card_tables_writes_from_the_committed_runs():
     # every figure of the card's measured block comes from sweeps/ais/*/metrics.json through one script
-    import importlib.util
-    from pathlib import Path
+    from support import load_script
 
-    path = Path(__file__).resolve().parents[1] / "sweeps" / "ais" / "card_tables.py"
-    spec = importlib.util.spec_from_file_location("card_tables", path)
-    ct = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ct)
+    ct = load_script("sweeps/ais/card_tables.py")
     card = ct.CARD.read_text()
     assert ct.card_text(card) == card
     # an edited figure inside the block is found

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from pathlib import Path
 
 from onchip.cli import GROUPS, build_parser, main, reference_markdown
@@ -40,9 +39,9 @@ def test_reference_has_every_flag_of_every_command():
 
 
 def test_the_docs_page_is_the_generated_reference():
-    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
-    hooks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hooks)
+    from support import load_script
+
+    hooks = load_script("docs/hooks.py")
     page = (DOCS / "cli.md").read_text()
     assert hooks.CLI_MARKER in page
     rendered = hooks.on_page_markdown(page, None, None, None)

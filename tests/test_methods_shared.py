@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from onchip.methods import _report, _scores, _tiny
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -281,7 +280,6 @@ def test_accuracy_takes_arrays_and_tensors_and_breaks_ties_to_the_first_class():
 
 def test_mlp_builds_the_layers_in_order_with_the_named_activations():
     import torch
-
     from onchip.methods._rl import mlp
 
     net = mlp(5, 3, hidden=7, layers=2, activation="tanh", out_activation="relu")
@@ -375,12 +373,9 @@ def test_metrics_record_the_versions_threads_and_commit_they_ran_with(tmp_path):
 
 
 def _seed_verdicts():
-    import importlib.util
+    from support import load_script
 
-    spec = importlib.util.spec_from_file_location("seed_verdicts", ROOT / "sweeps" / "seed_verdicts.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("sweeps/seed_verdicts.py")
 
 
 def test_a_committed_run_is_its_default_command_or_its_card_prints_that_command():
@@ -498,11 +493,9 @@ def test_committed_intervals_results_and_cards_are_what_seed_verdicts_writes():
 
 
 def test_seed_times_reads_wall_cpu_and_memory_from_time_v_and_judges_the_2_core_limit():
-    import importlib.util
+    from support import load_script
 
-    spec = importlib.util.spec_from_file_location("seed_times", ROOT / "sweeps" / "seed_times.py")
-    st = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(st)
+    st = load_script("sweeps/seed_times.py")
     text = ("\tCommand being timed: \"onchip radar --quiet\"\n\tUser time (seconds): 250.50\n"
             "\tSystem time (seconds): 9.50\n\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:02:03\n"
             "\tMaximum resident set size (kbytes): 524288\n")
@@ -515,11 +508,9 @@ def test_seed_times_reads_wall_cpu_and_memory_from_time_v_and_judges_the_2_core_
 
 
 def test_seed_times_table_says_which_runs_were_cold_and_prints_the_committed_command(monkeypatch):
-    import importlib.util
+    from support import load_script
 
-    spec = importlib.util.spec_from_file_location("seed_times", ROOT / "sweeps" / "seed_times.py")
-    st = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(st)
+    st = load_script("sweeps/seed_times.py")
     monkeypatch.setattr(st, "committed", lambda m: "`onchip tapc --seeds 0,1,2,3,4 --out sweeps/tapc` (seeds)"
                         if m == "tapc" else "= default")
     row = {"method": "tapc", "command": "onchip tapc --quiet", "date": "2026-12-07T13:00+00:00", "cores": 2,

@@ -1,22 +1,19 @@
 """The timing sweep's tables (sweeps/timing/timing_sweep.py): the READMEs carry the tables its
 report writes from results.json, and the writer never half-edits a file."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 from onchip.flow import fit
+from support import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def ts():
-    spec = importlib.util.spec_from_file_location("timing_sweep", ROOT / "sweeps" / "timing" / "timing_sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("sweeps/timing/timing_sweep.py")
 
 
 def test_family_and_preset_tables_are_the_ones_results_json_gives(ts):
@@ -99,10 +96,7 @@ def test_anchors_table_in_the_results_page_is_the_one_results_json_gives(ts):
 
 @pytest.fixture(scope="module")
 def ice40():
-    spec = importlib.util.spec_from_file_location("ice40_sweep", ROOT / "sweeps" / "timing" / "ice40_sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("sweeps/timing/ice40_sweep.py")
 
 
 def test_ice40_table_is_the_one_its_results_give(ice40):

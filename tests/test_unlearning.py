@@ -9,11 +9,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from torch import nn
-
 from onchip.cli import main
 from onchip.methods._scores import accuracy
 from onchip.methods.unlearning import data, methods, metrics, models
+from torch import nn
 
 torch.set_num_threads(1)
 
@@ -363,14 +362,11 @@ def test_each_use_of_a_run_seed_draws_its_own_integer_seed():
 def test_the_cards_measured_tables_are_what_make_readme_writes_from_the_committed_runs():
     # the card's tables (per-seed gaps, paired intervals, the positive control) come from the committed
     # metrics.json of each configuration through one script, never copied by hand
-    import importlib.util
     import json
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "sweeps" / "unlearning" / "make_readme.py"
-    spec = importlib.util.spec_from_file_location("make_readme", path)
-    mr = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mr)
+    from support import load_script
+
+    mr = load_script("sweeps/unlearning/make_readme.py")
     results = {c: json.loads((mr.folder(*c) / "metrics.json").read_text()) for c in mr.CONFIGS}
     card = mr.CARD.read_text()
     assert mr.card_text(card, results) == card
