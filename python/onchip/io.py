@@ -63,7 +63,8 @@ def read_npy(path: str | os.PathLike, field: str) -> np.ndarray:
     ``allow_pickle``, and opens an .npz archive lazily whatever its name.
 
     Args:
-        path: the file. field: what the message starts with (``"--theta shots.csv"``, ``"data"``).
+        path: the file. field: what the message starts with (``"--theta"``, ``"data"``), the path
+            following it.
 
     Raises:
         FileNotFoundError: no such file. ValueError: a folder, an empty file, an .npz archive, no

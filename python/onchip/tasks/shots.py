@@ -41,9 +41,7 @@ def load_shots(path) -> np.ndarray:
     p = Path(path)
     try:
         arr = read_npy(p, "data")
-    except FileNotFoundError:
-        raise
-    except ValueError as exc:
+    except ValueError as exc:  # a missing file stays FileNotFoundError
         raise DataError(str(exc)) from None
     if arr.dtype.kind not in "iuf":
         raise DataError(
