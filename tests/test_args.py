@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+import onchip
 from onchip.cli import build_parser, main
 from onchip.commands import _args
 from onchip.methods import _report
@@ -187,3 +188,34 @@ def test_hls_takes_the_design_overrides_of_the_other_hardware_commands(tmp_path)
     assert main(["hls", "--spec", "kan-readout", "--channels", "4", "--out", str(out)]) == 0
     assert "static const int N_CHANNELS = 4;" in (out / "onchip_learner.h").read_text()
     assert "channels = 4" in (out / "spec.toml").read_text()
+
+
+def test_run_theta_without_spec_is_for_the_tasks_preset(tmp_path, capsys):
+    # without --spec the job's own preset (qubit-readout: kan-readout) is the spec --theta is for
+    from onchip.model import GoldenLearner
+    from onchip.spec import load_spec
+
+    spec = load_spec("kan-readout")
+    p = spec.parameter_count()
+    theta = np.random.default_rng(3).integers(-200, 200, p)
+    np.save(tmp_path / "t.npy", theta)
+    args = ["run", "--samples", "200", "--quiet", "--backend", "golden"]
+    assert main([*args, "--theta", str(tmp_path / "t.npy"), "--out", str(tmp_path / "a")]) == 0
+    g = GoldenLearner(spec, theta)
+    x = onchip.make_stream("qubit-readout", samples=200, seed=0).x
+    np.testing.assert_array_equal(np.load(tmp_path / "a" / "predictions.npy")[:1], g.predict(g.quantize_inputs(x[:1])))
+
+    np.save(tmp_path / "short.npy", theta[:5])
+    assert main([*args, "--theta", str(tmp_path / "short.npy"), "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"shape ({p},), got (5,) (spec kan-readout)" in err, err
+    assert not (tmp_path / "b").exists()
+    np.save(tmp_path / "float.npy", np.full(p, 0.5))
+    assert main([*args, "--theta", str(tmp_path / "float.npy"), "--out", str(tmp_path / "c")]) == 2
+    assert "value 0.5 at index 0 is not an integer" in capsys.readouterr().err
+
+
+def test_run_refuses_theta_for_acrobot(tmp_path, capsys):
+    np.save(tmp_path / "t.npy", np.zeros(22, np.int64))
+    assert main(["run", "--task", "acrobot", "--theta", str(tmp_path / "t.npy"), "--out", str(tmp_path / "r")]) == 2
+    assert "--theta" in (err := capsys.readouterr().err) and "acrobot task takes no --theta" in err

@@ -362,14 +362,6 @@ def test_bad_theta_files_are_refused_in_one_line(import_dir, tmp_path, capsys, c
     assert not (tmp_path / "g").exists()
 
 
-def test_run_refuses_theta_without_spec(tmp_path, capsys):
-    from onchip.cli import main
-
-    np.save(tmp_path / "t.npy", np.zeros(22, np.int64))
-    assert main(["run", "--theta", str(tmp_path / "t.npy"), "--out", str(tmp_path / "r")]) == 2
-    assert "--theta" in (err := capsys.readouterr().err) and "needs --spec" in err
-
-
 def test_a_missing_pykan_names_its_extra():
     from onchip.extras import extra_for
 

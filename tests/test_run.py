@@ -381,8 +381,20 @@ def test_bad_drift_files_are_refused_and_nothing_is_written(tmp_path, capsys, te
 def test_too_short_a_readout_job_is_refused_up_front(tmp_path, capsys, samples):
     code, out = _run(tmp_path, "--samples", samples)
     err = capsys.readouterr().err
-    assert code == 2 and f"samples: the qubit-readout job needs at least 100 shots" in err and f"got {samples}" in err
+    assert code == 2 and f"error: --samples: the qubit-readout job needs at least 100 shots" in err and f"got {samples}" in err
     assert "Traceback" not in err and not out.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["--qubits", "2", "--task", "drift-regression"], "--qubits"),
+    (["--episodes", "3"], "--episodes"),
+    (["--task", "drift-regression", "--drift", "default"], "--drift"),
+])
+def test_the_jobs_refusals_name_the_flag(tmp_path, capsys, flags, field):
+    # the job's Python API names its keyword (qubits:); the command names the flag the user typed
+    code, out = _run(tmp_path, *flags)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"onchip run: error: {field}: ") and err.count("\n") == 1, err
 
 
 def test_summary_labels_match_the_stream_and_name_the_kernel(tmp_path, capsys):

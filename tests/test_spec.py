@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -215,7 +216,9 @@ def _bad_element(value):
 def _assert_names(exc, field, value):
     text = str(exc.value)
     assert isinstance(exc.value, SpecError) and "\n" not in text
-    assert field in text and repr(_bad_element(value)) in text, text
+    bad = _bad_element(value)
+    shown = ("true" if bad else "false") if isinstance(bad, bool) else repr(bad)  # as a spec file spells it
+    assert field in text and f"got {shown}" in text, text
 
 
 @pytest.mark.parametrize("field, value", CASES)
@@ -270,8 +273,16 @@ def test_exact_integers_are_taken_as_floats_and_numpy_integers_as_ints():
         PRESETS["kan-regression"].replace(init_scale=2**53 + 1)  # no float holds it exactly
     with pytest.raises(SpecError, match="grid_size must be an integer, got 8.0"):
         PRESETS["kan-regression"].replace(grid_size=8.0)
-    with pytest.raises(SpecError, match="grid_range\\[0\\] must be a finite number, got '-2'"):
+    with pytest.raises(SpecError, match='grid_range\\[0\\] must be a finite number, got "-2"'):
         PRESETS["kan-regression"].replace(grid_range=("-2", 2))
+
+
+def test_a_bad_value_is_shown_as_the_spec_file_spells_it():
+    text = PRESETS["kan-regression"].to_toml()
+    with pytest.raises(SpecError, match="grid_size must be an integer, got true$"):
+        LearnerSpec.from_toml(re.sub(r"(?m)^grid_size = .*$", "grid_size = true", text))
+    with pytest.raises(SpecError, match='init_scale must be a finite number, got "0.5"$'):
+        LearnerSpec.from_toml(re.sub(r"(?m)^init_scale = .*$", 'init_scale = "0.5"', text))
 
 
 def test_a_grid_range_wider_than_the_float_range_is_refused_cleanly():

@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 who, given = f"onchip {args.command}", getattr(args, "out", None)
                 # recorded in the outputs (metrics.json "command"): the arguments as they were given
                 args.command_line = command_line(argv)
+                args.flag_names = _flag_names(parser.commands[args.command][1])
                 with output_policy(who, force=getattr(args, "force", False)) as committed:
                     code = _run(args)
     except KeyboardInterrupt as exc:
@@ -187,6 +188,20 @@ def _late_interrupts(who: str, committed, given) -> None:
             signal.signal(s, late)
 
 
+def _flag_names(parser) -> dict[str, str]:
+    """``{dest: "--flag"}`` for the long options of a command's parser."""
+    return {a.dest: long[0] for a in parser._actions
+            if (long := [o for o in a.option_strings if o.startswith("--")])}
+
+
+def _as_flag(message: str, flags: dict[str, str]) -> str:
+    """A message from the Python API that starts ``name:`` (a keyword argument) with the name
+    respelled as the command's flag (``samples:`` -> ``--samples:``), so that one command names its
+    fields one way."""
+    name, sep, rest = message.partition(":")
+    return f"{flags[name]}:{rest}" if sep and name in flags else message
+
+
 def _run(args) -> int:
     try:
         if getattr(args, "out", None) and hasattr(args, "force"):  # the checks --force lifts, now it is parsed
@@ -200,7 +215,8 @@ def _run(args) -> int:
             print(f"wrote {out}/")
         return status
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, PermissionError) as exc:
-        print(f"onchip {args.command}: error: {exc}", file=sys.stderr)
+        print(f"onchip {args.command}: error: {_as_flag(str(exc), getattr(args, 'flag_names', {}))}",
+              file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:  # an optional package, reported with the extra that installs it
         extra = "methods" if is_seed_method(args.command) else extra_for(exc)

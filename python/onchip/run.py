@@ -281,7 +281,7 @@ def job_theta(spec: LearnerSpec, theta):
     try:
         return check_parameters(spec, theta)
     except ValueError as exc:
-        raise ValueError(f"theta: {exc}") from None
+        raise ValueError(f"theta: {exc} (spec {spec.name})") from None
 
 
 def run_job(

@@ -9,6 +9,7 @@ accepts a TOML file or a preset name (:data:`PRESETS`) wherever it wants one
 from __future__ import annotations
 
 import dataclasses
+import json
 import difflib
 import math
 import os
@@ -79,10 +80,19 @@ def _fmt(text: str) -> Fmt:
     return Fmt.parse(text)
 
 
+def _toml(value) -> str:
+    """``value`` as a spec file spells it (``true``, ``"text"``), for error messages."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
+
+
 def _integer(name: str, value) -> int:
     """``value`` as an int, or SpecError naming ``name``: bools and non-integers are refused."""
     if not is_integer(value):
-        raise SpecError(f"{name} must be an integer, got {value!r}")
+        raise SpecError(f"{name} must be an integer, got {_toml(value)}")
     return int(value)
 
 
@@ -90,13 +100,13 @@ def _finite(name: str, value) -> float:
     """``value`` as a float (:func:`onchip.numbers.as_float`), or SpecError naming ``name``."""
     out = as_float(value)
     if out is None:
-        raise SpecError(f"{name} must be a finite number, got {value!r}")
+        raise SpecError(f"{name} must be a finite number, got {_toml(value)}")
     return out
 
 
 def _sequence(name: str, value) -> tuple:
     if not isinstance(value, (list, tuple, np.ndarray)):
-        raise SpecError(f"{name} must be a list, got {value!r}")
+        raise SpecError(f"{name} must be a list, got {_toml(value)}")
     return tuple(value)
 
 
@@ -355,7 +365,7 @@ class LearnerSpec:
             f"learning_rate must be a power of two in (0, 1] (the update is a shift), got {lr!r}",
         )
         need(self.init_scale >= 0, f"init_scale must be >= 0, got {self.init_scale!r}")
-        need(isinstance(self.allow_acc_wrap, bool), f"allow_acc_wrap must be true or false, got {self.allow_acc_wrap!r}")
+        need(isinstance(self.allow_acc_wrap, bool), f"allow_acc_wrap must be true or false, got {_toml(self.allow_acc_wrap)}")
         f = self.formats
         # the initial parameters are quantized into coef: a bound coef cannot hold would saturate or wrap
         bound = self.init_scale * (1.0 if self.kind == "kan" else math.sqrt(3.0 / min(self.widths[:-1])))

@@ -152,7 +152,9 @@ def load_theta(path: str | None, spec):
     Args:
         path: the flag's value (None: not given).
         spec: the learner they are for (a LearnerSpec, a preset name or a TOML file; loaded only
-            when ``path`` is given).
+            when ``path`` is given). None: a job that picks its task's preset itself; only the
+            values are checked here, the shape and the ``formats.coef`` range by the job
+            (:func:`onchip.run.job_theta`) once the preset is known.
 
     Raises:
         ValueError: starting ``--theta FILE:``: not a readable .npy (an empty file, an .npz archive
@@ -163,18 +165,18 @@ def load_theta(path: str | None, spec):
         return None
     import numpy as np
 
+    from ..io import read_npy
     from ..spec import load_spec
 
-    spec = load_spec(spec)
-    from ..io import read_npy
-
+    spec = None if spec is None else load_spec(spec)
     theta = read_npy(path, "--theta")
-    p, nc = spec.parameter_count(), spec.channels
-    if nc == 1 and theta.shape != (p,):
-        raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {p} parameters need ({p},)")
-    if nc > 1 and theta.shape not in ((nc, p), (p,)):
-        raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {nc} channels of {p} parameters need "
-                         f"({nc}, {p}) (a row per channel) or ({p},) (every channel)")
+    if spec is not None:
+        p, nc = spec.parameter_count(), spec.channels
+        if nc == 1 and theta.shape != (p,):
+            raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {p} parameters need ({p},)")
+        if nc > 1 and theta.shape not in ((nc, p), (p,)):
+            raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {nc} channels of {p} parameters "
+                             f"need ({nc}, {p}) (a row per channel) or ({p},) (every channel)")
 
     def at(flat: int):  # a flat position as the index a user reads in the array
         where = np.unravel_index(flat, theta.shape)
@@ -193,6 +195,8 @@ def load_theta(path: str | None, spec):
         n = int(np.argmax(theta))
         raise ValueError(f"--theta {path}: value {int(theta.flat[n])} at index {at(n)} is not representable in int64")
     theta = theta.astype(np.int64)
+    if spec is None:
+        return theta
     c = spec.formats.coef
     out = (theta < c.min_raw) | (theta > c.max_raw)
     if out.any():

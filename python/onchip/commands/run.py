@@ -57,7 +57,8 @@ def add_parser(sub) -> None:
 
 def _theta_spec(args):
     # the spec --theta is for: with --qubits N, the job's spec of channels = N (a row per qubit)
-    if args.theta is None or args.qubits is None:
+    # without --spec the job checks the shape against its task's preset (onchip.run.job_theta)
+    if args.theta is None or args.qubits is None or args.spec is None:
         return args.spec
     from ..multiplexed import multichannel_spec
     from ..spec import load_spec
@@ -68,9 +69,9 @@ def _theta_spec(args):
 def run(args) -> int:
     from ..run import run_job
 
-    if args.theta is not None and (args.spec is None or args.task == "acrobot"):
-        raise ValueError(f"--theta {args.theta}: needs --spec (the spec the parameters are for) and a stream task, "
-                         f"got {'--task acrobot' if args.spec else 'no --spec'}")
+    if args.theta is not None and args.task == "acrobot":
+        raise ValueError(f"--theta {args.theta}: the acrobot task takes no --theta (its learner starts from its "
+                         "spec's own parameters)")
     if args.task == "acrobot" and args.samples is not None:
         raise ValueError(f"--samples: the acrobot task runs --episodes, not samples; got {args.samples}")
     if args.qubits is not None and args.qubits * (args.samples or 100_000) > _args.MAX_SAMPLES:
