@@ -11,19 +11,27 @@ from onchip.sweep.pages import markers, render_tables, stale_tables, write_pages
 from onchip.sweep.schema import load_definition, validate_definition
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGED = sorted(p.parent.name for p in (ROOT / "sweeps").glob("*/sweep.toml")
-               if load_definition(p).get("table"))
+# every sweep definition that writes tables: sweeps/NAME/sweep.toml into sweeps/NAME/results/,
+# another definition sweeps/NAME/OTHER.toml into sweeps/NAME/OTHER/
+PAGED = sorted(str(p.relative_to(ROOT / "sweeps")) for p in (ROOT / "sweeps").glob("*/*.toml")
+               if "[sweep]" in p.read_text() and load_definition(p).get("table"))
+
+
+def _results(definition: Path) -> Path:
+    return definition.parent / ("results" if definition.stem == "sweep" else definition.stem)
 
 
 def test_the_hand_copied_pages_are_generated():
-    assert {"latency", "quantization", "resources"} <= set(PAGED)
+    assert {"latency/sweep.toml", "quantization/sweep.toml", "resources/sweep.toml",
+            "resources/reset_rom.toml"} <= set(PAGED)
 
 
 @pytest.mark.parametrize("name", PAGED)
 def test_every_page_holds_what_its_csv_gives(name):
-    d = load_definition(ROOT / "sweeps" / name / "sweep.toml")
-    stale = stale_tables(d, ROOT / "sweeps" / name / "results" / "results.csv")
-    assert not stale, (f"{stale}: run onchip sweep sweeps/{name}/sweep.toml --out sweeps/{name}/results --report")
+    path = ROOT / "sweeps" / name
+    stale = stale_tables(load_definition(path), _results(path) / "results.csv")
+    out = _results(path).relative_to(ROOT)
+    assert not stale, f"{stale}: run onchip sweep sweeps/{name} --out {out} --report"
 
 
 def _copy(tmp_path, name):
