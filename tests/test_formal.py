@@ -416,3 +416,24 @@ def test_the_recorded_table_has_every_preset_doing_its_work():
         assert all(v["status"] == "covered" and v["cycles"] >= 1 for v in r["covers"].values()), r
         assert all(v["status"] in ("proved", "bounded") for v in r["response"].values()), r
         assert r["covers"]["core.sample_accepted"]["cycles"] == r["reset_cycles"] + 1
+
+
+def test_combining_a_new_part_replaces_it_and_keeps_every_rows_date():
+    # formal_table.py --combine results.json results-plans.json: the new plans, the rest as committed
+    from support import load_script
+
+    table = load_script("sweeps/formal/formal_table.py")
+    committed = json.loads((Path(__file__).resolve().parents[1] / "sweeps" / "formal" / "results.json").read_text())
+    committed["date"] = "2000-01-01"
+    for key in table.PARTS:
+        for row in committed.get(key) or ():
+            row.pop("date", None)
+    new = {"date": "2100-01-01", "plans_timeout_s": 1.0, "items_timeout_s": 2.0, "protocol": [], "items": [],
+           "netlist": [], "plans": [dict(committed["plans"][0], any_bound_cycles=99)]}
+    data = table.combine([committed, new])
+    assert data["plans"] == new["plans"] and data["plans"][0]["date"] == "2100-01-01"
+    assert data["plans_timeout_s"] == 1.0 and data["items_timeout_s"] == committed["items_timeout_s"]
+    assert data["live"] and all(r["date"] == "2000-01-01" for key in ("protocol", "live", "items", "netlist")
+                                for r in data[key])
+    text = table.report(data)
+    assert "| 99 / " in text and "2100-01-01" in text and "2000-01-01 |" in text

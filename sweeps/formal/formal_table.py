@@ -183,8 +183,8 @@ def netlist_row(preset, timeout, log) -> dict:
 
 def report(data: dict) -> str:
     lines = ["# Formal checks of the presets", "",
-             f"Measured on {data['machine']} with `{data['command']}`: the protocol and item-by-item rows on the",
-             f"date in each row (rows run again with `--points`), the other tables on {data['date']}.", "",
+             f"Measured on {data['machine']} with `{data['command']}` (a part run again with `--points`, or",
+             "with `--parts` and then `--combine`); each row gives the date it was measured.", "",
              "Protocol: the properties of `onchip.formal.properties` on the core and on its AXI4-Stream wrapper,",
              "proved by k-induction for all time (k: the induction length that closed, in cycles). Read-back:",
              "a read at an arbitrary address returns the last word written (or the reset value), checked",
@@ -221,12 +221,12 @@ def report(data: dict) -> str:
               "(samples of any kind and reads: the parameters start at their reset values and change only",
               f"by learning); {data['plans_timeout_s']} s of solver time each ({', '.join(sorted(solver))}).", "",
               "| preset | schedule | any commands: cycles / samples | reads only: cycles / samples | "
-              "fast core's first prediction (cycle) | wall time (s) |",
-              "|---|---|---|---|---|---|"]
+              "fast core's first prediction (cycle) | wall time (s) | measured |",
+              "|---|---|---|---|---|---|---|"]
     for r in data["plans"]:
         lines.append(f"| {r['preset']} | {r['schedule']} | {r['any_bound_cycles']} / {r['any_bound_samples']} | "
                      f"{r['reads_bound_cycles']} / {r['reads_bound_samples']} | {r['first_fast_prediction_cycle']} | "
-                     f"{round(r['any_seconds'] + r['reads_seconds'], 1)} |")
+                     f"{round(r['any_seconds'] + r['reads_seconds'], 1)} | {r.get('date', data['date'])} |")
     if data.get("items"):
         lines += ["", "Timing plans item by item, sequential schedule (`onchip.formal.check_plans_per_item`): for every parameter state,",
                   "every sample (any kind, any values) and every read or write of any parameter, offered to an",
@@ -247,11 +247,11 @@ def report(data: dict) -> str:
         lines += ["", "Netlist against RTL, bounded: the Yosys ECP5 netlist (`synth_ecp5 -flatten -nobram`, its",
                   "primitives through Yosys's simulation models and a MULT18X18D model) and the Amaranth Verilog",
                   "on the same free inputs, every output equal every cycle.", "",
-                  "| preset | family | status | bound (cycles) | reload cycles | wall time (s) |",
-                  "|---|---|---|---|---|---|"]
+                  "| preset | family | status | bound (cycles) | reload cycles | wall time (s) | measured |",
+                  "|---|---|---|---|---|---|---|"]
         for r in data["netlist"]:
             lines.append(f"| {r['preset']} | {r['family']} | {r['status']} | {r['bound_cycles']} | "
-                         f"{r['reset_cycles']} | {r['seconds']} |")
+                         f"{r['reset_cycles']} | {r['seconds']} | {r.get('date', data['date'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -297,6 +297,29 @@ def update_rows(only, patterns, parts, items_timeout) -> int:
     return 0
 
 
+PARTS = ("protocol", "plans", "items", "netlist", "live")
+
+
+def combine(files: list[dict]) -> dict:
+    """One results dict from several: the first gives every part, each later one replaces the parts
+    it holds (so ``--combine results.json results-plans.json`` puts a new plans run into the
+    committed results). Every row keeps the date of the run that made it."""
+    data = None
+    for part in files:
+        for key in PARTS:
+            for row in part.get(key) or ():
+                row.setdefault("date", part["date"])
+        if data is None:
+            data = part
+            continue
+        for key in PARTS:
+            if part.get(key):
+                data[key] = part[key]
+                if key in ("plans", "items"):
+                    data[f"{key}_timeout_s"] = part[f"{key}_timeout_s"]
+    return data
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", default=None, help="presets to run (default: all)")
@@ -308,7 +331,8 @@ def main(argv=None) -> int:
                     help="comma-separated parts to run (protocol, plans, items, netlist; live with --points only); a subset "
                          "writes results-<parts>.json (default: all but live)")
     ap.add_argument("--combine", nargs="+", default=None, metavar="JSON",
-                    help="only write results.json and results.md from these part files")
+                    help="only write results.json and results.md from these files: the first gives every part, "
+                         "each later one replaces the parts it holds")
     ap.add_argument("--points", nargs="+", default=None, metavar="PATTERN",
                     help="run only the protocol (and item-by-item) rows matching preset/schedule/timing/datapath "
                          "(shell patterns) and merge them into results.json")
@@ -316,17 +340,7 @@ def main(argv=None) -> int:
     if args.points:
         return update_rows(args.only, args.points, set(args.parts.split(",")), args.items_timeout)
     if args.combine:
-        data = None
-        for path in args.combine:
-            part = json.loads(Path(path).read_text())
-            if data is None:
-                data = part
-            else:
-                for key in ("protocol", "plans", "items", "netlist"):  # the first file holding a part gives it
-                    if not data.get(key) and part.get(key):
-                        data[key] = part[key]
-                        if key in ("plans", "items"):
-                            data[f"{key}_timeout_s"] = part[f"{key}_timeout_s"]
+        data = combine([json.loads(Path(path).read_text()) for path in args.combine])
         (HERE / "results.json").write_text(json.dumps(data, indent=1) + "\n")
         (HERE / "results.md").write_text(report(data))
         print(f"wrote {HERE / 'results.md'}")
