@@ -30,8 +30,9 @@ unregistered (Yosys 0.70: ``PIPELINE_16x16_MULT_REG2`` set to 0, ``CLK`` and ``C
 low), so an instance would lose its register. What helps, as on ECP5, is the factor
 registers out of the block: with both factors within 16 bits they are marked ``keep``,
 which ``ice40_dsp`` does not pack, and the logic before them (the output error's
-subtraction) no longer ends on the DSP's input pins. Placed on the iCEBreaker
-(``sweeps/timing/ice40.md``; ``tests/test_hw_dsp.py`` checks the netlist). The Verilog
+subtraction) no longer ends on the DSP's input pins: on the iCEBreaker both 1->1 KANs
+place faster at ``fast`` than with the factor registers in the block (``docs/results.md``,
+iCE40; ``sweeps/timing/ice40.md``); ``tests/test_hw_dsp.py`` checks the netlist. The Verilog
 is the generic one plus those attributes, so it simulates as the generic design.
 
 Sources: Lattice FPGA-TN-02205 "ECP5 and ECP5-5G sysDSP Usage Guide", MULT18X18D
