@@ -16,7 +16,7 @@ import pytest
 from amaranth.hdl import Fragment, Module, Signal, signed, unsigned
 
 from onchip.hw import generate
-from onchip.hw.dsp import ECP5_FACTOR_BITS, check_dsp, mult18x18d_model, registered_product
+from onchip.hw.dsp import ECP5_FACTOR_BITS, ICE40_FACTOR_BITS, check_dsp, mult18x18d_model, registered_product
 from onchip.hw.pipeline import Pipe
 from onchip.spec import PRESETS
 
@@ -90,7 +90,7 @@ def test_bad_dsp_is_refused_naming_the_field():
     with pytest.raises(ValueError, match=r"dsp must be one of .*'xilinx'"):
         check_dsp("xilinx")
     with pytest.raises(ValueError, match="dsp"):
-        generate(PRESETS["kan-paper"], axis=False, dsp="ice40")
+        generate(PRESETS["kan-paper"], axis=False, dsp="gowin")
 
 
 @pytest.fixture(scope="module")
@@ -177,3 +177,127 @@ def test_predict_first_keeps_its_forward_products_unregistered_and_equals_golden
     result, (preds, theta) = _run(spec, mult18x18d_model(), cache_dir, 3000)
     np.testing.assert_array_equal(result.predictions, preds)
     np.testing.assert_array_equal(result.parameters, theta)
+
+
+def _ice40_mac16(verilog: str, top: str, work) -> dict[str, dict]:
+    """The SB_MAC16 cells of the iCE40 flow's synthesis (``PREPARE`` + ``synth_ice40 -flatten -dsp``):
+    cell name -> {"params": name -> int, "conn": port -> bits (ints, or "0"/"1" constants)}."""
+    import json
+
+    from onchip.flow.tools import run_tool
+    from onchip.flow.yosys import FAMILIES, PREPARE
+
+    (work / "core.v").write_text(verilog)
+    (work / "net.ys").write_text(f"read_verilog core.v\n{PREPARE['ice40']}\n{FAMILIES['ice40']} -top {top}\n"
+                                 "write_json net.json\n")
+    run_tool("yosys", ["-q", "net.ys"], work)
+    cells = json.loads((work / "net.json").read_text())["modules"][top]["cells"]
+    return {name: {"params": {k: int(v, 2) for k, v in c["parameters"].items() if set(v) <= {"0", "1"}},
+                   "conn": c["connections"]}
+            for name, c in cells.items() if c["type"] == "SB_MAC16"}
+
+
+#: the SB_MAC16 parameters that say which of its registers hold what (Lattice "iCE40 DSP Function
+#: Usage Guide"): TOP/BOTOUTPUT_SELECT 1 is the registered adder output (the product plus C = 0)
+_BLOCK_REGISTERS = ("A_REG", "B_REG", "PIPELINE_16x16_MULT_REG1", "PIPELINE_16x16_MULT_REG2",
+                    "TOPOUTPUT_SELECT", "BOTOUTPUT_SELECT")
+
+
+def _one_product(dsp):
+    """Verilog of one ``fast`` registered product (16 x 12 bits) between pipeline registers."""
+    from amaranth.back import verilog
+
+    m = Module()
+    en, a, b = Signal(), Signal(signed(16)), Signal(signed(12))
+    p = Signal(signed(28))
+    pipe = Pipe(m, en)
+    x = pipe.reg(a, 0, "x_s1").value
+    y = pipe.reg(b, 0, "y_s1").value
+    m.d.comb += p.eq(registered_product(m, pipe, x, y, 1, "p_raw_s2", dsp).value)
+    pipe.finalize()
+    return verilog.convert(m, ports=[en, a, b, p], name="top")
+
+
+@pytest.mark.parametrize("dsp, factor_registers", [(None, 1), ("ice40", 0)])
+def test_the_product_register_goes_into_sb_mac16_and_the_factor_registers_as_chosen(dsp, factor_registers,
+                                                                                    tmp_path):
+    """One ``fast`` registered product through the iCE40 flow's synthesis: generic, ``synth_ice40 -dsp``
+    (its ``ice40_dsp`` pass) moves the factor registers into A_REG/B_REG and the product register into
+    the output register, the advance enable onto the hold pins; with ``dsp="ice40"`` the factor
+    registers stay in the fabric and the product register still goes into the block."""
+    cells = _ice40_mac16(_one_product(dsp), "top", tmp_path)
+    assert len(cells) == 1
+    (cell,) = cells.values()
+    assert {k: cell["params"][k] for k in _BLOCK_REGISTERS} == {
+        "A_REG": factor_registers, "B_REG": factor_registers, "PIPELINE_16x16_MULT_REG1": 0,
+        "PIPELINE_16x16_MULT_REG2": 0, "TOPOUTPUT_SELECT": 1, "BOTOUTPUT_SELECT": 1}
+    pins = ("OHOLDTOP", "OHOLDBOT") + (("AHOLD", "BHOLD") if factor_registers else ())
+    hold = {cell["conn"][pin][0] for pin in pins}
+    assert len(hold) == 1 and hold.isdisjoint({"0", "1"}), hold  # one driven hold: not en
+    assert cell["conn"]["CE"] == ["1"]
+
+
+def test_yosys_rewrites_an_instantiated_sb_mac16_without_its_register(tmp_path):
+    """Why ``dsp="ice40"`` instantiates nothing: ``ice40_dsp`` (Yosys 0.70) takes an SB_MAC16 instance
+    for one of its own and resets the registers it did not find, here the instance's 16x16 product
+    register (PIPELINE_16x16_MULT_REG2), its clock and enable tied low. A Yosys that keeps them makes
+    this test fail: then an instance, with Yosys's cells_sim.v SB_MAC16 as its model, is an option."""
+    pins = "".join(f".{pin}(1'b0), " for pin in ("AHOLD", "BHOLD", "CHOLD", "DHOLD", "IRSTTOP", "IRSTBOT",
+                                                   "ORSTTOP", "ORSTBOT", "OLOADTOP", "OLOADBOT", "ADDSUBTOP",
+                                                   "ADDSUBBOT", "OHOLDTOP", "OHOLDBOT", "CI", "ACCUMCI", "SIGNEXTIN"))
+    verilog = ("module top(input clk, input en, input signed [15:0] a, input signed [15:0] b, output [31:0] o);\n"
+               "  SB_MAC16 #(.A_SIGNED(1'b1), .B_SIGNED(1'b1), .PIPELINE_16x16_MULT_REG2(1'b1), "
+               ".TOPOUTPUT_SELECT(2'b11), .BOTOUTPUT_SELECT(2'b11)) m (.CLK(clk), .CE(en), .A(a), .B(b), "
+               f".C(16'd0), .D(16'd0), {pins}.O(o));\nendmodule\n")
+    (cell,) = _ice40_mac16(verilog, "top", tmp_path).values()
+    assert cell["params"]["PIPELINE_16x16_MULT_REG2"] == 0
+    assert cell["conn"]["CLK"] == ["0"] and cell["conn"]["CE"] == ["0"]
+
+
+def test_ice40_verilog_is_the_generic_one_with_its_factor_registers_kept():
+    """``dsp="ice40"`` changes no logic: the generic Verilog plus ``keep`` on the update and
+    coefficient products' factor registers (the error and the basis values), so it simulates as the
+    generic design, which equals the golden model (tests/test_rtl_backend.py)."""
+    spec = PRESETS["kan-regression"].replace(timing="fast")
+    generic = generate(spec, axis=False).verilog
+    ice40 = generate(spec, axis=False, dsp="ice40").verilog
+    keep = "  (* keep = 32'd1 *)\n"
+    kept = re.findall(re.escape(keep) + r"\s*reg\s+(?:signed\s+)?(?:\[[^\]]*\]\s*)?(\w+)", ice40)
+    assert ice40.replace(keep, "") == generic
+    assert sorted(kept) == ["err0_s5"] + [f"l0_bval_bank0_{j}_s{s}" for j in range(4) for s in (2, 5)]
+    compact = PRESETS["kan-regression"].replace(timing="compact")
+    assert generate(compact, axis=False, dsp="ice40").verilog == generate(compact, axis=False).verilog
+
+
+@pytest.mark.parametrize("shape, kept", [(signed(16), True), (unsigned(15), True), (signed(17), False),
+                                         (unsigned(16), False)])
+def test_a_factor_wider_than_sb_mac16_leaves_the_product_generic(shape, kept):
+    m = Module()
+    pipe = Pipe(m, Signal())
+    x = pipe.reg(Signal(shape), 0, "x_s1").value
+    y = pipe.reg(Signal(signed(8)), 0, "y_s1").value
+    out = registered_product(m, pipe, x, y, 1, "p_raw_s2", "ice40")
+    assert out.stage == 2 and out.value.shape() == (x * y).shape()
+    assert ("keep" in x.attrs) == ("keep" in y.attrs) == kept
+    Fragment.get(m, None)  # elaborated: the module is used
+    assert shape.width <= ICE40_FACTOR_BITS or not kept
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["kan-regression", "kan-paper"])
+def test_every_product_register_of_the_ice40_presets_is_in_sb_mac16_and_no_factor_register(preset, tmp_path):
+    """kan-regression and kan-paper at ``fast``, as the iCEBreaker flow builds them (``dsp="ice40"``):
+    each raw product register is an SB_MAC16's output register and no factor register is in one
+    (the update products' error and basis value are marked keep; the coefficient is the block RAM's
+    read data, its register in the SB_RAM40_4K)."""
+    from onchip.flow.steps import family_dsp
+
+    spec = PRESETS[preset].replace(timing="fast")
+    design = generate(spec, axis=False, dsp=family_dsp("ice40"))
+    raw = set(re.findall(r"reg\s+(?:signed\s+)?(?:\[[^\]]*\]\s*)?(\w+_raw_s\d+)\b", design.verilog))
+    cells = _ice40_mac16(design.verilog, design.top, tmp_path)
+    assert {name.removesuffix("_SB_MAC16_O") for name in cells} == raw
+    for name, cell in cells.items():
+        assert {k: cell["params"][k] for k in _BLOCK_REGISTERS} == {
+            "A_REG": 0, "B_REG": 0, "PIPELINE_16x16_MULT_REG1": 0, "PIPELINE_16x16_MULT_REG2": 0,
+            "TOPOUTPUT_SELECT": 1, "BOTOUTPUT_SELECT": 1}, name

@@ -134,8 +134,9 @@ def _row(row: dict) -> str:
 
 #: the table's opening lines
 INTRO = ("The presets on the iCEBreaker (iCE40UP5K: 5280 LUT, 8 SB_MAC16, 30 SB_RAM40_4K), sequential, in the UART "
-         "board top; Yosys `synth_ice40 -dsp` (its products mapped to SB_MAC16 without the block's registers: "
-         "onchip does not instantiate SB_MAC16), nextpnr-ice40, best of placer seeds 1-3. A design the UP5K cannot "
+         "board top; Yosys `synth_ice40 -dsp` (at `fast` it puts each product register into its SB_MAC16's "
+         "output register; the factor registers are marked keep and stay in the fabric, `onchip.hw.dsp`), "
+         "nextpnr-ice40, best of placer seeds 1-3. A design the UP5K cannot "
          "hold is refused before placement with the resource it lacks (SB_MAC16 counted after Yosys's coarse "
          "synthesis, the rest by nextpnr's packer). Written by `python sweeps/timing/ice40_sweep.py`.")
 

@@ -18,11 +18,13 @@ def add_parser(subparsers) -> None:
     )
     _args.add_spec(p)
     p.add_argument(
-        "--dsp", choices=("generic", "ecp5"), default="generic",
-        help="products as generic '*' for the synthesis tool to map (default), or, for Lattice ECP5, "
-             "the fast plan's registered products as MULT18X18D instances holding their input and output "
-             "registers (Yosys does not move them into the block on ECP5); adds MULT18X18D_sim.v, a "
-             "simulation model of that primitive subset",
+        "--dsp", choices=("generic", "ecp5", "ice40"), default="generic",
+        help="products as generic '*' for the synthesis tool to map (default); for Lattice ECP5, "
+             "the fast plan's registered products as MULT18X18D instances holding their product "
+             "register (Yosys does not move it into the block on ECP5), with MULT18X18D_sim.v, a "
+             "simulation model of that primitive subset; for iCE40, the same products generic with "
+             "their factor registers marked keep (Yosys moves the product register into SB_MAC16 and "
+             "leaves the factor registers in the fabric)",
     )
     _args.add_top(p)
     _args.add_packet(p)

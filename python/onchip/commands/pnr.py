@@ -9,7 +9,8 @@ the YoWASP tools (yosys, nextpnr-ecp5 + ecppack or nextpnr-ice40 + icepack) and 
 bitstream, the build logs and report.json (fmax from nextpnr, utilisation, latency in ns =
 cycles / fmax, and the critical path: start and end registers named after the learner's
 signals and stages, logic and routing ns) into --out. On ECP5 the fast plan's products are
-MULT18X18D instances holding their product register (onchip generate --dsp ecp5). Stream protocol and tool costs:
+MULT18X18D instances holding their product register (onchip generate --dsp ecp5); on iCE40
+their factor registers stay out of SB_MAC16 (--dsp ice40). Stream protocol and tool costs:
 hw/README.md (section "Feeding a stream to a board")."""
 
 

@@ -19,8 +19,9 @@ from ..spec import LearnerSpec, load_spec
 
 def family_dsp(family: str) -> str | None:
     """The ``dsp`` choice of :func:`onchip.hw.generate` for a device family: ``"ecp5"`` for ECP5
-    (Yosys maps its multipliers without their registers; the primitive holds them), None elsewhere
-    (Yosys moves the registers into DSP48 and SB_MAC16 itself)."""
+    (Yosys maps its multipliers without their registers; the primitive holds them), ``"ice40"`` for
+    iCE40 (Yosys moves the product register into SB_MAC16; the factor registers are kept out of it),
+    None elsewhere (Yosys moves the registers into DSP48 itself)."""
     from ..hw.dsp import DSP_FAMILIES
 
     return family if family in DSP_FAMILIES else None
@@ -68,9 +69,10 @@ def generate_to(spec: "LearnerSpec | str | os.PathLike", out: "str | os.PathLike
         out: the output folder.
         top: the core's module name (:func:`onchip.hw.names.check_top`); the wrapper is ``<top>_axis``.
         theta: raw reset values of the parameters (P,), or None.
-        dsp: None, or ``"ecp5"``: the ``fast`` plan's products as MULT18X18D instances with their
+        dsp: None, ``"ecp5"``: the ``fast`` plan's products as MULT18X18D instances with their
             registers (:mod:`onchip.hw.dsp`); the folder then also holds ``MULT18X18D_sim.v``, a
-            simulation model of that primitive subset (synthesis uses the vendor's cell).
+            simulation model of that primitive subset (synthesis uses the vendor's cell); or
+            ``"ice40"``: the products generic, their factor registers marked ``keep``.
         packet: predictions per TLAST of the wrapper's prediction stream (:class:`onchip.hw.axis.AxisLearner`).
 
     Returns:

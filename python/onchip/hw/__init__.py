@@ -107,9 +107,10 @@ def generate(spec: "LearnerSpec | str | os.PathLike", *, axis: bool = True, thet
             initial parameters), e.g. an imported network.
         top: name of the core module (:func:`onchip.hw.names.check_top`); the wrapper is
             ``<top>_axis`` and every submodule ``<top>.<path>`` (``<top>_axis.learner.<path>``).
-        dsp: None (products as ``*``, mapped by the synthesis tool) or ``"ecp5"``: the ``fast``
-            plan's registered products as MULT18X18D instances holding their factor and product
-            registers (:mod:`onchip.hw.dsp`; simulate with :func:`onchip.hw.dsp.mult18x18d_model`).
+        dsp: None (products as ``*``, mapped by the synthesis tool), ``"ecp5"``: the ``fast``
+            plan's registered products as MULT18X18D instances holding their product registers
+            (:mod:`onchip.hw.dsp`; simulate with :func:`onchip.hw.dsp.mult18x18d_model`), or
+            ``"ice40"``: those products generic with their factor registers marked ``keep``, out of SB_MAC16.
         packet: predictions per packet of the wrapper's prediction stream: ``m_axis_pred_tlast`` is
             high on the last of each (:class:`onchip.hw.axis.AxisLearner`).
 

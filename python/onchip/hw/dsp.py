@@ -21,8 +21,24 @@ appended to the Verilog for Verilator. The layers use it on both schedules
 99.7-104.0 MHz generic), while the pending-update queue's multiplexers were the path; with the
 queue in LUT RAM, mlp-readout pipelined placed at 98.8 MHz with it against 79.9 generic (seed 1).
 
-Source: Lattice FPGA-TN-02205 "ECP5 and ECP5-5G sysDSP Usage Guide", MULT18X18D
-(input, pipeline and output registers, ``SIGNEDA``/``SIGNEDB``).
+On iCE40 (``dsp="ice40"``) the products stay generic: ``synth_ice40 -dsp`` (its ``ice40_dsp``
+pass) already puts the product register into the SB_MAC16 (its output register,
+``TOP/BOTOUTPUT_SELECT = 1``, the enable on ``OHOLDTOP/BOT``) and every factor register
+into ``A_REG``/``B_REG`` (a coefficient read from block RAM stays outside, its register in
+the SB_RAM40_4K). It also rewrites an instantiated SB_MAC16 as if it had found it
+unregistered (Yosys 0.70: ``PIPELINE_16x16_MULT_REG2`` set to 0, ``CLK`` and ``CE`` tied
+low), so an instance would lose its register. What helps, as on ECP5, is the factor
+registers out of the block: with both factors within 16 bits they are marked ``keep``,
+which ``ice40_dsp`` does not pack, and the logic before them (the output error's
+subtraction) no longer ends on the DSP's input pins: on the iCEBreaker both 1->1 KANs
+place faster at ``fast`` than with the factor registers in the block (``docs/results.md``,
+iCE40; ``sweeps/timing/ice40.md``); ``tests/test_hw_dsp.py`` checks the netlist. The Verilog
+is the generic one plus those attributes, so it simulates as the generic design.
+
+Sources: Lattice FPGA-TN-02205 "ECP5 and ECP5-5G sysDSP Usage Guide", MULT18X18D
+(input, pipeline and output registers, ``SIGNEDA``/``SIGNEDB``); Lattice "DSP Function Usage
+Guide for iCE40 Devices" (TN1295), SB_MAC16 (16x16 signed mode, its A/B, pipeline and output
+registers).
 """
 
 from __future__ import annotations
@@ -31,14 +47,17 @@ from amaranth.hdl import ClockSignal, Const, Instance, Module, Signal, Value, si
 
 from .pipeline import Pipe, Staged
 
-#: ``dsp`` choices: None (generic ``*``, the synthesis tool picks and maps) or a device family
-#: whose multiplier primitive is instantiated with its registers.
-DSP_FAMILIES = (None, "ecp5")
+#: ``dsp`` choices: None (generic ``*``, the synthesis tool picks and maps) or a device family:
+#: ``"ecp5"`` instantiates its multiplier with the product register, ``"ice40"`` keeps the
+#: factor registers out of the block Yosys maps.
+DSP_FAMILIES = (None, "ecp5", "ice40")
 
 #: MULT18X18D factor width (bits, two's complement with ``SIGNEDA``/``SIGNEDB`` high).
 ECP5_FACTOR_BITS = 18
 #: MULT18X18D product width (bits).
 ECP5_PRODUCT_BITS = 36
+#: SB_MAC16 factor width in its 16x16 mode (bits, two's complement with ``A_SIGNED``/``B_SIGNED`` set).
+ICE40_FACTOR_BITS = 16
 
 
 def check_dsp(dsp) -> str | None:
@@ -52,10 +71,10 @@ def check_dsp(dsp) -> str | None:
     return dsp
 
 
-def _as_factor(v: Value) -> Value | None:
-    """``v`` as an 18-bit two's complement factor, or None when it does not fit."""
+def _as_factor(v: Value, bits: int) -> Value | None:
+    """``v`` as a ``bits``-bit two's complement factor, or None when it does not fit."""
     shape = v.shape()
-    if shape.width > ECP5_FACTOR_BITS - (0 if shape.signed else 1):
+    if shape.width > bits - (0 if shape.signed else 1):
         return None
     return v.as_signed() if shape.signed else v.as_unsigned()
 
@@ -69,8 +88,11 @@ def registered_product(m: Module, pipe: Pipe, x: Value, y: Value, stage: int, na
         x, y: the factors (any signedness; the product has Amaranth's ``x * y`` shape).
         stage: the factors' stage. name: the product register's name (``<name>`` for the
             fabric register, ``<name>_mult`` for a DSP instance).
-        dsp: None (a fabric register on ``x * y``) or ``"ecp5"``: a MULT18X18D with the
-            product register in the block when both factors fit 18 bits (else the fabric register).
+        dsp: None (a fabric register on ``x * y``); ``"ecp5"``: a MULT18X18D with the product
+            register in the block (``REG_OUTPUT``) when both factors fit 18 bits, else the fabric
+            register; ``"ice40"``: the fabric register on ``x * y`` (Yosys moves it into the SB_MAC16's
+            output register), its factor registers marked ``keep`` when both factors fit 16 bits, so
+            that Yosys leaves them in the fabric (``A_REG = B_REG = 0``).
 
     Returns:
         the product, :class:`~onchip.hw.pipeline.Staged` at ``stage + 1``.
@@ -81,7 +103,13 @@ def registered_product(m: Module, pipe: Pipe, x: Value, y: Value, stage: int, na
     check_dsp(dsp)
     x, y = Value.cast(x), Value.cast(y)
     product = x * y
-    fx, fy = _as_factor(x), _as_factor(y)
+    if dsp == "ice40":
+        if _as_factor(x, ICE40_FACTOR_BITS) is not None and _as_factor(y, ICE40_FACTOR_BITS) is not None:
+            for factor in (x, y):  # a factor register Yosys's ice40_dsp must leave in the fabric
+                if isinstance(factor, Signal) and pipe.is_register(factor):
+                    factor.attrs["keep"] = 1
+        return pipe.reg(product, stage, name)
+    fx, fy = _as_factor(x, ECP5_FACTOR_BITS), _as_factor(y, ECP5_FACTOR_BITS)
     if dsp is None or fx is None or fy is None:
         return pipe.reg(product, stage, name)
     ports = {}

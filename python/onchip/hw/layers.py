@@ -107,7 +107,7 @@ class _Layer:
         stages: the layer's entry of :func:`onchip.hw.plan.stage_plan` (where its registers
             go); default: taken from the spec's plan.
         dsp: the registered raw products of the ``fast`` plan as generic ``*`` (None) or as a
-            device's DSP primitive with its registers (``"ecp5"``, :mod:`onchip.hw.dsp`).
+            device's DSP primitive with its registers (``"ecp5"``, ``"ice40"``: :mod:`onchip.hw.dsp`).
 
     Raises:
         ValueError: a spec of another kind, an index outside 0 .. L-1, or theta0 not of length P

@@ -112,7 +112,7 @@ class OnchipLearner(LearnerPorts):
         spec: the learner; its schedule and staleness select the schedule.
         theta: raw reset values of the parameters (P,) (default: the golden initial parameters).
         dsp: products as generic ``*`` (None) or a device's DSP primitive (``"ecp5"``,
-            :mod:`onchip.hw.dsp`; only the ``fast`` plan's registered raw products change).
+            ``"ice40"``: :mod:`onchip.hw.dsp`; only the ``fast`` plan's registered raw products change).
 
     Raises:
         ValueError: a pipelined spec whose staleness is below :attr:`min_staleness`, a bad ``dsp``.

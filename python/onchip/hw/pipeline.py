@@ -55,10 +55,14 @@ class Pipe:
         Raises:
             ValueError: ``register`` was not made by :meth:`reg` (or :meth:`at`).
         """
-        entry = self._inputs.get(id(register))
-        if entry is None or entry[0] is not register:
+        if not self.is_register(register):
             raise ValueError(f"{register!r} is not a register of this pipeline")
-        return entry[1]
+        return self._inputs[id(register)][1]
+
+    def is_register(self, value: Value) -> bool:
+        """Whether ``value`` is a register made by :meth:`reg` (or :meth:`at`)."""
+        entry = self._inputs.get(id(value))
+        return entry is not None and entry[0] is value
 
     def at(self, s: Staged, stage: int) -> Value:
         """The value of ``s`` for the sample now at ``stage`` (>= s.stage), delayed by registers."""
