@@ -250,3 +250,18 @@ def test_the_hls_backend_gives_the_golden_predictions_of_the_multiplexed_job(tmp
     golden, hls = (np.load(tmp_path / name / "predictions.npy") for name in ("golden", "hls"))
     assert golden.shape == (600, 1)
     np.testing.assert_array_equal(hls, golden)
+
+
+def test_events_too_short_to_measure_are_not_counted_as_missed(tmp_path, capsys):
+    # a short run: the per-qubit lines say "too short to measure"; the mean line must not read
+    # "recovered from 0 of N drift events" as if every event had been missed
+    from onchip.tasks.fidelity import TOO_SHORT
+
+    assert main(["run", "--qubits", "2", "--samples", "500", "--out", str(tmp_path / "o")]) == 0
+    text = capsys.readouterr().out
+    metrics = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    mean = metrics["mean"]
+    short = sum(s == TOO_SHORT for q in metrics["per_qubit"] for s in q["recovery_status"])
+    assert short > 0 and mean["too_short_events"] == short
+    assert (f"recovered from {mean['recovered_events']} of {mean['drift_events'] - short} measurable drift events "
+            f"({short} too short to measure)") in text, text

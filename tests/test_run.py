@@ -477,3 +477,13 @@ def test_the_summary_says_why_a_recovery_has_no_count():
          "recovery_shots": [None, None, 5], "recovery_status": ["not recovered", "too short to measure", "recovered"]}
     line = next(ln for ln in summary_lines(m) if "online learner" in ln)
     assert line.endswith("recovery shots per drift event [not recovered, too short to measure, 5]")
+
+
+def test_a_static_discriminator_scored_on_its_own_calibration_shots_says_so(tmp_path, capsys):
+    # at 500 shots the LDA is fitted on every shot it scores; the learner never is (test, then train)
+    from onchip.tasks.fidelity import static_in_sample_note
+
+    code, _ = _run(tmp_path, "--samples", "500")
+    line = next(x for x in capsys.readouterr().out.splitlines() if "static discriminator:" in x)
+    assert code == 0 and "[in-sample: fitted on the first 500 of the 500 shots it scores]" in line, line
+    assert static_in_sample_note(20_000) == "" and "first 2000 of the 19999" in static_in_sample_note(19_999)

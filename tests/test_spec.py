@@ -424,3 +424,20 @@ def test_predict_first_is_for_one_layer_parallel_kans():
         with pytest.raises(ValueError, match=r"timing='predict-first' is built for a one-layer KAN on the "
                                              r"parallel datapath; got kind="):
             PRESETS["kan-readout"].replace(timing="predict-first", **bad)
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("staleness", 257, r"staleness must be an integer in \[0, 256\] .* got 257"),
+    ("staleness", 2**63 - 1, r"staleness must be an integer in \[0, 256\]"),
+    ("init_seed", -1, r"init_seed must be an integer >= 0, got -1"),
+])
+def test_a_value_no_design_or_draw_can_take_is_refused_on_construction(field, value, match):
+    # before: staleness 2**63 - 1 grew a generate to 5 GB, init_seed -1 failed inside numpy
+    with pytest.raises(SpecError, match=match):
+        PRESETS["kan-readout"].replace(schedule="pipelined", **{field: value})
+
+
+def test_a_spec_file_with_a_byte_order_mark_loads(tmp_path):
+    spec = PRESETS["kan-readout"]
+    (tmp_path / "s.toml").write_bytes(b"\xef\xbb\xbf" + spec.to_toml().encode())
+    assert load_spec(str(tmp_path / "s.toml")) == spec

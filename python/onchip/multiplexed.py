@@ -95,11 +95,20 @@ def plot_qubits(path: Path, title: str, ylabel: str, learner: np.ndarray, static
     plt.close(fig)
 
 
+def _events_text(mean: dict) -> str:
+    """``recovered from R of M drift events``, the events too short to measure counted apart."""
+    short = mean.get("too_short_events", 0)
+    measured = mean["drift_events"] - short
+    text = f"recovered from {mean['recovered_events']} of {measured} measurable drift events"
+    return text + (f" ({short} too short to measure)" if short else "")
+
+
 def summary_lines(metrics: dict) -> list[str]:
     """The console summary of a multiplexed run: each qubit's fidelity (whole stream, its last
     5000 shots), its recovery per drift event and its static discriminator's, then the means."""
     from .run import _sig
     from .tasks import recovery_text
+    from .tasks.fidelity import static_in_sample_note
 
     n = metrics["qubits"]
     head = (f"qubit-readout, {n} qubits / {metrics['spec']} (channels = {metrics['channels']}) / "
@@ -108,7 +117,7 @@ def summary_lines(metrics: dict) -> list[str]:
     for c, m in enumerate(metrics["per_qubit"]):
         sb = m.get("static_baseline")
         static = (f"static {_sig(sb['assignment_fidelity'])} / {_sig(sb['assignment_fidelity_last_5000'])}"
-                  if sb else "static not calibrated")
+                  f"{static_in_sample_note(m['samples'])}" if sb else "static not calibrated")
         lines.append(f"  qubit {c}: fidelity {_sig(m['assignment_fidelity'])} (whole), "
                      f"{_sig(m['assignment_fidelity_last_5000'])} (last {min(5000, m['samples'])}); "
                      f"recovery {recovery_text(m)}; {static}")
@@ -116,8 +125,8 @@ def summary_lines(metrics: dict) -> list[str]:
             lines[-1] += f" [{metrics['stream']['per_qubit'][c]['source']}]"
     for who, mean in (("online learner", metrics["mean"]), ("static discriminator", metrics["static_baseline_mean"])):
         lines.append(f"  mean over {mean['qubits']} qubits, {who}: fidelity {_sig(mean['assignment_fidelity'])} "
-                     f"(whole), {_sig(mean['assignment_fidelity_last_5000'])} (last shots); recovered from "
-                     f"{mean['recovered_events']} of {mean['drift_events']} drift events")
+                     f"(whole), {_sig(mean['assignment_fidelity_last_5000'])} (last shots); "
+                     + _events_text(mean))
     if "samples_per_second" in metrics:
         kernel = f"{metrics['kernel']} kernel, " if metrics.get("kernel") else ""
         lines.append(f"  {metrics['samples_per_second']:.3g} samples/s ({kernel}compilation excluded)")

@@ -256,7 +256,10 @@ def summary_lines(metrics: dict) -> list[str]:
         lines.append(f"  {source_line(metrics.get('stream', {}))}")
         lines.append(f"  online learner:       {fidelity(metrics)}")
         if "static_baseline" in metrics:
-            lines.append(f"  static discriminator: {fidelity(metrics['static_baseline'])}")
+            from .tasks.fidelity import static_in_sample_note
+
+            note = static_in_sample_note(metrics["samples"]) if metrics["static_baseline"] and "samples" in metrics else ""
+            lines.append(f"  static discriminator: {fidelity(metrics['static_baseline'])}{note}")
         if len(metrics.get("states", ())) > 2:
             for who, m in (("online learner", metrics), ("static discriminator", metrics.get("static_baseline"))):
                 if m:

@@ -70,6 +70,10 @@ def max_multipliers(coef_width: int) -> int:
 
 
 #: Integer fields of a spec (a bool is refused: TOML's ``true`` is not the integer 1).
+#: The largest ``staleness`` D a spec may name: the pipelined design holds D pending updates (a
+#: queue of registers or LUT RAM), and the deepest plan needs far fewer (``min_staleness``).
+MAX_STALENESS = 256
+
 INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed", "lanes", "channels")
 #: Float fields: a finite float, or an integer the float holds exactly (stored as that float);
 #: bools, NaN and infinities are refused.
@@ -333,9 +337,11 @@ class LearnerSpec:
             f"schedule must be one of {', '.join(SCHEDULES)}; got {self.schedule!r}",
         )
         need(
-            self.staleness >= 0,
-            f"staleness must be an integer >= 0, got {self.staleness!r}",
+            0 <= self.staleness <= MAX_STALENESS,
+            f"staleness must be an integer in [0, {MAX_STALENESS}] (the design queues D pending updates), "
+            f"got {self.staleness!r}",
         )
+        need(self.init_seed >= 0, f"init_seed must be an integer >= 0, got {self.init_seed!r}")
         need(
             self.datapath == "parallel" or self.schedule == "sequential",
             f"datapath='serial' is built for the sequential schedule; got schedule={self.schedule!r}",
@@ -600,7 +606,7 @@ class LearnerSpec:
     def from_toml(cls, text: str) -> "LearnerSpec":
         """Parse a TOML spec. Raises ValueError on bad TOML or a bad field."""
         try:
-            data = tomllib.loads(text)
+            data = tomllib.loads(text.removeprefix("\ufeff"))  # a byte-order mark, as some editors save
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"spec is not valid TOML: {exc}") from None
         return cls.from_dict(data)

@@ -72,6 +72,12 @@ def run(args) -> int:
     if args.theta is not None and args.task == "acrobot":
         raise ValueError(f"--theta {args.theta}: the acrobot task takes no --theta (its learner starts from its "
                          "spec's own parameters)")
+    if args.qubits is None and args.spec is not None:
+        from ..spec import load_spec
+
+        if (n := load_spec(args.spec).channels) > 1:  # the job would ask for a channel per sample
+            raise ValueError(f"--spec {args.spec}: a spec of channels = {n} learns one stream per channel; run it "
+                             f"as --task qubit-readout --qubits {n} (one qubit per channel)")
     if args.task == "acrobot" and args.samples is not None:
         raise ValueError(f"--samples: the acrobot task runs --episodes, not samples; got {args.samples}")
     if args.qubits is not None and args.qubits * (args.samples or 100_000) > _args.MAX_SAMPLES:

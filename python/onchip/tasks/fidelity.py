@@ -220,6 +220,14 @@ def static_baseline_predictions(stream: Stream, calibration_shots: int = CALIBRA
     return readout_targets(lda.predict(stream.x), n_states)
 
 
+def static_in_sample_note(samples: int, calibration_shots: int = CALIBRATION_SHOTS) -> str:
+    """What a summary says beside the static discriminator's fidelity when its calibration shots,
+    which it also scores (:func:`static_baseline_predictions`), are a tenth of the stream or more:
+    its figure is then partly in-sample, the online learner's never (test, then train)."""
+    n = min(calibration_shots, samples)
+    return "" if 10 * n < samples else f" [in-sample: fitted on the first {n} of the {samples} shots it scores]"
+
+
 def readout_figures(stream: Stream, pred: np.ndarray, window: int) -> dict:
     """Fidelity figures of one set of (N, n_out) predictions (no static baseline).
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..numbers import is_integer
 from .drift import DriftChange, DriftScenario, load_drift
+from .fidelity import RECOVERED, TOO_SHORT
 from .readout import IQMap, make_qubit_readout
 from .shots import ReadoutModel
 from .stream import Stream, check_samples_seed
@@ -272,7 +273,8 @@ def _mean_figures(per_qubit: list[dict | None]) -> dict:
         out[name] = float(np.mean([m[name] for m in have])) if have else None
     status = [s for m in have for s in m["recovery_status"]]
     out["drift_events"] = len(status)
-    out["recovered_events"] = sum(s == "recovered" for s in status)
+    out["recovered_events"] = sum(s == RECOVERED for s in status)
+    out["too_short_events"] = sum(s == TOO_SHORT for s in status)  # neither recovered nor not: unmeasured
     shots = [n for m in have for n in m["recovery_shots"] if n is not None]
     out["recovery_shots_median"] = float(np.median(shots)) if shots else None
     return out
