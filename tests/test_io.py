@@ -76,3 +76,17 @@ def test_a_folder_that_cannot_be_replaced_at_the_commit_names_out(tmp_path, monk
         with atomic_output_dir(out) as stage:
             (stage / "a.txt").write_text("x")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_output_written_inside_another_is_named_as_such(tmp_path, capsys):
+    # the outer folder is not replaced over it (that would delete it), and the refusal says why,
+    # instead of calling onchip's own files "not written by onchip"
+    outer = tmp_path / "run"
+    with atomic_output_dir(outer) as stage:
+        (stage / "a.txt").write_text("1")
+    assert main(["generate", "--spec", "kan-paper", "--out", str(outer / "sub")]) == 0
+    capsys.readouterr()
+    assert main(["generate", "--spec", "kan-paper", "--out", str(outer), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "holds sub/, another onchip output written inside it" in err and err.count("\n") == 1, err
+    assert (outer / "sub" / ".onchip-output").is_file() and (outer / "a.txt").is_file()

@@ -381,6 +381,16 @@ def test_non_finite_shots_are_refused(tmp_path, value, where):
         load_shots(_save(tmp_path, "nonfinite.npy", arr))
 
 
+def test_shots_too_large_to_average_are_refused(tmp_path):
+    # finite, but the calibration's mean and spread overflow: once named as "the same mean [inf, inf]"
+    arr = np.random.default_rng(0).normal(size=(2, 10, 2))
+    arr[0, 3, 0] = 1e308
+    with pytest.raises(ValueError, match=r"holds values up to 1e\+308, too large to average"):
+        load_shots(_save(tmp_path, "huge.npy", arr))
+    arr[0, 3, 0] = 1e6  # ADC units: fine
+    assert load_shots(_save(tmp_path, "adc.npy", arr)).shape == (2, 10, 2)
+
+
 def test_unreadable_and_missing_files(tmp_path):
     text = tmp_path / "shots.npy"
     text.write_text("I,Q\n0.1,0.2\n")

@@ -270,6 +270,12 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = True, changes:
             )
         record = _record(out)
         extra = [] if record is None else [e for e in _listing(out) if e not in record.files]
+        nested = [e for e in extra if (out / e.rstrip("/") / MARKER).is_file()]
+        if nested:  # replacing this folder would delete them with it
+            raise FileExistsError(
+                f"--out: {str(out)!r} holds {_shown(nested)}, another onchip output written inside it, which "
+                f"replacing this folder would delete; move it out first"
+            )
         if extra:
             raise FileExistsError(
                 f"--out: {str(out)!r} is an earlier onchip output but also holds {_shown(extra)}, which onchip "

@@ -73,6 +73,11 @@ def load_shots(path) -> np.ndarray:
             f"data: {str(p)!r} holds {int(bad.sum())} NaN/inf values, first at "
             f"state {state}, shot {shot}, {'IQ'[comp]}"
         )
+    with np.errstate(over="ignore", invalid="ignore"):  # the calibration averages and spreads the shots
+        spread = arr.var(axis=1)
+    if not np.isfinite(spread).all():
+        raise DataError(f"data: {str(p)!r} holds values up to {np.abs(arr).max():.3g}, too large to average in "
+                        "float64; give the shots in ADC units or volts")
     return arr
 
 
