@@ -441,3 +441,9 @@ def test_a_spec_file_with_a_byte_order_mark_loads(tmp_path):
     spec = PRESETS["kan-readout"]
     (tmp_path / "s.toml").write_bytes(b"\xef\xbb\xbf" + spec.to_toml().encode())
     assert load_spec(str(tmp_path / "s.toml")) == spec
+
+
+def test_too_many_channels_names_channels():
+    with pytest.raises(SpecError, match=r"channels 1000000 \(parallel datapath\): 352000000 parameter bits, .* "
+                                        r"is channels or a width mistyped\?"):
+        PRESETS["kan-readout"].replace(channels=1_000_000)

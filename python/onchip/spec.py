@@ -329,8 +329,11 @@ class LearnerSpec:
             need(
                 size[what] <= bound,
                 f"widths {list(self.widths)}" + (f", grid_size {self.grid_size}" if self.kind == "kan" else "")
+                + (f", channels {self.channels}" if self.channels > 1 and what == "parameter_bits" else "")
                 + f" ({self.datapath} datapath): {size[what]} {what.replace('_', ' ')}, more than the {bound} "
-                f"the largest supported device ({device}) holds; is a width mistyped?",
+                f"the largest supported device ({device}) holds; is "
+                + ("channels or a width mistyped?" if self.channels > 1 and what == "parameter_bits"
+                   else "a width mistyped?"),
             )
         need(
             self.schedule in SCHEDULES,
