@@ -58,26 +58,6 @@ def test_requant_matches_golden_exhaustively(build):
     assert_equals_golden_on_every_input(lambda m, x, fmt: build(m, x, IN_FRAC, fmt), targets, lambda fmt: IN_FRAC)
 
 
-def test_requant_half_added_matches_golden_exhaustively():
-    """The prediction's rounding of timing = "predict-first", given the sum with half an LSB added
-    (the adder tree's constant operand), equals the golden requant of the sum for every 11-bit input,
-    ties included, in the modes it covers (ties up, ties to even, truncation; saturating and
-    wrapping), at drops of 1 bit (the tie is the only dropped bit), 3 and 10 (the rounding reaches
-    the sign); the others are refused."""
-    from onchip.hw.fixedpoint import half_added_fuses, half_lsb, requant_half_added
-
-    targets = [Fmt(w, i, True, q, o) for w, i in ((7, 2), (6, 3), (4, 8)) for q in ("TRN", "RND", "RND_CONV")
-               for o in ("SAT", "WRAP")]
-    assert all(half_added_fuses(IN_FRAC, fmt) for fmt in targets)
-    assert_equals_golden_on_every_input(
-        lambda m, x, fmt: requant_half_added(m, x + half_lsb(IN_FRAC, fmt), IN_FRAC, fmt), targets, lambda fmt: IN_FRAC)
-    refused = [Fmt(6, 3, True, "RND_ZERO", "SAT"), Fmt(6, 3, True, "RND", "SAT_ZERO"), Fmt(6, 2, False, "RND", "SAT"),
-               Fmt(9, 2, True, "RND", "SAT")]  # the last: no bit dropped
-    assert not any(half_added_fuses(IN_FRAC, fmt) for fmt in refused)
-    with pytest.raises(ValueError, match="is not a half-added rounding"):
-        requant_half_added(Module(), Signal(signed(IN_BITS)), IN_FRAC, refused[0])
-
-
 @pytest.mark.parametrize("mode", OVERFLOW_MODES)
 def test_overflow_by_bits_matches_golden_exhaustively(mode):
     """overflow(by_bits=True) (timing = "fast": outside-the-range from the bits above the sign, no

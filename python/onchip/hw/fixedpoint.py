@@ -14,8 +14,8 @@ from amaranth.hdl import Cat, Const, Mux, Shape, Signal, Value, signed, unsigned
 
 from ..fixed import Fmt
 
-__all__ = ["as_signed", "sext", "shift_round", "overflow", "requant", "requant_by_carry", "requant_beside",
-           "requant_half_added", "half_added_fuses", "half_lsb", "requant_has_logic", "fmt_shape", "node"]
+__all__ = ["as_signed", "sext", "shift_round", "overflow", "requant", "requant_by_carry", "requant_beside", "requant_has_logic",
+           "fmt_shape", "node"]
 
 
 def node(m, value, name: str | None = None) -> Value:
@@ -203,56 +203,6 @@ def requant_beside(m, x, frac_from: int, fmt: Fmt, name: str | None = None) -> V
     above, below = _rounded_outside(m, raw, s, fmt, c)
     shape = fmt_shape(fmt)
     return node(m, Mux(above, Const(fmt.max_raw, shape), Mux(below, Const(fmt.min_raw, shape), total)), name)
-
-
-def half_added_fuses(frac_from: int, fmt: Fmt) -> bool:
-    """Whether :func:`requant_half_added` converts into ``fmt``: signed, saturating or wrapping, rounding to
-    nearest with ties up (RND) or to even (RND_CONV), or truncating, with bits to drop."""
-    return fmt.signed and fmt.overflow in ("SAT", "WRAP") and fmt.quant in ("TRN", "RND", "RND_CONV") and (
-        frac_from > fmt.frac_bits)
-
-
-def half_lsb(frac_from: int, fmt: Fmt) -> int:
-    """The constant a caller adds into the sum it hands :func:`requant_half_added`: half of ``fmt``'s LSB in
-    units of the sum's (``frac_from`` fractional bits), 0 when ``fmt`` truncates."""
-    return 0 if fmt.quant == "TRN" else 1 << (frac_from - fmt.frac_bits - 1)
-
-
-def requant_half_added(m, xh, frac_from: int, fmt: Fmt, name: str | None = None) -> Value:
-    """``requant(x, frac_from, fmt)`` given ``xh = x + half_lsb(frac_from, fmt)`` (when
-    :func:`half_added_fuses`): the caller adds the constant inside its own sum (an adder tree takes it as
-    one more operand, Yosys's ``alumacc`` merges it there), so the rounding needs no carry chain of
-    its own. With ``s`` bits dropped, RND is ``floor(xh / 2**s)``; RND_CONV is the same except on a tie
-    (the dropped bits of ``x`` exactly one half, those of ``xh`` all zero), where ``floor(xh / 2**s)``
-    is ``floor(x / 2**s) + 1`` and the even one of the two is that value with its LSB cleared. The
-    saturation reads the bits above the sign (``overflow(by_bits=True)``): clearing the LSB of an even
-    or a tie-free value never crosses ``fmt``'s max or min (both ends are even or odd the right way:
-    max + 1 and min are even). Used by ``timing = "predict-first"`` for the prediction (measured
-    with nextpnr-ecp5: the rounding's carry chain after the sum was on kan-readout's critical path).
-
-    Returns:
-        An expression of shape :func:`fmt_shape` (a named signal when ``name`` is given).
-
-    Raises:
-        ValueError: ``fmt`` is not one :func:`half_added_fuses` covers.
-    """
-    if not half_added_fuses(frac_from, fmt):
-        raise ValueError(f"requant_half_added: {fmt} from {frac_from} fractional bits is not a half-added rounding")
-    s, w = frac_from - fmt.frac_bits, fmt.width
-    xh = as_signed(node(m, xh, "half_added"))
-    xh = sext(xh, max(len(xh), s + w) + 1)
-    fl = xh[s:].as_signed()
-    low = fl[:w]
-    if fmt.quant == "RND_CONV":  # a tie rounds to even: the LSB cleared
-        tie = node(m, xh[:s] == 0, "tie")
-        low = Cat(fl[0] & ~tie, fl[1:w])
-    low = low.as_signed()
-    if fmt.overflow == "WRAP":
-        return node(m, low, name)
-    top = fl[w - 1 :]
-    above, below = ~fl[-1] & top.any(), fl[-1] & ~top.all()
-    shape = fmt_shape(fmt)
-    return node(m, Mux(above, Const(fmt.max_raw, shape), Mux(below, Const(fmt.min_raw, shape), low)), name)
 
 
 #: round-to-nearest tie-breaks (the carry-in of :func:`requant_by_carry`) and truncation: the

@@ -28,8 +28,7 @@ from ..spec import LearnerSpec
 from .bspline import BSplineUnit
 from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, channel_address, split_cell
 from .dsp import check_dsp, registered_product
-from .fixedpoint import (fmt_shape, half_added_fuses, half_lsb, node, overflow, requant, requant_beside,
-                         requant_by_carry, requant_half_added, subtract_requant)
+from .fixedpoint import fmt_shape, node, overflow, requant, requant_beside, requant_by_carry, subtract_requant
 from .pipeline import Pipe, Staged
 from .plan import PORT_STAGES, fast_registers, stage_plan, update_fracs
 from .ram import div_const, port_step, ram_style
@@ -88,17 +87,6 @@ def tree_sum(values: list[Value]) -> Value:
 def _tree_level(values: list[Value]) -> list[Value]:
     """One level of a balanced adder tree: neighbours summed in pairs, an odd last value carried."""
     return [values[n] + values[n + 1] for n in range(0, len(values) - 1, 2)] + ([values[-1]] if len(values) % 2 else [])
-
-
-def _into(m: Module, x: Value, frac_from: int, fmt, rq) -> Value:
-    """``x`` (``frac_from`` fractional bits) converted into ``fmt`` by ``rq``, or ``x`` itself when every value
-    of its shape is in ``fmt`` already (the same fractional bits, the range inside): a sum of such
-    terms keeps its true width, from which :meth:`KanLayer._predict_first_sum` knows that ``acc``
-    cannot overflow."""
-    lo, hi = -(1 << (len(x) - 1)), (1 << (len(x) - 1)) - 1
-    if x.shape().signed and frac_from == fmt.frac_bits and fmt.min_raw <= lo and hi <= fmt.max_raw:
-        return x
-    return rq(m, x, frac_from, fmt)
 
 
 class _Layer:
@@ -385,7 +373,7 @@ class KanLayer(_Layer):
                 dterms = []
                 o = st["operands"]
                 if "levels" in st:  # predict-first: the products unregistered, summed after the loop
-                    terms += [Staged(_into(m, rp.data * self.bval[i][b].value, f_prod, f.acc, self.rq), o)
+                    terms += [Staged(self.rq(m, rp.data * self.bval[i][b].value, f_prod, f.acc), o)
                               for b, rp in enumerate(banks.read)]
                     continue
                 # the k+1 words by basis index, or (bank_operands) as the banks give them
@@ -426,14 +414,8 @@ class KanLayer(_Layer):
             values = _tree_level(values)
         s = terms[0].stage
         values = [pipe.reg(v, s, f"l{self.index}_sum{j}_t0_{n}_s{s + 1}").value for n, v in enumerate(values)]
-        total, fa = tree_sum(values), f.acc.frac_bits
-        lo, hi = -(1 << (len(total) - 1)), (1 << (len(total) - 1)) - 1
-        if half_added_fuses(fa, self.out_fmt) and f.acc.min_raw <= lo and hi <= f.acc.max_raw:
-            # half an LSB of the output added as one more operand of the sum (acc cannot overflow):
-            # the rounding needs no carry chain after the tree's (the path to the sink)
-            out = requant_half_added(m, total + half_lsb(fa, self.out_fmt), fa, self.out_fmt)
-        else:  # the saturation decided beside the rounding's carry chain, not after it
-            out = requant_beside(m, overflow(m, total, f.acc), fa, self.out_fmt)
+        # the saturation decided beside the rounding's carry chain, not after it (the path to the sink)
+        out = requant_beside(m, overflow(m, tree_sum(values), f.acc), f.acc.frac_bits, self.out_fmt)
         if s + 1 != st["out"]:
             raise AssertionError(f"layer {self.index}: output at stage {s + 1}, the stage plan says {st['out']}")
         return Staged(out, s + 1)
