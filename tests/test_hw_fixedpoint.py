@@ -1,5 +1,5 @@
-"""The hardware rounding helpers (requant, and requant_by_carry of timing = "fast") equal onchip.fixed.requant
-for every quantization and overflow mode."""
+"""The hardware rounding helpers (requant, requant_by_carry of timing = "fast", requant_beside of
+timing = "predict-first") equal onchip.fixed.requant for every quantization and overflow mode."""
 
 import itertools
 
