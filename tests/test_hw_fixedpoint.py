@@ -1,5 +1,5 @@
-"""The hardware rounding helpers (requant, and requant_by_carry of timing = "fast") equal onchip.fixed.requant
-for every quantization and overflow mode."""
+"""The hardware rounding helpers (requant, requant_by_carry of timing = "fast", requant_beside of
+timing = "predict-first") equal onchip.fixed.requant for every quantization and overflow mode."""
 
 import itertools
 
@@ -10,7 +10,7 @@ from amaranth.sim import Simulator
 
 from onchip.fixed import OVERFLOW_MODES, QUANT_MODES, Fmt, requant
 from onchip.hw.fixedpoint import requant as hw_requant
-from onchip.hw.fixedpoint import requant_by_carry
+from onchip.hw.fixedpoint import requant_beside, requant_by_carry
 
 IN_BITS, IN_FRAC = 11, 6
 
@@ -40,7 +40,8 @@ def assert_equals_golden_on_every_input(build, targets, frac_from):
         assert bad.size == 0, f"{fmt}: input {values[bad[0]]} gives {got[bad[0], t]}, golden {want[bad[0]]}"
 
 
-@pytest.mark.parametrize("build", [hw_requant, requant_by_carry], ids=["requant", "requant_by_carry"])
+@pytest.mark.parametrize("build", [hw_requant, requant_by_carry, requant_beside],
+                         ids=["requant", "requant_by_carry", "requant_beside"])
 def test_requant_matches_golden_exhaustively(build):
     # every 11-bit input through shifts right (round), none, and left, into narrow
     # signed and unsigned formats that overflow

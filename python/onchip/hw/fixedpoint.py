@@ -14,7 +14,7 @@ from amaranth.hdl import Cat, Const, Mux, Shape, Signal, Value, signed, unsigned
 
 from ..fixed import Fmt
 
-__all__ = ["as_signed", "sext", "shift_round", "overflow", "requant", "requant_by_carry", "requant_has_logic",
+__all__ = ["as_signed", "sext", "shift_round", "overflow", "requant", "requant_by_carry", "requant_beside", "requant_has_logic",
            "fmt_shape", "node"]
 
 
@@ -176,6 +176,33 @@ def requant_by_carry(m, x, frac_from: int, fmt: Fmt, name: str | None = None) ->
         total = Cat(c, x).as_signed() + Cat(c, Const((1 << (shift - 1)) - 1, shift))
         r = total[shift + 1 :].as_signed()
     return node(m, overflow(m, node(m, r, "rounded"), fmt, by_bits=fmt.signed), name)
+
+
+def requant_beside(m, x, frac_from: int, fmt: Fmt, name: str | None = None) -> Value:
+    """:func:`requant` (the same value for every input) as :func:`requant_by_carry`'s one addition, with the
+    saturation decided beside it instead of after it: whether the rounded value lies above or below
+    ``fmt`` is read from the bits of ``x`` and the rounding carry (reductions that run while the carry
+    ripples, as :func:`subtract_requant` does), and selects max or min over the sum's low W bits. Used by
+    ``timing = "predict-first"`` for the prediction, whose path ends at the sink (measured with
+    nextpnr-ecp5: the comparison after the rounding's chain was on kan-readout's critical path).
+    A format the fused rounding does not cover (:func:`subtract_requant_fuses`) is
+    :func:`requant_by_carry`.
+
+    Returns:
+        An expression of shape :func:`fmt_shape` (a named signal when ``name`` is given).
+    """
+    if not subtract_requant_fuses(frac_from, fmt):
+        return requant_by_carry(m, x, frac_from, fmt, name)
+    s, w = frac_from - fmt.frac_bits, fmt.width
+    x = as_signed(node(m, x))
+    raw = sext(x, max(len(x), s + w) + 1)
+    k, c = _rounding_terms(raw, s, fmt.quant)
+    total = node(m, (Cat(c, raw) + Cat(c, Const(k, s)))[s + 1 : s + 1 + w].as_signed(), "rounded")
+    if fmt.overflow == "WRAP":
+        return node(m, total, name)
+    above, below = _rounded_outside(m, raw, s, fmt, c)
+    shape = fmt_shape(fmt)
+    return node(m, Mux(above, Const(fmt.max_raw, shape), Mux(below, Const(fmt.min_raw, shape), total)), name)
 
 
 #: round-to-nearest tie-breaks (the carry-in of :func:`requant_by_carry`) and truncation: the

@@ -28,7 +28,7 @@ from ..spec import LearnerSpec
 from .bspline import BSplineUnit
 from .coefmem import EdgeBanks, bank_address, by_bank, by_basis, channel_address, split_cell
 from .dsp import check_dsp, registered_product
-from .fixedpoint import fmt_shape, node, overflow, requant, requant_by_carry, subtract_requant
+from .fixedpoint import fmt_shape, node, overflow, requant, requant_beside, requant_by_carry, subtract_requant
 from .pipeline import Pipe, Staged
 from .plan import PORT_STAGES, fast_registers, stage_plan, update_fracs
 from .ram import div_const, port_step, ram_style
@@ -414,7 +414,8 @@ class KanLayer(_Layer):
             values = _tree_level(values)
         s = terms[0].stage
         values = [pipe.reg(v, s, f"l{self.index}_sum{j}_t0_{n}_s{s + 1}").value for n, v in enumerate(values)]
-        out = self.rq(m, overflow(m, tree_sum(values), f.acc), f.acc.frac_bits, self.out_fmt)
+        # the saturation decided beside the rounding's carry chain, not after it (the path to the sink)
+        out = requant_beside(m, overflow(m, tree_sum(values), f.acc), f.acc.frac_bits, self.out_fmt)
         if s + 1 != st["out"]:
             raise AssertionError(f"layer {self.index}: output at stage {s + 1}, the stage plan says {st['out']}")
         return Staged(out, s + 1)

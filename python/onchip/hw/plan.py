@@ -31,7 +31,8 @@ def predict_first_plan(spec: LearnerSpec) -> dict:
     the basis values registered in bank order beside the coefficient RAM's read address; stage 2
     (``read``) holds the RAM words times the basis values (unregistered multipliers) and
     :data:`PREDICT_FIRST_LEVELS` adder-tree levels, registered; stage 3 (``prediction``) the other
-    levels and the rounding and saturation to ``act``, driving the prediction and the decision
+    levels and the rounding and saturation to ``act`` (the saturation decided beside the rounding's
+    carry chain, :func:`~onchip.hw.fixedpoint.requant_beside`), driving the prediction and the decision
     combinationally (the sink's register ends the latency). Behind it, the prediction is registered
     (P + 1), the output error registered (E = P + 2), then the update as ``fast`` forms it (raw
     product e x b at E + 1, its rounding at U = E + 2); the parameter port has ``fast``'s stages.
