@@ -567,3 +567,21 @@ def test_an_interval_a_card_quotes_for_a_stored_difference_is_that_stored_interv
                         wrong.append(f"{card.name}: {m.group(0)!r}, stored {[round(x * scale, k) for x in same[0]]}")
                     break
     assert wrong == []
+
+
+def test_a_committed_results_md_shows_the_command_that_reproduces_its_run():
+    # a default made smaller since the run: the recorded command would now run the smaller default, so
+    # results.md shows the rebuilt one (seed_verdicts writes it with the method's own report code)
+    sv = _seed_verdicts()
+    wrong = []
+    for path in sorted((ROOT / "sweeps").rglob("metrics.json")):
+        command = sv.reproducing_command(path)
+        results = path.parent / "results.md"
+        if command is None or not results.exists():
+            continue
+        if f"Command: `{command}`" not in results.read_text():
+            wrong.append((path.parent.relative_to(ROOT).as_posix(), command))
+    assert wrong == []
+    text = "# T\n\nCommand: `onchip tapc --out x`\n\n| a |\n"
+    assert sv.with_command(text, "onchip tapc --seeds 0,1 --out x") == text.replace("--out", "--seeds 0,1 --out")
+    assert sv.with_command("# T\n\n| a |\n", "onchip tapc") == "# T\n\n| a |\n"
