@@ -218,7 +218,7 @@ def _regenerators() -> dict:
 
 
 #: config fields of a run's scale that the committed run and the default command should share
-SCALE_FIELDS = ("seeds", "threads", "torch_threads", "train_steps", "reviews", "items")
+SCALE_FIELDS = ("seeds", "threads", "torch_threads", "train_steps", "reviews", "items", "per_cell")
 UNUSED = ROOT / "sweeps" / ".seed-verdicts-unused"
 
 
@@ -368,7 +368,7 @@ def defaults_table(files: list[Path]) -> str:
                          or "-"])
     return markdown_table(["committed run", "its command (also in the card)", "seeds / threads / scale",
                            "other settings"],
-                          rows, caption="Committed runs whose seeds, threads or scale (steps, reviews, contexts) "
+                          rows, caption="Committed runs whose seeds, threads or scale (steps, reviews, contexts, problems per cell) "
                                         "differ from their command's default run (every other committed run uses "
                                         "the default seeds, threads and scale):")
 
