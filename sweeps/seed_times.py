@@ -6,8 +6,10 @@ seconds, the machine's load average before and after the run, its core count and
 a run whose CPU seconds stay under 300 fits on a quiet 2-core machine whatever its threading; over
 600 it cannot fit; in between it fits only if it keeps both cores busy.
 
-Each measured command is ``nice -n 10 onchip <method> [required flags] --quiet --out <scratch>``
-(the scratch folder is removed afterwards). Cached models are kept, so these are warm times; a row
+Each measured command is ``onchip <method> [required flags] --quiet --out <scratch>``, not niced
+(``nice`` would stretch its wall time on a shared machine); the scratch folder is under the system's
+temporary folder and is removed afterwards, after the row has read the threads the run used from the
+``environment`` its ``metrics.json`` records (torch / BLAS / OpenMP). Cached models are kept, so these are warm times; a row
 names the cache entries the run built (``onchip.cache.cache_root``), which make it a partly cold run.
 ``--cold`` runs the command with an empty cache of its own (``ONCHIP_CACHE``; downloaded files stay
 where they are), the time of a first run on a fresh machine, kept beside the warm row. Rows are kept in
@@ -78,6 +80,25 @@ def _entries(root: Path) -> set[str]:
     return {p.name for p in root.iterdir() if not p.name.endswith(".lock")} if root.is_dir() else set()
 
 
+def run_threads(path: Path) -> dict | None:
+    """The threads a run used, as its ``metrics.json`` records them (``environment.threads``: torch's
+    intra-op threads, the largest BLAS and OpenMP pools, each None when not known); None when the file or
+    the record is missing (a run that failed, or a method that writes no environment)."""
+    try:
+        metrics = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    threads = (metrics.get("environment") or {}).get("threads")
+    return dict(threads) if isinstance(threads, dict) else None
+
+
+def processes(argv: list[str]) -> int:
+    """Worker processes ``onchip <argv>`` (no ``--out``) runs its seeds in: its config's ``jobs``, 1 for
+    a method without one; read from the config the command builds, without running it."""
+    sv = _seed_verdicts()
+    return int(getattr(sv.config_of([*argv, "--out", str(sv.UNUSED)]), "jobs", 1))
+
+
 def measure(method: str, cold: bool = False) -> dict:
     """Run one method's default command under ``/usr/bin/time -v`` and return its row (``cold``: with an
     empty cache of its own)."""
@@ -91,15 +112,16 @@ def measure(method: str, cold: bool = False) -> dict:
     root = scratch / "cache" if cold else cache_root()
     cached, before, start = _entries(root), load(), datetime.datetime.now(datetime.timezone.utc)
     try:
-        proc = subprocess.run(["nice", "-n", "10", "/usr/bin/time", "-v", *argv], capture_output=True, text=True,
-                              env=env)
+        proc = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True, env=env)
     finally:
         after = load()
         built = sorted({name.split("-")[0] for name in _entries(root) - cached})
+        threads = run_threads(out / "metrics.json")
         shutil.rmtree(scratch, ignore_errors=True)
     row = {"method": method, "command": " ".join(argv[:-2]), "date": start.isoformat(timespec="minutes"),
            "cores": os.cpu_count(), "load_before": before, "load_after": after, "exit": proc.returncode,
-           "cold": cold, "cache_built": built}
+           "cold": cold, "cache_built": built, "niced": False, "threads": threads,
+           "processes": processes(argv[1:-2])}
     row.update(parse_time_v(proc.stderr))
     if proc.returncode:
         own = proc.stderr.split("\tCommand being timed:")[0].strip().splitlines()
@@ -148,6 +170,16 @@ def committed(method: str) -> str:
     return f"`{sv.committed_command(path)}` ({', '.join(scale)})" if scale else "= default"
 
 
+def _threads(r: dict) -> str:
+    """``torch / BLAS / OpenMP`` threads of a row (``-`` where unknown), and its worker processes."""
+    t = r.get("threads")
+    if t is None:
+        return "not recorded"
+    text = " / ".join("-" if t.get(k) is None else str(t[k]) for k in ("torch", "blas", "openmp"))
+    n = r["processes"] if "processes" in r else processes(r["command"].split()[1:])
+    return text + (f" in {n} processes" if n > 1 else "")
+
+
 def _run(r: dict | None) -> str:
     if not r:
         return "-"
@@ -172,16 +204,20 @@ def table(rows: dict) -> str:
         if r:
             own = own_entries(method, r.get("cache_built", []))
             built = f"built {', '.join(own)}" if own else ("warm" if "cache_built" in r else "not recorded")
-            lines.append([method, f"`{r['command']}`", big, r["date"], r["wall_s"], r["cpu_s"], r["max_rss_mib"],
+            lines.append([method, f"`{r['command']}`", big, r["date"] + (" (niced)" if r.get("niced", True) else ""),
+                          r["wall_s"], r["cpu_s"], _threads(r), r["max_rss_mib"],
                           f"{r['load_before']} -> {r['load_after']}", built, _run(cold),
                           verdict(r["cpu_s"]) if not r["exit"] else f"failed (exit {r['exit']})"])
         else:
-            lines.append([method, f"`onchip {method}`", big, "not measured", "-", "-", "-", "-", "-", _run(cold),
+            lines.append([method, f"`onchip {method}`", big, "not measured", "-", "-", "-", "-", "-", "-", _run(cold),
                           committed_seconds(method)])
     stamp = max((r["date"] for r in rows.values()), default="-")
     intro = (f"Written by `sweeps/seed_times.py` (last row added {stamp}). Each row is one run of the method's "
-             "default command under `nice -n 10 /usr/bin/time -v` on this shared machine (2 cores); CPU = user + "
-             "system seconds of the command and its children; load = the 1 / 5 / 15-minute load averages before "
+             "default command under `/usr/bin/time -v` on this shared machine (2 cores; rows marked `niced` ran "
+             "under `nice -n 10`, which stretches their wall time further); CPU = user + "
+             "system seconds of the command and its children; threads = torch / BLAS / OpenMP threads the run's "
+             "`metrics.json` records, and the worker processes its seeds ran in; "
+             "load = the 1 / 5 / 15-minute load averages before "
              "-> after the run (above 2 the run shared its cores, and its wall time says more about the load than "
              "about the run). Limit: 5 minutes on 2 cores; CPU <= 300 s fits on a quiet 2-core machine, over 600 s "
              "cannot fit, in between only if the run keeps both cores busy. Cached models were kept between runs "
@@ -189,7 +225,7 @@ def table(rows: dict) -> str:
              "empty cache of its own (`--cold`). `committed run` is the command of the committed results where "
              "they are larger than the default run (the fields that differ), else `= default`.")
     return "# Seed methods: default run time\n\n" + intro + "\n\n" + markdown_table(
-        ["method", "default command", "committed run", "date (UTC)", "wall s", "CPU s", "peak RSS MiB",
+        ["method", "default command", "committed run", "date (UTC)", "wall s", "CPU s", "threads", "peak RSS MiB",
          "load before -> after", "cache", "cold: wall / CPU s", "5 min on 2 cores"], lines)
 
 

@@ -8,7 +8,8 @@ from those values, without rerunning any experiment, and
 - rewrites the interval, ``p_value`` and the verdicts built on it (a positive control's
   ``sensitive``, humanlike's ``monotone`` noise ladder) in each ``metrics.json``;
 - rewrites ``results.md`` with the method's own report code where that code is a function of the
-  stored result (:func:`_regenerators`); a ``results.md`` it cannot rebuild (no such code, or a run
+  stored result (:func:`_regenerators`), its command line the one that reproduces the run under
+  today's defaults (:func:`reproducing_command`); a ``results.md`` it cannot rebuild (no such code, or a run
   older than the code) gets its printed bootstrap intervals replaced by the t intervals
   (:func:`requote`), and is named; ``sweeps/unlearning/README.md`` and the measured tables of
   ``seeds/ais-entropic-mirror.md`` are rebuilt by their generators;
@@ -139,19 +140,20 @@ def recompute(metrics: dict) -> tuple[dict, list[dict], list[str]]:
 
 
 def _sections(fn):
-    """A regenerator that keeps the file's title and command and rebuilds its sections."""
-    def build(folder: Path, result: dict, old_text: str) -> str:
-        head = old_text.split("\n\n")[:2]
+    """A regenerator that keeps the file's title, writes ``command`` as its command line (the title's
+    and the old command's when None) and rebuilds its sections."""
+    def build(folder: Path, result: dict, old_text: str, command: str | None) -> str:
+        head = with_command(old_text, command).split("\n\n")[:2]
         return "\n\n".join([*head, *(s.rstrip("\n") for s in fn(folder, result))]) + "\n"
     return build
 
 
 def _whole(fn):
-    """A regenerator whose report function writes the whole file from the result and its command."""
-    return lambda folder, result, old_text: fn(result, result.get("command"))
+    """A regenerator whose report function writes the whole file from the result and a command line."""
+    return lambda folder, result, old_text, command: fn(result, command or result.get("command"))
 
 
-def _unlearning(folder: Path, result: dict, old_text: str) -> str:
+def _unlearning(folder: Path, result: dict, old_text: str, command: str | None) -> str:
     """unlearning's results.md embeds its committed comparison.md: rebuilt in a scratch folder."""
     import shutil
     import tempfile
@@ -160,8 +162,28 @@ def _unlearning(folder: Path, result: dict, old_text: str) -> str:
 
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(folder / "comparison.md", tmp)
-        _write_results(Path(tmp), result, result["command"])
+        _write_results(Path(tmp), result, command or result["command"])
         return (Path(tmp) / "results.md").read_text()
+
+
+def with_command(text: str, command: str | None) -> str:
+    """``text`` (a ``results.md``) with its ``Command: `...``` paragraph, the second one as
+    :func:`onchip.methods._report.write_results` writes it, showing ``command``; unchanged when
+    ``command`` is None or the file has no such paragraph."""
+    parts = text.split("\n\n")
+    if command is None or len(parts) < 2 or not parts[1].startswith("Command: `"):
+        return text
+    return "\n\n".join([parts[0], f"Command: `{command}`", *parts[2:]])
+
+
+def reproducing_command(path: Path) -> str | None:
+    """The command line a committed run's ``results.md`` shows: :func:`committed_command` (the recorded
+    command plus the flags whose defaults moved since the run), for a run of an ``onchip`` command with a
+    headline; None for other files (sweep scripts, runs without a headline), which keep their line."""
+    metrics = json.loads(path.read_text())
+    if not metrics.get("command", "").startswith("onchip ") or "headline" not in metrics:
+        return None
+    return committed_command(path)
 
 
 def _regenerators() -> dict:
@@ -196,7 +218,7 @@ def _regenerators() -> dict:
 
 
 #: config fields of a run's scale that the committed run and the default command should share
-SCALE_FIELDS = ("seeds", "threads", "torch_threads", "train_steps", "reviews", "items")
+SCALE_FIELDS = ("seeds", "threads", "torch_threads", "train_steps", "reviews", "items", "per_cell")
 UNUSED = ROOT / "sweeps" / ".seed-verdicts-unused"
 
 
@@ -346,7 +368,7 @@ def defaults_table(files: list[Path]) -> str:
                          or "-"])
     return markdown_table(["committed run", "its command (also in the card)", "seeds / threads / scale",
                            "other settings"],
-                          rows, caption="Committed runs whose seeds, threads or scale (steps, reviews, contexts) "
+                          rows, caption="Committed runs whose seeds, threads or scale (steps, reviews, contexts, problems per cell) "
                                         "differ from their command's default run (every other committed run uses "
                                         "the default seeds, threads and scale):")
 
@@ -488,13 +510,13 @@ def main(argv: list[str]) -> int:
         results = path.parent / "results.md"
         build = regen.get(path.parent.name) or regen.get(path.parent.parent.name)
         if results.exists():
-            text = results.read_text()
+            text, command = results.read_text(), reproducing_command(path)
             try:
-                fresh = build(path.parent, new, text) if build else None
+                fresh = build(path.parent, new, text, command) if build else None
             except KeyError:  # a run older than its method's report code
                 fresh = None
             if fresh is None:
-                fresh, n = requote(text, rows)
+                fresh, n = requote(with_command(text, command), rows)
                 left.append(f"{rel.replace('metrics.json', 'results.md')} ({n} intervals requoted)")
             if fresh != text:
                 writes[results] = fresh

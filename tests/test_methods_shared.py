@@ -519,13 +519,32 @@ def test_seed_times_table_says_which_runs_were_cold_and_prints_the_committed_com
     rows = {"tapc": row, "tapc (cold)": {**row, "cold": True, "wall_s": 400.0, "cpu_s": 350.0},
             "humanlike": {**row, "method": "humanlike", "cache_built": ["hls", "humanlike_lm"], "cpu_s": 301.0},
             "logicsage": {**row, "method": "logicsage", "cache_built": ["hls", "model"]}}
+    rows["multi2"] = {**row, "method": "multi2", "niced": False, "threads": {"torch": 1, "blas": 2, "openmp": None},
+                      "processes": 2}
     lines = {line.split(" | ")[0]: line.split(" | ") for line in st.table(rows).splitlines() if line.startswith("| ")}
     assert lines["| tapc"][2] == "`onchip tapc --seeds 0,1,2,3,4 --out sweeps/tapc` (seeds)"
-    assert lines["| tapc"][8:] == ["warm", "400.0 / 350.0", "fits |"]
-    assert lines["| humanlike"][8:] == ["built humanlike_lm", "-", "fits only with both cores busy |"]
+    assert lines["| tapc"][9:] == ["warm", "400.0 / 350.0", "fits |"]
+    assert lines["| humanlike"][9:] == ["built humanlike_lm", "-", "fits only with both cores busy |"]
     assert lines["| ink"][3] == "not measured"
     # entries other processes built at the same time (hardware flows) do not make a run cold
-    assert lines["| logicsage"][8] == "warm"
+    assert lines["| logicsage"][9] == "warm"
+    # rows measured before nice was dropped say so; threads as the run's metrics.json recorded them
+    assert (lines["| tapc"][3], lines["| tapc"][6]) == ("2026-12-07T13:00+00:00 (niced)", "not recorded")
+    assert (lines["| multi2"][3], lines["| multi2"][6]) == ("2026-12-07T13:00+00:00", "1 / 2 / - in 2 processes")
+
+
+def test_seed_times_reads_the_threads_a_run_recorded(tmp_path):
+    from support import load_script
+
+    st = load_script("sweeps/seed_times.py")
+    path = tmp_path / "metrics.json"
+    assert st.run_threads(path) is None  # a run that failed before writing
+    path.write_text(json.dumps({"environment": {"threads": {"torch": 1, "blas": 2, "openmp": 2}}}))
+    assert st.run_threads(path) == {"torch": 1, "blas": 2, "openmp": 2}
+    path.write_text(json.dumps({"headline": {}}))
+    assert st.run_threads(path) is None
+    # the worker processes come from the config the default command builds
+    assert (st.processes(["multi2"]), st.processes(["tapc"])) == (2 if (os.cpu_count() or 1) > 1 else 1, 1)
 
 
 #: quotes in cards that are not stored intervals but share a stored difference at the printed precision
@@ -567,3 +586,21 @@ def test_an_interval_a_card_quotes_for_a_stored_difference_is_that_stored_interv
                         wrong.append(f"{card.name}: {m.group(0)!r}, stored {[round(x * scale, k) for x in same[0]]}")
                     break
     assert wrong == []
+
+
+def test_a_committed_results_md_shows_the_command_that_reproduces_its_run():
+    # a default made smaller since the run: the recorded command would now run the smaller default, so
+    # results.md shows the rebuilt one (seed_verdicts writes it with the method's own report code)
+    sv = _seed_verdicts()
+    wrong = []
+    for path in sorted((ROOT / "sweeps").rglob("metrics.json")):
+        command = sv.reproducing_command(path)
+        results = path.parent / "results.md"
+        if command is None or not results.exists():
+            continue
+        if f"Command: `{command}`" not in results.read_text():
+            wrong.append((path.parent.relative_to(ROOT).as_posix(), command))
+    assert wrong == []
+    text = "# T\n\nCommand: `onchip tapc --out x`\n\n| a |\n"
+    assert sv.with_command(text, "onchip tapc --seeds 0,1 --out x") == text.replace("--out", "--seeds 0,1 --out")
+    assert sv.with_command("# T\n\n| a |\n", "onchip tapc") == "# T\n\n| a |\n"
