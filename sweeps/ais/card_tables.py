@@ -128,10 +128,9 @@ def card_text(card: str) -> str:
     Raises:
         ValueError: the card has no markers.
     """
-    if START not in card or END not in card:
-        raise ValueError(f"card: no '{START}' ... '{END}' block in {CARD}")
-    a, b = card.index(START), card.index(END) + len(END)
-    return card[:a] + block() + card[b:]
+    from onchip.methods._report import replace_marked
+
+    return replace_marked(card, START, END, block(), where=str(CARD))
 
 
 def main(argv: list[str]) -> int:
