@@ -11,8 +11,8 @@ from those values, without rerunning any experiment, and
   stored result (:func:`_regenerators`), its command line the one that reproduces the run under
   today's defaults (:func:`reproducing_command`); a ``results.md`` it cannot rebuild (no such code, or a run
   older than the code) gets its printed bootstrap intervals replaced by the t intervals
-  (:func:`requote`), and is named; ``sweeps/unlearning/README.md`` and the measured tables of
-  ``seeds/ais-entropic-mirror.md`` are rebuilt by their generators;
+  (:func:`requote`), and is named; ``sweeps/unlearning/README.md`` and the cards' measured tables (``sweeps/card_tables.py``)
+  are rebuilt by their generators;
 - writes into ``seeds/README.md``, between its markers, the table of every interval whose verdict
   (excludes zero or not) differs between the percentile bootstrap the project used before
   (:func:`bootstrap_interval`, reproduced here) and the t interval, on the same stored values. The
@@ -189,6 +189,7 @@ def reproducing_command(path: Path) -> str | None:
 def _regenerators() -> dict:
     """sweeps folder -> how its results.md is rebuilt from its metrics.json (the method's own code)."""
     from onchip.methods.ais import experiment as ais
+    from onchip.methods.autotune import experiment as autotune
     from onchip.methods.dynaview import experiment as dynaview
     from onchip.methods.fedspa import experiment as fedspa
     from onchip.methods.gats import experiment as gats
@@ -210,6 +211,7 @@ def _regenerators() -> dict:
     return {"ais": table(ais), "fedspa": table(fedspa), "humanlike": table(humanlike),
             "memorization": table(memorization), "tapc": table(tapc), "token-search": table(token_search),
             "lmaps": _sections(lambda folder, r: lmaps._tables(r)),
+            "autotune": _sections(lambda folder, r: [autotune.results_markdown(r)]),
             "quantum_meta": _sections(lambda folder, r: quantum_meta.results_markdown(folder.name, r)),
             "dynaview": _whole(dynaview.results_table), "multi2": _whole(multi2.results_table),
             "seg-research": _whole(seg_research.results_table), "unlearning": _unlearning,
@@ -545,12 +547,15 @@ def main(argv: list[str]) -> int:
             touched.append(card.relative_to(ROOT).as_posix())
             if not check:
                 card.write_text(fresh)
-    card_tables = _script(SWEEPS / "ais" / "card_tables.py")
-    ais_card = card_tables.CARD.read_text()
-    if card_tables.card_text(ais_card) != ais_card:
-        touched.append(card_tables.CARD.relative_to(ROOT).as_posix())
-        if not check:
-            card_tables.main([])
+    card_tables = _script(SWEEPS / "card_tables.py")
+    for make in card_tables.CARDS.values():
+        card = make()
+        text = card.path.read_text()
+        fresh = card_tables.card_text(card, text)
+        if fresh != text:
+            touched.append(card.path.relative_to(ROOT).as_posix())
+            if not check:
+                card.path.write_text(fresh)
     if not check:
         sys.path.insert(0, str(SWEEPS / "unlearning"))
         import make_readme

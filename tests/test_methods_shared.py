@@ -604,3 +604,44 @@ def test_a_committed_results_md_shows_the_command_that_reproduces_its_run():
     text = "# T\n\nCommand: `onchip tapc --out x`\n\n| a |\n"
     assert sv.with_command(text, "onchip tapc --seeds 0,1 --out x") == text.replace("--out", "--seeds 0,1 --out")
     assert sv.with_command("# T\n\n| a |\n", "onchip tapc") == "# T\n\n| a |\n"
+
+
+def test_replace_marked_rewrites_only_between_the_markers_and_names_a_page_without_them():
+    text = "intro\n<!-- s -->\nold 1\n<!-- e -->\nprose <!-- e -->\n"
+    assert _report.replace_marked(text, "<!-- s -->", "<!-- e -->", "<!-- s -->\nnew\n<!-- e -->", where="c.md") \
+        == "intro\n<!-- s -->\nnew\n<!-- e -->\nprose <!-- e -->\n"
+    for broken in ("intro\n<!-- e -->\n<!-- s -->\n", "intro\n"):
+        with pytest.raises(ValueError, match="c.md: no '<!-- s -->' ... '<!-- e -->' block"):
+            _report.replace_marked(broken, "<!-- s -->", "<!-- e -->", "x", where="c.md")
+
+
+@pytest.mark.parametrize("name", ["ais", "tapc", "autotune"])
+def test_a_cards_measured_tables_are_what_card_tables_writes_from_the_committed_runs(name):
+    # every figure between a card's markers comes from its committed metrics.json, never copied by hand
+    from support import load_script
+
+    ct = load_script("sweeps/card_tables.py")
+    card = ct.CARDS[name]()
+    text = card.path.read_text()
+    assert ct.card_text(card, text) == text
+    a = text.index(card.start)
+    b = text.index(card.end, a)
+    middle = a + (b - a) // 2
+    edited = text[:middle] + "9" + text[middle:]
+    assert ct.card_text(card, edited) == text
+
+
+def test_tapc_and_autotune_cards_quote_every_stored_paired_interval():
+    # the block is built from metrics.json: each stored headline interval appears as the report prints it
+    from support import load_script
+
+    ct = load_script("sweeps/card_tables.py")
+    runs = {"tapc": [("tapc", 3)], "autotune": [(f"autotune/{f}", None) for f, _ in ct.AUTOTUNE]}
+    for name, folders in runs.items():
+        block = ct.CARDS[name]().block()
+        for folder, digits in folders:
+            m = json.loads((ROOT / "sweeps" / folder / "metrics.json").read_text())
+            if digits is None:
+                digits = 5 if m["config"]["target"] is None else 0
+            for arm, p in m["headline"]["paired"].items():
+                assert _report.paired_line(arm, p, digits) in block, (folder, arm)

@@ -2,7 +2,8 @@
 
 Run: ``PYTHONPATH=python python sweeps/ais/card_tables.py`` (reads only the six folders here; rewrites the card
 between its ``ais-tables`` markers, the prose around them is the card's own). ``--check`` writes nothing and
-exits 1 when the card differs from what it would write.
+exits 1 when the card differs from what it would write. ``sweeps/card_tables.py`` registers this card beside
+tapc's and autotune's, so one command (and ``sweeps/seed_verdicts.py``) rebuilds every card's tables.
 """
 
 from __future__ import annotations
@@ -128,10 +129,9 @@ def card_text(card: str) -> str:
     Raises:
         ValueError: the card has no markers.
     """
-    if START not in card or END not in card:
-        raise ValueError(f"card: no '{START}' ... '{END}' block in {CARD}")
-    a, b = card.index(START), card.index(END) + len(END)
-    return card[:a] + block() + card[b:]
+    from onchip.methods._report import replace_marked
+
+    return replace_marked(card, START, END, block(), where=str(CARD))
 
 
 def main(argv: list[str]) -> int:

@@ -109,10 +109,9 @@ def card_text(card: str, results: dict) -> str:
     Raises:
         ValueError: the card has no markers.
     """
-    if CARD_START not in card or CARD_END not in card:
-        raise ValueError(f"card: no '{CARD_START}' ... '{CARD_END}' block in {CARD}")
-    a, b = card.index(CARD_START), card.index(CARD_END) + len(CARD_END)
-    return card[:a] + card_block(results) + card[b:]
+    from onchip.methods._report import replace_marked
+
+    return replace_marked(card, CARD_START, CARD_END, card_block(results), where=str(CARD))
 
 
 def main() -> None:

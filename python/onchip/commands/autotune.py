@@ -44,7 +44,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--arms", type=_args.name_list(ARMS), default="all",
                    help=f"comma-separated subset of {','.join(ARMS)} or 'all' (default); must include spark")
     p.add_argument("--seeds", type=_args.int_list(0), default=None,
-                   help="comma-separated seeds (default 0,1,2)")
+                   help="comma-separated seeds (default 0,1,2; the committed runs 0-9)")
     p.add_argument("--lut-budget", type=_args.positive_float, default=600.0,
                    help="LUT budget of the learner core (Yosys LUTs; default %(default)s)")
     p.add_argument("--dsp-budget", type=_args.positive_float, default=None, help="DSP budget (default: none)")

@@ -30,7 +30,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--arms", type=_args.name_list(ARMS), default="all",
                    help=f"comma-separated subset of {','.join(ARMS)} or 'all' (default)")
     p.add_argument("--seeds", type=_args.int_list(0), default=None,
-                   help="comma-separated seeds (default 0,1,2; the committed run 0-4; --quick 0,1); the positive control needs at "
+                   help="comma-separated seeds (default 0,1,2; the committed run 0-9; --quick 0,1); the positive control needs at "
                         "least 2")
     p.add_argument("--noise", type=_args.float_range(0, 0.5, hi_open=True), default=0.3,
                    help="flip rate of the preference labels, in [0, 0.5) (default 0.3)")

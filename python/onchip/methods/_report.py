@@ -177,6 +177,28 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence], caption: str
     return "\n".join(lines) + "\n"
 
 
+def replace_marked(text: str, start: str, end: str, block: str, *, where: str) -> str:
+    """``text`` with the span from the marker line ``start`` through ``end`` replaced by ``block``.
+
+    The one way a generated block (a card's measured tables, a README's summary) is put into a
+    page whose prose around it is written by hand; ``block`` carries the two markers itself.
+
+    Args:
+        text: the page.
+        start, end: the markers (HTML comments); ``end`` is searched after ``start``.
+        block: the replacement, markers included.
+        where: the page's name, for the error.
+
+    Raises:
+        ValueError: naming ``where`` and the markers when the page does not hold both.
+    """
+    if start not in text or end not in text[text.index(start):]:
+        raise ValueError(f"{where}: no '{start}' ... '{end}' block")
+    a = text.index(start)
+    b = text.index(end, a) + len(end)
+    return text[:a] + block + text[b:]
+
+
 def write_csv(path: str | os.PathLike, header: Sequence[str], rows: Iterable[Sequence]) -> None:
     """Write a CSV file: ``header`` then ``rows`` (cells written as given)."""
     with open(path, "w", newline="") as fh:

@@ -603,6 +603,16 @@ def _fmt(ms) -> str:
     return f"{ms[0]:.4f} ± {ms[1]:.4f}"
 
 
+def results_markdown(result: dict) -> str:
+    """``results.md``'s sections rebuilt from a stored ``metrics.json`` (the same text the run wrote): the
+    coupling table, the controls, the search comparison with its paired differences, the returned design
+    and the surrogate's error. The run's settings are read from ``result["config"]``."""
+    from types import SimpleNamespace
+
+    c = SimpleNamespace(**result["config"])
+    return _markdown(result, c, TASK_KIND[c.task])
+
+
 def _markdown(result, c, kind) -> str:
 
     arms = result["arms"]
