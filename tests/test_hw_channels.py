@@ -197,6 +197,56 @@ def test_channel_beyond_n_is_dropped_and_flagged(kind):
     np.testing.assert_array_equal(sim.unpack_coef(design, seg3["responses"]).reshape(spec.channels, -1), theta0)
 
 
+def command_words(design, commands):
+    """Parameter command payloads packed by the command layout, each channel as given (one >= N the
+    host's packers never send: the hardware's own guard is what is tested)."""
+    fields = sim.payload_fields_of(design, "pc")
+    return [sum((int(v) & ((1 << fields[k].width) - 1)) << fields[k].offset for k, v in cmd.items())
+            for cmd in commands]
+
+
+@pytest.mark.parametrize("kind", ["kan", pytest.param("mlp", marks=pytest.mark.slow)])
+def test_parameter_command_beyond_n_is_answered_zero_and_flagged(kind):
+    """N = 3: a parameter write or read naming channel 3 reads and writes no bank and is answered 0
+    (one response per command, as always), and ``channel_error`` stays high until reset; every
+    channel's parameters are still its golden learner's, and it goes on learning from them."""
+    spec, theta0, design = three_channels(kind)
+    p = spec.parameter_count()
+    x, y = stimulus(spec, 300, seed=41)
+    ch = channel_order("random", len(x), spec.channels, seed=42)
+    p1, t1 = golden_channels(spec, x[:150], y[:150], ch[:150], theta0)
+    p2, t2 = golden_channels(spec, x[150:], y[150:], ch[150:], t1)
+    at = (0, p - 1)
+    value = 5  # a write the bad commands would show if it landed: no parameter of t1 at ``at`` is 5
+    assert not (t1[:, at] == value).any()
+    cmds = ([{"data": value, "addr": a, "write": 1, "channel": 3} for a in at]
+            + [{"addr": a, "write": 0, "channel": 3} for a in at]
+            + [{"addr": a, "write": 0, "channel": c} for a in at for c in range(spec.channels)])
+    payloads = sim.pack_samples(design, x, y, channel=ch)
+    out = sim.run_job(design, [
+        {"payloads": payloads[:150], "then": {"op": "commands", "words": command_words(design, cmds)}},
+        {"payloads": payloads[150:], "then": {"op": "read"}},
+        {"payloads": [], "then": {"op": "reset", "after": 2}},
+        {"payloads": [], "then": {"op": "read"}},
+    ], seed=43, p_valid=0.8, p_ready=0.8, p_param_ready=0.7)
+    seg1, seg2, _, seg3 = out["segments"]
+    np.testing.assert_array_equal(sim.unpack_predictions(design, seg1["preds"]), p1)
+    got = sim.unpack_coef(design, seg1["responses"])
+    np.testing.assert_array_equal(got[:4], [0, 0, 0, 0])  # the two writes and the two reads of channel 3
+    np.testing.assert_array_equal(got[4:], [t1[c, a] for a in at for c in range(spec.channels)])
+    assert_channels(design, spec, seg2, p2, t2)
+    assert (seg1["channel_error"], seg2["channel_error"], seg3["channel_error"]) == (1, 1, 0)
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg3["responses"]).reshape(spec.channels, -1), theta0)
+
+
+def test_bench_refuses_command_words_outside_the_command_layout():
+    design = three_channels("kan")[2]
+    width = sum(f.width for f in sim.payload_fields_of(design, "pc").values())
+    with pytest.raises(ValueError, match=rf"^segments\[0\]\.then\.words must be one or more {width}-bit command "
+                                         rf"payloads, got {1 << width}$"):
+        sim.run_job(design, [{"payloads": [], "then": {"op": "commands", "words": [0, 1 << width]}}])
+
+
 def test_power_of_two_channels_have_no_flag():
     """N a power of two: every field value is a channel, the design has no ``channel_error``."""
     design = cached_design(kan("fast"))

@@ -135,7 +135,9 @@ def _field_meaning(stream: str, member: str, name: str) -> str:
                     f"format); ignored for PREDICT",
         ("s", "kind"): "what the sample asks for; 3 is reserved and acts as PREDICT",
         ("s", "channel"): "the channel (independent learner) the sample belongs to, 0 .. channels - 1",
-        ("pc", "channel"): "the channel whose parameter theta[channel, addr] is read or written, 0 .. channels - 1",
+        ("pc", "channel"): "the channel whose parameter theta[channel, addr] is read or written, 0 .. channels - 1 "
+                           "(a value >= channels, possible when channels is not a power of two: nothing is read or written, "
+                           "the answer is 0, channel_error rises)",
         ("m", "pred"): f"prediction of output {index}, made before the sample's own update",
         ("m", "decision"): "index of the largest prediction, the lowest on a tie; one output: 1 when pred0 >= 0",
         ("pc", "data"): "the value to write (write = 1); ignored by a read",
@@ -213,7 +215,8 @@ def _port_meaning(what: str, sink: bool, part: str, payload: str, packet: int = 
 
 #: meaning of the sticky flag of a design of N channels, N not a power of two
 CHANNEL_ERROR = ("high from the cycle a sample naming a channel >= channels was taken (and dropped: no "
-                 "prediction, no update) until reset")
+                 "prediction, no update) or a parameter command naming one was taken (it reads and writes "
+                 "no bank and is answered 0) until reset")
 
 
 def core_ports(learner) -> dict:
