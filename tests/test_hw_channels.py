@@ -430,7 +430,8 @@ def _formal_or_skip():
 
 def test_channel_protocol_hazard_and_guard_are_proved(tmp_path):
     """N = 3: the protocol with the hazard stall, and a sample naming channel 3 dropped (owed no
-    prediction) with ``channel_error`` high until reset (about the time of the same proof at N = 2)."""
+    prediction) or a parameter command naming it, with ``channel_error`` high until reset (about the
+    time of the same proof at N = 2)."""
     _formal_or_skip()
     from onchip.formal import properties as props
     from onchip.formal.protocol import prove_protocol
@@ -459,3 +460,29 @@ def test_a_missing_channel_hazard_is_caught(tmp_path):
     got = {r.name: r for r in prove_protocol(d.info, bad, "core", tmp_path, log=lambda t: None)}
     assert {n for n, r in got.items() if r.status != "proved"} == {"channel_hazard"}
     assert got["channel_hazard"].status == "failed" and Path(got["channel_hazard"].trace).exists()
+
+
+@pytest.mark.slow
+def test_the_parameter_port_channel_guard_is_checked_and_its_removal_caught(tmp_path):
+    """N = 3: the read-back check holds with a command naming channel 3 answered 0 (bounded), and with
+    the port's guard taken out (the command's channel compared with nothing, as before the guard)
+    channel_guard fails (the flag misses the command) and so does no_channel_answers_zero."""
+    _formal_or_skip()
+    import re
+
+    from onchip import formal
+    from onchip.formal.protocol import prove_protocol
+    from onchip.hw import generate
+
+    spec = _tiny_channels().replace(channels=3)
+    d = generate(spec, axis=False)
+    # timeout: the solver's budget also pays Yosys's first WebAssembly compile in the run's own cache
+    good = {r.name: r.status for r in formal.prove_readback(d, channel_parameters(spec), tmp_path / "rb", timeout=600)}
+    assert good == dict.fromkeys(("read_returns_last_write", "write_echoes_value", "no_channel_answers_zero"), "bounded")
+    bad, n = re.subn(r"assign command_channel_bad = [^;]*;", "assign command_channel_bad = 1'h0;", d.verilog)
+    assert n == 1
+    proto = {r.name: r.status for r in prove_protocol(d.info, bad, "core", tmp_path / "p", log=lambda t: None)}
+    assert {k for k, v in proto.items() if v != "proved"} == {"channel_guard"} and proto["channel_guard"] == "failed"
+    back = {r.name: r.status for r in formal.prove_readback(d, channel_parameters(spec), tmp_path / "rb2", verilog=bad,
+                                                                        timeout=600)}
+    assert back["no_channel_answers_zero"] == "failed"

@@ -135,9 +135,7 @@ def _field_meaning(stream: str, member: str, name: str) -> str:
                     f"format); ignored for PREDICT",
         ("s", "kind"): "what the sample asks for; 3 is reserved and acts as PREDICT",
         ("s", "channel"): "the channel (independent learner) the sample belongs to, 0 .. channels - 1",
-        ("pc", "channel"): "the channel whose parameter theta[channel, addr] is read or written, 0 .. channels - 1 "
-                           "(a value >= channels, possible when channels is not a power of two: nothing is read or written, "
-                           "the answer is 0, channel_error rises)",
+        ("pc", "channel"): "the channel whose parameter theta[channel, addr] is read or written, 0 .. channels - 1",
         ("m", "pred"): f"prediction of output {index}, made before the sample's own update",
         ("m", "decision"): "index of the largest prediction, the lowest on a tie; one output: 1 when pred0 >= 0",
         ("pc", "data"): "the value to write (write = 1); ignored by a read",

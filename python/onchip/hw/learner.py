@@ -373,8 +373,7 @@ class OnchipLearner(LearnerPorts):
         if cmd_chan is not None:
             port_chan = Signal.like(cmd_chan, name="port_chan")
             m.d.comb += port_chan.eq(Mux(reload.write, reload.channel, cmd_chan))
-        # a command that addresses a bank; the answer given the next cycle (a write's) and its value
-        acts, answer_now, answer = execute, execute & write, data
+        acts = execute  # a command that addresses a bank
         if self.guards_channel:
             # N not a power of two: a command naming a channel >= N addresses no bank; it reads and
             # writes nothing, answers 0 the next cycle (one answer per command, as always) and
@@ -382,7 +381,6 @@ class OnchipLearner(LearnerPorts):
             bad_cmd = Signal(name="command_channel_bad")
             acts = Signal(name="command_acts")
             m.d.comb += [bad_cmd.eq(cmd_chan >= self.channels), acts.eq(execute & ~bad_cmd)]
-            answer_now, answer = execute & (write | bad_cmd), Mux(bad_cmd, 0, data)
             with m.If(execute & bad_cmd):
                 m.d.sync += self.channel_error.eq(1)
         read_layer = Signal(range(max(2, n_layers)), name="read_layer")
@@ -404,6 +402,11 @@ class OnchipLearner(LearnerPorts):
         for n, r in enumerate(reading):
             m.d.sync += r.eq(reading[n - 1] if n else acts & ~write)
         resp = Signal(fmt_shape(f.coef))
+        # answered the next cycle: a write with its value, a command of no channel with 0 (the
+        # expressions built here, in this order, keep the Verilog of unguarded designs as it was)
+        answer_now, answer = execute & write, data
+        if self.guards_channel:
+            answer_now, answer = execute & (write | bad_cmd), Mux(bad_cmd, 0, data)
         with m.If(answer_now):
             m.d.sync += [self.pr.valid.eq(1), resp.eq(answer)]
         with m.Elif(reading[-1]):
