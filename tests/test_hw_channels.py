@@ -328,7 +328,8 @@ def test_rtl_backend_channels_predict_only():
 def test_axis_wrapper_carries_the_channel():
     """The AXI4-Stream wrapper of an N = 3 design: the channel field travels in ``s_axis_sample_tdata``
     (after kind) and every channel's results equal its golden learner's; a sample naming channel 3 is
-    dropped and raises the wrapper's ``channel_error``."""
+    dropped and raises the wrapper's ``channel_error``, and so, after a reset, does a parameter read
+    naming channel 3, answered 0."""
     spec = _tiny_channels().replace(channels=3)  # a small core: the wrapper's build is its own
     theta0 = np.stack([random_theta(single_channel(spec), 50 + c) for c in range(spec.channels)])
     design = cached_design(spec, theta=theta0)
@@ -341,11 +342,16 @@ def test_axis_wrapper_carries_the_channel():
     out = sim.run_job(axis, [
         {"payloads": payloads[:250], "then": {"op": "read"}},
         {"payloads": with_channel(design, payloads, [250], 3)[250:], "then": {"op": "read"}},
+        {"payloads": [], "then": {"op": "reset", "after": 2}},
+        {"payloads": [], "then": {"op": "commands", "words": command_words(design, [
+            {"addr": 1, "write": 0, "channel": 3}, {"addr": 1, "write": 0, "channel": 2}])}},
     ], seed=53, p_valid=0.8, p_ready=0.8, p_param_ready=0.7)
-    seg1, seg2 = out["segments"]
+    seg1, seg2, seg3, seg4 = out["segments"]
     assert_channels(design, spec, seg1, p1, t1)
     assert_channels(design, spec, seg2, p2, t2)
-    assert (seg1["channel_error"], seg2["channel_error"]) == (0, 1)
+    assert (seg1["channel_error"], seg2["channel_error"], seg3["channel_error"]) == (0, 1, 0)
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg4["responses"]), [0, theta0[2, 1]])
+    assert seg4["channel_error"] == 1 and theta0[2, 1] != 0
 
 
 def test_cli_generate_takes_channels(tmp_path, capsys):
