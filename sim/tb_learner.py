@@ -8,7 +8,9 @@ the JSON result to ``$ONCHIP_TB_OUT``.
 Job: ``segments``, each ``{"payloads": [int, ...], "then": {...}}``: the
 sample payloads to stream, then one action once all of them are accepted:
 ``{"op": "read"}`` (read every parameter), ``{"op": "write", "values": [...]}``
-(write every parameter), ``{"op": "reset", "after": cycles}`` (hold ``rst``
+(write every parameter), ``{"op": "commands", "words": [int, ...]}`` (these
+parameter command payloads as they are, in order: a host that packs its own),
+``{"op": "reset", "after": cycles}`` (hold ``rst``
 for two cycles that many cycles later; samples in flight are lost) or
 ``{"op": "none"}``. ``p_valid`` / ``p_ready`` / ``p_param_ready``: the
 probability that the bench offers a sample, takes a prediction, takes a
@@ -125,6 +127,8 @@ async def stream(dut):
             cmds = [command(addr=a, write=0, **ch) for ch, a in where]
         elif op == "write":
             cmds = [command(data=v, addr=a, write=1, **ch) for (ch, a), v in zip(where, then["values"])]
+        elif op == "commands":
+            cmds = list(then["words"])
         else:
             cmds = []
         n, i, sent_cmd = len(payloads), 0, 0
@@ -182,7 +186,7 @@ async def stream(dut):
             if reset_at is not None and cycle >= reset_at + 2:
                 set_reset(False)
                 break
-            if i == n and op in ("read", "write") and len(responses) == len(cmds):
+            if i == n and op in ("read", "write", "commands") and len(responses) == len(cmds):
                 break
             if i == n and op == "none" and len(preds) == n:
                 break

@@ -197,6 +197,56 @@ def test_channel_beyond_n_is_dropped_and_flagged(kind):
     np.testing.assert_array_equal(sim.unpack_coef(design, seg3["responses"]).reshape(spec.channels, -1), theta0)
 
 
+def command_words(design, commands):
+    """Parameter command payloads packed by the command layout, each channel as given (one >= N the
+    host's packers never send: the hardware's own guard is what is tested)."""
+    fields = sim.payload_fields_of(design, "pc")
+    return [sum((int(v) & ((1 << fields[k].width) - 1)) << fields[k].offset for k, v in cmd.items())
+            for cmd in commands]
+
+
+@pytest.mark.parametrize("kind", ["kan", pytest.param("mlp", marks=pytest.mark.slow)])
+def test_parameter_command_beyond_n_is_answered_zero_and_flagged(kind):
+    """N = 3: a parameter write or read naming channel 3 reads and writes no bank and is answered 0
+    (one response per command, as always), and ``channel_error`` stays high until reset; every
+    channel's parameters are still its golden learner's, and it goes on learning from them."""
+    spec, theta0, design = three_channels(kind)
+    p = spec.parameter_count()
+    x, y = stimulus(spec, 300, seed=41)
+    ch = channel_order("random", len(x), spec.channels, seed=42)
+    p1, t1 = golden_channels(spec, x[:150], y[:150], ch[:150], theta0)
+    p2, t2 = golden_channels(spec, x[150:], y[150:], ch[150:], t1)
+    at = (0, p - 1)
+    value = 5  # a write the bad commands would show if it landed: no parameter of t1 at ``at`` is 5
+    assert not (t1[:, at] == value).any()
+    cmds = ([{"data": value, "addr": a, "write": 1, "channel": 3} for a in at]
+            + [{"addr": a, "write": 0, "channel": 3} for a in at]
+            + [{"addr": a, "write": 0, "channel": c} for a in at for c in range(spec.channels)])
+    payloads = sim.pack_samples(design, x, y, channel=ch)
+    out = sim.run_job(design, [
+        {"payloads": payloads[:150], "then": {"op": "commands", "words": command_words(design, cmds)}},
+        {"payloads": payloads[150:], "then": {"op": "read"}},
+        {"payloads": [], "then": {"op": "reset", "after": 2}},
+        {"payloads": [], "then": {"op": "read"}},
+    ], seed=43, p_valid=0.8, p_ready=0.8, p_param_ready=0.7)
+    seg1, seg2, _, seg3 = out["segments"]
+    np.testing.assert_array_equal(sim.unpack_predictions(design, seg1["preds"]), p1)
+    got = sim.unpack_coef(design, seg1["responses"])
+    np.testing.assert_array_equal(got[:4], [0, 0, 0, 0])  # the two writes and the two reads of channel 3
+    np.testing.assert_array_equal(got[4:], [t1[c, a] for a in at for c in range(spec.channels)])
+    assert_channels(design, spec, seg2, p2, t2)
+    assert (seg1["channel_error"], seg2["channel_error"], seg3["channel_error"]) == (1, 1, 0)
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg3["responses"]).reshape(spec.channels, -1), theta0)
+
+
+def test_bench_refuses_command_words_outside_the_command_layout():
+    design = three_channels("kan")[2]
+    width = sum(f.width for f in sim.payload_fields_of(design, "pc").values())
+    with pytest.raises(ValueError, match=rf"^segments\[0\]\.then\.words must be one or more {width}-bit command "
+                                         rf"payloads, got {1 << width}$"):
+        sim.run_job(design, [{"payloads": [], "then": {"op": "commands", "words": [0, 1 << width]}}])
+
+
 def test_power_of_two_channels_have_no_flag():
     """N a power of two: every field value is a channel, the design has no ``channel_error``."""
     design = cached_design(kan("fast"))
@@ -278,7 +328,8 @@ def test_rtl_backend_channels_predict_only():
 def test_axis_wrapper_carries_the_channel():
     """The AXI4-Stream wrapper of an N = 3 design: the channel field travels in ``s_axis_sample_tdata``
     (after kind) and every channel's results equal its golden learner's; a sample naming channel 3 is
-    dropped and raises the wrapper's ``channel_error``."""
+    dropped and raises the wrapper's ``channel_error``, and so, after a reset, does a parameter read
+    naming channel 3, answered 0."""
     spec = _tiny_channels().replace(channels=3)  # a small core: the wrapper's build is its own
     theta0 = np.stack([random_theta(single_channel(spec), 50 + c) for c in range(spec.channels)])
     design = cached_design(spec, theta=theta0)
@@ -291,11 +342,16 @@ def test_axis_wrapper_carries_the_channel():
     out = sim.run_job(axis, [
         {"payloads": payloads[:250], "then": {"op": "read"}},
         {"payloads": with_channel(design, payloads, [250], 3)[250:], "then": {"op": "read"}},
+        {"payloads": [], "then": {"op": "reset", "after": 2}},
+        {"payloads": [], "then": {"op": "commands", "words": command_words(design, [
+            {"addr": 1, "write": 0, "channel": 3}, {"addr": 1, "write": 0, "channel": 2}])}},
     ], seed=53, p_valid=0.8, p_ready=0.8, p_param_ready=0.7)
-    seg1, seg2 = out["segments"]
+    seg1, seg2, seg3, seg4 = out["segments"]
     assert_channels(design, spec, seg1, p1, t1)
     assert_channels(design, spec, seg2, p2, t2)
-    assert (seg1["channel_error"], seg2["channel_error"]) == (0, 1)
+    assert (seg1["channel_error"], seg2["channel_error"], seg3["channel_error"]) == (0, 1, 0)
+    np.testing.assert_array_equal(sim.unpack_coef(design, seg4["responses"]), [0, theta0[2, 1]])
+    assert seg4["channel_error"] == 1 and theta0[2, 1] != 0
 
 
 def test_cli_generate_takes_channels(tmp_path, capsys):
@@ -380,7 +436,8 @@ def _formal_or_skip():
 
 def test_channel_protocol_hazard_and_guard_are_proved(tmp_path):
     """N = 3: the protocol with the hazard stall, and a sample naming channel 3 dropped (owed no
-    prediction) with ``channel_error`` high until reset (about the time of the same proof at N = 2)."""
+    prediction) or a parameter command naming it, with ``channel_error`` high until reset (about the
+    time of the same proof at N = 2)."""
     _formal_or_skip()
     from onchip.formal import properties as props
     from onchip.formal.protocol import prove_protocol
@@ -409,3 +466,29 @@ def test_a_missing_channel_hazard_is_caught(tmp_path):
     got = {r.name: r for r in prove_protocol(d.info, bad, "core", tmp_path, log=lambda t: None)}
     assert {n for n, r in got.items() if r.status != "proved"} == {"channel_hazard"}
     assert got["channel_hazard"].status == "failed" and Path(got["channel_hazard"].trace).exists()
+
+
+@pytest.mark.slow
+def test_the_parameter_port_channel_guard_is_checked_and_its_removal_caught(tmp_path):
+    """N = 3: the read-back check holds with a command naming channel 3 answered 0 (bounded), and with
+    the port's guard taken out (the command's channel compared with nothing, as before the guard)
+    channel_guard fails (the flag misses the command) and so does no_channel_answers_zero."""
+    _formal_or_skip()
+    import re
+
+    from onchip import formal
+    from onchip.formal.protocol import prove_protocol
+    from onchip.hw import generate
+
+    spec = _tiny_channels().replace(channels=3)
+    d = generate(spec, axis=False)
+    # timeout: the solver's budget also pays Yosys's first WebAssembly compile in the run's own cache
+    good = {r.name: r.status for r in formal.prove_readback(d, channel_parameters(spec), tmp_path / "rb", timeout=600)}
+    assert good == dict.fromkeys(("read_returns_last_write", "write_echoes_value", "no_channel_answers_zero"), "bounded")
+    bad, n = re.subn(r"assign command_channel_bad = [^;]*;", "assign command_channel_bad = 1'h0;", d.verilog)
+    assert n == 1
+    proto = {r.name: r.status for r in prove_protocol(d.info, bad, "core", tmp_path / "p", log=lambda t: None)}
+    assert {k for k, v in proto.items() if v != "proved"} == {"channel_guard"} and proto["channel_guard"] == "failed"
+    back = {r.name: r.status for r in formal.prove_readback(d, channel_parameters(spec), tmp_path / "rb2", verilog=bad,
+                                                                        timeout=600)}
+    assert back["no_channel_answers_zero"] == "failed"

@@ -50,7 +50,7 @@ READBACK_TIMEOUT = 120
 
 def prove_readback(design, theta0, folder, *, verilog: str | None = None, timeout: float = READBACK_TIMEOUT,
                    log=lambda text: None) -> list[PropertyResult]:
-    """Bounded check of :data:`READBACK_PROPERTIES` on the core of ``design`` (an
+    """Bounded check of :func:`~onchip.formal.properties.readback_properties` on the core of ``design`` (an
     :class:`onchip.hw.Design` whose parameters reset to ``theta0``, raw (P,)): every input
     sequence of up to :func:`onchip.formal.properties.readback_depth` cycles from reset, or of the
     cycles the solver checked in ``timeout`` seconds.
@@ -59,7 +59,7 @@ def prove_readback(design, theta0, folder, *, verilog: str | None = None, timeou
         One :class:`PropertyResult` per property: ``bounded`` (with ``bound``) or ``failed``.
     """
     from . import sby
-    from .properties import readback_depth, readback_harness
+    from .properties import readback_depth, readback_harness, readback_properties
     from .protocol import script
 
     props, _ = readback_harness(design.info, "core", theta0)
@@ -68,7 +68,7 @@ def prove_readback(design, theta0, folder, *, verilog: str | None = None, timeou
                     files={"design.v": verilog or design.verilog, "onchip_props.sv": props}, timeout=timeout)
     log(f"formal core: read-back checked to {depth} cycles: {r.status} {' '.join(r.failed)} ({r.seconds:.1f} s)")
     out = []
-    for name in READBACK_PROPERTIES:
+    for name in readback_properties(design.info):
         if r.status == "FAIL" and name in r.failed:
             trace = r.traces.get(name)
             out.append(PropertyResult(name, "core", "failed", bound=r.steps_checked, seconds=r.seconds,

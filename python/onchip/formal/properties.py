@@ -32,8 +32,9 @@ property                       what it says (m: predictions, pr: parameter respo
                                one of the first II - 1 stages (II: between two samples of one channel,
                                ``initiation_interval_channel``): its update is not yet committed
 ``channel_guard``              (N channels, N not a power of two) ``channel_error`` is high exactly when a
-                               sample naming a channel >= N was taken since the last reset; such a
-                               sample is owed no prediction (the in-flight count leaves it out)
+                               sample or a parameter command naming a channel >= N was taken since
+                               the last reset; such a sample is owed no prediction (the in-flight
+                               count leaves it out), such a command its one response
 =============================  ==========================================================================
 
 Bounded response (:data:`RESPONSE_PROPERTIES`, with ``harness(..., response=True)``): the safety
@@ -55,7 +56,9 @@ transfer, except across a reset. The learner is never constrained.
 arbitrary address A (``anyconst``), a read of A answers the last value written to A, or the
 initial parameter after a reset (with the parameter port alone: no sample offered);
 ``write_echoes_value``: a write answers the value written. With N > 1 channels the address is
-(channel, index), both ``anyconst``.
+(channel, index), both ``anyconst``. With N not a power of two, ``no_channel_answers_zero``: a
+command naming a channel >= N (read or write) is answered 0, and ``read_returns_last_write`` then
+also says that it wrote no bank.
 
 Internal signals (the stage valid bits, the reload counter) are read through Yosys ``expose``
 after ``flatten``: :func:`observed` lists them by the names the generators give them
@@ -91,6 +94,15 @@ AXIS_PROPERTIES = ("m_padding_zero", "pr_padding_zero")
 RESPONSE_PROPERTIES = ("sample_ready_after_reload", "prediction_within_latency")
 #: the bounded read-back properties (:func:`readback_harness`)
 READBACK_PROPERTIES = ("read_returns_last_write", "write_echoes_value")
+#: the read-back harness's property of a design of N channels, N not a power of two
+READBACK_CHANNEL_PROPERTIES = ("no_channel_answers_zero",)
+
+
+def readback_properties(info: dict) -> tuple[str, ...]:
+    """The properties :func:`readback_harness` writes for a design (``info``):
+    :data:`READBACK_PROPERTIES`, and :data:`READBACK_CHANNEL_PROPERTIES` where the design guards its
+    channel field (N not a power of two)."""
+    return READBACK_PROPERTIES + (READBACK_CHANNEL_PROPERTIES if _guards(info) else ())
 
 
 def protocol_properties(info: dict, level: str) -> tuple[str, ...]:
@@ -307,11 +319,12 @@ def harness(info: dict, level: str, *, response: bool = False) -> tuple[str, str
     n = info["param_count"] * _channels(info)  # the reload writes N P words
     take = []  # a sample owed a prediction: one naming a channel of the design
     if _guards(info):
-        ch = info["payload"]["s"]["channel"]
+        ch, pch = info["payload"]["s"]["channel"], info["payload"]["pc"]["channel"]
         take = [f"  wire s_bad = s_data[{ch['offset'] + ch['width'] - 1}:{ch['offset']}] >= {_channels(info)};",
+                f"  wire pc_bad = pc_data[{pch['offset'] + pch['width'] - 1}:{pch['offset']}] >= {_channels(info)};",
                 "  wire s_take = s_fire & !s_bad;",
-                "  reg dropped = 0;  // a sample of no channel taken since the last reset",
-                "  always @(posedge clk) if (rst) dropped <= 0; else if (s_fire & s_bad) dropped <= 1;"]
+                "  reg dropped = 0;  // a sample or a command of no channel taken since the last reset",
+                "  always @(posedge clk) if (rst) dropped <= 0; else if ((s_fire & s_bad) | (pc_fire & pc_bad)) dropped <= 1;"]
     else:
         take = ["  wire s_take = s_fire;"]
     lines = ["module onchip_props(input clk);", *decl, *_fire(), *take, *since,
@@ -433,6 +446,16 @@ def readback_harness(info: dict, level: str, theta0) -> tuple[str, str]:
         key, hit = "{CA, A}", "cmd_addr == A && cmd_chan == CA"
     else:
         chan, key, hit = [], "A", "cmd_addr == A"
+    # N not a power of two: a command naming a channel >= N is answered 0 (and writes no bank)
+    guard = _guards(info)
+    good = f" && cmd_chan < {nch}" if guard else ""
+    zero = (["  reg want_zero = 0;",
+             "  always @(posedge clk)",
+             "    if (rst) want_zero <= 0;",
+             f"    else if (pc_fire) want_zero <= cmd_chan >= {nch};",
+             "    else if (pr_fire) want_zero <= 0;"] if guard else [])
+    zero_check = ([f"    if (want_zero) no_channel_answers_zero: assert(pr_data[{coef_w - 1}:0] == 0);"]
+                  if guard else [])
     lines = ["module onchip_props(input clk);", *decl, *_fire(),
              f"  (* anyconst *) reg [{aw - 1}:0] A;",
              f"  always @(*) assume(A < {n_p});  // a parameter's address (theta has P words)",
@@ -456,9 +479,10 @@ def readback_harness(info: dict, level: str, theta0) -> tuple[str, str]:
              "    else shadow <= cur;",
              "    if (rst) begin want_read <= 0; want_echo <= 0; end",
              "    else if (pc_fire) begin",
-             f"      want_read <= !cmd_write && {hit}; want_echo <= cmd_write; echo <= cmd_data;",
+             f"      want_read <= !cmd_write && {hit}; want_echo <= cmd_write{good}; echo <= cmd_data;",
              "    end else if (pr_fire) begin want_read <= 0; want_echo <= 0; end",
              "  end",
+             *zero,
              "  always @(posedge clk) if (!init && !$past(rst)) begin",
              "    if ($past(s_valid & !s_ready)) assume(s_valid && s_data == $past(s_data));",
              "    if ($past(pc_valid & !pc_ready)) assume(pc_valid && pc_data == $past(pc_data));",
@@ -467,6 +491,7 @@ def readback_harness(info: dict, level: str, theta0) -> tuple[str, str]:
              "  always @(*) if (!rst && !init && pr_valid) begin",
              f"    if (want_read) read_returns_last_write: assert(pr_data[{coef_w - 1}:0] == cur);",
              f"    if (want_echo) write_echoes_value: assert(pr_data[{coef_w - 1}:0] == echo);",
+             *zero_check,
              "  end",
              "endmodule", ""]
     return "\n".join(lines), ""

@@ -213,7 +213,8 @@ def _port_meaning(what: str, sink: bool, part: str, payload: str, packet: int = 
 
 #: meaning of the sticky flag of a design of N channels, N not a power of two
 CHANNEL_ERROR = ("high from the cycle a sample naming a channel >= channels was taken (and dropped: no "
-                 "prediction, no update) until reset")
+                 "prediction, no update) or a parameter command naming one was taken (it reads and writes "
+                 "no bank and is answered 0) until reset")
 
 
 def core_ports(learner) -> dict:

@@ -230,9 +230,10 @@ class LearnerPorts(wiring.Component):
             (| channel above it, for N > 1 channels: the parameter is theta[channel, addr]).
         pr: Out(stream), one response per command: the value read, or the value written.
         channel_error: Out(1), only for N > 1 channels with N not a power of two (the only case in
-            which the channel field can hold a value >= N): high from the cycle a sample naming a
-            channel >= N is taken until reset. Such a sample is taken and dropped: no prediction,
-            no update (:attr:`guards_channel`).
+            which the channel field can hold a value >= N): high from the cycle a sample or a
+            parameter command naming a channel >= N is taken until reset. Such a sample is taken
+            and dropped: no prediction, no update; such a command reads and writes no bank and is
+            answered 0 (:attr:`guards_channel`).
 
     Attributes:
         spec; theta0: reset values of the parameters (raw, flat (N P,), channel by channel);

@@ -38,7 +38,8 @@ channel runs the sequential schedule on its own sub-stream: a sample is accepted
 of its channel is still in the first II - 1 stages (the per-channel hazard), so samples of other
 channels issue every cycle and round-robin channels with N >= II run at one sample per clock.
 With N not a power of two the channel field can name a channel >= N: such a sample is taken and
-dropped (no prediction, no update) and the sticky output ``channel_error`` rises until reset.
+dropped (no prediction, no update), and such a parameter command reads and writes no bank and
+answers 0; either raises the sticky output ``channel_error`` until reset.
 
 Reset: registers return to their initial values at once; parameters kept in
 RAM (KAN coefficients, :mod:`onchip.hw.coefmem`) are rewritten from a ROM of
@@ -372,14 +373,24 @@ class OnchipLearner(LearnerPorts):
         if cmd_chan is not None:
             port_chan = Signal.like(cmd_chan, name="port_chan")
             m.d.comb += port_chan.eq(Mux(reload.write, reload.channel, cmd_chan))
+        acts = execute  # a command that addresses a bank
+        if self.guards_channel:
+            # N not a power of two: a command naming a channel >= N addresses no bank; it reads and
+            # writes nothing, answers 0 the next cycle (one answer per command, as always) and
+            # raises channel_error, as a dropped sample does
+            bad_cmd = Signal(name="command_channel_bad")
+            acts = Signal(name="command_acts")
+            m.d.comb += [bad_cmd.eq(cmd_chan >= self.channels), acts.eq(execute & ~bad_cmd)]
+            with m.If(execute & bad_cmd):
+                m.d.sync += self.channel_error.eq(1)
         read_layer = Signal(range(max(2, n_layers)), name="read_layer")
         for l, layer in enumerate(layers):
             hit = (port_addr >= layer.offset) & (port_addr < layer.offset + layer.size)
             m.d.comb += [
                 layer.port_local.eq(port_addr - layer.offset),
                 layer.port_data.eq(Mux(reload.write, reload.data, data)),
-                layer.port_wr.eq(hit & (reload.write | (execute & write))),
-                layer.port_rd.eq(hit & execute & ~write),
+                layer.port_wr.eq(hit & (reload.write | (acts & write))),
+                layer.port_rd.eq(hit & acts & ~write),
             ]
             if cmd_chan is not None:
                 m.d.comb += layer.port_chan.eq(port_chan)
@@ -389,10 +400,15 @@ class OnchipLearner(LearnerPorts):
         if n_port:
             m.d.comb += port_cmd.eq(reload.write | execute)
         for n, r in enumerate(reading):
-            m.d.sync += r.eq(reading[n - 1] if n else execute & ~write)
+            m.d.sync += r.eq(reading[n - 1] if n else acts & ~write)
         resp = Signal(fmt_shape(f.coef))
-        with m.If(execute & write):
-            m.d.sync += [self.pr.valid.eq(1), resp.eq(data)]
+        # answered the next cycle: a write with its value, a command of no channel with 0 (the
+        # expressions built here, in this order, keep the Verilog of unguarded designs as it was)
+        answer_now, answer = execute & write, data
+        if self.guards_channel:
+            answer_now, answer = execute & (write | bad_cmd), Mux(bad_cmd, 0, data)
+        with m.If(answer_now):
+            m.d.sync += [self.pr.valid.eq(1), resp.eq(answer)]
         with m.Elif(reading[-1]):
             m.d.sync += [self.pr.valid.eq(1), resp.eq(Array([ly.readback for ly in layers])[read_layer])]
         with m.Elif(self.pr.ready):

@@ -152,7 +152,7 @@ def build(design: Design, *, waves: bool | str | None = None, root: Path | None 
     return folder
 
 
-SEGMENT_OPS = ("none", "read", "write", "reset")
+SEGMENT_OPS = ("none", "read", "write", "reset", "commands")
 
 
 def _check_segments(design: Design, segments: list[dict]) -> None:
@@ -169,6 +169,13 @@ def _check_segments(design: Design, segments: list[dict]) -> None:
         for name in ("p_valid", "p_ready", "p_param_ready"):
             if name in seg and not (isinstance(seg[name], (int, float)) and 0 < seg[name] <= 1):
                 raise ValueError(f"segments[{k}].{name} must be in (0, 1], got {seg[name]!r}")
+        if op == "commands":
+            width = sum(f.width for f in payload_fields_of(design, "pc").values())
+            words = seg["then"].get("words", [])
+            bad = [w for w in words if not isinstance(w, int) or not 0 <= w < 1 << width]
+            if bad or not words:
+                raise ValueError(f"segments[{k}].then.words must be one or more {width}-bit command payloads, "
+                                 f"got {bad[0] if bad else words!r}")
         if op == "write":
             values, p = np.asarray(seg["then"].get("values", [])), spec.parameter_count()
             try:
@@ -205,7 +212,8 @@ def run_job(design: Design, segments: list[dict], *, seed: int = 0, p_valid: flo
 
     Raises:
         ValueError: a probability outside (0, 1] (job or segment), an unknown simulator, an unknown segment op,
-            a write of the wrong number of values or of values outside ``coef``.
+            a write of the wrong number of values or of values outside ``coef``, command words
+            that are not command payloads.
         FileNotFoundError: Icarus asked for and not installed.
         RuntimeError: the simulation failed (the message names its log file).
     """
