@@ -238,7 +238,7 @@ def test_the_hardware_backends_refuse_a_bad_channel_before_building(backend, cha
         onchip.get_backend(backend).run(spec, x, y, channel=channel)
 
 
-@pytest.mark.parametrize("command", [["run", "--samples", "10"], ["hls"]])
+@pytest.mark.parametrize("command", [["run", "--samples", "100", "--qubits", "3"], ["hls"]])
 def test_cli_refuses_a_theta_of_the_wrong_shape(tmp_path, capsys, command):
     from onchip.cli import main
 

@@ -486,4 +486,4 @@ def test_a_static_discriminator_scored_on_its_own_calibration_shots_says_so(tmp_
     code, _ = _run(tmp_path, "--samples", "500")
     line = next(x for x in capsys.readouterr().out.splitlines() if "static discriminator:" in x)
     assert code == 0 and "[in-sample: fitted on the first 500 of the 500 shots it scores]" in line, line
-    assert static_in_sample_note(20_000) == "" and "first 2000 of the 19999" in static_in_sample_note(19_999)
+    assert static_in_sample_note(20_001) == "" and "first 2000 of the 20000" in static_in_sample_note(20_000)

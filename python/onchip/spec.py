@@ -84,8 +84,9 @@ def _fmt(text: str) -> Fmt:
     return Fmt.parse(text)
 
 
-def _toml(value) -> str:
-    """``value`` as a spec file spells it (``true``, ``"text"``), for error messages."""
+def toml_text(value) -> str:
+    """``value`` as a TOML file spells it (``true``, ``"text"``), for the error messages of spec and
+    sweep fields."""
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -96,7 +97,7 @@ def _toml(value) -> str:
 def _integer(name: str, value) -> int:
     """``value`` as an int, or SpecError naming ``name``: bools and non-integers are refused."""
     if not is_integer(value):
-        raise SpecError(f"{name} must be an integer, got {_toml(value)}")
+        raise SpecError(f"{name} must be an integer, got {toml_text(value)}")
     return int(value)
 
 
@@ -104,13 +105,13 @@ def _finite(name: str, value) -> float:
     """``value`` as a float (:func:`onchip.numbers.as_float`), or SpecError naming ``name``."""
     out = as_float(value)
     if out is None:
-        raise SpecError(f"{name} must be a finite number, got {_toml(value)}")
+        raise SpecError(f"{name} must be a finite number, got {toml_text(value)}")
     return out
 
 
 def _sequence(name: str, value) -> tuple:
     if not isinstance(value, (list, tuple, np.ndarray)):
-        raise SpecError(f"{name} must be a list, got {_toml(value)}")
+        raise SpecError(f"{name} must be a list, got {toml_text(value)}")
     return tuple(value)
 
 
@@ -374,7 +375,8 @@ class LearnerSpec:
             f"learning_rate must be a power of two in (0, 1] (the update is a shift), got {lr!r}",
         )
         need(self.init_scale >= 0, f"init_scale must be >= 0, got {self.init_scale!r}")
-        need(isinstance(self.allow_acc_wrap, bool), f"allow_acc_wrap must be true or false, got {_toml(self.allow_acc_wrap)}")
+        need(isinstance(self.allow_acc_wrap, bool),
+             f"allow_acc_wrap must be true or false, got {toml_text(self.allow_acc_wrap)}")
         f = self.formats
         # the initial parameters are quantized into coef: a bound coef cannot hold would saturate or wrap
         bound = self.init_scale * (1.0 if self.kind == "kan" else math.sqrt(3.0 / min(self.widths[:-1])))

@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..numbers import is_finite_number, is_integer
+from ..spec import toml_text
 from .timing import add_software_latency
 
 
@@ -125,7 +126,7 @@ def axis_names() -> set[str]:
 
 def _need(ok: bool, name: str, value, what: str) -> None:
     if not ok:
-        raise ValueError(f"{name} must be {what}, got {value!r}")
+        raise ValueError(f"{name} must be {what}, got {toml_text(value)}")  # as the definition spells it
 
 
 # -- resources: Yosys -------------------------------------------------------------------------

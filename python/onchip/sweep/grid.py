@@ -9,6 +9,7 @@ import json
 
 from ..errors import SpecError
 from ..numbers import is_integer
+from ..spec import toml_text
 from .computations import axis_names, get_computation
 
 #: Grid keys that are not LearnerSpec fields but build one (see :mod:`onchip.sweep`).
@@ -50,7 +51,7 @@ def _axis_integer(name: str, value) -> int:
     """A special axis that takes an integer (``hidden``, ``format_width``, ``format_int_bits``); a
     bool is not one."""
     if not is_integer(value):
-        raise SpecError(f"{name} must be an integer, got {value!r}")
+        raise SpecError(f"{name} must be an integer, got {toml_text(value)}")
     return int(value)
 
 
