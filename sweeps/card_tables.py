@@ -52,19 +52,14 @@ def _demote(markdown: str) -> str:
     return "\n".join(f"**{line[3:]}**" if line.startswith("## ") else line for line in markdown.splitlines())
 
 
-def _seeds(seeds) -> str:
-    seeds = list(seeds)
-    return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)) \
-        else ", ".join(map(str, seeds))
-
-
 def tapc_block() -> str:
     """tapc's card: the tables of ``sweeps/tapc/results.md`` (``tapc.experiment.results_table``)."""
+    from onchip.methods._report import seeds_text
     from onchip.methods.tapc.experiment import results_table
 
     m = _metrics("tapc")
     seeds = m["headline"]["seeds"]
-    intro = (f"**Measured** by `{m['command']}` ({len(seeds)} seeds, {_seeds(seeds)}; "
+    intro = (f"**Measured** by `{m['command']}` ({len(seeds)} seeds, {seeds_text(seeds)}; "
              f"{m['seconds']:.0f} s wall as the run recorded it); the tables of `sweeps/tapc/results.md`:")
     return "\n\n".join([start("sweeps/tapc/metrics.json"), intro, _demote(results_table(m)).strip("\n"), END])
 

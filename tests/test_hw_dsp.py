@@ -71,14 +71,21 @@ def test_fast_designs_take_a_dsp_block_per_product_only(spec):
     assert dsp_blocks(design.verilog, design.top, "ecp5") == len(_instances(design.verilog)) > 0
 
 
+def _product(x_shape, dsp, y_shape=signed(8)):
+    """A pipeline whose stage-1 registers x and y (of inputs a, b) feed one registered product for
+    ``dsp``: (module, pipe, (enable, a, b), x, y, the product at stage 2)."""
+    m = Module()
+    en, a, b = Signal(), Signal(x_shape), Signal(y_shape)
+    pipe = Pipe(m, en)
+    x = pipe.reg(a, 0, "x_s1").value
+    y = pipe.reg(b, 0, "y_s1").value
+    return m, pipe, (en, a, b), x, y, registered_product(m, pipe, x, y, 1, "p_raw_s2", dsp)
+
+
 @pytest.mark.parametrize("shape, mapped", [(signed(18), True), (unsigned(17), True), (signed(19), False),
                                            (unsigned(18), False)])
 def test_a_factor_wider_than_the_block_stays_in_the_fabric(shape, mapped):
-    m = Module()
-    pipe = Pipe(m, Signal())
-    x = pipe.reg(Signal(shape), 0, "x_s1").value
-    y = pipe.reg(Signal(signed(8)), 0, "y_s1").value
-    out = registered_product(m, pipe, x, y, 1, "p_raw_s2", "ecp5")
+    m, _, _, x, y, out = _product(shape, "ecp5")
     assert out.stage == 2
     assert out.value.shape() == (x * y).shape()
     assert ("p_raw_s2_mult" in m._named_submodules) == mapped
@@ -207,15 +214,11 @@ def _one_product(dsp):
     """Verilog of one ``fast`` registered product (16 x 12 bits) between pipeline registers."""
     from amaranth.back import verilog
 
-    m = Module()
-    en, a, b = Signal(), Signal(signed(16)), Signal(signed(12))
+    m, pipe, inputs, _, _, out = _product(signed(16), dsp, signed(12))
     p = Signal(signed(28))
-    pipe = Pipe(m, en)
-    x = pipe.reg(a, 0, "x_s1").value
-    y = pipe.reg(b, 0, "y_s1").value
-    m.d.comb += p.eq(registered_product(m, pipe, x, y, 1, "p_raw_s2", dsp).value)
+    m.d.comb += p.eq(out.value)
     pipe.finalize()
-    return verilog.convert(m, ports=[en, a, b, p], name="top")
+    return verilog.convert(m, ports=[*inputs, p], name="top")
 
 
 @pytest.mark.parametrize("dsp, factor_registers", [(None, 1), ("ice40", 0)])
@@ -272,11 +275,7 @@ def test_ice40_verilog_is_the_generic_one_with_its_factor_registers_kept():
 @pytest.mark.parametrize("shape, kept", [(signed(16), True), (unsigned(15), True), (signed(17), False),
                                          (unsigned(16), False)])
 def test_a_factor_wider_than_sb_mac16_leaves_the_product_generic(shape, kept):
-    m = Module()
-    pipe = Pipe(m, Signal())
-    x = pipe.reg(Signal(shape), 0, "x_s1").value
-    y = pipe.reg(Signal(signed(8)), 0, "y_s1").value
-    out = registered_product(m, pipe, x, y, 1, "p_raw_s2", "ice40")
+    m, _, _, x, y, out = _product(shape, "ice40")
     assert out.stage == 2 and out.value.shape() == (x * y).shape()
     assert ("keep" in x.attrs) == ("keep" in y.attrs) == kept
     Fragment.get(m, None)  # elaborated: the module is used

@@ -258,7 +258,8 @@ def summary_lines(metrics: dict) -> list[str]:
         if "static_baseline" in metrics:
             from .tasks.fidelity import static_in_sample_note
 
-            note = static_in_sample_note(metrics["samples"]) if metrics["static_baseline"] and "samples" in metrics else ""
+            sb = metrics["static_baseline"]
+            note = static_in_sample_note(metrics["samples"]) if sb and "samples" in metrics else ""
             lines.append(f"  static discriminator: {fidelity(metrics['static_baseline'])}{note}")
         if len(metrics.get("states", ())) > 2:
             for who, m in (("online learner", metrics), ("static discriminator", metrics.get("static_baseline"))):

@@ -9,8 +9,8 @@ accepts a TOML file or a preset name (:data:`PRESETS`) wherever it wants one
 from __future__ import annotations
 
 import dataclasses
-import json
 import difflib
+import json
 import math
 import os
 import tomllib
@@ -69,11 +69,11 @@ def max_multipliers(coef_width: int) -> int:
     return LARGEST_DEVICE["dsp"] + LARGEST_DEVICE["lut"] // max(1, -(-(coef_width + 1) // 2))
 
 
-#: Integer fields of a spec (a bool is refused: TOML's ``true`` is not the integer 1).
 #: The largest ``staleness`` D a spec may name: the pipelined design holds D pending updates (a
 #: queue of registers or LUT RAM), and the deepest plan needs far fewer (``min_staleness``).
 MAX_STALENESS = 256
 
+#: Integer fields of a spec (a bool is refused: TOML's ``true`` is not the integer 1).
 INT_FIELDS = ("grid_size", "spline_order", "basis_table_bits", "staleness", "init_seed", "lanes", "channels")
 #: Float fields: a finite float, or an integer the float holds exactly (stored as that float);
 #: bools, NaN and infinities are refused.
@@ -327,14 +327,13 @@ class LearnerSpec:
         size, device = self.hardware_size(), LARGEST_DEVICE["part"]
         for what, bound in (("parameter_bits", MAX_PARAMETER_BITS),
                             ("multipliers", max_multipliers(self.formats.coef.width))):
+            banks = self.channels > 1 and what == "parameter_bits"  # channels multiply the parameters only
             need(
                 size[what] <= bound,
                 f"widths {list(self.widths)}" + (f", grid_size {self.grid_size}" if self.kind == "kan" else "")
-                + (f", channels {self.channels}" if self.channels > 1 and what == "parameter_bits" else "")
+                + (f", channels {self.channels}" if banks else "")
                 + f" ({self.datapath} datapath): {size[what]} {what.replace('_', ' ')}, more than the {bound} "
-                f"the largest supported device ({device}) holds; is "
-                + ("channels or a width mistyped?" if self.channels > 1 and what == "parameter_bits"
-                   else "a width mistyped?"),
+                f"the largest supported device ({device}) holds; is {'channels or ' if banks else ''}a width mistyped?",
             )
         need(
             self.schedule in SCHEDULES,

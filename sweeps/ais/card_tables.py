@@ -12,16 +12,14 @@ import json
 import sys
 from pathlib import Path
 
+from onchip.methods._report import seeds_text
+
 HERE = Path(__file__).resolve().parent
 CARD = HERE.parents[1] / "seeds" / "ais-entropic-mirror.md"
 START = "<!-- ais-tables: start (written by sweeps/ais/card_tables.py from sweeps/ais/*/metrics.json) -->"
 END = "<!-- ais-tables: end -->"
 #: (folder stem, title) in the card's order; each stem has an equal-evaluations and an equal-iterations folder
 TARGETS = [("gmm4-d10", "4-mode mixture"), ("grid25-d2", "25-mode grid"), ("funnel-d10", "Neal's funnel")]
-
-
-def _seeds(seeds: list[int]) -> str:
-    return f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
 
 
 def _ci(p: dict) -> str:
@@ -48,7 +46,7 @@ def method_table(runs: list[dict]) -> str:
     for m in runs:
         paired = m["headline"].get("paired", {})
         for name, s in m["summary"].items():
-            rows.append([name, m["budget"], *([] if same else [_seeds(m["seeds"])]), m["target_evals"][name],
+            rows.append([name, m["budget"], *([] if same else [seeds_text(m["seeds"])]), m["target_evals"][name],
                          m["samples_per_iteration"][name],
                          _per_seed(m["per_seed"][name][str(k)]["kl"] for k in m["seeds"]),
                          mean_std_text(s["kl"]["mean"], s["kl"]["std"]),
@@ -56,7 +54,7 @@ def method_table(runs: list[dict]) -> str:
                          mean_std_text(s["log_z_error"]["mean"], s["log_z_error"]["std"], sign=True),
                          f"{s['ess_fraction']['mean']:.3f}", f"{s['mode_coverage']['mean']:.2f}"])
     return markdown_table(["method", "budget", *([] if same else ["seeds"]), "target evals", "draws/iteration",
-                           f"final KL per seed {_seeds(seeds)}" if same else "final KL per seed", "KL mean ± std", "em2c - method, paired [ci95]",
+                           f"final KL per seed {seeds_text(seeds)}" if same else "final KL per seed", "KL mean ± std", "em2c - method, paired [ci95]",
                            "log Z error", "ESS/N", "mode coverage"], rows)
 
 
@@ -89,9 +87,9 @@ def control_table(runs: dict[str, dict]) -> str:
                "iteration for both arms; EM2C spends " + " / ".join(k(e["em2c"]) for _, e in evals)
                + " evaluations at " + " / ".join(str(i) for i, _ in evals) + " iterations, the ablation "
                + " / ".join(k(e["em2c-nomove"]) for _, e in evals) + "), final KL per seed"
-               + (f" {_seeds(seeds)}:" if same else " (seeds per row):"))
+               + (f" {seeds_text(seeds)}:" if same else " (seeds per row):"))
     mean = lambda v: sum(v) / len(v)
-    rows = [[f"{m['config']['iterations']} (`{stem}*`)", *([] if same else [_seeds(pc["seeds"])]),
+    rows = [[f"{m['config']['iterations']} (`{stem}*`)", *([] if same else [seeds_text(pc["seeds"])]),
              _per_seed(pc["method_values"]),
              _per_seed(pc["ablation_values"]), _ci(pc["paired"]), f"{pc['paired']['p_value']:.3g}",
              f"{mean(pc['mode_coverage']['em2c']):.2f} / {mean(pc['mode_coverage']['em2c-nomove']):.2f}",
@@ -106,8 +104,8 @@ def block() -> str:
     runs = {stem: [json.loads((HERE / f"{stem}{tail}" / "metrics.json").read_text())
                    for tail in ("", "-equal-iterations")] for stem, _ in TARGETS}
     seeds = {tuple(m["seeds"]) for pair in runs.values() for m in pair}
-    scale = (f"{len(next(iter(seeds)))} seeds, {_seeds(list(next(iter(seeds))))}" if len(seeds) == 1
-             else "seeds per table: " + " or ".join(f"{len(s)} ({_seeds(list(s))})" for s in sorted(seeds, key=len)))
+    scale = (f"{len(next(iter(seeds)))} seeds, {seeds_text(list(next(iter(seeds))))}" if len(seeds) == 1
+             else "seeds per table: " + " or ".join(f"{len(s)} ({seeds_text(list(s))})" for s in sorted(seeds, key=len)))
     parts = [START, (f"**Measured** ({scale}, per row; every cell of \"final KL per seed\" "
                      "is one run; `sweeps/ais/<target>/` at equal target evaluations, the default, with the positive "
                      "control and the split sweep; `sweeps/ais/<target>-equal-iterations/` with N = 1000 draws per "

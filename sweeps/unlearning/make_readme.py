@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from onchip.methods._report import seeds_text
+
 HERE = Path(__file__).parent
 CARD = HERE.resolve().parents[1] / "seeds" / "unlearning-oeu.md"
 CARD_START = ("<!-- unlearning-tables: start (written by sweeps/unlearning/make_readme.py from "
@@ -78,7 +80,7 @@ def card_block(results: dict) -> str:
     same = all((p["method_values"], p["ablation_values"]) == (pc["method_values"], pc["ablation_values"]) for p in pcs)
     d = pc["paired"]
     parts.append("\n".join([
-        f"**Positive control**, retain accuracy after unlearning (%), seeds {_seed_list(pc['seeds'])}"
+        f"**Positive control**, retain accuracy after unlearning (%), seeds {seeds_text(pc['seeds'])}"
         + (" (the same in every configuration's metrics.json: same seeds, same 2-bit originals)" if same
            else " (8-bit class:3's; the configurations differ)") + ":", "",
         "| arm | per seed | mean ± sd |", "|---|---|---|",
@@ -89,11 +91,6 @@ def card_block(results: dict) -> str:
         f"{d['p_value']:.3g}); positive on {sum(v > 0 for v in d['per_seed'])} of {d['n']} seeds; sensitive: "
         f"{'yes' if pc['sensitive'] else 'no'}."]))
     return "\n\n".join([*parts, CARD_END])
-
-
-def _seed_list(seeds) -> str:
-    seeds = list(seeds)
-    return f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
 
 
 def _mean_sd(values) -> str:

@@ -14,8 +14,8 @@ from amaranth.hdl import Cat, Const, Mux, Shape, Signal, Value, signed, unsigned
 
 from ..fixed import Fmt
 
-__all__ = ["as_signed", "sext", "shift_round", "overflow", "requant", "requant_by_carry", "requant_beside", "requant_has_logic",
-           "fmt_shape", "node"]
+__all__ = ["as_signed", "sext", "shift_round", "overflow", "requant", "requant_by_carry", "requant_beside",
+           "requant_has_logic", "fmt_shape", "node"]
 
 
 def node(m, value, name: str | None = None) -> Value:

@@ -163,6 +163,15 @@ def headline_line(h: Mapping) -> str:
             + ", ".join(f"{k}: {v:.3f}" for k, v in h["baselines"].items()) + f" (seeds {h['seeds']}).")
 
 
+def seeds_text(seeds: Iterable[int]) -> str:
+    """Seeds as a card or table names them: ``"0-9"`` for three or more consecutive seeds, else
+    ``"0, 1"`` (a list)."""
+    seeds = list(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence], caption: str = "") -> str:
     """A markdown table (with ``caption`` and a blank line above it when given); ends with a newline.
 
