@@ -295,6 +295,86 @@ def test_hls_csim_equals_the_golden_model_per_channel(hls_learners, name):
         hls.run(x, y)
 
 
+# A driver of the top function that sends what the host never sends: channel words >= N.
+_BAD_CHANNEL_DRIVER = r"""
+#include <stdio.h>
+#include "onchip_learner.cpp"
+
+static void push(hls::stream<axis_word>& s, long long raw) {
+    axis_word w; w.data = ap_int<32>(raw); w.keep = -1; w.strb = -1; w.last = 0; s.write(w);
+}
+static void read_bank(int c) {  // prints: the call's flag, then its words and the TLAST of each
+    hls::stream<axis_word> s_in, s_out;
+    int flag = ONCHIP_TOP(s_in, s_out, OP_READ, c);
+    printf("read %d %d", c, flag);
+    while (!s_out.empty()) { axis_word w = s_out.read(); printf(" %lld:%d", (long long)w.data.to_int64(), (int)w.last); }
+    printf("\n");
+}
+int main() {
+    long long n, words;
+    scanf("%lld %lld", &n, &words);  // a run of n samples, `words` words each
+    hls::stream<axis_word> s_in, s_out;
+    for (long long k = 0; k < n * words; k++) { long long v; scanf("%lld", &v); push(s_in, v); }
+    int flag = ONCHIP_TOP(s_in, s_out, OP_RUN, n);
+    printf("run %d %d", flag, (int)s_in.empty());
+    while (!s_out.empty()) printf(" %lld", (long long)s_out.read().data.to_int64());
+    printf("\n");
+    for (int c = 0; c <= N_CHANNELS; c++) read_bank(c);  // the last names no bank
+    for (int q = 0; q < N_PARAM; q++) push(s_in, 1);  // a load naming no bank
+    flag = ONCHIP_TOP(s_in, s_out, OP_LOAD, N_CHANNELS + 2);
+    printf("load %d %d %d\n", flag, (int)s_in.empty(), (int)s_out.empty());
+    read_bank(0);
+    printf("reset %d\n", (int)ONCHIP_TOP(s_in, s_out, OP_RESET, 0));
+    read_bank(0);
+    return 0;
+}
+"""
+
+
+def test_hls_drops_a_sample_and_answers_a_port_call_naming_no_channel_as_the_core_does(tmp_path):
+    """Outside the host's contract, as the RTL core (docs/spec.md, Channels): a sample whose channel
+    word is >= N is dropped (no prediction words, no update, the other samples as if it was never
+    sent), a read naming no bank answers N_PARAM zeros with TLAST on the last, a load naming none
+    takes and drops its words, and every call returns the sticky channel_error until OP_RESET.
+    (The C++ once clamped such a sample to channel N-1 and left a bad load's words in the stream.)"""
+    pytest.importorskip("hls4ml")
+    import subprocess
+
+    from onchip.hls import ap_types_dir
+    from onchip.hls.build import compiler
+    from onchip.hls.emit import emit, write
+
+    spec = SPECS["mlp"]
+    write(emit(spec), tmp_path)
+    (tmp_path / "driver.cpp").write_text(_BAD_CHANNEL_DRIVER)
+    cxx, _ = compiler()
+    subprocess.run([cxx, "-O0", "-std=c++17", "-w", "-I.", f"-I{ap_types_dir()}", "driver.cpp", "-o", "driver"],
+                   cwd=tmp_path, check=True)
+    x, y = random_stream(spec, 8, seed=21)
+    channel = np.array([0, 1, 2, N, 2, 1, N + 5, 0])  # two samples name no channel
+    good = channel < N
+    words = np.hstack([x, y, channel[:, None]])
+    stdin = f"{len(x)} {words.shape[1]} " + " ".join(map(str, words.ravel()))
+    lines = subprocess.run(["./driver"], cwd=tmp_path, input=stdin, capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    g = GoldenLearner(spec)
+    preds = g.run(x[good], y[good], channel=channel[good])
+    run = lines[0].split()
+    assert run[:3] == ["run", "1", "1"]  # channel_error set; every word taken
+    out = np.array(run[3:], np.int64).reshape(-1, spec.n_out + 1)
+    np.testing.assert_array_equal(out[:, :spec.n_out], preds)  # the six good samples' predictions only
+    banks = [line.split() for line in lines[1:N + 2]]
+    for c in range(N):
+        assert banks[c][:3] == ["read", str(c), "1"]  # the flag stays up
+        np.testing.assert_array_equal([int(w.split(":")[0]) for w in banks[c][3:]], g.theta[c])
+    assert banks[N][:3] == ["read", str(N), "1"]
+    assert banks[N][3:] == ["0:0"] * (spec.parameter_count() - 1) + ["0:1"]
+    assert lines[N + 2] == "load 1 1 1"  # its words taken, nothing answered
+    np.testing.assert_array_equal([int(w.split(":")[0]) for w in lines[N + 3].split()[3:]], g.theta[0])
+    assert lines[N + 4] == "reset 0"
+    assert lines[N + 5].split()[:3] == ["read", "0", "0"]
+
+
 @pytest.mark.slow  # ~25 s: the program at O2 and the test bench, compiled
 def test_cli_hls_writes_a_multichannel_project_whose_testbench_passes(tmp_path, capsys):
     """`onchip hls --csim` on a spec of 3 channels: the C simulation equals the golden model, and the

@@ -201,8 +201,8 @@ def _header(spec: LearnerSpec, theta: np.ndarray, top: str) -> str:
         + ("; one row per channel." if theta.ndim == 2 else "."),
         f"#define {top}_THETA_INIT {_init(f.coef.dequantize(theta))}".replace("\n", " \\\n"),
         "",
-        f"void {top}(hls::stream<axis_word>& s_in, hls::stream<axis_word>& s_out,",
-        " " * (len(top) + 6) + "ap_uint<3> op, ap_uint<32> n_samples);",
+        f"{_return_type(spec)} {top}(hls::stream<axis_word>& s_in, hls::stream<axis_word>& s_out,",
+        " " * (len(_return_type(spec)) + len(top) + 2) + "ap_uint<3> op, ap_uint<32> n_samples);",
         "",
         "#endif",
         "",
@@ -497,6 +497,12 @@ def _partition(var: str, size: int, dim: int = 1) -> str:
     return f"#pragma HLS ARRAY_PARTITION variable={var} type=cyclic factor=8 dim={dim}"
 
 
+def _return_type(spec: LearnerSpec) -> str:
+    """The top function's return: with channels, the sticky ``channel_error`` (ap_ctrl's return
+    register); a single-channel learner returns nothing."""
+    return "ap_uint<1>" if spec.channels > 1 else "void"
+
+
 def _top(spec: LearnerSpec) -> str:
     depth = spec.effective_staleness  # 0 with channels: each channel is sequential
     p, m = spec.parameter_count(), update_size(spec)
@@ -553,25 +559,52 @@ def _top(spec: LearnerSpec) -> str:
     reset_queue = "        q_head = 0;\n        q_count = 0;\n" if depth else ""
     if banks:
         state = f"""    static coef_t theta[N_CHANNELS][N_PARAM] = ONCHIP_THETA_INIT;
+    // sticky: a sample or a parameter call named a channel >= N_CHANNELS since the last OP_RESET
+    static ap_uint<1> channel_error = 0;
 {_partition('theta', p, 2)}"""
         reset = """        static const coef_t init[N_CHANNELS][N_PARAM] = ONCHIP_THETA_INIT;
     RESET_C:
         for (int c = 0; c < N_CHANNELS; c++)
         RESET_P:
-            for (int q = 0; q < N_PARAM; q++) theta[c][q] = init[c][q];"""
+            for (int q = 0; q < N_PARAM; q++) theta[c][q] = init[c][q];
+        channel_error = 0;"""
+        # a channel >= N names no bank: handled as the RTL core handles it (docs/spec.md, Channels)
         port_channel = """
-        if (n_samples >= N_CHANNELS) return;  // no such bank: nothing is transferred
+        if (n_samples >= N_CHANNELS) {  // no such bank: one answer per call, no bank touched
+            channel_error = 1;
+        PORT_BAD_P:
+            for (int q = 0; q < N_PARAM; q++) {
+#pragma HLS PIPELINE II=1
+                if (op == OP_LOAD) {
+                    s_in.read();  // taken and dropped, so that the next call starts on its own words
+                } else {
+                    axis_word w;  // answered 0, as many words as a read of a bank
+                    w.data = 0;
+                    w.keep = -1;
+                    w.strb = -1;
+                    w.last = (q == N_PARAM - 1);
+                    s_out.write(w);
+                }
+            }
+            return channel_error;
+        }
         const channel_t ch = n_samples;"""
         sample_channel = """
-        // the channel word, after the other fields: the bank this sample uses (a value past the
-        // last channel is outside the contract, refused by the host; clamped to stay in bounds)
+        // the channel word, after the other fields: the bank this sample uses; a sample naming a
+        // channel >= N_CHANNELS is taken and dropped (no prediction out, no update)
         ap_uint<32> cw = s_in.read().data;
-        const channel_t ch = (cw < N_CHANNELS) ? channel_t(cw) : channel_t(N_CHANNELS - 1);"""
+        const bool dropped = cw >= N_CHANNELS;
+        if (dropped) channel_error = 1;
+        const channel_t ch = dropped ? channel_t(0) : channel_t(cw);
+        if (dropped) continue;"""
         port_doc = """//   OP_READ    the N_PARAM parameter words of channel n_samples out (TLAST on the last).
 //   OP_LOAD    N_PARAM parameter words in, into channel n_samples's bank (the parameter port).
 //   OP_RESET   every channel back to its initial parameters.
 //   Every sample of OP_RUN / OP_RUN_KINDS / OP_PREDICT ends with one more word, its channel
-//   (0 to N_CHANNELS - 1): the bank it is predicted and learned with."""
+//   (0 to N_CHANNELS - 1): the bank it is predicted and learned with.
+//   A sample naming a channel >= N_CHANNELS is dropped (no prediction words, no update); an
+//   OP_READ naming one answers N_PARAM zero words, an OP_LOAD takes and drops its words. Either
+//   sets channel_error, returned by every call until OP_RESET."""
     else:
         state = f"""    static coef_t theta[N_PARAM] = ONCHIP_THETA_INIT;
 {_partition('theta', p)}"""
@@ -582,6 +615,8 @@ def _top(spec: LearnerSpec) -> str:
         port_doc = """//   OP_READ    flush, then the N_PARAM parameter words out (TLAST on the last).
 //   OP_LOAD    flush, then N_PARAM parameter words in (the parameter port).
 //   OP_RESET   back to the initial parameters, nothing pending."""
+    ret = "return channel_error;" if banks else "return;"
+    final_ret = "\n    return channel_error;" if banks else ""
     return f"""
 // theta[addr[n]] = overflow(theta[addr[n]] - delta[n]) in coef_t (same binary point:
 // only the overflow mode acts), in order (onchip.model.stream.commit).
@@ -606,8 +641,8 @@ COMMIT_N:
 //   output: 1 when the prediction is >= 0), onchip.model.decision.
 {port_doc}
 // A word carries the raw two's-complement integer of its value (value = raw * 2^-F).
-void ONCHIP_TOP(hls::stream<axis_word>& s_in, hls::stream<axis_word>& s_out,
-                ap_uint<3> op, ap_uint<32> n_samples) {{
+{_return_type(spec)} ONCHIP_TOP(hls::stream<axis_word>& s_in, hls::stream<axis_word>& s_out,
+{" " * (len(_return_type(spec)) + 12)}ap_uint<3> op, ap_uint<32> n_samples) {{
 #pragma HLS INTERFACE mode=axis port=s_in
 #pragma HLS INTERFACE mode=axis port=s_out
 #pragma HLS INTERFACE mode=s_axilite port=op
@@ -617,7 +652,7 @@ void ONCHIP_TOP(hls::stream<axis_word>& s_in, hls::stream<axis_word>& s_out,
 {queue_decl}
     if (op == OP_RESET) {{
 {reset}
-{reset_queue}        return;
+{reset_queue}        {ret}
     }}
     if (op == OP_READ || op == OP_LOAD) {{
         {flush}{port_channel}
@@ -635,9 +670,9 @@ void ONCHIP_TOP(hls::stream<axis_word>& s_in, hls::stream<axis_word>& s_out,
                 s_out.write(w);
             }}
         }}
-        return;
+        {ret}
     }}
-    if (op != OP_RUN && op != OP_RUN_KINDS && op != OP_PREDICT) return;
+    if (op != OP_RUN && op != OP_RUN_KINDS && op != OP_PREDICT) {ret}
 SAMPLES:
     for (ap_uint<32> n = 0; n < n_samples; n++) {{
 #pragma HLS LOOP_TRIPCOUNT min=1 max=1024
@@ -674,7 +709,7 @@ SAMPLES:
             w.last = (n == n_samples - 1) && (j == N_OUT);
             s_out.write(w);
         }}
-    }}
+    }}{final_ret}
 }}
 """
 
