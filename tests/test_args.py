@@ -208,7 +208,8 @@ def test_run_theta_without_spec_is_for_the_tasks_preset(tmp_path, capsys):
     np.save(tmp_path / "short.npy", theta[:5])
     assert main([*args, "--theta", str(tmp_path / "short.npy"), "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"shape ({p},), got (5,) (spec kan-readout)" in err, err
+    # the job's check (its task's preset), worded as with --spec, the file named
+    assert err.count("\n") == 1 and f"--theta {tmp_path / 'short.npy'}: theta must have shape ({p},), got (5,) (spec kan-readout)" in err, err
     assert not (tmp_path / "b").exists()
     np.save(tmp_path / "float.npy", np.full(p, 0.5))
     assert main([*args, "--theta", str(tmp_path / "float.npy"), "--out", str(tmp_path / "c")]) == 2

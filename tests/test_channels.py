@@ -250,7 +250,7 @@ def test_cli_refuses_a_theta_of_the_wrong_shape(tmp_path, capsys, command):
                  "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert "--theta" in err and f"shape (2, {P}), the spec's 3 channels of {P} parameters need (3, {P})" in err, err
+    assert "--theta" in err and f"theta must have shape (3, {P}) (one row per channel) or ({P},) (every channel), got (2, {P})" in err, err
     assert not out.exists()
 
 

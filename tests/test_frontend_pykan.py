@@ -343,9 +343,9 @@ def onchip_stream_inputs(n):
 @pytest.mark.parametrize(
     "content, match",
     [
-        (np.zeros(5, np.int64), r"--theta .*: shape \(5,\), the spec's 38 parameters need \(38,\)"),
+        (np.zeros(5, np.int64), r"--theta .*: theta must have shape \(38,\), got \(5,\)$"),
         (np.full(38, 0.5), r"--theta .*: value 0.5 at index 0 is not an integer representable in int64"),
-        (np.full(38, 40000, np.int64), r"--theta .*: value 40000 at index 0 is outside formats.coef"),
+        (np.full(38, 40000, np.int64), r"--theta .*: theta has raw value 40000 at index 0 outside formats.coef"),
         (np.zeros(38, bool), r"--theta .*: dtype bool; raw parameters are integers"),
     ],
 )

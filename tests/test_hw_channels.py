@@ -385,8 +385,8 @@ def test_cli_theta_shape_per_channel(tmp_path, capsys):
                  "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].endswith(
-        f"--theta {bad}: shape (3, {p}), the spec's 4 channels of {p} parameters need (4, {p}) (a row per "
-        f"channel) or ({p},) (every channel)"), err
+        f"--theta {bad}: theta must have shape (4, {p}) (one row per channel) or ({p},) (every channel), "
+        f"got (3, {p})"), err
     assert not (tmp_path / "b").exists()
 
 

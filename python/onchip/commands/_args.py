@@ -168,15 +168,10 @@ def load_theta(path: str | None, spec):
     from ..io import read_npy
     from ..spec import load_spec
 
+    from ..model.golden import check_parameters
+
     spec = None if spec is None else load_spec(spec)
     theta = read_npy(path, "--theta")
-    if spec is not None:
-        p, nc = spec.parameter_count(), spec.channels
-        if nc == 1 and theta.shape != (p,):
-            raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {p} parameters need ({p},)")
-        if nc > 1 and theta.shape not in ((nc, p), (p,)):
-            raise ValueError(f"--theta {path}: shape {theta.shape}, the spec's {nc} channels of {p} parameters "
-                             f"need ({nc}, {p}) (a row per channel) or ({p},) (every channel)")
 
     def at(flat: int):  # a flat position as the index a user reads in the array
         where = np.unravel_index(flat, theta.shape)
@@ -195,14 +190,11 @@ def load_theta(path: str | None, spec):
         n = int(np.argmax(theta))
         raise ValueError(f"--theta {path}: value {int(theta.flat[n])} at index {at(n)} is not representable in int64")
     theta = theta.astype(np.int64)
-    if spec is None:
-        return theta
-    c = spec.formats.coef
-    out = (theta < c.min_raw) | (theta > c.max_raw)
-    if out.any():
-        n = int(np.flatnonzero(out)[0])
-        raise ValueError(f"--theta {path}: value {int(theta.flat[n])} at index {at(n)} is outside formats.coef {c} "
-                         f"(raw [{c.min_raw}, {c.max_raw}])")
+    if spec is not None:
+        try:  # the shape and range, worded as the Python API and the jobs word them
+            check_parameters(spec, theta)
+        except ValueError as exc:
+            raise ValueError(f"--theta {path}: {exc}") from None
     return theta
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from . import _args
 
 DESCRIPTION = """Run a fixed-point online learner test-then-train over a task stream and write
@@ -93,11 +95,17 @@ def run(args) -> int:
                              f"for {args.task}")
         from ..multiplexed import run_multiplexed_job, summary_lines
 
-        metrics = run_multiplexed_job(qubits=args.qubits, **common)
+        job = functools.partial(run_multiplexed_job, qubits=args.qubits)
     else:
         from ..run import summary_lines
 
-        metrics = run_job(task=args.task, episodes=args.episodes, **common)
+        job = functools.partial(run_job, task=args.task, episodes=args.episodes)
+    try:
+        metrics = job(**common)
+    except ValueError as exc:  # the job checks --theta against its task's spec: name the file
+        if args.theta is None or not str(exc).startswith("theta: "):
+            raise
+        raise ValueError(f"--theta {args.theta}: {str(exc).removeprefix('theta: ')}") from None
     print("\n".join(summary_lines(metrics)))
     print(f"wrote {args.out}/")
     return 0

@@ -91,8 +91,12 @@ def check_parameters(spec: LearnerSpec, theta) -> np.ndarray:
     if not np.issubdtype(theta.dtype, np.integer):
         raise ValueError(f"theta must hold raw integers, got dtype {theta.dtype}")
     c = spec.formats.coef
-    if theta.size and (theta.min() < c.min_raw or theta.max() > c.max_raw):
-        raise ValueError(f"theta has raw values outside {c} ([{c.min_raw}, {c.max_raw}])")
+    out = (theta < c.min_raw) | (theta > c.max_raw)
+    if out.any():
+        at = np.unravel_index(int(np.flatnonzero(out)[0]), theta.shape)
+        index = int(at[0]) if len(at) == 1 else tuple(int(i) for i in at)
+        raise ValueError(f"theta has raw value {int(theta[at])} at index {index} outside formats.coef {c} "
+                         f"([{c.min_raw}, {c.max_raw}])")
     if n > 1:
         return np.ascontiguousarray(np.broadcast_to(theta, (n, p)), dtype=np.int64).copy()
     return theta.astype(np.int64).copy()
