@@ -93,6 +93,19 @@ def test_config_errors_name_the_flag():
         LmapsConfig(n_test=500)
 
 
+def test_a_file_a_command_read_is_named_as_its_flag_with_the_path(tmp_path, capsys):
+    """The API names a file it read `spec file PATH:` / `drift file PATH:`; a command says `--spec PATH:`
+    as it says `--theta PATH:` (the TOML error once read `drift file d.toml: drift: not valid TOML`)."""
+    (tmp_path / "d.toml").write_text("drift = [\n")
+    (tmp_path / "s.toml").write_text('kind = "kan"\nwidths = [2, 1]\ngrid_size = true\n')
+    out = tmp_path / "out"
+    assert main(["run", "--drift", str(tmp_path / "d.toml"), "--samples", "1000", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"onchip run: error: --drift {tmp_path / 'd.toml'}: not valid TOML (Invalid value (at end of document))\n"
+    assert main(["generate", "--spec", str(tmp_path / "s.toml"), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(f"onchip generate: error: --spec {tmp_path / 's.toml'}: grid_size ")
+    assert not out.exists()
+
+
 def test_command_line_is_the_real_arguments():
     assert _args.command_line(["ais", "--out", "a b"]) == "onchip ais --out 'a b'"
 

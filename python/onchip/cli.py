@@ -195,11 +195,15 @@ def _flag_names(parser) -> dict[str, str]:
 
 
 def _as_flag(message: str, flags: dict[str, str]) -> str:
-    """A message from the Python API that starts ``name:`` (a keyword argument) with the name
-    respelled as the command's flag (``samples:`` -> ``--samples:``), so that one command names its
-    fields one way."""
-    name, sep, rest = message.partition(":")
-    return f"{flags[name]}:{rest}" if sep and name in flags else message
+    """A message from the Python API that starts ``name:`` (a keyword argument) or ``name file
+    PATH:`` (a file it read) with the name respelled as the command's flag (``samples:`` ->
+    ``--samples:``, ``spec file s.toml:`` -> ``--spec s.toml:``), so that one command names its
+    fields and files one way (``--theta t.npy:``)."""
+    head, sep, rest = message.partition(":")
+    name, file, path = head.partition(" file ")
+    if not sep or name not in flags:
+        return message
+    return f"{flags[name]} {path}:{rest}" if file and path else f"{flags[name]}:{rest}" if head == name else message
 
 
 def _run(args) -> int:

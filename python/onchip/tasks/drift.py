@@ -582,6 +582,6 @@ def load_drift(
             scenario = parse_drift(path.read_text(), name=text)
             scenario.check_task(task, parameters)
         except DriftError as exc:
-            raise DriftError(f"drift file {text}: {exc}") from None
+            raise DriftError(f"drift file {text}: {str(exc).removeprefix('drift: ')}") from None
         return scenario
     return scenario.check_task(task, parameters)
