@@ -388,6 +388,21 @@ def test_vivado_command_writes_the_generated_core(tmp_path, capsys):
     assert manifest["latency_cycles_update"] == design.info["latency_cycles_update"]
 
 
+def test_synth_names_both_latencies_as_generate_does(tmp_path, capsys, monkeypatch):
+    """`onchip synth` once printed one unlabeled `latency=` (the update's); it now says which is which."""
+    from onchip.cli import main
+    from onchip.hw import generate
+    from onchip.spec import PRESETS
+
+    monkeypatch.setattr(yosys, "synthesize", lambda verilog, top, family, workdir=None: {
+        "family": family, **yosys.resources_from_cells({}, family), "cells": {}, "yosys_version": "fake"})
+    assert main(["synth", "--spec", "kan-readout", "--out", str(tmp_path / "s")]) == 0
+    info = generate(PRESETS["kan-readout"], axis=False).info
+    assert info["latency_cycles_prediction"] != info["latency_cycles_update"]  # else the line could not tell
+    assert (f"latency to prediction {info['latency_cycles_prediction']} cycles, to update "
+            f"{info['latency_cycles_update']} cycles, II {info['initiation_interval']}") in capsys.readouterr().out
+
+
 def test_commands_reject_bad_input_before_writing(tmp_path, capsys):
     from onchip.cli import main
 

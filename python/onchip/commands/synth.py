@@ -31,6 +31,7 @@ def run(args) -> int:
 
     report = synth(spec, family=args.family, out=args.out, top=args.top, theta=_args.load_theta(args.theta, spec))
     print(f"{args.family} ({_args.plan_words(spec, report)}): lut={report['lut']} ff={report['ff']} dsp={report['dsp']} bram={report['bram']} "
-          f"lutram={report['lutram']} latency={report['latency_cycles']} cycles II={report['initiation_interval']}")
+          f"lutram={report['lutram']}; latency to prediction {report['latency_cycles_prediction']} cycles, "
+          f"to update {report['latency_cycles_update']} cycles, II {report['initiation_interval']}")
     print(f"wrote {args.out}/report.json")
     return 0
