@@ -424,7 +424,9 @@ def test_an_interrupt_while_the_parser_is_built_is_reported_in_one_line(monkeypa
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "build_parser", cut)
-    assert main(["run", "--quiet"]) == 130
+    assert main(["run", "--quiet"]) == 130  # named as the command was typed, as once it is parsed
+    assert capsys.readouterr().err.strip() == "onchip run: interrupted; nothing was written"
+    assert main(["--version"]) == 130
     assert capsys.readouterr().err.strip() == "onchip: interrupted; nothing was written"
 
 

@@ -129,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     committed (the folder is as it was), ``interrupted; OUT/ was already written whole`` after.
     Run as the program (``argv`` None), a signal arriving after this function has returned is
     reported the same way (:func:`_late_interrupts`)."""
-    who, committed, given = "onchip", [], None
+    words = sys.argv[1:] if argv is None else argv
+    # the command as typed names an interrupt that lands while the parser is still being built
+    who = f"onchip {words[0]}" if words and not str(words[0]).startswith("-") else "onchip"
+    committed, given = [], None
     # a scheduler's SIGTERM unwinds like Ctrl-C, so staging folders are removed; either is kept
     # until unwound, so one swallowed on the way is raised again (onchip.interrupts). From the
     # start: the imports below and building the parser (every command) take about 1 s
