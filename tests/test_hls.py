@@ -230,7 +230,8 @@ def test_cli_writes_a_self_checking_vitis_project(learners, tmp_path, capsys):
     out = tmp_path / "proj"
     assert main(["hls", "--spec", "kan-readout", "--out", str(out), "--samples", "200", "--csim"]) == 0
     wrote = capsys.readouterr().out.splitlines()[-2]
-    listed = wrote.split(": ", 1)[1].split(", ")
+    assert wrote.startswith(f"wrote {out}/ (") and wrote.endswith(")"), wrote  # as every command's folder line
+    listed = wrote[len(f"wrote {out}/ ("):-1].split(", ")
     assert sorted(listed) == sorted(p.name + "/" * p.is_dir() for p in out.iterdir() if p.name[0] != "."), wrote
     for name in ("onchip_learner.cpp", "onchip_learner.h", "onchip_tb.cpp", "run_hls.tcl",
                  "tb_data/stimulus.dat", "tb_data/expected.dat"):

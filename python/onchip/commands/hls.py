@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         write(project, stage, stimulus=stimulus, expected=(preds, golden.theta))
         (stage / "spec.toml").write_text(spec.to_toml())
         write_json(stage / "summary.json", summary)
-    print(f"wrote {args.out}: {', '.join(sorted([*project.files, 'spec.toml', 'summary.json']))}, tb_data/")
+    print(f"wrote {args.out}/ ({', '.join(sorted([*project.files, 'spec.toml', 'summary.json']))}, tb_data/)")
     if args.csim:
         ok = summary["csim_predictions_equal"] and summary["csim_parameters_equal"]
         print(f"C simulation vs golden on {args.samples} samples: {'bit-exact' if ok else 'MISMATCH'}")

@@ -47,5 +47,5 @@ def run(args) -> int:
     print(f"critical path {cp['total_ns']:.2f} ns: {name(cp['start'])} -> {name(cp['end'])} "
           f"(logic {cp['logic_ns']:.2f} ns, routing {cp['routing_ns']:.2f} ns"
           + (f", through {', '.join(cp['hard_blocks'])}" if cp["hard_blocks"] else "") + ")")
-    print(f"wrote {args.out}/{report['bitstream']} and report.json")
+    print(f"wrote {args.out}/ ({report['bitstream']}, report.json)")
     return 0

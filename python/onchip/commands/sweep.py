@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from . import _args
 
 DESCRIPTION = """Run every point of a sweep definition (grid over spec fields; resources, pnr, latency,
@@ -58,7 +60,9 @@ def run(args) -> int:
     records = run_sweep(args.definition, args.out, jobs=args.jobs, scheduler=args.scheduler, cache=args.cache,
                         retry_failed=args.retry_failed, progress=not args.quiet)
     counts = {s: sum(r["status"] == s for r in records) for s in ("ok", "error", "pending")}
-    print(f"{len(records)} points: {counts['ok']} ok, {counts['error']} failed; wrote {args.out}/results.csv")
+    print(f"{len(records)} points: {counts['ok']} ok, {counts['error']} failed")
+    held = sorted(p.name for p in Path(args.out).iterdir() if not p.name.startswith("."))
+    print(f"wrote {args.out}/ ({', '.join(held)})")
     failed = failure_lines(records)
     if failed:
         print("\n".join(failed), file=sys.stderr)

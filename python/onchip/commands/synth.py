@@ -33,5 +33,5 @@ def run(args) -> int:
     print(f"{args.family} ({_args.plan_words(spec, report)}): lut={report['lut']} ff={report['ff']} dsp={report['dsp']} bram={report['bram']} "
           f"lutram={report['lutram']}; latency to prediction {report['latency_cycles_prediction']} cycles, "
           f"to update {report['latency_cycles_update']} cycles, II {report['initiation_interval']}")
-    print(f"wrote {args.out}/report.json")
+    print(f"wrote {args.out}/ (report.json)")
     return 0
