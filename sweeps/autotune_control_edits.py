@@ -8,8 +8,8 @@ of the control's leak pair) or not, whether its objective is below its parent's,
 target its parent held (smallest-learner mode), its LUT change (the search's surrogate), and whether it
 set a new best so far (what the anytime objective counts) with the gain when it did.
 
-Writes ``sweeps/autotune/control_edits.json`` (rows) and ``control_edits.md`` (the table, with date,
-command and environment). Run: ``PYTHONPATH=python python sweeps/autotune_control_edits.py``
+Writes ``sweeps/autotune/control_edits.md`` (the table, with date, command and commit) and
+``control_edits.json`` (the same rows, the environment). Run: ``PYTHONPATH=python python sweeps/autotune_control_edits.py``
 (golden model only, no Yosys; about 5 minutes on 2 cores).
 """
 
@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "sweeps" / "autotune"
 RUNS = ("regression", "readout-target")
 COMMAND = "PYTHONPATH=python python sweeps/autotune_control_edits.py"
+COLUMNS = ["run", "control (leak pair)", "arm", "edits", "n", "worse", "left the target", "median LUT change",
+           "new best", "mean gain of a new best"]
 
 
 def follow(metrics: dict, which: str) -> list[dict]:
@@ -104,12 +106,11 @@ def main() -> None:
     from onchip.methods._report import environment, markdown_table
 
     t0 = time.perf_counter()
-    out, table = {}, []
+    table = []
     for run in RUNS:
         metrics = json.loads((OUT / run / "metrics.json").read_text())
         for which in ("positive", "negative"):
             rows = follow(metrics, which)
-            out[f"{run}/{which}"] = rows
             pair = " x ".join(metrics[f"{which}_control"]["leak_pair"])
             for arm in ("spark", "spark-noguard"):
                 for leaked in (True, False):
@@ -118,8 +119,8 @@ def main() -> None:
             print(f"{run} {which}: {len(rows)} edits", flush=True)
     env = environment()
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    (OUT / "control_edits.json").write_text(json.dumps({"command": COMMAND, "date": when, "rows": out,
-                                                        "environment": env}, indent=1) + "\n")
+    (OUT / "control_edits.json").write_text(json.dumps({"command": COMMAND, "date": when, "columns": COLUMNS,
+                                                        "rows": table, "environment": env}, indent=1) + "\n")
     text = [
         "# autotune's guard controls, edit by edit",
         "",
@@ -131,8 +132,7 @@ def main() -> None:
          "parent held the target fidelity, it does not (smallest-learner mode only). LUT: the search's "
          "surrogate. New best: the edit raised the best objective so far (all the anytime objective counts)."),
         "",
-        markdown_table(["run", "control (leak pair)", "arm", "edits", "n", "worse", "left the target",
-                        "median LUT change", "new best", "mean gain of a new best"], table),
+        markdown_table(COLUMNS, table),
     ]
     (OUT / "control_edits.md").write_text("\n".join(text))
     print(f"wrote {OUT / 'control_edits.md'}")
