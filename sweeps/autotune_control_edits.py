@@ -89,10 +89,11 @@ def follow(metrics: dict, which: str) -> list[dict]:
     return rows
 
 
-def summary(rows: list[dict], leaked: bool, arm: str) -> list:
-    """One table row: edits, share worse than the parent, share leaving the target, median LUT change,
-    share setting a new best so far, mean gain of those."""
-    r = [x for x in rows if x["arm"] == arm and x["leaked"] == leaked]
+def summary(rows: list[dict], leaked: bool | None, arm: str) -> list:
+    """One table row of ``arm``'s leaked edits, its others, or all (``leaked`` None): edits, share worse
+    than the parent, share leaving the target, median LUT change, share setting a new best so far,
+    mean gain of those."""
+    r = [x for x in rows if x["arm"] == arm and leaked in (None, x["leaked"])]
     if not r:
         return [0, "-", "-", "-", "-", "-"]
     left = [x["left_target"] for x in r if x["left_target"] is not None]
@@ -113,8 +114,8 @@ def main() -> None:
             rows = follow(metrics, which)
             pair = " x ".join(metrics[f"{which}_control"]["leak_pair"])
             for arm in ("spark", "spark-noguard"):
-                for leaked in (True, False):
-                    table.append([run, f"{which} ({pair})", arm, "leaked" if leaked else "other",
+                for leaked in (True, False, None):
+                    table.append([run, f"{which} ({pair})", arm, {True: "leaked", False: "other", None: "all"}[leaked],
                                   *summary(rows, leaked, arm)])
             print(f"{run} {which}: {len(rows)} edits", flush=True)
     env = environment()
