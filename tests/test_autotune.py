@@ -294,6 +294,33 @@ def test_target_mode_ranks_smaller_designs_that_hold_the_target_first():
     assert res.best() is max((a, b), key=lambda e: e.accuracy)
 
 
+def test_on_edit_sees_each_evaluated_edit_with_its_parent_and_does_not_steer():
+    """run_edit_arm's on_edit: one call per evaluated edit, in order, the child an edit of an earlier
+    evaluation; the same search as without it."""
+    from onchip.methods._report import rng
+
+    class Counted:  # an evaluator without a golden run: fewer parameters score higher
+        evaluations = 0
+
+        def __call__(self, spec):
+            self.evaluations += 1
+            e = _ev(spec)
+            return Evaluation(spec, e.accuracy, True, -float(spec.parameter_count()), e.diagnostics, e.resources)
+
+    runs, seen = [], []
+    for hook in (None, lambda parent, child: seen.append((parent, child))):
+        ev = Counted()
+        runs.append(search.run_edit_arm("spark-noguard", PRESETS["mlp-readout"], ev, 8, rng(0, "test-on-edit"),
+                                        leak=0.5, leak_pairs=frozenset({frozenset(("NUMERICS", "TOPOLOGY"))}),
+                                        on_edit=hook))
+    plain, hooked = runs
+    assert [e.spec for e in hooked.history] == [e.spec for e in plain.history]
+    assert [child for _, child in seen] == hooked.history[1:] and len(seen) == 7
+    for k, (parent, child) in enumerate(seen):
+        assert any(parent is e for e in hooked.history[: k + 1])
+        assert space.factors_touched(parent.spec, child.spec)
+
+
 def test_diagnostics_on_planted_streams():
     """Inputs beyond the format saturate; a constant error sets the error level; zero predictions on a
     ±1 target round no update to zero; a post-drift burst of errors is the recovery excess."""

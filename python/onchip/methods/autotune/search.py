@@ -32,6 +32,7 @@ entangled (:mod:`.interaction`) and lets it through when their effects add.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -341,9 +342,12 @@ def propose_edit(arm: str, parent: Evaluation, rng: np.random.Generator, entangl
 
 def run_edit_arm(arm: str, start: LearnerSpec, evaluator: Evaluator, budget: int, rng: np.random.Generator,
                  max_proposals: int | None = None, entangled: frozenset | None = None,
-                 leak: float = 0.0, leak_pairs: frozenset | None = None) -> ArmResult:
+                 leak: float = 0.0, leak_pairs: frozenset | None = None,
+                 on_edit: Callable[[Evaluation, Evaluation], None] | None = None) -> ArmResult:
     """Evolve from ``start`` with an edit arm until ``budget`` evaluations (or ``max_proposals``);
-    ``entangled``, ``leak`` and ``leak_pairs`` as in :func:`propose_edit`.
+    ``entangled``, ``leak`` and ``leak_pairs`` as in :func:`propose_edit`. ``on_edit(parent, child)``
+    is called with each evaluated edit (the parent's and the child's :class:`Evaluation`), in order;
+    it sees the search, it does not steer it.
 
     Raises:
         ValueError: unknown arm.
@@ -378,6 +382,8 @@ def run_edit_arm(arm: str, start: LearnerSpec, evaluator: Evaluator, budget: int
         for pair in _pairs(touched, factor):
             res.cross_pairs[pair] = res.cross_pairs.get(pair, 0) + 1
         res.history.append(evaluator(child))
+        if on_edit is not None:
+            on_edit(parent, res.history[-1])
     return res
 
 
