@@ -7,6 +7,7 @@ import copy
 import json
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -191,6 +192,39 @@ def test_missing_tools_are_skipped_never_passed(monkeypatch, tmp_path):
     with pytest.raises(pytest.skip.Exception):
         assert_verified(SPEC, samples=20)
     assert main(["verify", "--spec", SPEC, "--samples", "20", "--quiet"]) == 1
+
+
+def test_an_interrupted_formal_run_leaves_no_work_folder_and_a_failed_one_keeps_its_logs(monkeypatch, tmp_path):
+    """The formal backend's SymbiYosys jobs run in a temporary folder the report names: an interrupt
+    (no report) once left it behind (9 MB per run); a tool's failure keeps it for its logs."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(verify_mod, "_available", lambda backend: None)
+
+    def cut(*args, folder, **kw):
+        (Path(folder) / "job.log").write_text("started")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(verify_mod, "_formal_cases", cut)
+    with pytest.raises(KeyboardInterrupt):
+        verify(SPEC, backends=["formal"])
+    assert list(tmp_path.iterdir()) == []
+
+    def fail(*args, folder, **kw):
+        (Path(folder) / "job.log").write_text("sby failed")
+        raise RuntimeError("sby failed")
+
+    monkeypatch.setattr(verify_mod, "_formal_cases", fail)
+    report = verify(SPEC, backends=["formal"])
+    assert [c.status for c in report.cases] == ["error"]
+    assert (Path(report.formal_dir) / "job.log").read_text() == "sby failed"
+    given = tmp_path / "mine"
+    given.mkdir()
+    monkeypatch.setattr(verify_mod, "_formal_cases", cut)
+    with pytest.raises(KeyboardInterrupt):
+        verify(SPEC, backends=["formal"], formal_dir=given)
+    assert (given / "job.log").is_file()  # a folder the caller named is theirs
 
 
 def test_random_stream_covers_the_corners():

@@ -799,11 +799,19 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
             if backend == "hls":
                 report.cases += _hls_cases(spec, x, y, progress=progress, log=log, theta=theta, top=top, seed=seed)
             elif backend == "formal":
+                import shutil
                 import tempfile
 
                 report.formal_dir = str(formal_dir or tempfile.mkdtemp(prefix="onchip-formal-"))
-                report.cases += _formal_cases(spec, top=top, theta=theta, folder=report.formal_dir,
-                                              equivalence=equivalence, log=log)
+                try:
+                    report.cases += _formal_cases(spec, top=top, theta=theta, folder=report.formal_dir,
+                                                  equivalence=equivalence, log=log)
+                except BaseException as exc:
+                    if formal_dir is None and not isinstance(exc, Exception):
+                        # interrupted: no report will name the folder made for it, so it goes
+                        # (a tool's failure keeps it: the report points at its logs)
+                        shutil.rmtree(report.formal_dir, ignore_errors=True)
+                    raise
             else:
                 if design is None:
                     from .hw.sim import cached_design
