@@ -30,12 +30,12 @@ class Learner:
         backend: a name of :func:`onchip.backends.backend_names` (``"golden"``, ``"float"``,
             ``"rtl"``, ``"cocotb"``, ``"hls"``).
         theta: initial parameters (P,): raw ``coef`` integers, or floats for ``"float"``;
-            with ``spec.channels`` = N > 1, (N, P) (a bank per channel) or (P,) (every
+            with ``spec.channels`` = C > 1, (C, P) (a bank per channel) or (P,) (every
             channel); default: the spec's seeded initial parameters (in every channel).
 
-    Channels: with N > 1 channels the learner is N independent learners on one datapath (one
-    per qubit of a multiplexed readout). Every call then takes ``channel`` (N,) integers in
-    [0, N), the channel of each sample, and refuses a call without it; channel c's predictions
+    Channels: with C > 1 channels the learner is C independent learners on one datapath (one
+    per qubit of a multiplexed readout). Every call of N samples then takes ``channel`` (N,)
+    integers in [0, C), the channel of each sample, and refuses a call without it; channel c's predictions
     and parameters are those of a single-channel sequential learner run on channel c's samples
     alone, whatever the order of channels in the stream. With one channel, ``channel`` may be
     left out (or all zeros).
@@ -109,7 +109,7 @@ class Learner:
 
     @property
     def parameters(self) -> np.ndarray:
-        """Current parameters (P,), (N, P) with N > 1 channels: raw int64 ``coef`` values, or
+        """Current parameters (P,), (C, P) with C > 1 channels: raw int64 ``coef`` values, or
         float64 for ``"float"``. A copy.
 
         Setting it checks and loads new parameters (raises ValueError like ``theta``)."""
