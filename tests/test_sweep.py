@@ -406,3 +406,66 @@ def test_grid_fields_of_an_mlp_point_keep_its_key_and_a_table_bits_default_is_st
     assert kan["spec"]["basis_table_bits"] == 6 and "grid_size" not in mlp["spec"]
     assert mlp["spec"] == PRESETS["mlp-regression"].replace(widths=(1, 2, 1), init_scale=0.1, staleness=4,
                                                             learning_rate=2.0**-4, name="").to_dict()
+
+
+def test_a_backend_that_fails_fails_the_point_and_keeps_the_other_backends_figures(monkeypatch):
+    import onchip.run
+
+    real = onchip.run.run_backend
+
+    def golden_fails(backend, *args, **kwargs):
+        if backend == "golden":
+            raise ValueError("golden broke\nsecond line")
+        return real(backend, *args, **kwargs)
+
+    monkeypatch.setattr(onchip.run, "run_backend", golden_fails)
+    d = {"sweep": {"compute": ["accuracy"]},
+         "accuracy": {"samples": 200, "backends": ["golden", "float"]},
+         "grid": [{"preset": "kan-regression"}]}
+    (point,) = sweep.expand(d)
+    rec = sweep.evaluate_point(point)
+    assert rec["status"] == "error"
+    assert rec["error"] == "accuracy: golden: ValueError: golden broke"
+    assert math.isnan(rec["results"]["golden_mse"]) and rec["results"]["golden_error"] == "golden broke"
+    assert math.isfinite(rec["results"]["float_mse"])
+
+
+@pytest.mark.parametrize("where", ["grid", "base"])
+def test_accuracy_refuses_a_channels_spec_up_front_in_one_line(where, tmp_path, capsys):
+    from onchip.cli import main
+
+    d = {"sweep": {"compute": ["accuracy"]}, "grid": [{"preset": "kan-regression"}]}
+    if where == "grid":
+        d["grid"][0]["channels"] = [1, 3]
+    else:
+        d["base"] = {"channels": 3}
+    path = _write_toml(tmp_path / "sweep.toml", d)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "accuracy: channels = 3: accuracy runs one task stream through one learner" in err, err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()
+    # the hardware computations take a channels axis
+    d["sweep"]["compute"] = ["latency"]
+    assert {p["spec"].get("channels", 1) for p in sweep.expand(d)} >= {3}
+
+
+@pytest.mark.parametrize("table, value, message", [
+    ("pnr", {"seed": -1}, "pnr.seed must be a non-negative integer, got -1"),
+    ("grid", {"preset": "kan-regression", "grid_size": []}, "[[grid]] 1: axis grid_size is empty"),
+    ("grid", {"preset": "kan-regression", "widths": []}, "[[grid]] 1: axis widths is empty"),
+])
+def test_a_bad_pnr_seed_or_an_empty_axis_is_refused_before_any_work(table, value, message, tmp_path, capsys):
+    from onchip.cli import main
+
+    d = {"sweep": {"compute": ["pnr"]}, "grid": [{"preset": "kan-regression"}]}
+    if table == "grid":
+        d["grid"] = [{"preset": "kan-regression"}, value]
+        message = message.replace("1", "2", 1)
+    else:
+        d[table] = value
+    path = _write_toml(tmp_path / "sweep.toml", d)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()

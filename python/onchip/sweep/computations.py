@@ -59,6 +59,8 @@ class Computation:
             (``folder``: the definition's folder, for relative paths).
         finish: ``finish(records, points, progress) -> records`` runs in the driver on
             every record after the points finished; its figures are never cached.
+        check_spec: ``check_spec(spec, config)`` raises ValueError for a point's spec the
+            computation cannot run (checked when the grid is expanded, before any work).
     """
 
     name: str
@@ -69,6 +71,7 @@ class Computation:
     axes: tuple[str, ...] = ()
     prepare: Callable[[dict, str], dict] | None = None
     finish: Callable[[list, list, bool], list] | None = None
+    check_spec: Callable[[Any, dict], None] | None = None
 
     def settings(self, section: Mapping, params: Mapping, folder: str = ".") -> dict:
         """One point's settings: defaults, then the definition's table, then the point's axes.
@@ -90,6 +93,20 @@ class Computation:
         except ValueError as exc:
             raise ValueError(f"{self.name}.{exc}") from None
         return config
+
+
+class PartialFailure(Exception):
+    """A computation that failed in part (e.g. one backend of ``accuracy``): the point is failed,
+    and the figures it did compute are kept in its record.
+
+    Args:
+        message: what failed (the point's error).
+        figures: the computation's figures, those that failed as NaN.
+    """
+
+    def __init__(self, message: str, figures: dict):
+        super().__init__(message)
+        self.figures = figures
 
 
 #: The registered computations by name, in the order a point runs them.
@@ -154,7 +171,7 @@ def _check_pnr(config: dict) -> None:
     from ..flow.boards import get_board
 
     get_board(config["board"], vendor="lattice")
-    _need(is_integer(config["seed"]), "seed", config["seed"], "an integer")
+    _need(is_integer(config["seed"]) and config["seed"] >= 0, "seed", config["seed"], "a non-negative integer")
 
 
 def _pnr(state: PointState, config: dict) -> dict:
@@ -211,6 +228,14 @@ def _check_accuracy(config: dict) -> None:
     _need(is_integer(config["seed"]) and config["seed"] >= 0, "seed", config["seed"], "a non-negative integer")
 
 
+def _check_accuracy_spec(spec, config: dict) -> None:
+    # a task stream is one learner's: a channels = N learner would need N streams (onchip run --qubits N)
+    if spec.channels > 1:
+        raise ValueError(f"channels = {spec.channels}: accuracy runs one task stream through one learner; "
+                         "sweep channels with resources, pnr or latency (onchip run --qubits N runs a stream "
+                         "per channel)")
+
+
 def expand_path_vars(value: str, field: str) -> str:
     """``value`` with its environment variables (``$NAME``, ``${NAME}``) filled in.
 
@@ -253,14 +278,18 @@ def _accuracy(state: PointState, config: dict) -> dict:
                                data=config.get("data"))
     columns = TASK_METRICS[config["task"]]
     out = {"task": config["task"]}
+    failed = []
     for backend in config["backends"]:
         try:
             run = run_backend(backend, state.spec, stream.x, stream.y, progress=False)
             metrics = tasks.evaluate(stream, run.predictions)
         except (ValueError, FloatingPointError, RuntimeError) as exc:  # one backend failing keeps the others
             out[f"{backend}_error"] = str(exc).splitlines()[0][:200]
+            failed.append(f"{backend}: {type(exc).__name__}: {out[f'{backend}_error']}")
             metrics = {}
         out.update({f"{backend}_{column}": _summary(metrics.get(metric)) for column, metric in columns.items()})
+    if failed:  # the point is failed, never ok with NaN figures
+        raise PartialFailure("; ".join(failed), out)
     return out
 
 
@@ -274,13 +303,16 @@ register_computation(Computation(
 register_computation(Computation(
     "accuracy", {"task": "drift-regression", "data": None, "samples": 20_000, "seed": 0,
                  "backends": ["golden", "float"]},
-    _check_accuracy, _accuracy, axes=("task", "data"), prepare=_resolve_data))
+    _check_accuracy, _accuracy, axes=("task", "data"), prepare=_resolve_data, check_spec=_check_accuracy_spec))
 
 
 # -- one point ----------------------------------------------------------------------------------
 def evaluate_point(point: dict, workdir: str | None = None,
                    computations: "tuple[Computation, ...] | None" = None) -> dict:
     """Compute one point; never raises: a failure is returned as ``{"status": "error", "error": ...}``.
+
+    A computation that fails in part (:class:`PartialFailure`, e.g. one backend of ``accuracy``)
+    fails the point and keeps the figures it computed.
 
     Args:
         point: one entry of :func:`onchip.sweep.expand`.
@@ -316,9 +348,18 @@ def evaluate_point(point: dict, workdir: str | None = None,
             state.design = generate(spec, axis=False)
             for k in ("latency_cycles_prediction", "latency_cycles_update", "initiation_interval"):
                 results[k] = state.design.info[k]
+        failures = []
         for c in chosen:
-            results.update(c.evaluate(state, settings[c.name]))
+            try:
+                results.update(c.evaluate(state, settings[c.name]))
+            except PartialFailure as exc:  # its figures are kept; the later computations still run
+                results.update(exc.figures)
+                failures.append(f"{c.name}: {exc}")
+        if failures:
+            raise PartialFailure("; ".join(failures), {})
         status, error = "ok", ""
+    except PartialFailure as exc:
+        status, error = "error", str(exc)
     except Exception as exc:  # a failed point is recorded, the sweep goes on
         status = "error"
         error = f"{type(exc).__name__}: {exc}"
