@@ -245,9 +245,10 @@ def test_a_misspelt_table_or_key_of_a_definition_is_refused_not_ignored(extra, m
     d = {"sweep": {"compute": ["accuracy"]}, "grid": [{"preset": "kan-regression"}], **extra}
     with pytest.raises(ValueError, match=message):
         sweep.validate_definition(d)
-    sweep.validate_definition({  # the same names, spelt right
-        "sweep": {"compute": ["accuracy"], "name": "x"}, "grid": [{"preset": "kan-regression"}],
-        "accuracy": {"samples": 100}, "latency": {}, "plot": [{"x": "grid_size", "y": "lut", "series": ["kind"]}]})
+    sweep.validate_definition({  # the same names, spelt right (and columns the points compute)
+        "sweep": {"compute": ["accuracy", "resources"], "name": "x"},
+        "grid": [{"preset": "kan-regression", "grid_size": [4, 8]}], "accuracy": {"samples": 100}, "latency": {},
+        "plot": [{"x": "grid_size", "y": "lut", "series": ["preset"]}]})
 
 
 def test_example_sweep_definition_loads():
@@ -468,4 +469,35 @@ def test_a_bad_pnr_seed_or_an_empty_axis_is_refused_before_any_work(table, value
     assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("definition, table", [
+    ("sweeps/quantization/sweep.toml", "sweeps/quantization/results/results.csv"),
+    ("sweeps/resources/sweep.toml", "sweeps/resources/results/results.csv"),
+    ("sweeps/resources/reset_rom.toml", "sweeps/resources/reset_rom/results.csv"),
+    ("sweeps/latency/sweep.toml", "sweeps/latency/results/results.csv"),
+])
+def test_the_declared_columns_hold_every_column_a_committed_sweep_wrote(definition, table):
+    from pathlib import Path
+
+    from onchip.sweep.schema import table_columns
+
+    root = Path(__file__).resolve().parents[1]
+    d = sweep.load_definition(root / definition)  # its [[plot]]s pass the check before computing
+    with open(root / table) as fh:
+        written = set(next(csv.reader(fh)))
+    assert written <= table_columns(d, sweep.expand(d))
+
+
+def test_a_plot_column_no_point_computes_is_refused_before_computing(tmp_path, capsys):
+    from onchip.cli import main
+
+    d = {**_definition(tmp_path), "plot": [{"file": "a.png", "x": "grid_sise", "y": ["float_mse"]}]}
+    with pytest.raises(ValueError, match=r"\[\[plot\]\] a.png: no column 'grid_sise' in the table; its columns: "
+                                         r".*float_mse"):
+        sweep.validate_definition(d)
+    path = _write_toml(tmp_path / "sweep.toml", d)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()

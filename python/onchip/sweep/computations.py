@@ -61,6 +61,9 @@ class Computation:
             every record after the points finished; its figures are never cached.
         check_spec: ``check_spec(spec, config)`` raises ValueError for a point's spec the
             computation cannot run (checked when the grid is expanded, before any work).
+        columns: ``columns(config) -> tuple`` of the table columns its figures (and ``finish``'s)
+            fill for one point's settings; None: undeclared, so a ``[[plot]]`` column is checked
+            only after the points are computed.
     """
 
     name: str
@@ -72,6 +75,7 @@ class Computation:
     prepare: Callable[[dict, str], dict] | None = None
     finish: Callable[[list, list, bool], list] | None = None
     check_spec: Callable[[Any, dict], None] | None = None
+    columns: Callable[[dict], tuple[str, ...]] | None = None
 
     def settings(self, section: Mapping, params: Mapping, folder: str = ".") -> dict:
         """One point's settings: defaults, then the definition's table, then the point's axes.
@@ -108,6 +112,11 @@ class PartialFailure(Exception):
         super().__init__(message)
         self.figures = figures
 
+
+#: Columns of every point: its record's fields and the spec's size.
+POINT_COLUMNS = ("key", "status", "error", "seconds", "param_count", "param_bits")
+#: Columns of a point whose computations need the generated design (from its report).
+DESIGN_COLUMNS = ("latency_cycles_prediction", "latency_cycles_update", "initiation_interval")
 
 #: The registered computations by name, in the order a point runs them.
 COMPUTATIONS: dict[str, Computation] = {}
@@ -293,17 +302,28 @@ def _accuracy(state: PointState, config: dict) -> dict:
     return out
 
 
+def _accuracy_columns(config: dict) -> tuple[str, ...]:
+    return ("task", *(f"{backend}_{column}" for backend in config["backends"]
+                      for column in (*TASK_METRICS[config["task"]], "error")))
+
+
 register_computation(Computation(
-    "resources", {"family": "xcup"}, _check_resources, _resources, needs_design=True))
+    "resources", {"family": "xcup"}, _check_resources, _resources, needs_design=True,
+    columns=lambda config: ("lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry", "ff_excl_params",
+                            "logic_excl_params")))
 register_computation(Computation(
-    "pnr", {"board": "ulx3s-85f", "seed": 1}, _check_pnr, _pnr, needs_design=True))
+    "pnr", {"board": "ulx3s-85f", "seed": 1}, _check_pnr, _pnr, needs_design=True,
+    columns=lambda config: ("fmax_mhz", "pnr_logic_cells", "pnr_ff", "timing_met")))
 register_computation(Computation(
     "latency", {"clock_mhz": 200.0, "software_samples": 2000}, _check_latency, _latency, needs_design=True,
-    finish=add_software_latency))
+    finish=add_software_latency,
+    columns=lambda config: ("clock_mhz", "hw_step_ns_at_clock", "hw_ii_ns_at_clock", "hw_step_ns_fmax",
+                            "sw_step_ns", "sw_over_hw_at_clock", "sw_over_hw_fmax")))
 register_computation(Computation(
     "accuracy", {"task": "drift-regression", "data": None, "samples": 20_000, "seed": 0,
                  "backends": ["golden", "float"]},
-    _check_accuracy, _accuracy, axes=("task", "data"), prepare=_resolve_data, check_spec=_check_accuracy_spec))
+    _check_accuracy, _accuracy, axes=("task", "data"), prepare=_resolve_data, check_spec=_check_accuracy_spec,
+    columns=_accuracy_columns))
 
 
 # -- one point ----------------------------------------------------------------------------------
@@ -346,7 +366,7 @@ def evaluate_point(point: dict, workdir: str | None = None,
             from ..hw import generate
 
             state.design = generate(spec, axis=False)
-            for k in ("latency_cycles_prediction", "latency_cycles_update", "initiation_interval"):
+            for k in DESIGN_COLUMNS:
                 results[k] = state.design.info[k]
         failures = []
         for c in chosen:
