@@ -178,11 +178,40 @@ def test_a_keras_file_of_the_wrong_container_is_refused_before_tensorflow(tmp_pa
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("attrs, match", [
+    ({}, "model.h5: an HDF5 file without a Keras model (no model_config attribute); save the model with "
+         "model.save('model.h5')"),
+    ({"layer_names": [b"dense"], "keras_version": "2.21.0"},
+     "model.h5: a weights-only file (model.save_weights); save the model with model.save('model.h5')"),
+])
+def test_an_hdf5_file_without_a_keras_model_is_refused_before_tensorflow(tmp_path, capsys, monkeypatch, attrs, match):
+    import h5py
+
+    from onchip.frontends import qkeras
+
+    def no_tensorflow():
+        raise AssertionError("TensorFlow loaded for an HDF5 file without a Keras model")
+
+    monkeypatch.setattr(qkeras, "modules", no_tensorflow)
+    path = tmp_path / "model.h5"
+    with h5py.File(path, "w") as h5:
+        h5["a"] = [1, 2, 3]
+        h5.attrs.update(attrs)
+    assert main(["import", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_hdf5_signature_after_a_user_block_is_accepted(tmp_path):
+    import h5py
+
     from onchip.frontends.qkeras import HDF5_SIGNATURE, _check_container
 
     path = tmp_path / "model.h5"
-    path.write_bytes(b"\0" * 512 + HDF5_SIGNATURE + b"\0" * 64)  # HDF5 allows a user block of 512, 1024, ...
+    with h5py.File(path, "w", userblock_size=512) as h5:  # HDF5 allows a user block of 512, 1024, ...
+        h5.attrs["model_config"] = '{"class_name": "Sequential"}'
+    assert path.read_bytes()[512:520] == HDF5_SIGNATURE
     _check_container(path)
     path.write_bytes(b"\0" * 700 + HDF5_SIGNATURE + b"\0" * 64)  # not at a permitted offset
     with pytest.raises(ValueError, match="not an HDF5 file"):

@@ -81,3 +81,21 @@ def test_every_accuracy_figure_has_the_command_that_reproduces_it_beside_it():
             for page in sorted((ROOT / "docs").glob("*.md")) for unit in _units(page.read_text())
             if ACCURACY_FIGURE.search(unit) and not COMMAND.search(unit)]
     assert not bare, "\n".join(bare)
+
+
+def test_the_sites_quick_start_agrees_with_the_readme():
+    import tomllib
+
+    readme = (ROOT / "README.md").read_text().splitlines()
+    first_text = next(i for i, line in enumerate(readme[1:], 1) if line and not line.startswith("    "))
+    commands = [line.strip() for line in readme[1:first_text] if line.strip()]
+    index = (ROOT / "docs" / "index.md").read_text()
+    block = re.search(r"## Quick start\s*```sh\n(.*?)```", index, re.S).group(1)
+    assert [line.split("#")[0].strip() for line in block.splitlines()] == commands
+    assert not re.search(r"pip install onchip(\s|`|$)", index)  # not on PyPI
+    assert "not published on PyPI" in index
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    listed = set(re.findall(r"^\| `([\w-]+)` \| ", index, re.M))
+    assert set(extras) <= listed, set(extras) - listed
+    scripts = {p.name for p in (ROOT / "examples").glob("*.py")}
+    assert scripts <= set(re.findall(r"^\| `([\w-]+\.py)` \| ", index, re.M))

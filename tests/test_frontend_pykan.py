@@ -418,3 +418,30 @@ def test_only_saveckpt_checkpoints_are_offered_and_other_files_refused(tmp_path,
     assert main(["import", str(tmp_path / "state.pt"), "--out", str(tmp_path / "imp")]) == 2
     err = capsys.readouterr().err
     assert re.search(r"state\.pt: not a pykan checkpoint .*model\.saveckpt\(prefix\)", err) and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("config, state, message", [
+    # truncated YAML: its own cause, not the base_fun_name advice
+    ("a: [\n", "junk\n", r"b_config\.yml: not valid YAML \(line 2: expected the node content, but found "
+                         r"'<stream end>'\)$"),
+    # another key holding an object: no base_fun_name advice either
+    ("width: [2, 1]\nfoo: !!python/object:torch.nn.SiLU {}\n", "junk\n",
+     r"b_config\.yml: pykan's own loadckpt cannot read it: 'foo' holds a Python object, not a name "
+     r"\(could not determine a constructor .*SiLU'\)$"),
+    # a config pykan reads beside a state that is no torch file: the state file is named
+    ("width: [2, 1]\n", "junk\n", r"b_state: not a torch checkpoint \(the parameters saveckpt writes with "
+                                  r"torch.save; torch.load: "),
+    ("width: [2, 1]\n", None, r"b_state: missing \(a pykan checkpoint is"),
+])
+def test_a_broken_checkpoint_names_the_file_at_fault_and_its_cause(tmp_path, capsys, config, state, message):
+    from onchip.cli import main
+
+    (tmp_path / "b_config.yml").write_text(config)
+    if state is not None:
+        (tmp_path / "b_state").write_text(state)
+    assert main(["import", str(tmp_path / "b"), "--out", str(tmp_path / "imp")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert re.search(message, err.strip()), err
+    assert "base_fun_name" not in err
+    assert not (tmp_path / "imp").exists()

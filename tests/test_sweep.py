@@ -245,9 +245,10 @@ def test_a_misspelt_table_or_key_of_a_definition_is_refused_not_ignored(extra, m
     d = {"sweep": {"compute": ["accuracy"]}, "grid": [{"preset": "kan-regression"}], **extra}
     with pytest.raises(ValueError, match=message):
         sweep.validate_definition(d)
-    sweep.validate_definition({  # the same names, spelt right
-        "sweep": {"compute": ["accuracy"], "name": "x"}, "grid": [{"preset": "kan-regression"}],
-        "accuracy": {"samples": 100}, "latency": {}, "plot": [{"x": "grid_size", "y": "lut", "series": ["kind"]}]})
+    sweep.validate_definition({  # the same names, spelt right (and columns the points compute)
+        "sweep": {"compute": ["accuracy", "resources"], "name": "x"},
+        "grid": [{"preset": "kan-regression", "grid_size": [4, 8]}], "accuracy": {"samples": 100}, "latency": {},
+        "plot": [{"x": "grid_size", "y": "lut", "series": ["preset"]}]})
 
 
 def test_example_sweep_definition_loads():
@@ -406,3 +407,97 @@ def test_grid_fields_of_an_mlp_point_keep_its_key_and_a_table_bits_default_is_st
     assert kan["spec"]["basis_table_bits"] == 6 and "grid_size" not in mlp["spec"]
     assert mlp["spec"] == PRESETS["mlp-regression"].replace(widths=(1, 2, 1), init_scale=0.1, staleness=4,
                                                             learning_rate=2.0**-4, name="").to_dict()
+
+
+def test_a_backend_that_fails_fails_the_point_and_keeps_the_other_backends_figures(monkeypatch):
+    import onchip.run
+
+    real = onchip.run.run_backend
+
+    def golden_fails(backend, *args, **kwargs):
+        if backend == "golden":
+            raise ValueError("golden broke\nsecond line")
+        return real(backend, *args, **kwargs)
+
+    monkeypatch.setattr(onchip.run, "run_backend", golden_fails)
+    d = {"sweep": {"compute": ["accuracy"]},
+         "accuracy": {"samples": 200, "backends": ["golden", "float"]},
+         "grid": [{"preset": "kan-regression"}]}
+    (point,) = sweep.expand(d)
+    rec = sweep.evaluate_point(point)
+    assert rec["status"] == "error"
+    assert rec["error"] == "accuracy: golden: ValueError: golden broke"
+    assert math.isnan(rec["results"]["golden_mse"]) and rec["results"]["golden_error"] == "golden broke"
+    assert math.isfinite(rec["results"]["float_mse"])
+
+
+@pytest.mark.parametrize("where", ["grid", "base"])
+def test_accuracy_refuses_a_channels_spec_up_front_in_one_line(where, tmp_path, capsys):
+    from onchip.cli import main
+
+    d = {"sweep": {"compute": ["accuracy"]}, "grid": [{"preset": "kan-regression"}]}
+    if where == "grid":
+        d["grid"][0]["channels"] = [1, 3]
+    else:
+        d["base"] = {"channels": 3}
+    path = _write_toml(tmp_path / "sweep.toml", d)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "accuracy: channels = 3: accuracy runs one task stream through one learner" in err, err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()
+    # the hardware computations take a channels axis
+    d["sweep"]["compute"] = ["latency"]
+    assert {p["spec"].get("channels", 1) for p in sweep.expand(d)} >= {3}
+
+
+@pytest.mark.parametrize("table, value, message", [
+    ("pnr", {"seed": -1}, "pnr.seed must be a non-negative integer, got -1"),
+    ("grid", {"preset": "kan-regression", "grid_size": []}, "[[grid]] 1: axis grid_size is empty"),
+    ("grid", {"preset": "kan-regression", "widths": []}, "[[grid]] 1: axis widths is empty"),
+])
+def test_a_bad_pnr_seed_or_an_empty_axis_is_refused_before_any_work(table, value, message, tmp_path, capsys):
+    from onchip.cli import main
+
+    d = {"sweep": {"compute": ["pnr"]}, "grid": [{"preset": "kan-regression"}]}
+    if table == "grid":
+        d["grid"] = [{"preset": "kan-regression"}, value]
+        message = message.replace("1", "2", 1)
+    else:
+        d[table] = value
+    path = _write_toml(tmp_path / "sweep.toml", d)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("definition, table", [
+    ("sweeps/quantization/sweep.toml", "sweeps/quantization/results/results.csv"),
+    ("sweeps/resources/sweep.toml", "sweeps/resources/results/results.csv"),
+    ("sweeps/resources/reset_rom.toml", "sweeps/resources/reset_rom/results.csv"),
+    ("sweeps/latency/sweep.toml", "sweeps/latency/results/results.csv"),
+])
+def test_the_declared_columns_hold_every_column_a_committed_sweep_wrote(definition, table):
+    from pathlib import Path
+
+    from onchip.sweep.schema import table_columns
+
+    root = Path(__file__).resolve().parents[1]
+    d = sweep.load_definition(root / definition)  # its [[plot]]s pass the check before computing
+    with open(root / table) as fh:
+        written = set(next(csv.reader(fh)))
+    assert written <= table_columns(d, sweep.expand(d))
+
+
+def test_a_plot_column_no_point_computes_is_refused_before_computing(tmp_path, capsys):
+    from onchip.cli import main
+
+    d = {**_definition(tmp_path), "plot": [{"file": "a.png", "x": "grid_sise", "y": ["float_mse"]}]}
+    with pytest.raises(ValueError, match=r"\[\[plot\]\] a.png: no column 'grid_sise' in the table; its columns: "
+                                         r".*float_mse"):
+        sweep.validate_definition(d)
+    path = _write_toml(tmp_path / "sweep.toml", d)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()

@@ -629,6 +629,41 @@ def output_error(model, imported: PykanImport, x=None) -> dict:
             "outside_model_grid_fraction": float(np.mean(outside))}
 
 
+def _check_checkpoint_files(prefix: str) -> None:
+    """Read the two files pykan's ``loadckpt`` reads as it does (``yaml.safe_load``, ``torch.load``),
+    so that a failure names the file and its cause: ValueError."""
+    import torch
+    import yaml
+
+    config, state = f"{prefix}_config.yml", f"{prefix}_state"
+    if not Path(config).is_file():
+        raise ValueError(f"{config}: no such file (a pykan checkpoint is <prefix>_config.yml beside <prefix>_state)")
+    try:
+        yaml.safe_load(Path(config).read_text(errors="replace"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = (getattr(exc, "problem", None) or str(exc)).splitlines()[0]
+        if not (isinstance(exc, yaml.constructor.ConstructorError) and "python/" in problem):
+            where = f"line {mark.line + 1}: " if mark is not None else ""
+            raise ValueError(f"{config}: not valid YAML ({where}{problem})") from None
+        lines = Path(config).read_text(errors="replace").splitlines()
+        key = lines[mark.line].split(":")[0].strip() if mark is not None and mark.line < len(lines) else "?"
+        # saveckpt after prune_input writes the base function as an object: the one cause we know
+        hint = ("; pykan's prune_input leaves base_fun_name so. Save again after `del model.base_fun_name; "
+                "model.base_fun_name = 'silu'` (the base function's name)" if key == "base_fun_name" else "")
+        raise ValueError(f"{config}: pykan's own loadckpt cannot read it: {key!r} holds a Python object, not a "
+                         f"name ({problem}){hint}") from None
+    if not Path(state).is_file():
+        raise ValueError(f"{state}: missing (a pykan checkpoint is <prefix>_config.yml beside <prefix>_state, "
+                         "both written by model.saveckpt(prefix))")
+    try:
+        torch.load(state, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, KeyError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+        raise ValueError(f"{state}: not a torch checkpoint (the parameters saveckpt writes with torch.save; "
+                         f"torch.load: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+                         ) from None
+
+
 def load_pykan(path: str | Path):
     """Load a pykan model saved with ``model.saveckpt(prefix)``.
 
@@ -639,12 +674,11 @@ def load_pykan(path: str | Path):
 
     Raises:
         ValueError: naming the path: no checkpoint there, or one that pykan's own ``loadckpt``
-            cannot load, and why (for instance a config that holds a Python object where pykan
-            writes a name: ``saveckpt`` after ``prune_input`` writes its base function so).
+            cannot load, and why: the file at fault (a config that is not valid YAML, or that holds a
+            Python object where pykan writes a name, as ``saveckpt`` after ``prune_input`` writes its
+            base function; a ``_state`` that is missing or not a torch file).
         onchip.extras.MissingExtra: torch or pykan is missing.
     """
-    import yaml
-
     _, kan = modules()
     p = Path(path)
     prefix = None
@@ -661,16 +695,9 @@ def load_pykan(path: str | Path):
         raise ValueError(f"{path}: not a pykan checkpoint (<prefix>_config.yml beside <prefix>_state); save the "
                          "model with model.saveckpt(prefix) (pykan cannot torch.save a KAN)")
     config = f"{prefix}_config.yml"
+    _check_checkpoint_files(prefix)
     try:
         model = kan.MultKAN.loadckpt(prefix)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        lines = Path(config).read_text(errors="replace").splitlines()
-        key = lines[mark.line].split(":")[0].strip() if mark is not None and mark.line < len(lines) else "?"
-        problem = (getattr(exc, "problem", None) or str(exc)).splitlines()[0]
-        raise ValueError(f"{config}: pykan's own loadckpt cannot read it: {key!r} holds a Python object, not a "
-                         f"name ({problem}); pykan's prune_input leaves base_fun_name so. Save again after "
-                         "`del model.base_fun_name; model.base_fun_name = 'silu'` (the base function's name)") from None
     except (OSError, RuntimeError, KeyError, ValueError, EOFError, pickle.UnpicklingError) as exc:
         what = f"missing {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
         raise ValueError(f"{config}: pykan's own loadckpt cannot load this checkpoint ({type(exc).__name__}: "

@@ -798,7 +798,8 @@ HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 def _check_container(path: Path) -> None:
     """Refuse a file that is not the container its suffix names: HDF5 for ``.h5``/``.hdf5``, a zip
-    archive for ``.keras`` (ValueError naming the file)."""
+    archive for ``.keras`` (ValueError naming the file); and an HDF5 file that holds no Keras model
+    (no ``model_config`` attribute: a ``save_weights`` file, another tool's data), read with h5py."""
     if not path.is_file():
         return  # Keras names a missing file itself
     size = path.stat().st_size
@@ -811,9 +812,26 @@ def _check_container(path: Path) -> None:
         while offset + len(HDF5_SIGNATURE) <= size:
             f.seek(offset)
             if f.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
-                return
+                return _check_keras_hdf5(path)
             offset = 512 if offset == 0 else 2 * offset
     raise ValueError(f"{path}: not an HDF5 file (no HDF5 signature); save the model with model.save('model.h5')")
+
+
+def _check_keras_hdf5(path: Path) -> None:
+    """Refuse an HDF5 file without the ``model_config`` attribute Keras' ``model.save`` writes at
+    its root (Keras would say so only after TensorFlow has loaded, with a GFile repr)."""
+    import h5py  # a requirement of hls4ml, which the core installs
+
+    try:
+        with h5py.File(path, "r") as h5:
+            attrs = set(h5.attrs)
+    except OSError as exc:
+        raise ValueError(f"{path}: h5py cannot read this HDF5 file ({str(exc).splitlines()[0]})") from None
+    if "model_config" in attrs:
+        return
+    what = ("a weights-only file (model.save_weights)" if "layer_names" in attrs
+            else "an HDF5 file without a Keras model (no model_config attribute)")
+    raise ValueError(f"{path}: {what}; save the model with model.save('model.h5')")
 
 
 def load_qkeras(path: str | Path):

@@ -37,7 +37,10 @@ with their ratio.
 A grid key that is neither a spec field nor one of these is refused as an
 ``unknown spec field(s)``, as for a spec file; so is a table, a ``[sweep]`` or ``[[plot]]``
 key or a computation's setting the reader does not know, with the closest known name
-(a misspelt one would be skipped: a default used in its place, a plot never drawn). Environment variables in ``data``
+(a misspelt one would be skipped: a default used in its place, a plot never drawn); so are an empty
+axis, a ``[[plot]]`` column no point computes and a ``channels > 1`` point with ``accuracy`` (a task
+stream feeds one learner), all before any work. A backend of ``accuracy`` that fails fails its
+point. Environment variables in ``data``
 (``$NAME``, ``${NAME}``) are filled in; an unset one is refused by name.
 
 Every point is keyed by a SHA-256 of its spec, its computation settings and

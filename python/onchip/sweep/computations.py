@@ -59,6 +59,11 @@ class Computation:
             (``folder``: the definition's folder, for relative paths).
         finish: ``finish(records, points, progress) -> records`` runs in the driver on
             every record after the points finished; its figures are never cached.
+        check_spec: ``check_spec(spec, config)`` raises ValueError for a point's spec the
+            computation cannot run (checked when the grid is expanded, before any work).
+        columns: ``columns(config) -> tuple`` of the table columns its figures (and ``finish``'s)
+            fill for one point's settings; None: undeclared, so a ``[[plot]]`` column is checked
+            only after the points are computed.
     """
 
     name: str
@@ -69,6 +74,8 @@ class Computation:
     axes: tuple[str, ...] = ()
     prepare: Callable[[dict, str], dict] | None = None
     finish: Callable[[list, list, bool], list] | None = None
+    check_spec: Callable[[Any, dict], None] | None = None
+    columns: Callable[[dict], tuple[str, ...]] | None = None
 
     def settings(self, section: Mapping, params: Mapping, folder: str = ".") -> dict:
         """One point's settings: defaults, then the definition's table, then the point's axes.
@@ -91,6 +98,25 @@ class Computation:
             raise ValueError(f"{self.name}.{exc}") from None
         return config
 
+
+class PartialFailure(Exception):
+    """A computation that failed in part (e.g. one backend of ``accuracy``): the point is failed,
+    and the figures it did compute are kept in its record.
+
+    Args:
+        message: what failed (the point's error).
+        figures: the computation's figures, those that failed as NaN.
+    """
+
+    def __init__(self, message: str, figures: dict):
+        super().__init__(message)
+        self.figures = figures
+
+
+#: Columns of every point: its record's fields and the spec's size.
+POINT_COLUMNS = ("key", "status", "error", "seconds", "param_count", "param_bits")
+#: Columns of a point whose computations need the generated design (from its report).
+DESIGN_COLUMNS = ("latency_cycles_prediction", "latency_cycles_update", "initiation_interval")
 
 #: The registered computations by name, in the order a point runs them.
 COMPUTATIONS: dict[str, Computation] = {}
@@ -154,7 +180,7 @@ def _check_pnr(config: dict) -> None:
     from ..flow.boards import get_board
 
     get_board(config["board"], vendor="lattice")
-    _need(is_integer(config["seed"]), "seed", config["seed"], "an integer")
+    _need(is_integer(config["seed"]) and config["seed"] >= 0, "seed", config["seed"], "a non-negative integer")
 
 
 def _pnr(state: PointState, config: dict) -> dict:
@@ -211,6 +237,14 @@ def _check_accuracy(config: dict) -> None:
     _need(is_integer(config["seed"]) and config["seed"] >= 0, "seed", config["seed"], "a non-negative integer")
 
 
+def _check_accuracy_spec(spec, config: dict) -> None:
+    # a task stream is one learner's: a channels = N learner would need N streams (onchip run --qubits N)
+    if spec.channels > 1:
+        raise ValueError(f"channels = {spec.channels}: accuracy runs one task stream through one learner; "
+                         "sweep channels with resources, pnr or latency (onchip run --qubits N runs a stream "
+                         "per channel)")
+
+
 def expand_path_vars(value: str, field: str) -> str:
     """``value`` with its environment variables (``$NAME``, ``${NAME}``) filled in.
 
@@ -253,34 +287,52 @@ def _accuracy(state: PointState, config: dict) -> dict:
                                data=config.get("data"))
     columns = TASK_METRICS[config["task"]]
     out = {"task": config["task"]}
+    failed = []
     for backend in config["backends"]:
         try:
             run = run_backend(backend, state.spec, stream.x, stream.y, progress=False)
             metrics = tasks.evaluate(stream, run.predictions)
         except (ValueError, FloatingPointError, RuntimeError) as exc:  # one backend failing keeps the others
             out[f"{backend}_error"] = str(exc).splitlines()[0][:200]
+            failed.append(f"{backend}: {type(exc).__name__}: {out[f'{backend}_error']}")
             metrics = {}
         out.update({f"{backend}_{column}": _summary(metrics.get(metric)) for column, metric in columns.items()})
+    if failed:  # the point is failed, never ok with NaN figures
+        raise PartialFailure("; ".join(failed), out)
     return out
 
 
+def _accuracy_columns(config: dict) -> tuple[str, ...]:
+    return ("task", *(f"{backend}_{column}" for backend in config["backends"]
+                      for column in (*TASK_METRICS[config["task"]], "error")))
+
+
 register_computation(Computation(
-    "resources", {"family": "xcup"}, _check_resources, _resources, needs_design=True))
+    "resources", {"family": "xcup"}, _check_resources, _resources, needs_design=True,
+    columns=lambda config: ("lut", "ff", "dsp", "bram", "bram_unit", "lutram", "carry", "ff_excl_params",
+                            "logic_excl_params")))
 register_computation(Computation(
-    "pnr", {"board": "ulx3s-85f", "seed": 1}, _check_pnr, _pnr, needs_design=True))
+    "pnr", {"board": "ulx3s-85f", "seed": 1}, _check_pnr, _pnr, needs_design=True,
+    columns=lambda config: ("fmax_mhz", "pnr_logic_cells", "pnr_ff", "timing_met")))
 register_computation(Computation(
     "latency", {"clock_mhz": 200.0, "software_samples": 2000}, _check_latency, _latency, needs_design=True,
-    finish=add_software_latency))
+    finish=add_software_latency,
+    columns=lambda config: ("clock_mhz", "hw_step_ns_at_clock", "hw_ii_ns_at_clock", "hw_step_ns_fmax",
+                            "sw_step_ns", "sw_over_hw_at_clock", "sw_over_hw_fmax")))
 register_computation(Computation(
     "accuracy", {"task": "drift-regression", "data": None, "samples": 20_000, "seed": 0,
                  "backends": ["golden", "float"]},
-    _check_accuracy, _accuracy, axes=("task", "data"), prepare=_resolve_data))
+    _check_accuracy, _accuracy, axes=("task", "data"), prepare=_resolve_data, check_spec=_check_accuracy_spec,
+    columns=_accuracy_columns))
 
 
 # -- one point ----------------------------------------------------------------------------------
 def evaluate_point(point: dict, workdir: str | None = None,
                    computations: "tuple[Computation, ...] | None" = None) -> dict:
     """Compute one point; never raises: a failure is returned as ``{"status": "error", "error": ...}``.
+
+    A computation that fails in part (:class:`PartialFailure`, e.g. one backend of ``accuracy``)
+    fails the point and keeps the figures it computed.
 
     Args:
         point: one entry of :func:`onchip.sweep.expand`.
@@ -314,11 +366,20 @@ def evaluate_point(point: dict, workdir: str | None = None,
             from ..hw import generate
 
             state.design = generate(spec, axis=False)
-            for k in ("latency_cycles_prediction", "latency_cycles_update", "initiation_interval"):
+            for k in DESIGN_COLUMNS:
                 results[k] = state.design.info[k]
+        failures = []
         for c in chosen:
-            results.update(c.evaluate(state, settings[c.name]))
+            try:
+                results.update(c.evaluate(state, settings[c.name]))
+            except PartialFailure as exc:  # its figures are kept; the later computations still run
+                results.update(exc.figures)
+                failures.append(f"{c.name}: {exc}")
+        if failures:
+            raise PartialFailure("; ".join(failures), {})
         status, error = "ok", ""
+    except PartialFailure as exc:
+        status, error = "error", str(exc)
     except Exception as exc:  # a failed point is recorded, the sweep goes on
         status = "error"
         error = f"{type(exc).__name__}: {exc}"

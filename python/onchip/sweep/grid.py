@@ -16,7 +16,10 @@ from .computations import axis_names, get_computation
 SPECIAL_AXES = ("preset", "hidden", "format_width", "format_int_bits")
 
 
-def _axes(grid: dict) -> list[dict]:
+def _axes(grid: dict, where: str = "[[grid]]") -> list[dict]:
+    empty = [k for k, v in grid.items() if isinstance(v, list) and not v]
+    if empty:  # the product would have no point: the whole table silently skipped
+        raise ValueError(f"{where}: axis {', '.join(empty)} is empty (give it at least one value)")
     keys = list(grid)
     values = [v if isinstance(v, list) and not _is_widths_value(k, v) else [v] for k, v in
               ((k, grid[k]) for k in keys)]
@@ -132,7 +135,8 @@ def expand(d: dict) -> list[dict]:
     (:meth:`Computation.settings`: defaults, the definition's table, the point's axes).
 
     Raises:
-        ValueError: an invalid point or setting.
+        ValueError: an invalid point or setting, an empty axis, or a point a computation cannot
+            run (its ``check_spec``).
     """
     from ..flow.tools import tool_versions
 
@@ -141,10 +145,17 @@ def expand(d: dict) -> list[dict]:
     computations = [get_computation(name) for name in d["sweep"]["compute"]]
     folder = d.get("_dir", ".")
     points = []
-    for grid in d["grid"]:
-        for params in _axes(grid):
-            spec = point_spec(params, base).to_dict()
+    for i, grid in enumerate(d["grid"]):
+        for params in _axes(grid, f"[[grid]] {i + 1}"):
+            learner = point_spec(params, base)
+            spec = learner.to_dict()
             settings = {c.name: c.settings(d.get(c.name, {}), params, folder) for c in computations}
+            for c in computations:
+                if c.check_spec is not None:
+                    try:
+                        c.check_spec(learner, settings[c.name])
+                    except ValueError as exc:
+                        raise ValueError(f"grid point {params}: {c.name}: {exc}") from None
             points.append({"params": params, "spec": spec, "settings": settings,
                            "key": point_key(spec, settings, versions)})
     return points

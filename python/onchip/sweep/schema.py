@@ -6,7 +6,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from .computations import COMPUTATIONS
+from .computations import COMPUTATIONS, DESIGN_COLUMNS, POINT_COLUMNS
 from .grid import expand
 from .pages import check_tables
 
@@ -39,7 +39,7 @@ def validate_definition(d: dict) -> None:
 
     Raises:
         ValueError: naming the bad key and value (``sweep.compute``, ``[[grid]]``,
-            ``<computation>.<setting>`` or the grid point); an unknown table, ``[sweep]`` key,
+            ``<computation>.<setting>`` or the grid point); a ``[[plot]]`` column no point computes; an unknown table, ``[sweep]`` key,
             computation setting, ``[[plot]]`` or ``[[table]]`` key, with the closest known name (a misspelt one
             would otherwise be ignored: a default used, a plot not drawn).
     """
@@ -51,7 +51,34 @@ def validate_definition(d: dict) -> None:
     grids = d.get("grid")
     if not isinstance(grids, list) or not grids:
         raise ValueError("sweep definition needs at least one [[grid]] table")
-    expand(d)
+    _check_plot_columns(d, expand(d))
+
+
+def table_columns(d: dict, points: list[dict]) -> set[str] | None:
+    """The columns ``results.csv`` can hold for these points (:func:`onchip.sweep.expand`), or None
+    when a computation of the definition does not declare its columns."""
+    chosen = [COMPUTATIONS[name] for name in d["sweep"]["compute"]]
+    if any(c.columns is None for c in chosen):
+        return None
+    columns = set(POINT_COLUMNS) | {k for p in points for k in p["params"]}
+    if any(c.needs_design for c in chosen):
+        columns |= set(DESIGN_COLUMNS)
+    return columns | {col for p in points for c in chosen for col in c.columns(p["settings"][c.name])}
+
+
+def _check_plot_columns(d: dict, points: list[dict]) -> None:
+    """Refuse a ``[[plot]]`` column no point computes before any point is (a misspelt one would
+    otherwise be found after the whole sweep)."""
+    columns = table_columns(d, points)
+    if columns is None:
+        return
+    for plot in d.get("plot", []):
+        ys = plot["y"] if isinstance(plot["y"], list) else [plot["y"]]
+        named = [plot["x"], *ys, *plot.get("series", []), *plot.get("where", {})]
+        missing = [column for column in named if column not in columns]
+        if missing:
+            raise ValueError(f"[[plot]] {plot.get('file', 'plot.png')}: no column {', '.join(map(repr, missing))} "
+                             f"in the table; its columns: {', '.join(sorted(columns))}")
 
 
 #: the keys of ``[sweep]`` and of a ``[[plot]]`` table (:func:`onchip.sweep.report.plot_table`)
