@@ -615,7 +615,7 @@ def test_replace_marked_rewrites_only_between_the_markers_and_names_a_page_witho
             _report.replace_marked(broken, "<!-- s -->", "<!-- e -->", "x", where="c.md")
 
 
-@pytest.mark.parametrize("name", ["ais", "tapc", "autotune"])
+@pytest.mark.parametrize("name", ["ais", "tapc", "autotune", "gats"])
 def test_a_cards_measured_tables_are_what_card_tables_writes_from_the_committed_runs(name):
     # every figure between a card's markers comes from its committed metrics.json, never copied by hand
     from support import load_script
