@@ -138,7 +138,7 @@ def test_every_committed_metrics_file_has_the_command_and_the_headline(method):
 #: committed runs that predate the environment record in metrics.json (only a rerun adds it); the acrobot
 #: runs are `onchip run` outputs, whose metrics.json does not record it
 _BEFORE_ENVIRONMENT = {"dynaview", "ink", "ink/tiny-control", "ips", "ips/tiny-control", "lmaps", "logicsage",
-                       "multi2", "token-search", "fedspa",
+                       "multi2", "token-search",
                        *(f"unlearning/hardware-digits-{b}bit-class-3" for b in (2, 4, 8)),
                        *(f"acrobot/runs/{m}-acrobot-s{s}" for m in ("kan", "kan2", "mlp") for s in range(3))}
 
