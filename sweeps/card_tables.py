@@ -3,7 +3,7 @@
 Each card in :data:`CARDS` holds a block between two markers; this script rewrites the block from
 the card's committed runs, the prose around it is the card's own. tapc's and autotune's blocks are
 the tables their method's own report code writes into ``results.md`` (so a card and its results
-file never disagree), and so are gats's (its default run and its literal-judge run); ais's block is written by ``sweeps/ais/card_tables.py``, registered here so
+file never disagree), and so are gats's (its default run and its literal-judge run) and logicsage's; ais's block is written by ``sweeps/ais/card_tables.py``, registered here so
 that one command rebuilds every card. Unlearning's card is written with its README by
 ``sweeps/unlearning/make_readme.py``.
 
@@ -101,6 +101,17 @@ def gats_block() -> str:
     return "\n\n".join([*parts, END])
 
 
+def logicsage_block() -> str:
+    """logicsage's card: its command and the sections of ``sweeps/logicsage/results.md``
+    (``logicsage.experiment.results_sections``)."""
+    from onchip.methods.logicsage.experiment import results_sections
+
+    m = _metrics("logicsage")
+    return "\n\n".join([start("sweeps/logicsage/metrics.json"),
+                         f"Command: `{m['command']}` ({m['seconds']:.0f} s wall as the run recorded it)",
+                         *(s.strip("\n") for s in results_sections(m)), END])
+
+
 def _ais() -> Card:
     import importlib.util
 
@@ -117,6 +128,8 @@ CARDS: dict[str, Callable[[], Card]] = {
     "autotune": lambda: Card(ROOT / "seeds" / "autotune.md", start("sweeps/autotune/*/metrics.json"), END,
                              autotune_block),
     "gats": lambda: Card(ROOT / "seeds" / "gats.md", start("sweeps/gats*/metrics.json"), END, gats_block),
+    "logicsage": lambda: Card(ROOT / "seeds" / "logicsage.md", start("sweeps/logicsage/metrics.json"), END,
+                              logicsage_block),
 }
 
 

@@ -137,8 +137,8 @@ def test_every_committed_metrics_file_has_the_command_and_the_headline(method):
 
 #: committed runs that predate the environment record in metrics.json (only a rerun adds it); the acrobot
 #: runs are `onchip run` outputs, whose metrics.json does not record it
-_BEFORE_ENVIRONMENT = {"dynaview", "ink", "ink/tiny-control", "ips", "ips/tiny-control", "lmaps", "logicsage",
-                       "multi2", "token-search",
+_BEFORE_ENVIRONMENT = {"dynaview", "ink", "ink/tiny-control", "ips", "ips/tiny-control", "lmaps", "multi2",
+                       "token-search",
                        *(f"unlearning/hardware-digits-{b}bit-class-3" for b in (2, 4, 8)),
                        *(f"acrobot/runs/{m}-acrobot-s{s}" for m in ("kan", "kan2", "mlp") for s in range(3))}
 
@@ -634,7 +634,7 @@ def test_replace_marked_rewrites_only_between_the_markers_and_names_a_page_witho
             _report.replace_marked(broken, "<!-- s -->", "<!-- e -->", "x", where="c.md")
 
 
-@pytest.mark.parametrize("name", ["ais", "tapc", "autotune", "gats"])
+@pytest.mark.parametrize("name", ["ais", "tapc", "autotune", "gats", "logicsage"])
 def test_a_cards_measured_tables_are_what_card_tables_writes_from_the_committed_runs(name):
     # every figure between a card's markers comes from its committed metrics.json, never copied by hand
     from support import load_script
