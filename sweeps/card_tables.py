@@ -3,7 +3,7 @@
 Each card in :data:`CARDS` holds a block between two markers; this script rewrites the block from
 the card's committed runs, the prose around it is the card's own. tapc's and autotune's blocks are
 the tables their method's own report code writes into ``results.md`` (so a card and its results
-file never disagree); ais's block is written by ``sweeps/ais/card_tables.py``, registered here so
+file never disagree), and so are gats's (its default run and its literal-judge run) and logicsage's; ais's block is written by ``sweeps/ais/card_tables.py``, registered here so
 that one command rebuilds every card. Unlearning's card is written with its README by
 ``sweeps/unlearning/make_readme.py``.
 
@@ -82,6 +82,36 @@ def autotune_block() -> str:
     return "\n\n".join([*parts, END])
 
 
+#: gats's committed runs, in the card's order: (folder under sweeps, title)
+GATS = [("gats", "The actions judge (the default run)"), ("gats-literal-judge", "The literal judge")]
+
+
+def gats_block() -> str:
+    """gats's card: per committed run, its command and the controls, main, per-seed and first-feedback
+    tables of its ``results.md`` (``gats.experiment``'s report code)."""
+    from onchip.methods.gats import experiment as gats
+
+    parts = [start("sweeps/gats*/metrics.json")]
+    for folder, title in GATS:
+        m = _metrics(folder)
+        parts += [f"### {title} (`sweeps/{folder}/`)",
+                  f"Command: `{m['command']}` ({m['seconds']:.0f} s wall as the run recorded it)",
+                  gats.controls_table(m).strip("\n"), gats.results_table(m).strip("\n"),
+                  gats.per_seed_table(m).strip("\n")]
+    return "\n\n".join([*parts, END])
+
+
+def logicsage_block() -> str:
+    """logicsage's card: its command and the sections of ``sweeps/logicsage/results.md``
+    (``logicsage.experiment.results_sections``)."""
+    from onchip.methods.logicsage.experiment import results_sections
+
+    m = _metrics("logicsage")
+    return "\n\n".join([start("sweeps/logicsage/metrics.json"),
+                         f"Command: `{m['command']}` ({m['seconds']:.0f} s wall as the run recorded it)",
+                         *(s.strip("\n") for s in results_sections(m)), END])
+
+
 def _ais() -> Card:
     import importlib.util
 
@@ -97,6 +127,9 @@ CARDS: dict[str, Callable[[], Card]] = {
     "tapc": lambda: Card(ROOT / "seeds" / "tapc.md", start("sweeps/tapc/metrics.json"), END, tapc_block),
     "autotune": lambda: Card(ROOT / "seeds" / "autotune.md", start("sweeps/autotune/*/metrics.json"), END,
                              autotune_block),
+    "gats": lambda: Card(ROOT / "seeds" / "gats.md", start("sweeps/gats*/metrics.json"), END, gats_block),
+    "logicsage": lambda: Card(ROOT / "seeds" / "logicsage.md", start("sweeps/logicsage/metrics.json"), END,
+                              logicsage_block),
 }
 
 
