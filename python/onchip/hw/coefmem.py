@@ -16,11 +16,24 @@ Reads are synchronous and transparent to the bank's write port: a read whose
 address is presented in cycle t returns the word as written by the edge that
 ends cycle t, which is what a register read in cycle t + 1 returns. So a
 synchronous RAM keeps the pipeline's read-before-write timing unchanged.
+
+A LUT RAM has no read register of its own: Yosys builds the transparent read as
+the RAM's word, a multiplexer choosing the word being written on an address
+match, and a fabric register, so the write data crosses that multiplexer into
+the read register in the cycle it is formed. With ``forward`` (:class:`EdgeBanks`)
+the read is built the other way round, the same value in every cycle: the RAM's
+word registered as written before this cycle's write (a read port transparent to
+nothing), the address match and the write data registered beside it, the
+choice made after the registers (:func:`forwarded_read`). The commit's write
+data then ends at the RAM and two registers; the choice moves onto the read
+data's path.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Signal, Value
+from types import SimpleNamespace
+
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, Value
 from amaranth.lib.memory import Memory
 
 from ..fixed import Fmt
@@ -68,6 +81,30 @@ def channel_address(word: Value, channel: Value | None, span: int) -> Value:
     return Cat(word[: (span - 1).bit_length()], channel)
 
 
+def forwarded_read(m: Module, mem: Memory, wp, name: str) -> SimpleNamespace:
+    """A synchronous read port of ``mem`` transparent to its write port ``wp``, its transparency
+    made after the read register: cycle for cycle the value ``mem.read_port(transparent_for=(wp,))``
+    gives, enable and hold included (the registers added here are, like a read port's data
+    register, not reset).
+
+    Args:
+        m: module receiving the registers. mem: the memory. wp: its write port (no granularity).
+        name: prefix of the registers' names (``<name>_fwd``: the address matched a write;
+            ``<name>_wdata``: the word written).
+
+    Returns:
+        ``addr``, ``en`` (the read port's: the caller drives them) and ``data`` (the word read).
+    """
+    port = mem.read_port()  # transparent to nothing: the word as it was before this cycle's write
+    hit = Signal(name=f"{name}_fwd", reset_less=True)
+    word = Signal.like(wp.data, name=f"{name}_wdata", reset_less=True)
+    with m.If(port.en):
+        m.d.sync += [hit.eq(wp.en & (wp.addr == port.addr)), word.eq(wp.data)]
+    data = Signal.like(port.data, name=f"{name}_data")
+    m.d.comb += data.eq(Mux(hit, word, port.data))
+    return SimpleNamespace(addr=port.addr, en=port.en, data=data)
+
+
 class EdgeBanks:
     """The k+1 banks of one edge, each a :class:`amaranth.lib.memory.Memory` of
     ceil((G + k) / (k+1)) words in the coefficient format.
@@ -85,10 +122,13 @@ class EdgeBanks:
         coefs: the edge's G + k initial raw coefficients (memory contents at configuration).
         k1: k + 1. fmt: coefficient format. name: prefix of the memories' names.
         channels: the initial coefficients of every channel (N lists), instead of ``coefs``.
+        forward: the reads of a LUT RAM bank made transparent after their registers
+            (:func:`forwarded_read`; the same values, the write data off the read registers' inputs);
+            a block RAM bank keeps the RAM's own transparent read.
     """
 
     def __init__(self, m: Module, coefs: list[int] | None, k1: int, fmt: Fmt, name: str,
-                 channels: list[list[int]] | None = None):
+                 channels: list[list[int]] | None = None, forward: bool = False):
         per = [coefs] if channels is None else channels
         n = len(per[0])
         self.depth = -(-n // k1)
@@ -101,10 +141,14 @@ class EdgeBanks:
             for ch in per:
                 words = [int(ch[q]) for q in range(b, n, k1)]
                 init += words + [0] * (self.span - len(words))
-            mem = Memory(shape=fmt_shape(fmt), depth=depth, init=init,
-                         attrs={"ram_style": bank_style(depth, fmt.width, len(per))})
+            style = bank_style(depth, fmt.width, len(per))
+            mem = Memory(shape=fmt_shape(fmt), depth=depth, init=init, attrs={"ram_style": style})
             m.submodules[f"{name}_bank{b}"] = mem
             wp = mem.write_port()
             self.write.append(wp)
-            self.read.append(mem.read_port(transparent_for=(wp,)))
-            self.rmw.append(mem.read_port(transparent_for=(wp,)))
+            if forward and style == "distributed":
+                self.read.append(forwarded_read(m, mem, wp, f"{name}_bank{b}_read"))
+                self.rmw.append(forwarded_read(m, mem, wp, f"{name}_bank{b}_rmw"))
+            else:
+                self.read.append(mem.read_port(transparent_for=(wp,)))
+                self.rmw.append(mem.read_port(transparent_for=(wp,)))
