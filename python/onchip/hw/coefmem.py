@@ -17,16 +17,13 @@ address is presented in cycle t returns the word as written by the edge that
 ends cycle t, which is what a register read in cycle t + 1 returns. So a
 synchronous RAM keeps the pipeline's read-before-write timing unchanged.
 
-A LUT RAM has no read register of its own: Yosys builds the transparent read as
-the RAM's word, a multiplexer choosing the word being written on an address
-match, and a fabric register, so the write data crosses that multiplexer into
-the read register in the cycle it is formed. With ``forward`` (:class:`EdgeBanks`)
-the read is built the other way round, the same value in every cycle: the RAM's
-word registered as written before this cycle's write (a read port transparent to
-nothing), the address match and the write data registered beside it, the
-choice made after the registers (:func:`forwarded_read`). The commit's write
-data then ends at the RAM and two registers; the choice moves onto the read
-data's path.
+With ``write_behind`` (:class:`EdgeBanks`, a LUT RAM bank) the RAM is written one
+cycle after the write port is driven, from registers (:func:`write_behind_ports`), and
+each read is answered as if written at once: the RAM's read, transparent to the
+registered write, and a register of the write's word chosen after the read
+register when the addresses matched. The same words every cycle; the commit's
+new coefficient then ends at registers beside its carry chain, not at the RAM
+and its read multiplexers.
 """
 
 from __future__ import annotations
@@ -81,28 +78,45 @@ def channel_address(word: Value, channel: Value | None, span: int) -> Value:
     return Cat(word[: (span - 1).bit_length()], channel)
 
 
-def forwarded_read(m: Module, mem: Memory, wp, name: str) -> SimpleNamespace:
-    """A synchronous read port of ``mem`` transparent to its write port ``wp``, its transparency
-    made after the read register: cycle for cycle the value ``mem.read_port(transparent_for=(wp,))``
-    gives, enable and hold included (the registers added here are, like a read port's data
-    register, not reset).
+def write_behind_ports(m: Module, mem: Memory, reads: int,
+                       name: str) -> tuple[SimpleNamespace, list[SimpleNamespace]]:
+    """A write port and ``reads`` synchronous read ports of ``mem``, each read transparent to the write,
+    with the RAM written one cycle late from registers: cycle for cycle the words that
+    ``mem.write_port()`` and ``mem.read_port(transparent_for=(write,))`` give, enable and hold
+    included, and the word being written reaches only registers in its cycle.
+
+    A read at cycle t returns, at t + 1, the word the write of cycle t writes there (a register of
+    the address match and one of the word, chosen after the read register), else the RAM's word
+    read transparent to the RAM write of cycle t, which is the port's write of cycle t - 1. The
+    registers added here are, like a read port's data register, not reset, so a write driven in
+    the cycle of a reset still lands, as it does on a plain port.
 
     Args:
-        m: module receiving the registers. mem: the memory. wp: its write port (no granularity).
-        name: prefix of the registers' names (``<name>_fwd``: the address matched a write;
-            ``<name>_wdata``: the word written).
+        m: module receiving the registers. mem: the memory (no other port on it). reads: read ports.
+        name: prefix of the registers' names (``<name>_w{addr,data,en}``: the write one cycle late;
+            ``<name>_r<n>_{fwd,word}``: read n's address match and the word then written).
 
     Returns:
-        ``addr``, ``en`` (the read port's: the caller drives them) and ``data`` (the word read).
+        ``(write, reads)``: the write's ``addr``, ``data``, ``en`` and each read's ``addr``, ``en``
+        (the caller drives them all) and ``data`` (the word read).
     """
-    port = mem.read_port()  # transparent to nothing: the word as it was before this cycle's write
-    hit = Signal(name=f"{name}_fwd", reset_less=True)
-    word = Signal.like(wp.data, name=f"{name}_wdata", reset_less=True)
-    with m.If(port.en):
-        m.d.sync += [hit.eq(wp.en & (wp.addr == port.addr)), word.eq(wp.data)]
-    data = Signal.like(port.data, name=f"{name}_data")
-    m.d.comb += data.eq(Mux(hit, word, port.data))
-    return SimpleNamespace(addr=port.addr, en=port.en, data=data)
+    wp = mem.write_port()
+    write = SimpleNamespace(addr=Signal.like(wp.addr, name=f"{name}_addr"),
+                            data=Signal.like(wp.data, name=f"{name}_data"), en=Signal(name=f"{name}_en"))
+    late = [Signal.like(getattr(wp, f), name=f"{name}_w{f}", reset_less=True) for f in ("addr", "data", "en")]
+    m.d.sync += [late[0].eq(write.addr), late[1].eq(write.data), late[2].eq(write.en)]
+    m.d.comb += [wp.addr.eq(late[0]), wp.data.eq(late[1]), wp.en.eq(late[2])]
+    ports = []
+    for n in range(reads):
+        port = mem.read_port(transparent_for=(wp,))  # sees the write of the cycle before
+        hit = Signal(name=f"{name}_r{n}_fwd", reset_less=True)
+        word = Signal.like(write.data, name=f"{name}_r{n}_word", reset_less=True)
+        with m.If(port.en):
+            m.d.sync += [hit.eq(write.en & (write.addr == port.addr)), word.eq(write.data)]
+        data = Signal.like(port.data, name=f"{name}_r{n}_data")
+        m.d.comb += data.eq(Mux(hit, word, port.data))
+        ports.append(SimpleNamespace(addr=port.addr, en=port.en, data=data))
+    return write, ports
 
 
 class EdgeBanks:
@@ -122,13 +136,13 @@ class EdgeBanks:
         coefs: the edge's G + k initial raw coefficients (memory contents at configuration).
         k1: k + 1. fmt: coefficient format. name: prefix of the memories' names.
         channels: the initial coefficients of every channel (N lists), instead of ``coefs``.
-        forward: the reads of a LUT RAM bank made transparent after their registers
-            (:func:`forwarded_read`; the same values, the write data off the read registers' inputs);
-            a block RAM bank keeps the RAM's own transparent read.
+        write_behind: a LUT RAM bank written one cycle late from registers, its reads answered as
+            if written at once (:func:`write_behind_ports`: the same words); a block RAM bank keeps the
+            RAM's own ports.
     """
 
     def __init__(self, m: Module, coefs: list[int] | None, k1: int, fmt: Fmt, name: str,
-                 channels: list[list[int]] | None = None, forward: bool = False):
+                 channels: list[list[int]] | None = None, write_behind: bool = False):
         per = [coefs] if channels is None else channels
         n = len(per[0])
         self.depth = -(-n // k1)
@@ -144,11 +158,11 @@ class EdgeBanks:
             style = bank_style(depth, fmt.width, len(per))
             mem = Memory(shape=fmt_shape(fmt), depth=depth, init=init, attrs={"ram_style": style})
             m.submodules[f"{name}_bank{b}"] = mem
+            if write_behind and style == "distributed":
+                wp, (read, rmw) = write_behind_ports(m, mem, 2, f"{name}_bank{b}")
+                self.write.append(wp), self.read.append(read), self.rmw.append(rmw)
+                continue
             wp = mem.write_port()
             self.write.append(wp)
-            if forward and style == "distributed":
-                self.read.append(forwarded_read(m, mem, wp, f"{name}_bank{b}_read"))
-                self.rmw.append(forwarded_read(m, mem, wp, f"{name}_bank{b}_rmw"))
-            else:
-                self.read.append(mem.read_port(transparent_for=(wp,)))
-                self.rmw.append(mem.read_port(transparent_for=(wp,)))
+            self.read.append(mem.read_port(transparent_for=(wp,)))
+            self.rmw.append(mem.read_port(transparent_for=(wp,)))
