@@ -4,10 +4,9 @@ against plain integer arithmetic."""
 import numpy as np
 import pytest
 from amaranth.hdl import Module, Signal
-from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
-from onchip.hw.coefmem import bank_address, by_bank, by_basis, split_cell, write_behind_ports
+from onchip.hw.coefmem import bank_address, by_bank, by_basis, split_cell
 from onchip.hw.ram import div_constants, div_const, ram_style
 
 
@@ -81,43 +80,3 @@ def test_active_coefficients_fall_in_distinct_banks(k, grid_size):
             assert addrs[q % k1] == q // k1
             assert picks[mm] == (q % k1) * 100 + q // k1
             assert routes[q % k1] == 50 + mm
-
-
-def test_a_bank_written_behind_reads_as_a_plain_transparent_bank_every_cycle():
-    """write_behind_ports against Amaranth's own write port and transparent read ports on a copy of the
-    memory, every cycle of a random drive: reads of the address written in the same cycle and in
-    the cycle before, back-to-back writes of one address, read enables low (the word held while
-    the RAM changes under it), write enable low with data on the port."""
-    m = Module()
-    plain, behind = (Memory(shape=8, depth=4, init=[11, 22, 33, 44]) for _ in range(2))
-    m.submodules.plain, m.submodules.behind = plain, behind
-    wp = plain.write_port()
-    want = [plain.read_port(transparent_for=(wp,)) for _ in range(2)]
-    write, got = write_behind_ports(m, behind, 2, "t")
-    rng = np.random.default_rng(3)
-    drive = rng.integers(0, 4, size=(4000, 7))  # 2 read addrs, write addr, data, write en, 2 read ens
-    seen = []
-
-    async def bench(ctx):
-        for r0, r1, waddr, data, wen, e0, e1 in drive:
-            for port in (wp, write):
-                ctx.set(port.addr, int(waddr)), ctx.set(port.data, int(data) * 60 + int(waddr))
-                ctx.set(port.en, int(wen < 2))
-            for n, (addr, en) in enumerate(((r0, e0), (r1, e1))):
-                for port in (want[n], got[n]):  # each read held one cycle in four
-                    ctx.set(port.addr, int(addr)), ctx.set(port.en, int(en != 0))
-            await ctx.tick()
-            seen.append([(ctx.get(w.data), ctx.get(g.data)) for w, g in zip(want, got)])
-
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    bad = [(t, n) for t, pair in enumerate(seen) for n, (w, g) in enumerate(pair) if w != g]
-    assert not bad, (f"cycle {bad[0][0]}, read {bad[0][1]}: transparent port {seen[bad[0][0]][bad[0][1]][0]}, "
-                     f"written behind {seen[bad[0][0]][bad[0][1]][1]} ({len(bad)} differ)")
-    # the drive exercises the cases: a read of the address written that cycle, and the cycle before
-    now = sum(1 for r0, _, w, _, we, e0, _ in drive if r0 == w and we < 2 and e0)
-    before = sum(1 for (r0, _, _, _, _, e0, _), (_, _, w, _, we, _, _) in zip(drive[1:], drive)
-                 if r0 == w and we < 2 and e0)
-    assert now > 200 and before > 200

@@ -342,216 +342,184 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$315 ;
   wire \$316 ;
   wire \$317 ;
-  wire \$318 ;
-  wire \$319 ;
+  wire [4:0] \$318 ;
+  wire [2:0] \$319 ;
   wire \$32 ;
-  wire \$320 ;
-  wire \$321 ;
-  wire \$322 ;
-  wire \$323 ;
-  wire \$324 ;
-  wire \$325 ;
+  reg [2:0] \$320 ;
+  wire [3:0] \$321 ;
+  wire [2:0] \$322 ;
+  wire [2:0] \$323 ;
+  wire [5:0] \$324 ;
+  wire [6:0] \$325 ;
   wire \$326 ;
   wire \$327 ;
   wire \$328 ;
-  wire \$329 ;
+  reg [15:0] \$329 ;
   wire \$33 ;
-  wire \$330 ;
-  wire \$331 ;
-  wire \$332 ;
-  wire \$333 ;
-  wire [4:0] \$334 ;
-  wire [2:0] \$335 ;
-  reg [2:0] \$336 ;
-  wire [3:0] \$337 ;
-  wire [2:0] \$338 ;
+  reg [15:0] \$330 ;
+  reg [15:0] \$331 ;
+  reg [15:0] \$332 ;
+  reg [15:0] \$333 ;
+  reg [15:0] \$334 ;
+  reg [15:0] \$335 ;
+  wire [2:0] \$336 ;
+  wire \$337 ;
+  wire [3:0] \$338 ;
   wire [2:0] \$339 ;
   wire \$34 ;
-  wire [5:0] \$340 ;
-  wire [6:0] \$341 ;
-  wire \$342 ;
+  wire \$340 ;
+  wire [3:0] \$341 ;
+  wire [2:0] \$342 ;
   wire \$343 ;
-  wire \$344 ;
-  reg [15:0] \$345 ;
-  reg [15:0] \$346 ;
-  reg [15:0] \$347 ;
-  reg [15:0] \$348 ;
-  reg [15:0] \$349 ;
+  wire [3:0] \$344 ;
+  wire [2:0] \$345 ;
+  wire \$346 ;
+  wire [3:0] \$347 ;
+  wire [31:0] \$348 ;
+  wire [31:0] \$349 ;
   wire \$35 ;
-  reg [15:0] \$350 ;
-  reg [15:0] \$351 ;
-  wire [2:0] \$352 ;
-  wire \$353 ;
-  wire [3:0] \$354 ;
-  wire [2:0] \$355 ;
+  wire [31:0] \$350 ;
+  wire [31:0] \$351 ;
+  wire [40:0] \$352 ;
+  wire [40:0] \$353 ;
+  wire [41:0] \$354 ;
+  wire [16:0] \$355 ;
   wire \$356 ;
-  wire [3:0] \$357 ;
-  wire [2:0] \$358 ;
-  wire \$359 ;
+  wire \$357 ;
+  wire [15:0] \$358 ;
+  wire [15:0] \$359 ;
   wire \$36 ;
-  wire [3:0] \$360 ;
-  wire [2:0] \$361 ;
-  wire \$362 ;
-  wire [3:0] \$363 ;
+  wire \$360 ;
+  wire \$361 ;
+  wire [15:0] \$362 ;
+  wire [15:0] \$363 ;
   wire [31:0] \$364 ;
   wire [31:0] \$365 ;
   wire [31:0] \$366 ;
   wire [31:0] \$367 ;
-  wire [40:0] \$368 ;
-  wire [40:0] \$369 ;
+  reg \$368 ;
+  reg \$369 ;
   wire \$37 ;
-  wire [41:0] \$370 ;
-  wire [16:0] \$371 ;
-  wire \$372 ;
-  wire \$373 ;
-  wire [15:0] \$374 ;
-  wire [15:0] \$375 ;
-  wire \$376 ;
-  wire \$377 ;
-  wire [15:0] \$378 ;
-  wire [15:0] \$379 ;
+  reg \$370 ;
+  reg \$371 ;
+  reg \$372 ;
+  reg \$373 ;
+  reg [3:0] \$374 ;
+  reg \$375 ;
+  reg \$376 ;
+  reg \$377 ;
+  reg \$378 ;
+  reg [2:0] \$379 ;
   wire \$38 ;
-  wire [31:0] \$380 ;
-  wire [31:0] \$381 ;
-  wire [31:0] \$382 ;
-  wire [31:0] \$383 ;
-  reg \$384 ;
-  reg [15:0] \$385 ;
-  wire \$386 ;
-  wire [15:0] \$387 ;
-  reg \$388 ;
-  reg [15:0] \$389 ;
+  reg \$380 ;
+  reg \$381 ;
+  reg [15:0] \$382 ;
+  reg [2:0] \$383 ;
+  reg [2:0] \$384 ;
+  reg \$385 ;
+  reg \$386 ;
+  reg [15:0] \$387 ;
+  reg [2:0] \$388 ;
+  reg [2:0] \$389 ;
   wire \$39 ;
-  wire \$390 ;
-  wire [15:0] \$391 ;
-  reg \$392 ;
-  reg [15:0] \$393 ;
-  wire \$394 ;
-  wire [15:0] \$395 ;
+  reg \$390 ;
+  reg \$391 ;
+  reg [15:0] \$392 ;
+  reg [2:0] \$393 ;
+  reg [6:0] \$394 ;
+  reg [2:0] \$395 ;
   reg \$396 ;
-  reg [15:0] \$397 ;
-  wire \$398 ;
-  wire [15:0] \$399 ;
+  reg \$397 ;
+  reg [15:0] \$398 ;
+  reg \$399 ;
   wire [3:0] \$4 ;
   wire \$40 ;
-  reg \$400 ;
+  reg [1:0] \$400 ;
   reg \$401 ;
   reg \$402 ;
   reg \$403 ;
   reg \$404 ;
   reg \$405 ;
-  reg [3:0] \$406 ;
+  reg \$406 ;
   reg \$407 ;
-  reg \$408 ;
-  reg \$409 ;
+  reg [15:0] \$408 ;
+  reg [15:0] \$409 ;
   wire \$41 ;
-  reg \$410 ;
-  reg [2:0] \$411 ;
-  reg \$412 ;
-  reg \$413 ;
+  reg [1:0] \$410 ;
+  reg [13:0] \$411 ;
+  reg [1:0] \$412 ;
+  reg [2:0] \$413 ;
   reg [15:0] \$414 ;
-  reg [2:0] \$415 ;
-  reg [2:0] \$416 ;
-  reg \$417 ;
-  reg \$418 ;
-  reg [15:0] \$419 ;
+  reg [15:0] \$415 ;
+  reg [15:0] \$416 ;
+  reg [15:0] \$417 ;
+  reg [3:0] \$418 ;
+  reg [3:0] \$419 ;
   wire \$42 ;
-  reg [2:0] \$420 ;
-  reg [2:0] \$421 ;
-  reg \$422 ;
-  reg \$423 ;
-  reg [15:0] \$424 ;
-  reg [2:0] \$425 ;
-  reg [6:0] \$426 ;
-  reg [2:0] \$427 ;
-  reg \$428 ;
-  reg \$429 ;
+  reg [3:0] \$420 ;
+  reg [3:0] \$421 ;
+  reg [31:0] \$422 ;
+  reg [31:0] \$423 ;
+  reg [31:0] \$424 ;
+  reg [31:0] \$425 ;
+  reg [41:0] \$426 ;
+  reg [15:0] \$427 ;
+  reg [16:0] \$428 ;
+  reg [16:0] \$429 ;
   wire \$43 ;
-  reg [15:0] \$430 ;
-  reg \$431 ;
-  reg [1:0] \$432 ;
-  reg \$433 ;
-  reg \$434 ;
-  reg \$435 ;
-  reg \$436 ;
-  reg \$437 ;
-  reg \$438 ;
-  reg \$439 ;
+  reg [16:0] \$430 ;
+  reg [16:0] \$431 ;
+  reg [15:0] \$432 ;
+  reg [15:0] \$433 ;
+  reg [15:0] \$434 ;
+  reg [15:0] \$435 ;
+  reg [15:0] \$436 ;
+  reg [15:0] \$437 ;
+  reg [15:0] \$438 ;
+  reg [15:0] \$439 ;
   wire \$44 ;
-  reg [15:0] \$440 ;
-  reg [15:0] \$441 ;
+  reg [1:0] \$440 ;
+  reg [1:0] \$441 ;
   reg [1:0] \$442 ;
-  reg [13:0] \$443 ;
-  reg [1:0] \$444 ;
-  reg [2:0] \$445 ;
+  reg [15:0] \$443 ;
+  reg [15:0] \$444 ;
+  reg [15:0] \$445 ;
   reg [15:0] \$446 ;
-  reg [15:0] \$447 ;
-  reg [15:0] \$448 ;
-  reg [15:0] \$449 ;
+  reg [3:0] \$447 ;
+  reg [3:0] \$448 ;
+  reg [3:0] \$449 ;
   wire \$45 ;
   reg [3:0] \$450 ;
   reg [3:0] \$451 ;
   reg [3:0] \$452 ;
   reg [3:0] \$453 ;
-  reg [31:0] \$454 ;
-  reg [31:0] \$455 ;
-  reg [31:0] \$456 ;
-  reg [31:0] \$457 ;
-  reg [41:0] \$458 ;
+  reg [3:0] \$454 ;
+  reg [3:0] \$455 ;
+  reg [3:0] \$456 ;
+  reg [3:0] \$457 ;
+  reg [3:0] \$458 ;
   reg [15:0] \$459 ;
   wire \$46 ;
-  reg [16:0] \$460 ;
-  reg [16:0] \$461 ;
-  reg [16:0] \$462 ;
-  reg [16:0] \$463 ;
+  reg [15:0] \$460 ;
+  reg [15:0] \$461 ;
+  reg [31:0] \$462 ;
+  reg [15:0] \$463 ;
   reg [15:0] \$464 ;
   reg [15:0] \$465 ;
-  reg [15:0] \$466 ;
+  reg [31:0] \$466 ;
   reg [15:0] \$467 ;
   reg [15:0] \$468 ;
   reg [15:0] \$469 ;
   wire \$47 ;
-  reg [15:0] \$470 ;
+  reg [31:0] \$470 ;
   reg [15:0] \$471 ;
-  reg [1:0] \$472 ;
-  reg [1:0] \$473 ;
-  reg [1:0] \$474 ;
-  reg [15:0] \$475 ;
-  reg [15:0] \$476 ;
-  reg [15:0] \$477 ;
-  reg [15:0] \$478 ;
-  reg [3:0] \$479 ;
+  reg [15:0] \$472 ;
+  reg [15:0] \$473 ;
+  reg [31:0] \$474 ;
   wire \$48 ;
-  reg [3:0] \$480 ;
-  reg [3:0] \$481 ;
-  reg [3:0] \$482 ;
-  reg [3:0] \$483 ;
-  reg [3:0] \$484 ;
-  reg [3:0] \$485 ;
-  reg [3:0] \$486 ;
-  reg [3:0] \$487 ;
-  reg [3:0] \$488 ;
-  reg [3:0] \$489 ;
   wire \$49 ;
-  reg [3:0] \$490 ;
-  reg [15:0] \$491 ;
-  reg [15:0] \$492 ;
-  reg [15:0] \$493 ;
-  reg [31:0] \$494 ;
-  reg [15:0] \$495 ;
-  reg [15:0] \$496 ;
-  reg [15:0] \$497 ;
-  reg [31:0] \$498 ;
-  reg [15:0] \$499 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  reg [15:0] \$500 ;
-  reg [15:0] \$501 ;
-  reg [31:0] \$502 ;
-  reg [15:0] \$503 ;
-  reg [15:0] \$504 ;
-  reg [15:0] \$505 ;
-  reg [31:0] \$506 ;
   wire \$51 ;
   wire \$52 ;
   wire \$53 ;
@@ -605,6 +573,30 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$97 ;
   wire \$98 ;
   wire [15:0] \$99 ;
+  wire \$signature__addr ;
+  wire \$signature__addr$112 ;
+  wire \$signature__addr$128 ;
+  wire \$signature__addr$23 ;
+  wire \$signature__addr$25 ;
+  wire \$signature__addr$27 ;
+  wire \$signature__addr$79 ;
+  wire \$signature__addr$96 ;
+  wire [15:0] \$signature__data ;
+  wire [15:0] \$signature__data$104 ;
+  wire [15:0] \$signature__data$120 ;
+  wire [15:0] \$signature__data$182 ;
+  wire [15:0] \$signature__data$183 ;
+  wire [15:0] \$signature__data$184 ;
+  wire [15:0] \$signature__data$185 ;
+  wire [15:0] \$signature__data$88 ;
+  wire \$signature__en ;
+  wire \$signature__en$115 ;
+  wire \$signature__en$131 ;
+  wire \$signature__en$24 ;
+  wire \$signature__en$26 ;
+  wire \$signature__en$28 ;
+  wire \$signature__en$82 ;
+  wire \$signature__en$99 ;
   wire accept;
   wire busy;
   wire [63:0] bval;
@@ -641,66 +633,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_bval_bank0_3_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s5 = 16'h0000;
   reg [2:0] l0_cell0_s2 = 3'h0;
-  wire l0_coef_0_0_bank0_addr;
-  wire [15:0] l0_coef_0_0_bank0_data;
-  wire l0_coef_0_0_bank0_en;
-  wire [15:0] l0_coef_0_0_bank0_r0_data;
-  reg l0_coef_0_0_bank0_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank0_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank0_r1_data;
-  reg l0_coef_0_0_bank0_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank0_r1_word = 16'h0000;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank0_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank0_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank0_wen;
-  wire l0_coef_0_0_bank1_addr;
-  wire [15:0] l0_coef_0_0_bank1_data;
-  wire l0_coef_0_0_bank1_en;
-  wire [15:0] l0_coef_0_0_bank1_r0_data;
-  reg l0_coef_0_0_bank1_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank1_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank1_r1_data;
-  reg l0_coef_0_0_bank1_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank1_r1_word = 16'h0000;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank1_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank1_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank1_wen;
-  wire l0_coef_0_0_bank2_addr;
-  wire [15:0] l0_coef_0_0_bank2_data;
-  wire l0_coef_0_0_bank2_en;
-  wire [15:0] l0_coef_0_0_bank2_r0_data;
-  reg l0_coef_0_0_bank2_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank2_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank2_r1_data;
-  reg l0_coef_0_0_bank2_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank2_r1_word = 16'h0000;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank2_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank2_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank2_wen;
-  wire l0_coef_0_0_bank3_addr;
-  wire [15:0] l0_coef_0_0_bank3_data;
-  wire l0_coef_0_0_bank3_en;
-  wire [15:0] l0_coef_0_0_bank3_r0_data;
-  reg l0_coef_0_0_bank3_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank3_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank3_r1_data;
-  reg l0_coef_0_0_bank3_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank3_r1_word = 16'h0000;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank3_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank3_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank3_wen;
   reg [31:0] l0_delta0_0_0_raw_s6 = 32'd0;
   reg [31:0] l0_delta0_0_1_raw_s6 = 32'd0;
   reg [31:0] l0_delta0_0_2_raw_s6 = 32'd0;
@@ -787,30 +719,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
-  wire port__addr;
-  wire \port__addr$134 ;
-  wire \port__addr$150 ;
-  wire \port__addr$165 ;
-  wire \port__addr$180 ;
-  wire \port__addr$79 ;
-  wire \port__addr$81 ;
-  wire \port__addr$83 ;
-  wire [15:0] port__data;
-  wire [15:0] \port__data$29 ;
-  wire [15:0] \port__data$39 ;
-  wire [15:0] \port__data$43 ;
-  wire [15:0] \port__data$53 ;
-  wire [15:0] \port__data$57 ;
-  wire [15:0] \port__data$67 ;
-  wire [15:0] \port__data$71 ;
-  wire port__en;
-  wire \port__en$137 ;
-  wire \port__en$153 ;
-  wire \port__en$168 ;
-  wire \port__en$183 ;
-  wire \port__en$80 ;
-  wire \port__en$82 ;
-  wire \port__en$84 ;
   wire [2:0] port_addr;
   wire port_cmd;
   reg port_in_flight0 = 1'h0;
@@ -827,15 +735,15 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   output pr__valid;
   reg pr__valid = 1'h0;
   wire q_above;
-  wire \q_above$126 ;
-  wire \q_above$145 ;
-  wire \q_above$160 ;
-  wire \q_above$175 ;
+  wire \q_above$107 ;
+  wire \q_above$123 ;
+  wire \q_above$71 ;
+  wire \q_above$91 ;
   wire q_below;
-  wire \q_below$127 ;
-  wire \q_below$146 ;
-  wire \q_below$161 ;
-  wire \q_below$176 ;
+  wire \q_below$108 ;
+  wire \q_below$124 ;
+  wire \q_below$72 ;
+  wire \q_below$92 ;
   wire [35:0] q_less_t;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
@@ -866,35 +774,35 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input s__valid;
   wire s__valid;
   wire [34:0] t;
-  wire [15:0] \t$100 ;
-  wire [16:0] \t$102 ;
-  wire [16:0] \t$103 ;
-  wire [39:0] \t$104 ;
-  wire [18:0] \t$107 ;
-  wire [17:0] \t$125 ;
-  wire [16:0] \t$128 ;
-  wire [16:0] \t$129 ;
-  wire [17:0] \t$144 ;
-  wire [16:0] \t$147 ;
-  wire [16:0] \t$148 ;
-  wire [17:0] \t$159 ;
-  wire [16:0] \t$162 ;
-  wire [16:0] \t$163 ;
-  wire [17:0] \t$174 ;
-  wire [16:0] \t$177 ;
-  wire [16:0] \t$178 ;
-  wire [39:0] \t$87 ;
-  wire [34:0] \t$88 ;
-  wire [39:0] \t$90 ;
-  wire [34:0] \t$91 ;
-  wire [39:0] \t$93 ;
-  wire [34:0] \t$94 ;
-  wire [39:0] \t$96 ;
-  wire [39:0] \t$97 ;
+  wire [17:0] \t$106 ;
+  wire [16:0] \t$109 ;
+  wire [16:0] \t$110 ;
+  wire [17:0] \t$122 ;
+  wire [16:0] \t$125 ;
+  wire [16:0] \t$126 ;
+  wire [39:0] \t$31 ;
+  wire [34:0] \t$32 ;
+  wire [39:0] \t$34 ;
+  wire [34:0] \t$35 ;
+  wire [39:0] \t$37 ;
+  wire [34:0] \t$38 ;
+  wire [39:0] \t$40 ;
+  wire [39:0] \t$41 ;
+  wire [15:0] \t$44 ;
+  wire [16:0] \t$46 ;
+  wire [16:0] \t$47 ;
+  wire [39:0] \t$48 ;
+  wire [18:0] \t$51 ;
+  wire [17:0] \t$70 ;
+  wire [16:0] \t$73 ;
+  wire [16:0] \t$74 ;
+  wire [17:0] \t$90 ;
+  wire [16:0] \t$93 ;
+  wire [16:0] \t$94 ;
   wire [34:0] theta_less_q;
-  wire [34:0] \theta_less_q$142 ;
-  wire [34:0] \theta_less_q$157 ;
-  wire [34:0] \theta_less_q$172 ;
+  wire [34:0] \theta_less_q$103 ;
+  wire [34:0] \theta_less_q$119 ;
+  wire [34:0] \theta_less_q$87 ;
   wire [15:0] u;
   reg valid_s1 = 1'h0;
   reg valid_s2 = 1'h0;
@@ -903,18 +811,18 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   (* init = 1'h0 *)
   wire valid_s5;
   reg valid_s6 = 1'h0;
-  reg wp__addr = 1'h0;
-  reg \wp__addr$31  = 1'h0;
-  reg \wp__addr$45  = 1'h0;
-  reg \wp__addr$59  = 1'h0;
-  reg [15:0] wp__data = 16'h0000;
-  reg [15:0] \wp__data$33  = 16'h0000;
-  reg [15:0] \wp__data$47  = 16'h0000;
-  reg [15:0] \wp__data$61  = 16'h0000;
-  reg wp__en = 1'h0;
-  reg \wp__en$35  = 1'h0;
-  reg \wp__en$49  = 1'h0;
-  reg \wp__en$63  = 1'h0;
+  wire wp__addr;
+  wire \wp__addr$100 ;
+  wire \wp__addr$116 ;
+  wire \wp__addr$132 ;
+  wire [15:0] wp__data;
+  wire [15:0] \wp__data$101 ;
+  wire [15:0] \wp__data$117 ;
+  wire [15:0] \wp__data$133 ;
+  wire wp__en;
+  wire \wp__en$102 ;
+  wire \wp__en$118 ;
+  wire \wp__en$134 ;
   reg [15:0] y0_at_max_s1 = 16'h0000;
   reg [15:0] y0_at_max_s2 = 16'h0000;
   reg [15:0] y0_at_max_s3 = 16'h0000;
@@ -939,20 +847,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[wp__addr] <= wp__data;
+      l0_coef_0_0_bank0[\$92 [0]] <= wp__data;
   end
   reg [0:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
     _0_ <= \$91 [0];
-    if (port__en) begin
+    if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [0]];
-      if (wp__en && \$4 [0] == wp__addr)
+      if (wp__en && \$4 [0] == \$92 [0])
         _1_ <= wp__data;
     end
   end
-  assign \port__data$29  = l0_coef_0_0_bank0[_0_];
-  assign port__data = _1_;
+  assign \$signature__data  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$182  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [1:0];
   initial begin
@@ -960,21 +868,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank1[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$35 )
-      l0_coef_0_0_bank1[\wp__addr$31 ] <= \wp__data$33 ;
+    if (\wp__en$102 )
+      l0_coef_0_0_bank1[\$148 [0]] <= \wp__data$101 ;
   end
   reg [0:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
     _2_ <= \$147 [0];
-    if (\port__en$80 ) begin
+    if (\$signature__en$24 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [0]];
-      if (\wp__en$35  && \$8 [0] == \wp__addr$31 )
-        _3_ <= \wp__data$33 ;
+      if (\wp__en$102  && \$8 [0] == \$148 [0])
+        _3_ <= \wp__data$101 ;
     end
   end
-  assign \port__data$43  = l0_coef_0_0_bank1[_2_];
-  assign \port__data$39  = _3_;
+  assign \$signature__data$88  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$183  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [1:0];
   initial begin
@@ -982,21 +890,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank2[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$49 )
-      l0_coef_0_0_bank2[\wp__addr$45 ] <= \wp__data$47 ;
+    if (\wp__en$118 )
+      l0_coef_0_0_bank2[\$204 [0]] <= \wp__data$117 ;
   end
   reg [0:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
     _4_ <= \$203 [0];
-    if (\port__en$82 ) begin
+    if (\$signature__en$26 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [0]];
-      if (\wp__en$49  && \$12 [0] == \wp__addr$45 )
-        _5_ <= \wp__data$47 ;
+      if (\wp__en$118  && \$12 [0] == \$204 [0])
+        _5_ <= \wp__data$117 ;
     end
   end
-  assign \port__data$57  = l0_coef_0_0_bank2[_4_];
-  assign \port__data$53  = _5_;
+  assign \$signature__data$104  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$184  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [1:0];
   initial begin
@@ -1004,21 +912,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank3[1] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$63 )
-      l0_coef_0_0_bank3[\wp__addr$59 ] <= \wp__data$61 ;
+    if (\wp__en$134 )
+      l0_coef_0_0_bank3[\$260 [0]] <= \wp__data$133 ;
   end
   reg [0:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
     _6_ <= \$259 [0];
-    if (\port__en$84 ) begin
+    if (\$signature__en$28 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [0]];
-      if (\wp__en$63  && \$16 [0] == \wp__addr$59 )
-        _7_ <= \wp__data$61 ;
+      if (\wp__en$134  && \$16 [0] == \$260 [0])
+        _7_ <= \wp__data$133 ;
     end
   end
-  assign \port__data$71  = l0_coef_0_0_bank3[_6_];
-  assign \port__data$67  = _7_;
+  assign \$signature__data$120  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$185  = _7_;
   reg [15:0] theta0_rom [7:0];
   initial begin
     theta0_rom[0] = 16'h0000;
@@ -1036,263 +944,151 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   assign rom_rd__data = _8_;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r0_word <= \$393 ;
+    kind_s1 <= \$410 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r1_fwd <= \$394 ;
+    pos_in <= \$411 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r1_word <= \$395 ;
+    l0_lo0_s2 <= \$412 ;
   always @(posedge clk)
-    \wp__addr$59  <= \$260 [0];
+    l0_cell0_s2 <= \$413 ;
   always @(posedge clk)
-    \wp__data$61  <= l0_coef_0_0_bank3_data;
+    l0_bval_bank0_0_s2 <= \$414 ;
   always @(posedge clk)
-    \wp__en$63  <= l0_coef_0_0_bank3_en;
+    l0_bval_bank0_1_s2 <= \$415 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r0_fwd <= \$396 ;
+    l0_bval_bank0_2_s2 <= \$416 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r0_word <= \$397 ;
+    l0_bval_bank0_3_s2 <= \$417 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r1_fwd <= \$398 ;
+    l0_waddr0_0_s3 <= \$418 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r1_word <= \$399 ;
+    l0_waddr0_1_s3 <= \$419 ;
   always @(posedge clk)
-    valid_s1 <= \$400 ;
+    l0_waddr0_2_s3 <= \$420 ;
   always @(posedge clk)
-    valid_s2 <= \$401 ;
+    l0_waddr0_3_s3 <= \$421 ;
   always @(posedge clk)
-    valid_s3 <= \$402 ;
+    l0_prod0_0_0_raw_s3 <= \$422 ;
   always @(posedge clk)
-    valid_s4 <= \$403 ;
+    l0_prod0_0_1_raw_s3 <= \$423 ;
   always @(posedge clk)
-    m__valid <= \$404 ;
+    l0_prod0_0_2_raw_s3 <= \$424 ;
   always @(posedge clk)
-    valid_s6 <= \$405 ;
+    l0_prod0_0_3_raw_s3 <= \$425 ;
   always @(posedge clk)
-    reload_count <= \$406 ;
+    l0_sum0_t0_0_s4 <= \$426 ;
   always @(posedge clk)
-    port_in_flight0 <= \$407 ;
+    l0_out0_s5 <= \$427 ;
   always @(posedge clk)
-    port_in_flight1 <= \$408 ;
+    y0_neg_s1 <= \$428 ;
   always @(posedge clk)
-    port_in_flight2 <= \$409 ;
+    y0_neg_s2 <= \$429 ;
   always @(posedge clk)
-    port_in_flight3 <= \$410 ;
+    y0_neg_s3 <= \$430 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$411 ;
+    y0_neg_s4 <= \$431 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$412 ;
+    y0_at_max_s1 <= \$432 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$413 ;
+    y0_at_max_s2 <= \$433 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$414 ;
+    y0_at_max_s3 <= \$434 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$415 ;
+    y0_at_max_s4 <= \$435 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$416 ;
+    y0_at_min_s1 <= \$436 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$417 ;
+    y0_at_min_s2 <= \$437 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$418 ;
+    y0_at_min_s3 <= \$438 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$419 ;
+    y0_at_min_s4 <= \$439 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$420 ;
+    kind_s2 <= \$440 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$421 ;
+    kind_s3 <= \$441 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$422 ;
+    kind_s4 <= \$442 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$423 ;
+    y0_s2 <= \$443 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$424 ;
+    y0_s3 <= \$444 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$425 ;
+    y0_s4 <= \$445 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$426 ;
+    err0_s5 <= \$446 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$427 ;
+    l0_waddr0_0_s4 <= \$447 ;
   always @(posedge clk)
-    l0_ram_wr <= \$428 ;
+    l0_waddr0_0_s5 <= \$448 ;
   always @(posedge clk)
-    l0_ram_rd <= \$429 ;
+    l0_waddr0_0_s6 <= \$449 ;
   always @(posedge clk)
-    l0_ram_data <= \$430 ;
+    l0_waddr0_1_s4 <= \$450 ;
   always @(posedge clk)
-    l0_rd_edge <= \$431 ;
+    l0_waddr0_1_s5 <= \$451 ;
   always @(posedge clk)
-    l0_rd_bank <= \$432 ;
+    l0_waddr0_1_s6 <= \$452 ;
   always @(posedge clk)
-    read_layer <= \$433 ;
+    l0_waddr0_2_s4 <= \$453 ;
   always @(posedge clk)
-    read_wait <= \$434 ;
+    l0_waddr0_2_s5 <= \$454 ;
   always @(posedge clk)
-    read_wait1 <= \$435 ;
+    l0_waddr0_2_s6 <= \$455 ;
   always @(posedge clk)
-    read_wait2 <= \$436 ;
+    l0_waddr0_3_s4 <= \$456 ;
   always @(posedge clk)
-    read_wait3 <= \$437 ;
+    l0_waddr0_3_s5 <= \$457 ;
   always @(posedge clk)
-    read_wait4 <= \$438 ;
+    l0_waddr0_3_s6 <= \$458 ;
   always @(posedge clk)
-    pr__valid <= \$439 ;
+    l0_bval_bank0_0_s3 <= \$459 ;
   always @(posedge clk)
-    pr__payload <= \$440 ;
+    l0_bval_bank0_0_s4 <= \$460 ;
   always @(posedge clk)
-    y0_s1 <= \$441 ;
+    l0_bval_bank0_0_s5 <= \$461 ;
   always @(posedge clk)
-    kind_s1 <= \$442 ;
+    l0_delta0_0_0_raw_s6 <= \$462 ;
   always @(posedge clk)
-    pos_in <= \$443 ;
+    l0_bval_bank0_1_s3 <= \$463 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$444 ;
+    l0_bval_bank0_1_s4 <= \$464 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$445 ;
+    l0_bval_bank0_1_s5 <= \$465 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s2 <= \$446 ;
+    l0_delta0_0_1_raw_s6 <= \$466 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s2 <= \$447 ;
+    l0_bval_bank0_2_s3 <= \$467 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s2 <= \$448 ;
+    l0_bval_bank0_2_s4 <= \$468 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s2 <= \$449 ;
+    l0_bval_bank0_2_s5 <= \$469 ;
   always @(posedge clk)
-    l0_waddr0_0_s3 <= \$450 ;
+    l0_delta0_0_2_raw_s6 <= \$470 ;
   always @(posedge clk)
-    l0_waddr0_1_s3 <= \$451 ;
+    l0_bval_bank0_3_s3 <= \$471 ;
   always @(posedge clk)
-    l0_waddr0_2_s3 <= \$452 ;
+    l0_bval_bank0_3_s4 <= \$472 ;
   always @(posedge clk)
-    l0_waddr0_3_s3 <= \$453 ;
+    l0_bval_bank0_3_s5 <= \$473 ;
   always @(posedge clk)
-    l0_prod0_0_0_raw_s3 <= \$454 ;
-  always @(posedge clk)
-    l0_prod0_0_1_raw_s3 <= \$455 ;
-  always @(posedge clk)
-    l0_prod0_0_2_raw_s3 <= \$456 ;
-  always @(posedge clk)
-    l0_prod0_0_3_raw_s3 <= \$457 ;
-  always @(posedge clk)
-    l0_sum0_t0_0_s4 <= \$458 ;
-  always @(posedge clk)
-    l0_out0_s5 <= \$459 ;
-  always @(posedge clk)
-    y0_neg_s1 <= \$460 ;
-  always @(posedge clk)
-    y0_neg_s2 <= \$461 ;
-  always @(posedge clk)
-    y0_neg_s3 <= \$462 ;
-  always @(posedge clk)
-    y0_neg_s4 <= \$463 ;
-  always @(posedge clk)
-    y0_at_max_s1 <= \$464 ;
-  always @(posedge clk)
-    y0_at_max_s2 <= \$465 ;
-  always @(posedge clk)
-    y0_at_max_s3 <= \$466 ;
-  always @(posedge clk)
-    y0_at_max_s4 <= \$467 ;
-  always @(posedge clk)
-    y0_at_min_s1 <= \$468 ;
-  always @(posedge clk)
-    y0_at_min_s2 <= \$469 ;
-  always @(posedge clk)
-    y0_at_min_s3 <= \$470 ;
-  always @(posedge clk)
-    y0_at_min_s4 <= \$471 ;
-  always @(posedge clk)
-    kind_s2 <= \$472 ;
-  always @(posedge clk)
-    kind_s3 <= \$473 ;
-  always @(posedge clk)
-    kind_s4 <= \$474 ;
-  always @(posedge clk)
-    y0_s2 <= \$475 ;
-  always @(posedge clk)
-    y0_s3 <= \$476 ;
-  always @(posedge clk)
-    y0_s4 <= \$477 ;
-  always @(posedge clk)
-    err0_s5 <= \$478 ;
-  always @(posedge clk)
-    l0_waddr0_0_s4 <= \$479 ;
-  always @(posedge clk)
-    l0_waddr0_0_s5 <= \$480 ;
-  always @(posedge clk)
-    l0_waddr0_0_s6 <= \$481 ;
-  always @(posedge clk)
-    l0_waddr0_1_s4 <= \$482 ;
-  always @(posedge clk)
-    l0_waddr0_1_s5 <= \$483 ;
-  always @(posedge clk)
-    l0_waddr0_1_s6 <= \$484 ;
-  always @(posedge clk)
-    l0_waddr0_2_s4 <= \$485 ;
-  always @(posedge clk)
-    l0_waddr0_2_s5 <= \$486 ;
-  always @(posedge clk)
-    l0_waddr0_2_s6 <= \$487 ;
-  always @(posedge clk)
-    l0_waddr0_3_s4 <= \$488 ;
-  always @(posedge clk)
-    l0_waddr0_3_s5 <= \$489 ;
-  always @(posedge clk)
-    l0_waddr0_3_s6 <= \$490 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s3 <= \$491 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$492 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$493 ;
-  always @(posedge clk)
-    l0_delta0_0_0_raw_s6 <= \$494 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s3 <= \$495 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$496 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$497 ;
-  always @(posedge clk)
-    l0_delta0_0_1_raw_s6 <= \$498 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s3 <= \$499 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$500 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$501 ;
-  always @(posedge clk)
-    l0_delta0_0_2_raw_s6 <= \$502 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s3 <= \$503 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$504 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$505 ;
-  always @(posedge clk)
-    l0_delta0_0_3_raw_s6 <= \$506 ;
-  assign l0_coef_0_0_bank0_r0_data = l0_coef_0_0_bank0_r0_fwd ? l0_coef_0_0_bank0_r0_word : port__data;
-  assign l0_coef_0_0_bank0_r1_data = l0_coef_0_0_bank0_r1_fwd ? l0_coef_0_0_bank0_r1_word : \port__data$29 ;
-  assign l0_coef_0_0_bank1_r0_data = l0_coef_0_0_bank1_r0_fwd ? l0_coef_0_0_bank1_r0_word : \port__data$39 ;
-  assign l0_coef_0_0_bank1_r1_data = l0_coef_0_0_bank1_r1_fwd ? l0_coef_0_0_bank1_r1_word : \port__data$43 ;
-  assign l0_coef_0_0_bank2_r0_data = l0_coef_0_0_bank2_r0_fwd ? l0_coef_0_0_bank2_r0_word : \port__data$53 ;
-  assign l0_coef_0_0_bank2_r1_data = l0_coef_0_0_bank2_r1_fwd ? l0_coef_0_0_bank2_r1_word : \port__data$57 ;
-  assign l0_coef_0_0_bank3_r0_data = l0_coef_0_0_bank3_r0_fwd ? l0_coef_0_0_bank3_r0_word : \port__data$67 ;
-  assign l0_coef_0_0_bank3_r1_data = l0_coef_0_0_bank3_r1_fwd ? l0_coef_0_0_bank3_r1_word : \port__data$71 ;
+    l0_delta0_0_3_raw_s6 <= \$474 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 3'h0, l0_port_baddr_p4[0] } : \$3 ;
-  assign port__en = en | l0_ram_rd;
+  assign \$signature__en  = en | l0_ram_rd;
   assign \$6  = \cell [1:0] > 1'h1;
   assign \$7  = \$5  + \$6 ;
   assign \$8  = l0_ram_rd ? { 3'h0, l0_port_baddr_p4[0] } : \$7 ;
-  assign \port__en$80  = en | l0_ram_rd;
+  assign \$signature__en$24  = en | l0_ram_rd;
   assign \$10  = \cell [1:0] > 2'h2;
   assign \$11  = \$9  + \$10 ;
   assign \$12  = l0_ram_rd ? { 3'h0, l0_port_baddr_p4[0] } : \$11 ;
-  assign \port__en$82  = en | l0_ram_rd;
+  assign \$signature__en$26  = en | l0_ram_rd;
   assign \$14  = \cell [1:0] > 2'h3;
   assign \$15  = \$13  + \$14 ;
   assign \$16  = l0_ram_rd ? { 3'h0, l0_port_baddr_p4[0] } : \$15 ;
-  assign \port__en$84  = en | l0_ram_rd;
+  assign \$signature__en$28  = en | l0_ram_rd;
   assign \$17  = $signed({ l0_sum0_t0_0_s4[39:0], l0_sum0_t0_0_s4[16] }) + $signed({ 16'h7fff, l0_sum0_t0_0_s4[16] });
   assign \$18  = & \$17 [42:32];
   assign \$19  = ~ \$18 ;
@@ -1301,10 +1097,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$22  = | \$17 [42:32];
   assign \$23  = \$21  & \$22 ;
   assign \$24  = \$23  ? 16'h7fff : \$17 [32:17];
-  assign \t$100  = \$20  ? 16'h8000 : \$24 ;
+  assign \t$44  = \$20  ? 16'h8000 : \$24 ;
   assign \$25  = $signed(l0_out0_s5) >= $signed(1'h0);
-  assign \t$102  = $signed(16'h7fff) - $signed(s__payload[31:16]);
-  assign \t$103  = $signed(16'h8000) - $signed(s__payload[31:16]);
+  assign \t$46  = $signed(16'h7fff) - $signed(s__payload[31:16]);
+  assign \t$47  = $signed(16'h8000) - $signed(s__payload[31:16]);
   assign \$26  = { l0_sum0_t0_0_s4[34:0], l0_sum0_t0_0_s4[16] } + { y0_neg_s4[16], y0_neg_s4[16], y0_neg_s4, 16'h7fff, l0_sum0_t0_0_s4[16] };
   assign \$27  = ~ l0_sum0_t0_0_s4[39];
   assign \$28  = | l0_sum0_t0_0_s4[39:31];
@@ -1347,7 +1143,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign en = ~ \$62 ;
   assign busy = | { valid_s6, m__valid, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s6;
-  assign \$63  = { l0_coef_0_0_bank0_r1_data[15], l0_coef_0_0_bank0_r1_data[15], l0_coef_0_0_bank0_r1_data, 17'h10000 } - { l0_delta0_0_0_raw_s6[31], l0_delta0_0_0_raw_s6[31], l0_delta0_0_0_raw_s6, l0_delta0_0_0_raw_s6[16] };
+  assign \$63  = { \$signature__data [15], \$signature__data [15], \$signature__data , 17'h10000 } - { l0_delta0_0_0_raw_s6[31], l0_delta0_0_0_raw_s6[31], l0_delta0_0_0_raw_s6, l0_delta0_0_0_raw_s6[16] };
   assign \$64  = ~ l0_delta0_0_0_raw_s6[31];
   assign \$68  = ~ \$67 ;
   assign \$69  = & l0_delta0_0_0_raw_s6[30:16];
@@ -1366,29 +1162,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$85  = l0_delta0_0_0_raw_s6[15] & \$84 ;
   assign \$86  = \$82  & \$85 ;
   assign \$87  = ~ \$86 ;
-  assign \t$128  = $signed(l0_coef_0_0_bank0_r1_data) - $signed(16'h7fff);
-  assign \t$129  = $signed(l0_coef_0_0_bank0_r1_data) - $signed(16'h8000);
+  assign \t$73  = $signed(\$signature__data ) - $signed(16'h7fff);
+  assign \t$74  = $signed(\$signature__data ) - $signed(16'h8000);
   assign \$88  = ! l0_port_edge_p4[0];
   assign \$89  = l0_ram_wr & \$88 ;
   assign \$90  = ! l0_port_bank_p4[1:0];
   assign l0_port_hit0_0_0 = \$89  & \$90 ;
   assign \$91  = \$62  ? l0_waddr0_0_s6 : l0_waddr0_0_s5;
   assign \$92  = l0_port_hit0_0_0 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_0_s6;
-  assign \$93  = & \t$128 [16:15];
+  assign \$93  = & \t$73 [16:15];
   assign \$94  = ~ \$93 ;
-  assign \$95  = \t$128 [16] & \$94 ;
-  assign \$96  = ~ \t$128 [16];
-  assign \$97  = | \t$128 [16:15];
+  assign \$95  = \t$73 [16] & \$94 ;
+  assign \$96  = ~ \t$73 [16];
+  assign \$97  = | \t$73 [16:15];
   assign \$98  = \$96  & \$97 ;
-  assign \$99  = \$98  ? 16'h7fff : \t$128 [15:0];
+  assign \$99  = \$98  ? 16'h7fff : \t$73 [15:0];
   assign \$100  = \$95  ? 16'h8000 : \$99 ;
-  assign \$101  = & \t$129 [16:15];
+  assign \$101  = & \t$74 [16:15];
   assign \$102  = ~ \$101 ;
-  assign \$103  = \t$129 [16] & \$102 ;
-  assign \$104  = ~ \t$129 [16];
-  assign \$105  = | \t$129 [16:15];
+  assign \$103  = \t$74 [16] & \$102 ;
+  assign \$104  = ~ \t$74 [16];
+  assign \$105  = | \t$74 [16:15];
   assign \$106  = \$104  & \$105 ;
-  assign \$107  = \$106  ? 16'h7fff : \t$129 [15:0];
+  assign \$107  = \$106  ? 16'h7fff : \t$74 [15:0];
   assign \$108  = \$103  ? 16'h8000 : \$107 ;
   assign \$109  = & \$63 [34:32];
   assign \$110  = ~ \$109 ;
@@ -1398,10 +1194,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$114  = \$112  & \$113 ;
   assign \$115  = \$114  ? 16'h7fff : \$63 [32:17];
   assign \$116  = \$111  ? 16'h8000 : \$115 ;
-  assign \$118  = \q_above$126  ? \$100  : \$117 ;
-  assign l0_coef_0_0_bank0_data = l0_port_hit0_0_0 ? l0_ram_data : \$118 ;
-  assign l0_coef_0_0_bank0_en = commit_l0 | l0_port_hit0_0_0;
-  assign \$119  = { l0_coef_0_0_bank1_r1_data[15], l0_coef_0_0_bank1_r1_data[15], l0_coef_0_0_bank1_r1_data, 17'h10000 } - { l0_delta0_0_1_raw_s6[31], l0_delta0_0_1_raw_s6[31], l0_delta0_0_1_raw_s6, l0_delta0_0_1_raw_s6[16] };
+  assign \$118  = \q_above$71  ? \$100  : \$117 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$118 ;
+  assign wp__en = commit_l0 | l0_port_hit0_0_0;
+  assign \$119  = { \$signature__data$88 [15], \$signature__data$88 [15], \$signature__data$88 , 17'h10000 } - { l0_delta0_0_1_raw_s6[31], l0_delta0_0_1_raw_s6[31], l0_delta0_0_1_raw_s6, l0_delta0_0_1_raw_s6[16] };
   assign \$120  = ~ l0_delta0_0_1_raw_s6[31];
   assign \$124  = ~ \$123 ;
   assign \$125  = & l0_delta0_0_1_raw_s6[30:16];
@@ -1420,29 +1216,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$141  = l0_delta0_0_1_raw_s6[15] & \$140 ;
   assign \$142  = \$138  & \$141 ;
   assign \$143  = ~ \$142 ;
-  assign \t$147  = $signed(l0_coef_0_0_bank1_r1_data) - $signed(16'h7fff);
-  assign \t$148  = $signed(l0_coef_0_0_bank1_r1_data) - $signed(16'h8000);
+  assign \t$93  = $signed(\$signature__data$88 ) - $signed(16'h7fff);
+  assign \t$94  = $signed(\$signature__data$88 ) - $signed(16'h8000);
   assign \$144  = ! l0_port_edge_p4[0];
   assign \$145  = l0_ram_wr & \$144 ;
   assign \$146  = l0_port_bank_p4[1:0] == 1'h1;
   assign l0_port_hit0_0_1 = \$145  & \$146 ;
   assign \$147  = \$62  ? l0_waddr0_1_s6 : l0_waddr0_1_s5;
   assign \$148  = l0_port_hit0_0_1 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_1_s6;
-  assign \$149  = & \t$147 [16:15];
+  assign \$149  = & \t$93 [16:15];
   assign \$150  = ~ \$149 ;
-  assign \$151  = \t$147 [16] & \$150 ;
-  assign \$152  = ~ \t$147 [16];
-  assign \$153  = | \t$147 [16:15];
+  assign \$151  = \t$93 [16] & \$150 ;
+  assign \$152  = ~ \t$93 [16];
+  assign \$153  = | \t$93 [16:15];
   assign \$154  = \$152  & \$153 ;
-  assign \$155  = \$154  ? 16'h7fff : \t$147 [15:0];
+  assign \$155  = \$154  ? 16'h7fff : \t$93 [15:0];
   assign \$156  = \$151  ? 16'h8000 : \$155 ;
-  assign \$157  = & \t$148 [16:15];
+  assign \$157  = & \t$94 [16:15];
   assign \$158  = ~ \$157 ;
-  assign \$159  = \t$148 [16] & \$158 ;
-  assign \$160  = ~ \t$148 [16];
-  assign \$161  = | \t$148 [16:15];
+  assign \$159  = \t$94 [16] & \$158 ;
+  assign \$160  = ~ \t$94 [16];
+  assign \$161  = | \t$94 [16:15];
   assign \$162  = \$160  & \$161 ;
-  assign \$163  = \$162  ? 16'h7fff : \t$148 [15:0];
+  assign \$163  = \$162  ? 16'h7fff : \t$94 [15:0];
   assign \$164  = \$159  ? 16'h8000 : \$163 ;
   assign \$165  = & \$119 [34:32];
   assign \$166  = ~ \$165 ;
@@ -1452,10 +1248,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$170  = \$168  & \$169 ;
   assign \$171  = \$170  ? 16'h7fff : \$119 [32:17];
   assign \$172  = \$167  ? 16'h8000 : \$171 ;
-  assign \$174  = \q_above$145  ? \$156  : \$173 ;
-  assign l0_coef_0_0_bank1_data = l0_port_hit0_0_1 ? l0_ram_data : \$174 ;
-  assign l0_coef_0_0_bank1_en = commit_l0 | l0_port_hit0_0_1;
-  assign \$175  = { l0_coef_0_0_bank2_r1_data[15], l0_coef_0_0_bank2_r1_data[15], l0_coef_0_0_bank2_r1_data, 17'h10000 } - { l0_delta0_0_2_raw_s6[31], l0_delta0_0_2_raw_s6[31], l0_delta0_0_2_raw_s6, l0_delta0_0_2_raw_s6[16] };
+  assign \$174  = \q_above$91  ? \$156  : \$173 ;
+  assign \wp__data$101  = l0_port_hit0_0_1 ? l0_ram_data : \$174 ;
+  assign \wp__en$102  = commit_l0 | l0_port_hit0_0_1;
+  assign \$175  = { \$signature__data$104 [15], \$signature__data$104 [15], \$signature__data$104 , 17'h10000 } - { l0_delta0_0_2_raw_s6[31], l0_delta0_0_2_raw_s6[31], l0_delta0_0_2_raw_s6, l0_delta0_0_2_raw_s6[16] };
   assign \$176  = ~ l0_delta0_0_2_raw_s6[31];
   assign \$180  = ~ \$179 ;
   assign \$181  = & l0_delta0_0_2_raw_s6[30:16];
@@ -1474,29 +1270,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$197  = l0_delta0_0_2_raw_s6[15] & \$196 ;
   assign \$198  = \$194  & \$197 ;
   assign \$199  = ~ \$198 ;
-  assign \t$162  = $signed(l0_coef_0_0_bank2_r1_data) - $signed(16'h7fff);
-  assign \t$163  = $signed(l0_coef_0_0_bank2_r1_data) - $signed(16'h8000);
+  assign \t$109  = $signed(\$signature__data$104 ) - $signed(16'h7fff);
+  assign \t$110  = $signed(\$signature__data$104 ) - $signed(16'h8000);
   assign \$200  = ! l0_port_edge_p4[0];
   assign \$201  = l0_ram_wr & \$200 ;
   assign \$202  = l0_port_bank_p4[1:0] == 2'h2;
   assign l0_port_hit0_0_2 = \$201  & \$202 ;
   assign \$203  = \$62  ? l0_waddr0_2_s6 : l0_waddr0_2_s5;
   assign \$204  = l0_port_hit0_0_2 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_2_s6;
-  assign \$205  = & \t$162 [16:15];
+  assign \$205  = & \t$109 [16:15];
   assign \$206  = ~ \$205 ;
-  assign \$207  = \t$162 [16] & \$206 ;
-  assign \$208  = ~ \t$162 [16];
-  assign \$209  = | \t$162 [16:15];
+  assign \$207  = \t$109 [16] & \$206 ;
+  assign \$208  = ~ \t$109 [16];
+  assign \$209  = | \t$109 [16:15];
   assign \$210  = \$208  & \$209 ;
-  assign \$211  = \$210  ? 16'h7fff : \t$162 [15:0];
+  assign \$211  = \$210  ? 16'h7fff : \t$109 [15:0];
   assign \$212  = \$207  ? 16'h8000 : \$211 ;
-  assign \$213  = & \t$163 [16:15];
+  assign \$213  = & \t$110 [16:15];
   assign \$214  = ~ \$213 ;
-  assign \$215  = \t$163 [16] & \$214 ;
-  assign \$216  = ~ \t$163 [16];
-  assign \$217  = | \t$163 [16:15];
+  assign \$215  = \t$110 [16] & \$214 ;
+  assign \$216  = ~ \t$110 [16];
+  assign \$217  = | \t$110 [16:15];
   assign \$218  = \$216  & \$217 ;
-  assign \$219  = \$218  ? 16'h7fff : \t$163 [15:0];
+  assign \$219  = \$218  ? 16'h7fff : \t$110 [15:0];
   assign \$220  = \$215  ? 16'h8000 : \$219 ;
   assign \$221  = & \$175 [34:32];
   assign \$222  = ~ \$221 ;
@@ -1506,10 +1302,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$226  = \$224  & \$225 ;
   assign \$227  = \$226  ? 16'h7fff : \$175 [32:17];
   assign \$228  = \$223  ? 16'h8000 : \$227 ;
-  assign \$230  = \q_above$160  ? \$212  : \$229 ;
-  assign l0_coef_0_0_bank2_data = l0_port_hit0_0_2 ? l0_ram_data : \$230 ;
-  assign l0_coef_0_0_bank2_en = commit_l0 | l0_port_hit0_0_2;
-  assign \$231  = { l0_coef_0_0_bank3_r1_data[15], l0_coef_0_0_bank3_r1_data[15], l0_coef_0_0_bank3_r1_data, 17'h10000 } - { l0_delta0_0_3_raw_s6[31], l0_delta0_0_3_raw_s6[31], l0_delta0_0_3_raw_s6, l0_delta0_0_3_raw_s6[16] };
+  assign \$230  = \q_above$107  ? \$212  : \$229 ;
+  assign \wp__data$117  = l0_port_hit0_0_2 ? l0_ram_data : \$230 ;
+  assign \wp__en$118  = commit_l0 | l0_port_hit0_0_2;
+  assign \$231  = { \$signature__data$120 [15], \$signature__data$120 [15], \$signature__data$120 , 17'h10000 } - { l0_delta0_0_3_raw_s6[31], l0_delta0_0_3_raw_s6[31], l0_delta0_0_3_raw_s6, l0_delta0_0_3_raw_s6[16] };
   assign \$232  = ~ l0_delta0_0_3_raw_s6[31];
   assign \$236  = ~ \$235 ;
   assign \$237  = & l0_delta0_0_3_raw_s6[30:16];
@@ -1528,29 +1324,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$253  = l0_delta0_0_3_raw_s6[15] & \$252 ;
   assign \$254  = \$250  & \$253 ;
   assign \$255  = ~ \$254 ;
-  assign \t$177  = $signed(l0_coef_0_0_bank3_r1_data) - $signed(16'h7fff);
-  assign \t$178  = $signed(l0_coef_0_0_bank3_r1_data) - $signed(16'h8000);
+  assign \t$125  = $signed(\$signature__data$120 ) - $signed(16'h7fff);
+  assign \t$126  = $signed(\$signature__data$120 ) - $signed(16'h8000);
   assign \$256  = ! l0_port_edge_p4[0];
   assign \$257  = l0_ram_wr & \$256 ;
   assign \$258  = l0_port_bank_p4[1:0] == 2'h3;
   assign l0_port_hit0_0_3 = \$257  & \$258 ;
   assign \$259  = \$62  ? l0_waddr0_3_s6 : l0_waddr0_3_s5;
   assign \$260  = l0_port_hit0_0_3 ? { 3'h0, l0_port_baddr_p4[0] } : l0_waddr0_3_s6;
-  assign \$261  = & \t$177 [16:15];
+  assign \$261  = & \t$125 [16:15];
   assign \$262  = ~ \$261 ;
-  assign \$263  = \t$177 [16] & \$262 ;
-  assign \$264  = ~ \t$177 [16];
-  assign \$265  = | \t$177 [16:15];
+  assign \$263  = \t$125 [16] & \$262 ;
+  assign \$264  = ~ \t$125 [16];
+  assign \$265  = | \t$125 [16:15];
   assign \$266  = \$264  & \$265 ;
-  assign \$267  = \$266  ? 16'h7fff : \t$177 [15:0];
+  assign \$267  = \$266  ? 16'h7fff : \t$125 [15:0];
   assign \$268  = \$263  ? 16'h8000 : \$267 ;
-  assign \$269  = & \t$178 [16:15];
+  assign \$269  = & \t$126 [16:15];
   assign \$270  = ~ \$269 ;
-  assign \$271  = \t$178 [16] & \$270 ;
-  assign \$272  = ~ \t$178 [16];
-  assign \$273  = | \t$178 [16:15];
+  assign \$271  = \t$126 [16] & \$270 ;
+  assign \$272  = ~ \t$126 [16];
+  assign \$273  = | \t$126 [16:15];
   assign \$274  = \$272  & \$273 ;
-  assign \$275  = \$274  ? 16'h7fff : \t$178 [15:0];
+  assign \$275  = \$274  ? 16'h7fff : \t$126 [15:0];
   assign \$276  = \$271  ? 16'h8000 : \$275 ;
   assign \$277  = & \$231 [34:32];
   assign \$278  = ~ \$277 ;
@@ -1560,9 +1356,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$282  = \$280  & \$281 ;
   assign \$283  = \$282  ? 16'h7fff : \$231 [32:17];
   assign \$284  = \$279  ? 16'h8000 : \$283 ;
-  assign \$286  = \q_above$175  ? \$268  : \$285 ;
-  assign l0_coef_0_0_bank3_data = l0_port_hit0_0_3 ? l0_ram_data : \$286 ;
-  assign l0_coef_0_0_bank3_en = commit_l0 | l0_port_hit0_0_3;
+  assign \$286  = \q_above$123  ? \$268  : \$285 ;
+  assign \wp__data$133  = l0_port_hit0_0_3 ? l0_ram_data : \$286 ;
+  assign \wp__en$134  = commit_l0 | l0_port_hit0_0_3;
   assign reloading = reload_count != 4'h9;
   assign \$287  = | reload_count;
   assign reload_write = reloading & \$287 ;
@@ -1604,93 +1400,125 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$317  = ~ pc__payload[19];
   assign l0_port_rd = \$316  & \$317 ;
   assign port_cmd = reload_write | pc__ready;
-  assign \$318  = \$92 [0] == \$4 [0];
-  assign \$319  = l0_coef_0_0_bank0_en & \$318 ;
-  assign \$320  = \$92 [0] == \$91 [0];
-  assign \$321  = l0_coef_0_0_bank0_en & \$320 ;
-  assign \$322  = \$148 [0] == \$8 [0];
-  assign \$323  = l0_coef_0_0_bank1_en & \$322 ;
-  assign \$324  = \$148 [0] == \$147 [0];
-  assign \$325  = l0_coef_0_0_bank1_en & \$324 ;
-  assign \$326  = \$204 [0] == \$12 [0];
-  assign \$327  = l0_coef_0_0_bank2_en & \$326 ;
-  assign \$328  = \$204 [0] == \$203 [0];
-  assign \$329  = l0_coef_0_0_bank2_en & \$328 ;
-  assign \$330  = \$260 [0] == \$16 [0];
-  assign \$331  = l0_coef_0_0_bank3_en & \$330 ;
-  assign \$332  = \$260 [0] == \$259 [0];
-  assign \$333  = l0_coef_0_0_bank3_en & \$332 ;
-  assign \$334  = reload_count + 1'h1;
-  assign \$337  = l0_port_local_p2 - \$336 ;
-  assign \$340  = \$339  * 3'h4;
-  assign \$341  = l0_port_q_p3 - \$340 ;
-  assign \$342  = ~ pc__payload[19];
-  assign \$343  = pc__ready & \$342 ;
-  assign \$344  = pc__ready & pc__payload[19];
-  assign \$353  = l0_cell0_s2[1:0] > 1'h0;
-  assign \$354  = \$352  + \$353 ;
-  assign \$356  = l0_cell0_s2[1:0] > 1'h1;
-  assign \$357  = \$355  + \$356 ;
-  assign \$359  = l0_cell0_s2[1:0] > 2'h2;
-  assign \$360  = \$358  + \$359 ;
-  assign \$362  = l0_cell0_s2[1:0] > 2'h3;
-  assign \$363  = \$361  + \$362 ;
-  assign \$364  = $signed(l0_coef_0_0_bank0_r0_data) * $signed(l0_bval_bank0_0_s2);
-  assign \$365  = $signed(l0_coef_0_0_bank1_r0_data) * $signed(l0_bval_bank0_1_s2);
-  assign \$366  = $signed(l0_coef_0_0_bank2_r0_data) * $signed(l0_bval_bank0_2_s2);
-  assign \$367  = $signed(l0_coef_0_0_bank3_r0_data) * $signed(l0_bval_bank0_3_s2);
-  assign \$368  = $signed(t) + $signed(\t$88 );
-  assign \$369  = $signed(\t$91 ) + $signed(\t$94 );
-  assign \$370  = $signed(\$368 ) + $signed(\$369 );
-  assign \$371  = - $signed(s__payload[31:16]);
-  assign \$372  = $signed(\t$102 ) < $signed(16'h8000);
-  assign \$373  = $signed(\t$102 ) > $signed(16'h7fff);
-  assign \$374  = \$373  ? 16'h7fff : \t$102 [15:0];
-  assign \$375  = \$372  ? 16'h8000 : \$374 ;
-  assign \$376  = $signed(\t$103 ) < $signed(16'h8000);
-  assign \$377  = $signed(\t$103 ) > $signed(16'h7fff);
-  assign \$378  = \$377  ? 16'h7fff : \t$103 [15:0];
-  assign \$379  = \$376  ? 16'h8000 : \$378 ;
-  assign \$380  = $signed(err0_s5) * $signed(l0_bval_bank0_0_s5);
-  assign \$381  = $signed(err0_s5) * $signed(l0_bval_bank0_1_s5);
-  assign \$382  = $signed(err0_s5) * $signed(l0_bval_bank0_2_s5);
-  assign \$383  = $signed(err0_s5) * $signed(l0_bval_bank0_3_s5);
+  assign \$318  = reload_count + 1'h1;
+  assign \$321  = l0_port_local_p2 - \$320 ;
+  assign \$324  = \$323  * 3'h4;
+  assign \$325  = l0_port_q_p3 - \$324 ;
+  assign \$326  = ~ pc__payload[19];
+  assign \$327  = pc__ready & \$326 ;
+  assign \$328  = pc__ready & pc__payload[19];
+  assign \$337  = l0_cell0_s2[1:0] > 1'h0;
+  assign \$338  = \$336  + \$337 ;
+  assign \$340  = l0_cell0_s2[1:0] > 1'h1;
+  assign \$341  = \$339  + \$340 ;
+  assign \$343  = l0_cell0_s2[1:0] > 2'h2;
+  assign \$344  = \$342  + \$343 ;
+  assign \$346  = l0_cell0_s2[1:0] > 2'h3;
+  assign \$347  = \$345  + \$346 ;
+  assign \$348  = $signed(\$signature__data$182 ) * $signed(l0_bval_bank0_0_s2);
+  assign \$349  = $signed(\$signature__data$183 ) * $signed(l0_bval_bank0_1_s2);
+  assign \$350  = $signed(\$signature__data$184 ) * $signed(l0_bval_bank0_2_s2);
+  assign \$351  = $signed(\$signature__data$185 ) * $signed(l0_bval_bank0_3_s2);
+  assign \$352  = $signed(t) + $signed(\t$32 );
+  assign \$353  = $signed(\t$35 ) + $signed(\t$38 );
+  assign \$354  = $signed(\$352 ) + $signed(\$353 );
+  assign \$355  = - $signed(s__payload[31:16]);
+  assign \$356  = $signed(\t$46 ) < $signed(16'h8000);
+  assign \$357  = $signed(\t$46 ) > $signed(16'h7fff);
+  assign \$358  = \$357  ? 16'h7fff : \t$46 [15:0];
+  assign \$359  = \$356  ? 16'h8000 : \$358 ;
+  assign \$360  = $signed(\t$47 ) < $signed(16'h8000);
+  assign \$361  = $signed(\t$47 ) > $signed(16'h7fff);
+  assign \$362  = \$361  ? 16'h7fff : \t$47 [15:0];
+  assign \$363  = \$360  ? 16'h8000 : \$362 ;
+  assign \$364  = $signed(err0_s5) * $signed(l0_bval_bank0_0_s5);
+  assign \$365  = $signed(err0_s5) * $signed(l0_bval_bank0_1_s5);
+  assign \$366  = $signed(err0_s5) * $signed(l0_bval_bank0_2_s5);
+  assign \$367  = $signed(err0_s5) * $signed(l0_bval_bank0_3_s5);
   always @(posedge clk)
-    wp__addr <= \$92 [0];
+    valid_s1 <= \$368 ;
   always @(posedge clk)
-    wp__data <= l0_coef_0_0_bank0_data;
+    valid_s2 <= \$369 ;
   always @(posedge clk)
-    wp__en <= l0_coef_0_0_bank0_en;
+    valid_s3 <= \$370 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r0_fwd <= \$384 ;
+    valid_s4 <= \$371 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r0_word <= \$385 ;
+    m__valid <= \$372 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r1_fwd <= \$386 ;
+    valid_s6 <= \$373 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r1_word <= \$387 ;
+    reload_count <= \$374 ;
   always @(posedge clk)
-    \wp__addr$31  <= \$148 [0];
+    port_in_flight0 <= \$375 ;
   always @(posedge clk)
-    \wp__data$33  <= l0_coef_0_0_bank1_data;
+    port_in_flight1 <= \$376 ;
   always @(posedge clk)
-    \wp__en$35  <= l0_coef_0_0_bank1_en;
+    port_in_flight2 <= \$377 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r0_fwd <= \$388 ;
+    port_in_flight3 <= \$378 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r0_word <= \$389 ;
+    l0_port_local_p1 <= \$379 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r1_fwd <= \$390 ;
+    l0_port_wr_p1 <= \$380 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r1_word <= \$391 ;
+    l0_port_rd_p1 <= \$381 ;
   always @(posedge clk)
-    \wp__addr$45  <= \$204 [0];
+    l0_port_data_p1 <= \$382 ;
   always @(posedge clk)
-    \wp__data$47  <= l0_coef_0_0_bank2_data;
+    l0_port_edge_p2 <= \$383 ;
   always @(posedge clk)
-    \wp__en$49  <= l0_coef_0_0_bank2_en;
+    l0_port_local_p2 <= \$384 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r0_fwd <= \$392 ;
+    l0_port_wr_p2 <= \$385 ;
+  always @(posedge clk)
+    l0_port_rd_p2 <= \$386 ;
+  always @(posedge clk)
+    l0_port_data_p2 <= \$387 ;
+  always @(posedge clk)
+    l0_port_q_p3 <= \$388 ;
+  always @(posedge clk)
+    l0_port_edge_p3 <= \$389 ;
+  always @(posedge clk)
+    l0_port_wr_p3 <= \$390 ;
+  always @(posedge clk)
+    l0_port_rd_p3 <= \$391 ;
+  always @(posedge clk)
+    l0_port_data_p3 <= \$392 ;
+  always @(posedge clk)
+    l0_port_baddr_p4 <= \$393 ;
+  always @(posedge clk)
+    l0_port_bank_p4 <= \$394 ;
+  always @(posedge clk)
+    l0_port_edge_p4 <= \$395 ;
+  always @(posedge clk)
+    l0_ram_wr <= \$396 ;
+  always @(posedge clk)
+    l0_ram_rd <= \$397 ;
+  always @(posedge clk)
+    l0_ram_data <= \$398 ;
+  always @(posedge clk)
+    l0_rd_edge <= \$399 ;
+  always @(posedge clk)
+    l0_rd_bank <= \$400 ;
+  always @(posedge clk)
+    read_layer <= \$401 ;
+  always @(posedge clk)
+    read_wait <= \$402 ;
+  always @(posedge clk)
+    read_wait1 <= \$403 ;
+  always @(posedge clk)
+    read_wait2 <= \$404 ;
+  always @(posedge clk)
+    read_wait3 <= \$405 ;
+  always @(posedge clk)
+    read_wait4 <= \$406 ;
+  always @(posedge clk)
+    pr__valid <= \$407 ;
+  always @(posedge clk)
+    pr__payload <= \$408 ;
+  always @(posedge clk)
+    y0_s1 <= \$409 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -1700,815 +1528,465 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$396  = l0_coef_0_0_bank3_r0_fwd;
-    if (\port__en$84 ) begin
-      \$396  = \$331 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$397  = l0_coef_0_0_bank3_r0_word;
-    if (\port__en$84 ) begin
-      \$397  = l0_coef_0_0_bank3_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$400  = valid_s1;
-    if (en) begin
-      \$400  = accept;
-    end
-    if (rst) begin
-      \$400  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$401  = valid_s2;
-    if (en) begin
-      \$401  = valid_s1;
-    end
-    if (rst) begin
-      \$401  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$402  = valid_s3;
-    if (en) begin
-      \$402  = valid_s2;
-    end
-    if (rst) begin
-      \$402  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$403  = valid_s4;
-    if (en) begin
-      \$403  = valid_s3;
-    end
-    if (rst) begin
-      \$403  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$404  = m__valid;
-    if (en) begin
-      \$404  = valid_s4;
-    end
-    if (rst) begin
-      \$404  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$405  = valid_s6;
-    if (en) begin
-      \$405  = m__valid;
-    end
-    if (rst) begin
-      \$405  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$406  = reload_count;
-    if (reloading) begin
-      \$406  = \$334 [3:0];
-    end
-    if (rst) begin
-      \$406  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$407  = port_cmd;
-    if (rst) begin
-      \$407  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$408  = port_in_flight0;
-    if (rst) begin
-      \$408  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$409  = port_in_flight1;
-    if (rst) begin
-      \$409  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$410  = port_in_flight2;
-    if (rst) begin
-      \$410  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$411  = \$307 [2:0];
-    if (rst) begin
-      \$411  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$412  = l0_port_wr;
-    if (rst) begin
-      \$412  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$413  = l0_port_rd;
-    if (rst) begin
-      \$413  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$414  = l0_port_data;
-    if (rst) begin
-      \$414  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$415  = \$335 ;
-    if (rst) begin
-      \$415  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$416  = l0_port_local_p1;
-    if (rst) begin
-      \$416  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$417  = l0_port_wr_p1;
-    if (rst) begin
-      \$417  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$418  = l0_port_rd_p1;
-    if (rst) begin
-      \$418  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$419  = l0_port_data_p1;
-    if (rst) begin
-      \$419  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$420  = \$337 [2:0];
-    if (rst) begin
-      \$420  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$421  = l0_port_edge_p2;
-    if (rst) begin
-      \$421  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$422  = l0_port_wr_p2;
-    if (rst) begin
-      \$422  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$423  = l0_port_rd_p2;
-    if (rst) begin
-      \$423  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$424  = l0_port_data_p2;
-    if (rst) begin
-      \$424  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$425  = \$338 ;
-    if (rst) begin
-      \$425  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$426  = \$341 ;
-    if (rst) begin
-      \$426  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$427  = l0_port_edge_p3;
-    if (rst) begin
-      \$427  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$428  = l0_port_wr_p3;
-    if (rst) begin
-      \$428  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$429  = l0_port_rd_p3;
-    if (rst) begin
-      \$429  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$430  = l0_port_data_p3;
-    if (rst) begin
-      \$430  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$431  = l0_rd_edge;
-    if (l0_ram_rd) begin
-      \$431  = l0_port_edge_p4[0];
-    end
-    if (rst) begin
-      \$431  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$432  = l0_rd_bank;
-    if (l0_ram_rd) begin
-      \$432  = l0_port_bank_p4[1:0];
-    end
-    if (rst) begin
-      \$432  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$433  = read_layer;
-    if (l0_port_rd) begin
-      \$433  = 1'h0;
-    end
-    if (rst) begin
-      \$433  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$434  = \$343 ;
-    if (rst) begin
-      \$434  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$435  = read_wait;
-    if (rst) begin
-      \$435  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$436  = read_wait1;
-    if (rst) begin
-      \$436  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$437  = read_wait2;
-    if (rst) begin
-      \$437  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$438  = read_wait3;
-    if (rst) begin
-      \$438  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$439  = pr__valid;
-    if (\$344 ) begin
-      \$439  = 1'h1;
-    end else if (read_wait4) begin
-      \$439  = 1'h1;
-    end else if (pr__ready) begin
-      \$439  = 1'h0;
-    end
-    if (rst) begin
-      \$439  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$440  = pr__payload;
-    if (\$344 ) begin
-      \$440  = pc__payload[15:0];
-    end else if (read_wait4) begin
-      \$440  = \$347 ;
-    end
-    if (rst) begin
-      \$440  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$441  = y0_s1;
-    if (en) begin
-      \$441  = s__payload[31:16];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$442  = kind_s1;
+    \$410  = kind_s1;
     if (en) begin
-      \$442  = s__payload[33:32];
+      \$410  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$443  = pos_in;
+    \$411  = pos_in;
     if (en) begin
-      \$443  = pos;
+      \$411  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$444  = l0_lo0_s2;
+    \$412  = l0_lo0_s2;
     if (en) begin
-      \$444  = \cell [1:0];
+      \$412  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$445  = l0_cell0_s2;
+    \$413  = l0_cell0_s2;
     if (en) begin
-      \$445  = \cell ;
+      \$413  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$446  = l0_bval_bank0_0_s2;
+    \$414  = l0_bval_bank0_0_s2;
     if (en) begin
-      \$446  = \$348 ;
+      \$414  = \$332 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$447  = l0_bval_bank0_1_s2;
+    \$415  = l0_bval_bank0_1_s2;
     if (en) begin
-      \$447  = \$349 ;
+      \$415  = \$333 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$448  = l0_bval_bank0_2_s2;
+    \$416  = l0_bval_bank0_2_s2;
     if (en) begin
-      \$448  = \$350 ;
+      \$416  = \$334 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$449  = l0_bval_bank0_3_s2;
+    \$417  = l0_bval_bank0_3_s2;
     if (en) begin
-      \$449  = \$351 ;
+      \$417  = \$335 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$450  = l0_waddr0_0_s3;
+    \$418  = l0_waddr0_0_s3;
     if (en) begin
-      \$450  = \$354 ;
+      \$418  = \$338 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$451  = l0_waddr0_1_s3;
+    \$419  = l0_waddr0_1_s3;
     if (en) begin
-      \$451  = \$357 ;
+      \$419  = \$341 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$452  = l0_waddr0_2_s3;
+    \$420  = l0_waddr0_2_s3;
     if (en) begin
-      \$452  = \$360 ;
+      \$420  = \$344 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$453  = l0_waddr0_3_s3;
+    \$421  = l0_waddr0_3_s3;
     if (en) begin
-      \$453  = \$363 ;
+      \$421  = \$347 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$454  = l0_prod0_0_0_raw_s3;
+    \$422  = l0_prod0_0_0_raw_s3;
     if (en) begin
-      \$454  = \$364 ;
+      \$422  = \$348 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$455  = l0_prod0_0_1_raw_s3;
+    \$423  = l0_prod0_0_1_raw_s3;
     if (en) begin
-      \$455  = \$365 ;
+      \$423  = \$349 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$456  = l0_prod0_0_2_raw_s3;
+    \$424  = l0_prod0_0_2_raw_s3;
     if (en) begin
-      \$456  = \$366 ;
+      \$424  = \$350 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$457  = l0_prod0_0_3_raw_s3;
+    \$425  = l0_prod0_0_3_raw_s3;
     if (en) begin
-      \$457  = \$367 ;
+      \$425  = \$351 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$458  = l0_sum0_t0_0_s4;
+    \$426  = l0_sum0_t0_0_s4;
     if (en) begin
-      \$458  = \$370 ;
+      \$426  = \$354 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$459  = l0_out0_s5;
+    \$427  = l0_out0_s5;
     if (en) begin
-      \$459  = \t$100 ;
+      \$427  = \t$44 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$460  = y0_neg_s1;
+    \$428  = y0_neg_s1;
     if (en) begin
-      \$460  = \$371 ;
+      \$428  = \$355 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$461  = y0_neg_s2;
+    \$429  = y0_neg_s2;
     if (en) begin
-      \$461  = y0_neg_s1;
+      \$429  = y0_neg_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$462  = y0_neg_s3;
+    \$430  = y0_neg_s3;
     if (en) begin
-      \$462  = y0_neg_s2;
+      \$430  = y0_neg_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$463  = y0_neg_s4;
+    \$431  = y0_neg_s4;
     if (en) begin
-      \$463  = y0_neg_s3;
+      \$431  = y0_neg_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$464  = y0_at_max_s1;
+    \$432  = y0_at_max_s1;
     if (en) begin
-      \$464  = \$375 ;
+      \$432  = \$359 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$465  = y0_at_max_s2;
+    \$433  = y0_at_max_s2;
     if (en) begin
-      \$465  = y0_at_max_s1;
+      \$433  = y0_at_max_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$466  = y0_at_max_s3;
+    \$434  = y0_at_max_s3;
     if (en) begin
-      \$466  = y0_at_max_s2;
+      \$434  = y0_at_max_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$467  = y0_at_max_s4;
+    \$435  = y0_at_max_s4;
     if (en) begin
-      \$467  = y0_at_max_s3;
+      \$435  = y0_at_max_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$468  = y0_at_min_s1;
+    \$436  = y0_at_min_s1;
     if (en) begin
-      \$468  = \$379 ;
+      \$436  = \$363 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$469  = y0_at_min_s2;
+    \$437  = y0_at_min_s2;
     if (en) begin
-      \$469  = y0_at_min_s1;
+      \$437  = y0_at_min_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$470  = y0_at_min_s3;
+    \$438  = y0_at_min_s3;
     if (en) begin
-      \$470  = y0_at_min_s2;
+      \$438  = y0_at_min_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$471  = y0_at_min_s4;
+    \$439  = y0_at_min_s4;
     if (en) begin
-      \$471  = y0_at_min_s3;
+      \$439  = y0_at_min_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$472  = kind_s2;
+    \$440  = kind_s2;
     if (en) begin
-      \$472  = kind_s1;
+      \$440  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$473  = kind_s3;
+    \$441  = kind_s3;
     if (en) begin
-      \$473  = kind_s2;
+      \$441  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$474  = kind_s4;
+    \$442  = kind_s4;
     if (en) begin
-      \$474  = kind_s3;
+      \$442  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$475  = y0_s2;
+    \$443  = y0_s2;
     if (en) begin
-      \$475  = y0_s1;
+      \$443  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$476  = y0_s3;
+    \$444  = y0_s3;
     if (en) begin
-      \$476  = y0_s2;
+      \$444  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$477  = y0_s4;
+    \$445  = y0_s4;
     if (en) begin
-      \$477  = y0_s3;
+      \$445  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$478  = err0_s5;
+    \$446  = err0_s5;
     if (en) begin
-      \$478  = err0;
+      \$446  = err0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$479  = l0_waddr0_0_s4;
+    \$447  = l0_waddr0_0_s4;
     if (en) begin
-      \$479  = l0_waddr0_0_s3;
+      \$447  = l0_waddr0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$480  = l0_waddr0_0_s5;
+    \$448  = l0_waddr0_0_s5;
     if (en) begin
-      \$480  = l0_waddr0_0_s4;
+      \$448  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$481  = l0_waddr0_0_s6;
+    \$449  = l0_waddr0_0_s6;
     if (en) begin
-      \$481  = l0_waddr0_0_s5;
+      \$449  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$482  = l0_waddr0_1_s4;
+    \$450  = l0_waddr0_1_s4;
     if (en) begin
-      \$482  = l0_waddr0_1_s3;
+      \$450  = l0_waddr0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$483  = l0_waddr0_1_s5;
+    \$451  = l0_waddr0_1_s5;
     if (en) begin
-      \$483  = l0_waddr0_1_s4;
+      \$451  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$484  = l0_waddr0_1_s6;
+    \$452  = l0_waddr0_1_s6;
     if (en) begin
-      \$484  = l0_waddr0_1_s5;
+      \$452  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$485  = l0_waddr0_2_s4;
+    \$453  = l0_waddr0_2_s4;
     if (en) begin
-      \$485  = l0_waddr0_2_s3;
+      \$453  = l0_waddr0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$486  = l0_waddr0_2_s5;
+    \$454  = l0_waddr0_2_s5;
     if (en) begin
-      \$486  = l0_waddr0_2_s4;
+      \$454  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$487  = l0_waddr0_2_s6;
+    \$455  = l0_waddr0_2_s6;
     if (en) begin
-      \$487  = l0_waddr0_2_s5;
+      \$455  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$488  = l0_waddr0_3_s4;
+    \$456  = l0_waddr0_3_s4;
     if (en) begin
-      \$488  = l0_waddr0_3_s3;
+      \$456  = l0_waddr0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$489  = l0_waddr0_3_s5;
+    \$457  = l0_waddr0_3_s5;
     if (en) begin
-      \$489  = l0_waddr0_3_s4;
+      \$457  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$490  = l0_waddr0_3_s6;
+    \$458  = l0_waddr0_3_s6;
     if (en) begin
-      \$490  = l0_waddr0_3_s5;
+      \$458  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$491  = l0_bval_bank0_0_s3;
+    \$459  = l0_bval_bank0_0_s3;
     if (en) begin
-      \$491  = l0_bval_bank0_0_s2;
+      \$459  = l0_bval_bank0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$492  = l0_bval_bank0_0_s4;
+    \$460  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$492  = l0_bval_bank0_0_s3;
+      \$460  = l0_bval_bank0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$493  = l0_bval_bank0_0_s5;
+    \$461  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$493  = l0_bval_bank0_0_s4;
+      \$461  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$494  = l0_delta0_0_0_raw_s6;
+    \$462  = l0_delta0_0_0_raw_s6;
     if (en) begin
-      \$494  = \$380 ;
+      \$462  = \$364 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$495  = l0_bval_bank0_1_s3;
+    \$463  = l0_bval_bank0_1_s3;
     if (en) begin
-      \$495  = l0_bval_bank0_1_s2;
+      \$463  = l0_bval_bank0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$496  = l0_bval_bank0_1_s4;
+    \$464  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$496  = l0_bval_bank0_1_s3;
+      \$464  = l0_bval_bank0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$497  = l0_bval_bank0_1_s5;
+    \$465  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$497  = l0_bval_bank0_1_s4;
+      \$465  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$498  = l0_delta0_0_1_raw_s6;
+    \$466  = l0_delta0_0_1_raw_s6;
     if (en) begin
-      \$498  = \$381 ;
+      \$466  = \$365 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$499  = l0_bval_bank0_2_s3;
+    \$467  = l0_bval_bank0_2_s3;
     if (en) begin
-      \$499  = l0_bval_bank0_2_s2;
+      \$467  = l0_bval_bank0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$500  = l0_bval_bank0_2_s4;
+    \$468  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$500  = l0_bval_bank0_2_s3;
+      \$468  = l0_bval_bank0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$501  = l0_bval_bank0_2_s5;
+    \$469  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$501  = l0_bval_bank0_2_s4;
+      \$469  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$502  = l0_delta0_0_2_raw_s6;
+    \$470  = l0_delta0_0_2_raw_s6;
     if (en) begin
-      \$502  = \$382 ;
+      \$470  = \$366 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$503  = l0_bval_bank0_3_s3;
+    \$471  = l0_bval_bank0_3_s3;
     if (en) begin
-      \$503  = l0_bval_bank0_3_s2;
+      \$471  = l0_bval_bank0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$504  = l0_bval_bank0_3_s4;
+    \$472  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$504  = l0_bval_bank0_3_s3;
+      \$472  = l0_bval_bank0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$505  = l0_bval_bank0_3_s5;
+    \$473  = l0_bval_bank0_3_s5;
     if (en) begin
-      \$505  = l0_bval_bank0_3_s4;
+      \$473  = l0_bval_bank0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$506  = l0_delta0_0_3_raw_s6;
+    \$474  = l0_delta0_0_3_raw_s6;
     if (en) begin
-      \$506  = \$383 ;
+      \$474  = \$367 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$336  = 3'h0;
+    \$320  = 3'h0;
     casez (l0_port_edge_p2)
       3'h0:
-          \$336  = 3'h0;
+          \$320  = 3'h0;
     endcase
   end
   always @* begin
@@ -2516,29 +1994,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$345  = l0_coef_0_0_bank0_r0_data;
+          \$329  = \$signature__data$182 ;
       2'h1:
-          \$345  = l0_coef_0_0_bank1_r0_data;
+          \$329  = \$signature__data$183 ;
       2'h2:
-          \$345  = l0_coef_0_0_bank2_r0_data;
+          \$329  = \$signature__data$184 ;
       2'h3:
-          \$345  = l0_coef_0_0_bank3_r0_data;
+          \$329  = \$signature__data$185 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$346  = 16'h0000;
+    \$330  = 16'h0000;
     casez (l0_rd_edge)
       1'h0:
-          \$346  = \$345 ;
+          \$330  = \$329 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$347  = 16'h0000;
+    \$331  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$347  = \$346 ;
+          \$331  = \$330 ;
     endcase
   end
   always @* begin
@@ -2546,13 +2024,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$348  = bval[15:0];
+          \$332  = bval[15:0];
       2'h1:
-          \$348  = bval[63:48];
+          \$332  = bval[63:48];
       2'h2:
-          \$348  = bval[47:32];
+          \$332  = bval[47:32];
       2'h3:
-          \$348  = bval[31:16];
+          \$332  = bval[31:16];
     endcase
   end
   always @* begin
@@ -2560,13 +2038,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$349  = bval[31:16];
+          \$333  = bval[31:16];
       2'h1:
-          \$349  = bval[15:0];
+          \$333  = bval[15:0];
       2'h2:
-          \$349  = bval[63:48];
+          \$333  = bval[63:48];
       2'h3:
-          \$349  = bval[47:32];
+          \$333  = bval[47:32];
     endcase
   end
   always @* begin
@@ -2574,13 +2052,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$350  = bval[47:32];
+          \$334  = bval[47:32];
       2'h1:
-          \$350  = bval[31:16];
+          \$334  = bval[31:16];
       2'h2:
-          \$350  = bval[15:0];
+          \$334  = bval[15:0];
       2'h3:
-          \$350  = bval[63:48];
+          \$334  = bval[63:48];
     endcase
   end
   always @* begin
@@ -2588,13 +2066,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$351  = bval[63:48];
+          \$335  = bval[63:48];
       2'h1:
-          \$351  = bval[47:32];
+          \$335  = bval[47:32];
       2'h2:
-          \$351  = bval[31:16];
+          \$335  = bval[31:16];
       2'h3:
-          \$351  = bval[15:0];
+          \$335  = bval[15:0];
     endcase
   end
   always @* begin
@@ -2611,97 +2089,379 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$384  = l0_coef_0_0_bank0_r0_fwd;
-    if (port__en) begin
-      \$384  = \$319 ;
+    \$368  = valid_s1;
+    if (en) begin
+      \$368  = accept;
+    end
+    if (rst) begin
+      \$368  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$385  = l0_coef_0_0_bank0_r0_word;
-    if (port__en) begin
-      \$385  = l0_coef_0_0_bank0_data;
+    \$369  = valid_s2;
+    if (en) begin
+      \$369  = valid_s1;
+    end
+    if (rst) begin
+      \$369  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$388  = l0_coef_0_0_bank1_r0_fwd;
-    if (\port__en$80 ) begin
-      \$388  = \$323 ;
+    \$370  = valid_s3;
+    if (en) begin
+      \$370  = valid_s2;
+    end
+    if (rst) begin
+      \$370  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$389  = l0_coef_0_0_bank1_r0_word;
-    if (\port__en$80 ) begin
-      \$389  = l0_coef_0_0_bank1_data;
+    \$371  = valid_s4;
+    if (en) begin
+      \$371  = valid_s3;
+    end
+    if (rst) begin
+      \$371  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$392  = l0_coef_0_0_bank2_r0_fwd;
-    if (\port__en$82 ) begin
-      \$392  = \$327 ;
+    \$372  = m__valid;
+    if (en) begin
+      \$372  = valid_s4;
+    end
+    if (rst) begin
+      \$372  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$393  = l0_coef_0_0_bank2_r0_word;
-    if (\port__en$82 ) begin
-      \$393  = l0_coef_0_0_bank2_data;
+    \$373  = valid_s6;
+    if (en) begin
+      \$373  = m__valid;
+    end
+    if (rst) begin
+      \$373  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$374  = reload_count;
+    if (reloading) begin
+      \$374  = \$318 [3:0];
+    end
+    if (rst) begin
+      \$374  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$375  = port_cmd;
+    if (rst) begin
+      \$375  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$376  = port_in_flight0;
+    if (rst) begin
+      \$376  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$377  = port_in_flight1;
+    if (rst) begin
+      \$377  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$378  = port_in_flight2;
+    if (rst) begin
+      \$378  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$379  = \$307 [2:0];
+    if (rst) begin
+      \$379  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$380  = l0_port_wr;
+    if (rst) begin
+      \$380  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$381  = l0_port_rd;
+    if (rst) begin
+      \$381  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$382  = l0_port_data;
+    if (rst) begin
+      \$382  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$383  = \$319 ;
+    if (rst) begin
+      \$383  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$384  = l0_port_local_p1;
+    if (rst) begin
+      \$384  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$385  = l0_port_wr_p1;
+    if (rst) begin
+      \$385  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$386  = l0_port_rd_p1;
+    if (rst) begin
+      \$386  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$387  = l0_port_data_p1;
+    if (rst) begin
+      \$387  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$388  = \$321 [2:0];
+    if (rst) begin
+      \$388  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$389  = l0_port_edge_p2;
+    if (rst) begin
+      \$389  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$390  = l0_port_wr_p2;
+    if (rst) begin
+      \$390  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$391  = l0_port_rd_p2;
+    if (rst) begin
+      \$391  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$392  = l0_port_data_p2;
+    if (rst) begin
+      \$392  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$393  = \$322 ;
+    if (rst) begin
+      \$393  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$394  = \$325 ;
+    if (rst) begin
+      \$394  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$395  = l0_port_edge_p3;
+    if (rst) begin
+      \$395  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$396  = l0_port_wr_p3;
+    if (rst) begin
+      \$396  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$397  = l0_port_rd_p3;
+    if (rst) begin
+      \$397  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$398  = l0_port_data_p3;
+    if (rst) begin
+      \$398  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$399  = l0_rd_edge;
+    if (l0_ram_rd) begin
+      \$399  = l0_port_edge_p4[0];
+    end
+    if (rst) begin
+      \$399  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$400  = l0_rd_bank;
+    if (l0_ram_rd) begin
+      \$400  = l0_port_bank_p4[1:0];
+    end
+    if (rst) begin
+      \$400  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$401  = read_layer;
+    if (l0_port_rd) begin
+      \$401  = 1'h0;
+    end
+    if (rst) begin
+      \$401  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$402  = \$327 ;
+    if (rst) begin
+      \$402  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$403  = read_wait;
+    if (rst) begin
+      \$403  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$404  = read_wait1;
+    if (rst) begin
+      \$404  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$405  = read_wait2;
+    if (rst) begin
+      \$405  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$406  = read_wait3;
+    if (rst) begin
+      \$406  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$407  = pr__valid;
+    if (\$328 ) begin
+      \$407  = 1'h1;
+    end else if (read_wait4) begin
+      \$407  = 1'h1;
+    end else if (pr__ready) begin
+      \$407  = 1'h0;
+    end
+    if (rst) begin
+      \$407  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$408  = pr__payload;
+    if (\$328 ) begin
+      \$408  = pc__payload[15:0];
+    end else if (read_wait4) begin
+      \$408  = \$331 ;
+    end
+    if (rst) begin
+      \$408  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$409  = y0_s1;
+    if (en) begin
+      \$409  = s__payload[31:16];
     end
   end
   assign u = s__payload[15:0];
   assign l0_pos0_s1 = pos_in;
-  assign l0_coef_0_0_bank0_waddr = wp__addr;
-  assign l0_coef_0_0_bank0_wdata = wp__data;
-  assign l0_coef_0_0_bank0_wen = wp__en;
-  assign l0_coef_0_0_bank1_waddr = \wp__addr$31 ;
-  assign l0_coef_0_0_bank1_wdata = \wp__data$33 ;
-  assign l0_coef_0_0_bank1_wen = \wp__en$35 ;
-  assign l0_coef_0_0_bank2_waddr = \wp__addr$45 ;
-  assign l0_coef_0_0_bank2_wdata = \wp__data$47 ;
-  assign l0_coef_0_0_bank2_wen = \wp__en$49 ;
-  assign l0_coef_0_0_bank3_waddr = \wp__addr$59 ;
-  assign l0_coef_0_0_bank3_wdata = \wp__data$61 ;
-  assign l0_coef_0_0_bank3_wen = \wp__en$63 ;
-  assign port__addr = \$4 [0];
+  assign \$signature__addr  = \$4 [0];
   assign l0_port_baddr = l0_port_baddr_p4[0];
-  assign \port__addr$79  = \$8 [0];
-  assign \port__addr$81  = \$12 [0];
-  assign \port__addr$83  = \$16 [0];
-  assign \t$87  = { t[34], t[34], t[34], t[34], t[34], t };
-  assign \t$90  = { \t$88 [34], \t$88 [34], \t$88 [34], \t$88 [34], \t$88 [34], \t$88  };
-  assign \t$93  = { \t$91 [34], \t$91 [34], \t$91 [34], \t$91 [34], \t$91 [34], \t$91  };
-  assign \t$96  = { \t$94 [34], \t$94 [34], \t$94 [34], \t$94 [34], \t$94 [34], \t$94  };
-  assign \t$97  = l0_sum0_t0_0_s4[39:0];
+  assign \$signature__addr$23  = \$8 [0];
+  assign \$signature__addr$25  = \$12 [0];
+  assign \$signature__addr$27  = \$16 [0];
+  assign \t$31  = { t[34], t[34], t[34], t[34], t[34], t };
+  assign \t$34  = { \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32 [34], \t$32  };
+  assign \t$37  = { \t$35 [34], \t$35 [34], \t$35 [34], \t$35 [34], \t$35 [34], \t$35  };
+  assign \t$40  = { \t$38 [34], \t$38 [34], \t$38 [34], \t$38 [34], \t$38 [34], \t$38  };
+  assign \t$41  = l0_sum0_t0_0_s4[39:0];
   assign rounded = \$17 [42:17];
-  assign \t$104  = l0_sum0_t0_0_s4[39:0];
+  assign \t$48  = l0_sum0_t0_0_s4[39:0];
   assign q_less_t = \$26 [35:0];
-  assign \t$107  = \$26 [35:17];
+  assign \t$51  = \$26 [35:17];
   assign valid_s5 = m__valid;
   assign theta_less_q = \$63 [34:0];
-  assign \t$125  = \$63 [34:17];
+  assign \t$70  = \$63 [34:17];
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \port__addr$134  = \$91 [0];
-  assign \port__en$137  = 1'h1;
-  assign l0_coef_0_0_bank0_addr = \$92 [0];
-  assign \theta_less_q$142  = \$119 [34:0];
-  assign \t$144  = \$119 [34:17];
-  assign \port__addr$150  = \$147 [0];
-  assign \port__en$153  = 1'h1;
-  assign l0_coef_0_0_bank1_addr = \$148 [0];
-  assign \theta_less_q$157  = \$175 [34:0];
-  assign \t$159  = \$175 [34:17];
-  assign \port__addr$165  = \$203 [0];
-  assign \port__en$168  = 1'h1;
-  assign l0_coef_0_0_bank2_addr = \$204 [0];
-  assign \theta_less_q$172  = \$231 [34:0];
-  assign \t$174  = \$231 [34:17];
-  assign \port__addr$180  = \$259 [0];
-  assign \port__en$183  = 1'h1;
-  assign l0_coef_0_0_bank3_addr = \$260 [0];
+  assign \$signature__addr$79  = \$91 [0];
+  assign \$signature__en$82  = 1'h1;
+  assign wp__addr = \$92 [0];
+  assign \theta_less_q$87  = \$119 [34:0];
+  assign \t$90  = \$119 [34:17];
+  assign \$signature__addr$96  = \$147 [0];
+  assign \$signature__en$99  = 1'h1;
+  assign \wp__addr$100  = \$148 [0];
+  assign \theta_less_q$103  = \$175 [34:0];
+  assign \t$106  = \$175 [34:17];
+  assign \$signature__addr$112  = \$203 [0];
+  assign \$signature__en$115  = 1'h1;
+  assign \wp__addr$116  = \$204 [0];
+  assign \theta_less_q$119  = \$231 [34:0];
+  assign \t$122  = \$231 [34:17];
+  assign \$signature__addr$128  = \$259 [0];
+  assign \$signature__en$131  = 1'h1;
+  assign \wp__addr$132  = \$260 [0];
   assign rom_rd__addr = reload_count[2:0];
   assign reload_addr = \$288 [2:0];
   assign execute = pc__ready;
@@ -2726,14 +2486,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \$399  = l0_coef_0_0_bank3_data;
-  assign \$398  = \$333 ;
-  assign \$395  = l0_coef_0_0_bank2_data;
-  assign \$394  = \$329 ;
-  assign \$391  = l0_coef_0_0_bank1_data;
-  assign \$390  = \$325 ;
-  assign \$387  = l0_coef_0_0_bank0_data;
-  assign \$386  = \$321 ;
   assign m__payload[16] = \$25 ;
   assign m__payload[15:0] = l0_out0_s5;
   assign \$1  = { 2'h0, \cell [2] };
@@ -2741,51 +2493,51 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
   assign t = { l0_prod0_0_0_raw_s3[31], l0_prod0_0_0_raw_s3, 2'h0 };
-  assign \t$88  = { l0_prod0_0_1_raw_s3[31], l0_prod0_0_1_raw_s3, 2'h0 };
-  assign \t$91  = { l0_prod0_0_2_raw_s3[31], l0_prod0_0_2_raw_s3, 2'h0 };
-  assign \t$94  = { l0_prod0_0_3_raw_s3[31], l0_prod0_0_3_raw_s3, 2'h0 };
+  assign \t$32  = { l0_prod0_0_1_raw_s3[31], l0_prod0_0_1_raw_s3, 2'h0 };
+  assign \t$35  = { l0_prod0_0_2_raw_s3[31], l0_prod0_0_2_raw_s3, 2'h0 };
+  assign \t$38  = { l0_prod0_0_3_raw_s3[31], l0_prod0_0_3_raw_s3, 2'h0 };
   assign \$65  = l0_delta0_0_0_raw_s6[31];
   assign \$66  = 1'h0;
   assign \$67  = l0_delta0_0_0_raw_s6[31];
-  assign \q_above$126  = \$74 ;
+  assign \q_above$71  = \$74 ;
   assign \$75  = l0_delta0_0_0_raw_s6[31];
   assign \$81  = l0_delta0_0_0_raw_s6[31];
   assign \$121  = l0_delta0_0_1_raw_s6[31];
   assign \$122  = 1'h0;
   assign \$123  = l0_delta0_0_1_raw_s6[31];
-  assign \q_above$145  = \$130 ;
+  assign \q_above$91  = \$130 ;
   assign \$131  = l0_delta0_0_1_raw_s6[31];
   assign \$137  = l0_delta0_0_1_raw_s6[31];
   assign \$177  = l0_delta0_0_2_raw_s6[31];
   assign \$178  = 1'h0;
   assign \$179  = l0_delta0_0_2_raw_s6[31];
-  assign \q_above$160  = \$186 ;
+  assign \q_above$107  = \$186 ;
   assign \$187  = l0_delta0_0_2_raw_s6[31];
   assign \$193  = l0_delta0_0_2_raw_s6[31];
   assign \$233  = l0_delta0_0_3_raw_s6[31];
   assign \$234  = 1'h0;
   assign \$235  = l0_delta0_0_3_raw_s6[31];
-  assign \q_above$175  = \$242 ;
+  assign \q_above$123  = \$242 ;
   assign \$243  = l0_delta0_0_3_raw_s6[31];
   assign \$249  = l0_delta0_0_3_raw_s6[31];
-  assign \$335  = 3'h0;
-  assign \$338  = { 2'h0, l0_port_q_p3[2] };
-  assign \$339  = { 2'h0, l0_port_q_p3[2] };
-  assign \$352  = { 2'h0, l0_cell0_s2[2] };
-  assign \$355  = { 2'h0, l0_cell0_s2[2] };
-  assign \$358  = { 2'h0, l0_cell0_s2[2] };
-  assign \$361  = { 2'h0, l0_cell0_s2[2] };
+  assign \$319  = 3'h0;
+  assign \$322  = { 2'h0, l0_port_q_p3[2] };
+  assign \$323  = { 2'h0, l0_port_q_p3[2] };
+  assign \$336  = { 2'h0, l0_cell0_s2[2] };
+  assign \$339  = { 2'h0, l0_cell0_s2[2] };
+  assign \$342  = { 2'h0, l0_cell0_s2[2] };
+  assign \$345  = { 2'h0, l0_cell0_s2[2] };
   assign \$77  = 1'h0;
-  assign \q_below$127  = 1'h0;
+  assign \q_below$72  = 1'h0;
   assign \$117  = \$116 ;
   assign \$133  = 1'h0;
-  assign \q_below$146  = 1'h0;
+  assign \q_below$92  = 1'h0;
   assign \$173  = \$172 ;
   assign \$189  = 1'h0;
-  assign \q_below$161  = 1'h0;
+  assign \q_below$108  = 1'h0;
   assign \$229  = \$228 ;
   assign \$245  = 1'h0;
-  assign \q_below$176  = 1'h0;
+  assign \q_below$124  = 1'h0;
   assign \$285  = \$284 ;
 endmodule
 

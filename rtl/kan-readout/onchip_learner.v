@@ -609,233 +609,233 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$555 ;
   wire \$556 ;
   wire \$557 ;
-  wire \$558 ;
-  wire \$559 ;
+  wire [5:0] \$558 ;
+  wire [5:0] \$559 ;
   wire \$56 ;
-  wire \$560 ;
-  wire \$561 ;
-  wire \$562 ;
-  wire \$563 ;
-  wire \$564 ;
-  wire \$565 ;
-  wire \$566 ;
-  wire \$567 ;
-  wire \$568 ;
+  wire [5:0] \$560 ;
+  wire [6:0] \$561 ;
+  wire [6:0] \$562 ;
+  reg [4:0] \$563 ;
+  wire [5:0] \$564 ;
+  wire [3:0] \$565 ;
+  wire [3:0] \$566 ;
+  wire [6:0] \$567 ;
+  wire [7:0] \$568 ;
   wire \$569 ;
   wire \$57 ;
   wire \$570 ;
   wire \$571 ;
-  wire \$572 ;
-  wire \$573 ;
-  wire \$574 ;
-  wire \$575 ;
-  wire \$576 ;
-  wire \$577 ;
-  wire \$578 ;
-  wire \$579 ;
+  reg [15:0] \$572 ;
+  reg [15:0] \$573 ;
+  reg [15:0] \$574 ;
+  reg [15:0] \$575 ;
+  reg [15:0] \$576 ;
+  reg [15:0] \$577 ;
+  reg [15:0] \$578 ;
+  reg [15:0] \$579 ;
   wire \$58 ;
-  wire \$580 ;
-  wire \$581 ;
-  wire \$582 ;
-  wire \$583 ;
-  wire \$584 ;
+  reg [15:0] \$580 ;
+  reg [15:0] \$581 ;
+  reg [15:0] \$582 ;
+  reg [15:0] \$583 ;
+  wire [2:0] \$584 ;
   wire \$585 ;
-  wire \$586 ;
-  wire \$587 ;
+  wire [3:0] \$586 ;
+  wire [2:0] \$587 ;
   wire \$588 ;
-  wire \$589 ;
+  wire [3:0] \$589 ;
   wire \$59 ;
-  wire [5:0] \$590 ;
-  wire [5:0] \$591 ;
-  wire [5:0] \$592 ;
-  wire [6:0] \$593 ;
-  wire [6:0] \$594 ;
-  reg [4:0] \$595 ;
-  wire [5:0] \$596 ;
-  wire [3:0] \$597 ;
+  wire [2:0] \$590 ;
+  wire \$591 ;
+  wire [3:0] \$592 ;
+  wire [2:0] \$593 ;
+  wire \$594 ;
+  wire [3:0] \$595 ;
+  wire [2:0] \$596 ;
+  wire \$597 ;
   wire [3:0] \$598 ;
-  wire [6:0] \$599 ;
+  wire [2:0] \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire [7:0] \$600 ;
-  wire \$601 ;
-  wire \$602 ;
+  wire \$600 ;
+  wire [3:0] \$601 ;
+  wire [2:0] \$602 ;
   wire \$603 ;
-  reg [15:0] \$604 ;
-  reg [15:0] \$605 ;
-  reg [15:0] \$606 ;
-  reg [15:0] \$607 ;
-  reg [15:0] \$608 ;
-  reg [15:0] \$609 ;
+  wire [3:0] \$604 ;
+  wire [2:0] \$605 ;
+  wire \$606 ;
+  wire [3:0] \$607 ;
+  wire [31:0] \$608 ;
+  wire [31:0] \$609 ;
   wire \$61 ;
-  reg [15:0] \$610 ;
-  reg [15:0] \$611 ;
-  reg [15:0] \$612 ;
-  reg [15:0] \$613 ;
-  reg [15:0] \$614 ;
-  reg [15:0] \$615 ;
-  wire [2:0] \$616 ;
-  wire \$617 ;
-  wire [3:0] \$618 ;
-  wire [2:0] \$619 ;
+  wire [31:0] \$610 ;
+  wire [31:0] \$611 ;
+  wire [31:0] \$612 ;
+  wire [31:0] \$613 ;
+  wire [31:0] \$614 ;
+  wire [31:0] \$615 ;
+  wire [40:0] \$616 ;
+  wire [40:0] \$617 ;
+  wire [40:0] \$618 ;
+  wire [40:0] \$619 ;
   wire \$62 ;
-  wire \$620 ;
-  wire [3:0] \$621 ;
-  wire [2:0] \$622 ;
-  wire \$623 ;
-  wire [3:0] \$624 ;
-  wire [2:0] \$625 ;
-  wire \$626 ;
-  wire [3:0] \$627 ;
-  wire [2:0] \$628 ;
+  wire [41:0] \$620 ;
+  wire [41:0] \$621 ;
+  wire [42:0] \$622 ;
+  wire [16:0] \$623 ;
+  wire \$624 ;
+  wire \$625 ;
+  wire [15:0] \$626 ;
+  wire [15:0] \$627 ;
+  wire \$628 ;
   wire \$629 ;
   wire \$63 ;
-  wire [3:0] \$630 ;
-  wire [2:0] \$631 ;
-  wire \$632 ;
-  wire [3:0] \$633 ;
-  wire [2:0] \$634 ;
-  wire \$635 ;
-  wire [3:0] \$636 ;
-  wire [2:0] \$637 ;
-  wire \$638 ;
-  wire [3:0] \$639 ;
+  wire [15:0] \$630 ;
+  wire [15:0] \$631 ;
+  wire [31:0] \$632 ;
+  wire [31:0] \$633 ;
+  wire [31:0] \$634 ;
+  wire [31:0] \$635 ;
+  wire [31:0] \$636 ;
+  wire [31:0] \$637 ;
+  wire [31:0] \$638 ;
+  wire [31:0] \$639 ;
   wire \$64 ;
-  wire [31:0] \$640 ;
-  wire [31:0] \$641 ;
-  wire [31:0] \$642 ;
-  wire [31:0] \$643 ;
-  wire [31:0] \$644 ;
-  wire [31:0] \$645 ;
-  wire [31:0] \$646 ;
-  wire [31:0] \$647 ;
-  wire [40:0] \$648 ;
-  wire [40:0] \$649 ;
+  reg \$640 ;
+  reg \$641 ;
+  reg \$642 ;
+  reg \$643 ;
+  reg \$644 ;
+  reg \$645 ;
+  reg \$646 ;
+  reg [4:0] \$647 ;
+  reg \$648 ;
+  reg \$649 ;
   wire \$65 ;
-  wire [40:0] \$650 ;
-  wire [40:0] \$651 ;
-  wire [41:0] \$652 ;
-  wire [41:0] \$653 ;
-  wire [42:0] \$654 ;
-  wire [16:0] \$655 ;
-  wire \$656 ;
-  wire \$657 ;
-  wire [15:0] \$658 ;
-  wire [15:0] \$659 ;
+  reg \$650 ;
+  reg \$651 ;
+  reg [4:0] \$652 ;
+  reg \$653 ;
+  reg \$654 ;
+  reg [15:0] \$655 ;
+  reg [6:0] \$656 ;
+  reg [4:0] \$657 ;
+  reg \$658 ;
+  reg \$659 ;
   wire \$66 ;
-  wire \$660 ;
-  wire \$661 ;
-  wire [15:0] \$662 ;
-  wire [15:0] \$663 ;
-  wire [31:0] \$664 ;
-  wire [31:0] \$665 ;
-  wire [31:0] \$666 ;
-  wire [31:0] \$667 ;
-  wire [31:0] \$668 ;
-  wire [31:0] \$669 ;
+  reg [15:0] \$660 ;
+  reg [3:0] \$661 ;
+  reg [6:0] \$662 ;
+  reg \$663 ;
+  reg \$664 ;
+  reg [15:0] \$665 ;
+  reg [3:0] \$666 ;
+  reg [7:0] \$667 ;
+  reg [6:0] \$668 ;
+  reg \$669 ;
   wire \$67 ;
-  wire [31:0] \$670 ;
-  wire [31:0] \$671 ;
+  reg \$670 ;
+  reg [15:0] \$671 ;
   reg \$672 ;
-  reg [15:0] \$673 ;
-  wire \$674 ;
-  wire [15:0] \$675 ;
+  reg [1:0] \$673 ;
+  reg \$674 ;
+  reg \$675 ;
   reg \$676 ;
-  reg [15:0] \$677 ;
-  wire \$678 ;
-  wire [15:0] \$679 ;
+  reg \$677 ;
+  reg \$678 ;
+  reg \$679 ;
   wire \$68 ;
   reg \$680 ;
   reg [15:0] \$681 ;
-  wire \$682 ;
-  wire [15:0] \$683 ;
-  reg \$684 ;
-  reg [15:0] \$685 ;
-  wire \$686 ;
-  wire [15:0] \$687 ;
-  reg \$688 ;
+  reg [15:0] \$682 ;
+  reg [1:0] \$683 ;
+  reg [14:0] \$684 ;
+  reg [1:0] \$685 ;
+  reg [2:0] \$686 ;
+  reg [15:0] \$687 ;
+  reg [15:0] \$688 ;
   reg [15:0] \$689 ;
   wire \$69 ;
-  wire \$690 ;
-  wire [15:0] \$691 ;
-  reg \$692 ;
-  reg [15:0] \$693 ;
-  wire \$694 ;
-  wire [15:0] \$695 ;
-  reg \$696 ;
+  reg [15:0] \$690 ;
+  reg [14:0] \$691 ;
+  reg [1:0] \$692 ;
+  reg [2:0] \$693 ;
+  reg [15:0] \$694 ;
+  reg [15:0] \$695 ;
+  reg [15:0] \$696 ;
   reg [15:0] \$697 ;
-  wire \$698 ;
-  wire [15:0] \$699 ;
+  reg [3:0] \$698 ;
+  reg [3:0] \$699 ;
   wire [3:0] \$7 ;
   wire \$70 ;
-  reg \$700 ;
-  reg [15:0] \$701 ;
-  wire \$702 ;
-  wire [15:0] \$703 ;
-  reg \$704 ;
-  reg \$705 ;
-  reg \$706 ;
-  reg \$707 ;
-  reg \$708 ;
-  reg \$709 ;
+  reg [3:0] \$700 ;
+  reg [3:0] \$701 ;
+  reg [3:0] \$702 ;
+  reg [3:0] \$703 ;
+  reg [3:0] \$704 ;
+  reg [3:0] \$705 ;
+  reg [31:0] \$706 ;
+  reg [31:0] \$707 ;
+  reg [31:0] \$708 ;
+  reg [31:0] \$709 ;
   wire \$71 ;
-  reg \$710 ;
-  reg [4:0] \$711 ;
-  reg \$712 ;
-  reg \$713 ;
-  reg \$714 ;
-  reg \$715 ;
-  reg [4:0] \$716 ;
-  reg \$717 ;
-  reg \$718 ;
+  reg [31:0] \$710 ;
+  reg [31:0] \$711 ;
+  reg [31:0] \$712 ;
+  reg [31:0] \$713 ;
+  reg [40:0] \$714 ;
+  reg [40:0] \$715 ;
+  reg [40:0] \$716 ;
+  reg [40:0] \$717 ;
+  reg [42:0] \$718 ;
   reg [15:0] \$719 ;
   wire \$72 ;
-  reg [6:0] \$720 ;
-  reg [4:0] \$721 ;
-  reg \$722 ;
-  reg \$723 ;
-  reg [15:0] \$724 ;
-  reg [3:0] \$725 ;
-  reg [6:0] \$726 ;
-  reg \$727 ;
-  reg \$728 ;
+  reg [16:0] \$720 ;
+  reg [16:0] \$721 ;
+  reg [16:0] \$722 ;
+  reg [16:0] \$723 ;
+  reg [16:0] \$724 ;
+  reg [15:0] \$725 ;
+  reg [15:0] \$726 ;
+  reg [15:0] \$727 ;
+  reg [15:0] \$728 ;
   reg [15:0] \$729 ;
   wire [15:0] \$73 ;
-  reg [3:0] \$730 ;
-  reg [7:0] \$731 ;
-  reg [6:0] \$732 ;
-  reg \$733 ;
-  reg \$734 ;
-  reg [15:0] \$735 ;
-  reg \$736 ;
+  reg [15:0] \$730 ;
+  reg [15:0] \$731 ;
+  reg [15:0] \$732 ;
+  reg [15:0] \$733 ;
+  reg [15:0] \$734 ;
+  reg [1:0] \$735 ;
+  reg [1:0] \$736 ;
   reg [1:0] \$737 ;
-  reg \$738 ;
-  reg \$739 ;
+  reg [1:0] \$738 ;
+  reg [15:0] \$739 ;
   wire [15:0] \$74 ;
-  reg \$740 ;
-  reg \$741 ;
-  reg \$742 ;
-  reg \$743 ;
-  reg \$744 ;
-  reg [15:0] \$745 ;
-  reg [15:0] \$746 ;
-  reg [1:0] \$747 ;
-  reg [14:0] \$748 ;
-  reg [1:0] \$749 ;
+  reg [15:0] \$740 ;
+  reg [15:0] \$741 ;
+  reg [15:0] \$742 ;
+  reg [15:0] \$743 ;
+  reg [3:0] \$744 ;
+  reg [3:0] \$745 ;
+  reg [3:0] \$746 ;
+  reg [3:0] \$747 ;
+  reg [3:0] \$748 ;
+  reg [3:0] \$749 ;
   wire [15:0] \$75 ;
-  reg [2:0] \$750 ;
-  reg [15:0] \$751 ;
-  reg [15:0] \$752 ;
-  reg [15:0] \$753 ;
-  reg [15:0] \$754 ;
-  reg [14:0] \$755 ;
-  reg [1:0] \$756 ;
-  reg [2:0] \$757 ;
-  reg [15:0] \$758 ;
-  reg [15:0] \$759 ;
+  reg [3:0] \$750 ;
+  reg [3:0] \$751 ;
+  reg [3:0] \$752 ;
+  reg [3:0] \$753 ;
+  reg [3:0] \$754 ;
+  reg [3:0] \$755 ;
+  reg [3:0] \$756 ;
+  reg [3:0] \$757 ;
+  reg [3:0] \$758 ;
+  reg [3:0] \$759 ;
   wire [15:0] \$76 ;
-  reg [15:0] \$760 ;
-  reg [15:0] \$761 ;
+  reg [3:0] \$760 ;
+  reg [3:0] \$761 ;
   reg [3:0] \$762 ;
   reg [3:0] \$763 ;
   reg [3:0] \$764 ;
@@ -845,127 +845,63 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [3:0] \$768 ;
   reg [3:0] \$769 ;
   wire \$77 ;
-  reg [31:0] \$770 ;
-  reg [31:0] \$771 ;
-  reg [31:0] \$772 ;
-  reg [31:0] \$773 ;
-  reg [31:0] \$774 ;
-  reg [31:0] \$775 ;
-  reg [31:0] \$776 ;
-  reg [31:0] \$777 ;
-  reg [40:0] \$778 ;
-  reg [40:0] \$779 ;
+  reg [3:0] \$770 ;
+  reg [3:0] \$771 ;
+  reg [3:0] \$772 ;
+  reg [3:0] \$773 ;
+  reg [3:0] \$774 ;
+  reg [3:0] \$775 ;
+  reg [15:0] \$776 ;
+  reg [15:0] \$777 ;
+  reg [15:0] \$778 ;
+  reg [15:0] \$779 ;
   wire \$78 ;
-  reg [40:0] \$780 ;
-  reg [40:0] \$781 ;
-  reg [42:0] \$782 ;
+  reg [31:0] \$780 ;
+  reg [15:0] \$781 ;
+  reg [15:0] \$782 ;
   reg [15:0] \$783 ;
-  reg [16:0] \$784 ;
-  reg [16:0] \$785 ;
-  reg [16:0] \$786 ;
-  reg [16:0] \$787 ;
-  reg [16:0] \$788 ;
+  reg [15:0] \$784 ;
+  reg [31:0] \$785 ;
+  reg [15:0] \$786 ;
+  reg [15:0] \$787 ;
+  reg [15:0] \$788 ;
   reg [15:0] \$789 ;
   wire [37:0] \$79 ;
-  reg [15:0] \$790 ;
+  reg [31:0] \$790 ;
   reg [15:0] \$791 ;
   reg [15:0] \$792 ;
   reg [15:0] \$793 ;
   reg [15:0] \$794 ;
-  reg [15:0] \$795 ;
+  reg [31:0] \$795 ;
   reg [15:0] \$796 ;
   reg [15:0] \$797 ;
   reg [15:0] \$798 ;
-  reg [1:0] \$799 ;
+  reg [15:0] \$799 ;
   wire [3:0] \$8 ;
   wire \$80 ;
-  reg [1:0] \$800 ;
-  reg [1:0] \$801 ;
-  reg [1:0] \$802 ;
+  reg [31:0] \$800 ;
+  reg [15:0] \$801 ;
+  reg [15:0] \$802 ;
   reg [15:0] \$803 ;
   reg [15:0] \$804 ;
-  reg [15:0] \$805 ;
+  reg [31:0] \$805 ;
   reg [15:0] \$806 ;
   reg [15:0] \$807 ;
-  reg [3:0] \$808 ;
-  reg [3:0] \$809 ;
+  reg [15:0] \$808 ;
+  reg [15:0] \$809 ;
   wire \$81 ;
-  reg [3:0] \$810 ;
-  reg [3:0] \$811 ;
-  reg [3:0] \$812 ;
-  reg [3:0] \$813 ;
-  reg [3:0] \$814 ;
-  reg [3:0] \$815 ;
-  reg [3:0] \$816 ;
-  reg [3:0] \$817 ;
-  reg [3:0] \$818 ;
-  reg [3:0] \$819 ;
+  reg [31:0] \$810 ;
+  reg [15:0] \$811 ;
+  reg [15:0] \$812 ;
+  reg [15:0] \$813 ;
+  reg [15:0] \$814 ;
+  reg [31:0] \$815 ;
   wire \$82 ;
-  reg [3:0] \$820 ;
-  reg [3:0] \$821 ;
-  reg [3:0] \$822 ;
-  reg [3:0] \$823 ;
-  reg [3:0] \$824 ;
-  reg [3:0] \$825 ;
-  reg [3:0] \$826 ;
-  reg [3:0] \$827 ;
-  reg [3:0] \$828 ;
-  reg [3:0] \$829 ;
   wire \$83 ;
-  reg [3:0] \$830 ;
-  reg [3:0] \$831 ;
-  reg [3:0] \$832 ;
-  reg [3:0] \$833 ;
-  reg [3:0] \$834 ;
-  reg [3:0] \$835 ;
-  reg [3:0] \$836 ;
-  reg [3:0] \$837 ;
-  reg [3:0] \$838 ;
-  reg [3:0] \$839 ;
   wire \$84 ;
-  reg [15:0] \$840 ;
-  reg [15:0] \$841 ;
-  reg [15:0] \$842 ;
-  reg [15:0] \$843 ;
-  reg [31:0] \$844 ;
-  reg [15:0] \$845 ;
-  reg [15:0] \$846 ;
-  reg [15:0] \$847 ;
-  reg [15:0] \$848 ;
-  reg [31:0] \$849 ;
   wire \$85 ;
-  reg [15:0] \$850 ;
-  reg [15:0] \$851 ;
-  reg [15:0] \$852 ;
-  reg [15:0] \$853 ;
-  reg [31:0] \$854 ;
-  reg [15:0] \$855 ;
-  reg [15:0] \$856 ;
-  reg [15:0] \$857 ;
-  reg [15:0] \$858 ;
-  reg [31:0] \$859 ;
   wire \$86 ;
-  reg [15:0] \$860 ;
-  reg [15:0] \$861 ;
-  reg [15:0] \$862 ;
-  reg [15:0] \$863 ;
-  reg [31:0] \$864 ;
-  reg [15:0] \$865 ;
-  reg [15:0] \$866 ;
-  reg [15:0] \$867 ;
-  reg [15:0] \$868 ;
-  reg [31:0] \$869 ;
   wire \$87 ;
-  reg [15:0] \$870 ;
-  reg [15:0] \$871 ;
-  reg [15:0] \$872 ;
-  reg [15:0] \$873 ;
-  reg [31:0] \$874 ;
-  reg [15:0] \$875 ;
-  reg [15:0] \$876 ;
-  reg [15:0] \$877 ;
-  reg [15:0] \$878 ;
-  reg [31:0] \$879 ;
   wire \$88 ;
   wire \$89 ;
   wire [2:0] \$9 ;
@@ -979,20 +915,68 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
+  wire [1:0] \$signature__addr ;
+  wire [1:0] \$signature__addr$104 ;
+  wire [1:0] \$signature__addr$121 ;
+  wire [1:0] \$signature__addr$137 ;
+  wire [1:0] \$signature__addr$153 ;
+  wire [1:0] \$signature__addr$169 ;
+  wire [1:0] \$signature__addr$185 ;
+  wire [1:0] \$signature__addr$201 ;
+  wire [1:0] \$signature__addr$217 ;
+  wire [1:0] \$signature__addr$26 ;
+  wire [1:0] \$signature__addr$28 ;
+  wire [1:0] \$signature__addr$30 ;
+  wire [1:0] \$signature__addr$44 ;
+  wire [1:0] \$signature__addr$47 ;
+  wire [1:0] \$signature__addr$49 ;
+  wire [1:0] \$signature__addr$51 ;
+  wire [15:0] \$signature__data ;
+  wire [15:0] \$signature__data$113 ;
+  wire [15:0] \$signature__data$129 ;
+  wire [15:0] \$signature__data$145 ;
+  wire [15:0] \$signature__data$161 ;
+  wire [15:0] \$signature__data$177 ;
+  wire [15:0] \$signature__data$193 ;
+  wire [15:0] \$signature__data$209 ;
+  wire [15:0] \$signature__data$271 ;
+  wire [15:0] \$signature__data$272 ;
+  wire [15:0] \$signature__data$273 ;
+  wire [15:0] \$signature__data$274 ;
+  wire [15:0] \$signature__data$275 ;
+  wire [15:0] \$signature__data$276 ;
+  wire [15:0] \$signature__data$277 ;
+  wire [15:0] \$signature__data$278 ;
+  wire \$signature__en ;
+  wire \$signature__en$107 ;
+  wire \$signature__en$124 ;
+  wire \$signature__en$140 ;
+  wire \$signature__en$156 ;
+  wire \$signature__en$172 ;
+  wire \$signature__en$188 ;
+  wire \$signature__en$204 ;
+  wire \$signature__en$220 ;
+  wire \$signature__en$27 ;
+  wire \$signature__en$29 ;
+  wire \$signature__en$31 ;
+  wire \$signature__en$46 ;
+  wire \$signature__en$48 ;
+  wire \$signature__en$50 ;
+  wire \$signature__en$52 ;
   wire accept;
   wire busy;
   wire [63:0] bval;
-  wire [63:0] \bval$389 ;
-  wire [15:0] \bval$389[0] ;
-  wire [15:0] \bval$389[1] ;
-  wire [15:0] \bval$389[2] ;
-  wire [15:0] \bval$389[3] ;
+  wire [63:0] \bval$293 ;
+  wire [15:0] \bval$293[0] ;
+  wire [15:0] \bval$293[1] ;
+  wire [15:0] \bval$293[2] ;
+  wire [15:0] \bval$293[3] ;
   wire [15:0] \bval[0] ;
   wire [15:0] \bval[1] ;
   wire [15:0] \bval[2] ;
   wire [15:0] \bval[3] ;
   wire [2:0] \cell ;
-  wire [2:0] \cell$157 ;
+  wire [2:0] \cell$45 ;
   input clk;
   wire clk;
   wire commit_l0;
@@ -1047,126 +1031,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg [15:0] l0_bval_bank1_3_s6 = 16'h0000;
   reg [2:0] l0_cell0_s2 = 3'h0;
   reg [2:0] l0_cell1_s2 = 3'h0;
-  wire [1:0] l0_coef_0_0_bank0_addr;
-  wire [15:0] l0_coef_0_0_bank0_data;
-  wire l0_coef_0_0_bank0_en;
-  wire [15:0] l0_coef_0_0_bank0_r0_data;
-  reg l0_coef_0_0_bank0_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank0_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank0_r1_data;
-  reg l0_coef_0_0_bank0_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank0_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_0_bank0_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank0_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank0_wen;
-  wire [1:0] l0_coef_0_0_bank1_addr;
-  wire [15:0] l0_coef_0_0_bank1_data;
-  wire l0_coef_0_0_bank1_en;
-  wire [15:0] l0_coef_0_0_bank1_r0_data;
-  reg l0_coef_0_0_bank1_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank1_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank1_r1_data;
-  reg l0_coef_0_0_bank1_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank1_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_0_bank1_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank1_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank1_wen;
-  wire [1:0] l0_coef_0_0_bank2_addr;
-  wire [15:0] l0_coef_0_0_bank2_data;
-  wire l0_coef_0_0_bank2_en;
-  wire [15:0] l0_coef_0_0_bank2_r0_data;
-  reg l0_coef_0_0_bank2_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank2_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank2_r1_data;
-  reg l0_coef_0_0_bank2_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank2_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_0_bank2_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank2_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank2_wen;
-  wire [1:0] l0_coef_0_0_bank3_addr;
-  wire [15:0] l0_coef_0_0_bank3_data;
-  wire l0_coef_0_0_bank3_en;
-  wire [15:0] l0_coef_0_0_bank3_r0_data;
-  reg l0_coef_0_0_bank3_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank3_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank3_r1_data;
-  reg l0_coef_0_0_bank3_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank3_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_0_bank3_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank3_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank3_wen;
-  wire [1:0] l0_coef_0_1_bank0_addr;
-  wire [15:0] l0_coef_0_1_bank0_data;
-  wire l0_coef_0_1_bank0_en;
-  wire [15:0] l0_coef_0_1_bank0_r0_data;
-  reg l0_coef_0_1_bank0_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank0_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_1_bank0_r1_data;
-  reg l0_coef_0_1_bank0_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank0_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_1_bank0_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_1_bank0_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_1_bank0_wen;
-  wire [1:0] l0_coef_0_1_bank1_addr;
-  wire [15:0] l0_coef_0_1_bank1_data;
-  wire l0_coef_0_1_bank1_en;
-  wire [15:0] l0_coef_0_1_bank1_r0_data;
-  reg l0_coef_0_1_bank1_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank1_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_1_bank1_r1_data;
-  reg l0_coef_0_1_bank1_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank1_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_1_bank1_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_1_bank1_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_1_bank1_wen;
-  wire [1:0] l0_coef_0_1_bank2_addr;
-  wire [15:0] l0_coef_0_1_bank2_data;
-  wire l0_coef_0_1_bank2_en;
-  wire [15:0] l0_coef_0_1_bank2_r0_data;
-  reg l0_coef_0_1_bank2_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank2_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_1_bank2_r1_data;
-  reg l0_coef_0_1_bank2_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank2_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_1_bank2_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_1_bank2_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_1_bank2_wen;
-  wire [1:0] l0_coef_0_1_bank3_addr;
-  wire [15:0] l0_coef_0_1_bank3_data;
-  wire l0_coef_0_1_bank3_en;
-  wire [15:0] l0_coef_0_1_bank3_r0_data;
-  reg l0_coef_0_1_bank3_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank3_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_1_bank3_r1_data;
-  reg l0_coef_0_1_bank3_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank3_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_1_bank3_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_1_bank3_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_1_bank3_wen;
   reg [31:0] l0_delta0_0_0_raw_s7 = 32'd0;
   reg [31:0] l0_delta0_0_1_raw_s7 = 32'd0;
   reg [31:0] l0_delta0_0_2_raw_s7 = 32'd0;
@@ -1296,54 +1160,6 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
-  wire [1:0] port__addr;
-  wire [1:0] \port__addr$156 ;
-  wire [1:0] \port__addr$159 ;
-  wire [1:0] \port__addr$161 ;
-  wire [1:0] \port__addr$163 ;
-  wire [1:0] \port__addr$215 ;
-  wire [1:0] \port__addr$231 ;
-  wire [1:0] \port__addr$246 ;
-  wire [1:0] \port__addr$261 ;
-  wire [1:0] \port__addr$276 ;
-  wire [1:0] \port__addr$291 ;
-  wire [1:0] \port__addr$306 ;
-  wire [1:0] \port__addr$321 ;
-  wire [1:0] \port__addr$82 ;
-  wire [1:0] \port__addr$84 ;
-  wire [1:0] \port__addr$86 ;
-  wire [15:0] port__data;
-  wire [15:0] \port__data$108 ;
-  wire [15:0] \port__data$112 ;
-  wire [15:0] \port__data$122 ;
-  wire [15:0] \port__data$126 ;
-  wire [15:0] \port__data$136 ;
-  wire [15:0] \port__data$140 ;
-  wire [15:0] \port__data$150 ;
-  wire [15:0] \port__data$154 ;
-  wire [15:0] \port__data$32 ;
-  wire [15:0] \port__data$42 ;
-  wire [15:0] \port__data$46 ;
-  wire [15:0] \port__data$56 ;
-  wire [15:0] \port__data$60 ;
-  wire [15:0] \port__data$70 ;
-  wire [15:0] \port__data$74 ;
-  wire port__en;
-  wire \port__en$158 ;
-  wire \port__en$160 ;
-  wire \port__en$162 ;
-  wire \port__en$164 ;
-  wire \port__en$218 ;
-  wire \port__en$234 ;
-  wire \port__en$249 ;
-  wire \port__en$264 ;
-  wire \port__en$279 ;
-  wire \port__en$294 ;
-  wire \port__en$309 ;
-  wire \port__en$324 ;
-  wire \port__en$83 ;
-  wire \port__en$85 ;
-  wire \port__en$87 ;
   wire [4:0] port_addr;
   wire port_cmd;
   reg port_in_flight0 = 1'h0;
@@ -1351,7 +1167,7 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   reg port_in_flight2 = 1'h0;
   reg port_in_flight3 = 1'h0;
   wire [14:0] pos;
-  wire [14:0] \pos$385 ;
+  wire [14:0] \pos$289 ;
   reg [14:0] pos_in = 15'h0000;
   reg [14:0] \pos_in$18  = 15'h0000;
   output [15:0] pr__payload;
@@ -1362,23 +1178,23 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   output pr__valid;
   reg pr__valid = 1'h0;
   wire q_above;
-  wire \q_above$207 ;
-  wire \q_above$226 ;
-  wire \q_above$241 ;
-  wire \q_above$256 ;
-  wire \q_above$271 ;
-  wire \q_above$286 ;
-  wire \q_above$301 ;
-  wire \q_above$316 ;
+  wire \q_above$116 ;
+  wire \q_above$132 ;
+  wire \q_above$148 ;
+  wire \q_above$164 ;
+  wire \q_above$180 ;
+  wire \q_above$196 ;
+  wire \q_above$212 ;
+  wire \q_above$96 ;
   wire q_below;
-  wire \q_below$208 ;
-  wire \q_below$227 ;
-  wire \q_below$242 ;
-  wire \q_below$257 ;
-  wire \q_below$272 ;
-  wire \q_below$287 ;
-  wire \q_below$302 ;
-  wire \q_below$317 ;
+  wire \q_below$117 ;
+  wire \q_below$133 ;
+  wire \q_below$149 ;
+  wire \q_below$165 ;
+  wire \q_below$181 ;
+  wire \q_below$197 ;
+  wire \q_below$213 ;
+  wire \q_below$97 ;
   wire [33:0] q_less_t;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
@@ -1411,59 +1227,59 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   input s__valid;
   wire s__valid;
   wire [32:0] t;
-  wire [32:0] \t$165 ;
-  wire [39:0] \t$167 ;
-  wire [32:0] \t$168 ;
-  wire [39:0] \t$170 ;
-  wire [32:0] \t$171 ;
-  wire [39:0] \t$173 ;
-  wire [32:0] \t$174 ;
-  wire [39:0] \t$176 ;
-  wire [39:0] \t$177 ;
-  wire [15:0] \t$180 ;
+  wire [17:0] \t$115 ;
+  wire [16:0] \t$118 ;
+  wire [16:0] \t$119 ;
+  wire [17:0] \t$131 ;
+  wire [16:0] \t$134 ;
+  wire [16:0] \t$135 ;
+  wire [17:0] \t$147 ;
+  wire [16:0] \t$150 ;
+  wire [16:0] \t$151 ;
+  wire [17:0] \t$163 ;
+  wire [16:0] \t$166 ;
+  wire [16:0] \t$167 ;
+  wire [17:0] \t$179 ;
   wire [16:0] \t$182 ;
   wire [16:0] \t$183 ;
-  wire [39:0] \t$184 ;
-  wire [18:0] \t$187 ;
-  wire [17:0] \t$206 ;
-  wire [16:0] \t$209 ;
-  wire [16:0] \t$210 ;
-  wire [17:0] \t$225 ;
-  wire [16:0] \t$228 ;
-  wire [16:0] \t$229 ;
-  wire [17:0] \t$240 ;
-  wire [16:0] \t$243 ;
-  wire [16:0] \t$244 ;
-  wire [17:0] \t$255 ;
-  wire [16:0] \t$258 ;
-  wire [16:0] \t$259 ;
-  wire [17:0] \t$270 ;
-  wire [16:0] \t$273 ;
-  wire [16:0] \t$274 ;
-  wire [17:0] \t$285 ;
-  wire [16:0] \t$288 ;
-  wire [16:0] \t$289 ;
-  wire [17:0] \t$300 ;
-  wire [16:0] \t$303 ;
-  wire [16:0] \t$304 ;
-  wire [17:0] \t$315 ;
-  wire [16:0] \t$318 ;
-  wire [16:0] \t$319 ;
-  wire [39:0] \t$90 ;
-  wire [32:0] \t$91 ;
-  wire [39:0] \t$93 ;
-  wire [32:0] \t$94 ;
-  wire [39:0] \t$96 ;
-  wire [32:0] \t$97 ;
-  wire [39:0] \t$99 ;
+  wire [17:0] \t$195 ;
+  wire [16:0] \t$198 ;
+  wire [16:0] \t$199 ;
+  wire [17:0] \t$211 ;
+  wire [16:0] \t$214 ;
+  wire [16:0] \t$215 ;
+  wire [39:0] \t$34 ;
+  wire [32:0] \t$35 ;
+  wire [39:0] \t$37 ;
+  wire [32:0] \t$38 ;
+  wire [39:0] \t$40 ;
+  wire [32:0] \t$41 ;
+  wire [39:0] \t$43 ;
+  wire [32:0] \t$53 ;
+  wire [39:0] \t$55 ;
+  wire [32:0] \t$56 ;
+  wire [39:0] \t$58 ;
+  wire [32:0] \t$59 ;
+  wire [39:0] \t$61 ;
+  wire [32:0] \t$62 ;
+  wire [39:0] \t$64 ;
+  wire [39:0] \t$65 ;
+  wire [15:0] \t$68 ;
+  wire [16:0] \t$70 ;
+  wire [16:0] \t$71 ;
+  wire [39:0] \t$72 ;
+  wire [18:0] \t$75 ;
+  wire [17:0] \t$95 ;
+  wire [16:0] \t$98 ;
+  wire [16:0] \t$99 ;
   wire [36:0] theta_less_q;
-  wire [36:0] \theta_less_q$223 ;
-  wire [36:0] \theta_less_q$238 ;
-  wire [36:0] \theta_less_q$253 ;
-  wire [36:0] \theta_less_q$268 ;
-  wire [36:0] \theta_less_q$283 ;
-  wire [36:0] \theta_less_q$298 ;
-  wire [36:0] \theta_less_q$313 ;
+  wire [36:0] \theta_less_q$112 ;
+  wire [36:0] \theta_less_q$128 ;
+  wire [36:0] \theta_less_q$144 ;
+  wire [36:0] \theta_less_q$160 ;
+  wire [36:0] \theta_less_q$176 ;
+  wire [36:0] \theta_less_q$192 ;
+  wire [36:0] \theta_less_q$208 ;
   wire [15:0] u;
   wire [15:0] \u$17 ;
   reg valid_s1 = 1'h0;
@@ -1474,30 +1290,30 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   (* init = 1'h0 *)
   wire valid_s6;
   reg valid_s7 = 1'h0;
-  reg [1:0] wp__addr = 2'h0;
-  reg [1:0] \wp__addr$100  = 2'h0;
-  reg [1:0] \wp__addr$114  = 2'h0;
-  reg [1:0] \wp__addr$128  = 2'h0;
-  reg [1:0] \wp__addr$142  = 2'h0;
-  reg [1:0] \wp__addr$34  = 2'h0;
-  reg [1:0] \wp__addr$48  = 2'h0;
-  reg [1:0] \wp__addr$62  = 2'h0;
-  reg [15:0] wp__data = 16'h0000;
-  reg [15:0] \wp__data$102  = 16'h0000;
-  reg [15:0] \wp__data$116  = 16'h0000;
-  reg [15:0] \wp__data$130  = 16'h0000;
-  reg [15:0] \wp__data$144  = 16'h0000;
-  reg [15:0] \wp__data$36  = 16'h0000;
-  reg [15:0] \wp__data$50  = 16'h0000;
-  reg [15:0] \wp__data$64  = 16'h0000;
-  reg wp__en = 1'h0;
-  reg \wp__en$104  = 1'h0;
-  reg \wp__en$118  = 1'h0;
-  reg \wp__en$132  = 1'h0;
-  reg \wp__en$146  = 1'h0;
-  reg \wp__en$38  = 1'h0;
-  reg \wp__en$52  = 1'h0;
-  reg \wp__en$66  = 1'h0;
+  wire [1:0] wp__addr;
+  wire [1:0] \wp__addr$125 ;
+  wire [1:0] \wp__addr$141 ;
+  wire [1:0] \wp__addr$157 ;
+  wire [1:0] \wp__addr$173 ;
+  wire [1:0] \wp__addr$189 ;
+  wire [1:0] \wp__addr$205 ;
+  wire [1:0] \wp__addr$221 ;
+  wire [15:0] wp__data;
+  wire [15:0] \wp__data$126 ;
+  wire [15:0] \wp__data$142 ;
+  wire [15:0] \wp__data$158 ;
+  wire [15:0] \wp__data$174 ;
+  wire [15:0] \wp__data$190 ;
+  wire [15:0] \wp__data$206 ;
+  wire [15:0] \wp__data$222 ;
+  wire wp__en;
+  wire \wp__en$127 ;
+  wire \wp__en$143 ;
+  wire \wp__en$159 ;
+  wire \wp__en$175 ;
+  wire \wp__en$191 ;
+  wire \wp__en$207 ;
+  wire \wp__en$223 ;
   reg [15:0] y0_at_max_s1 = 16'h0000;
   reg [15:0] y0_at_max_s2 = 16'h0000;
   reg [15:0] y0_at_max_s3 = 16'h0000;
@@ -1527,20 +1343,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[wp__addr] <= wp__data;
+      l0_coef_0_0_bank0[\$108 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
     _0_ <= \$107 [1:0];
-    if (port__en) begin
+    if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == wp__addr)
+      if (wp__en && \$4 [1:0] == \$108 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \port__data$32  = l0_coef_0_0_bank0[_0_];
-  assign port__data = _1_;
+  assign \$signature__data  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$271  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
   initial begin
@@ -1549,21 +1365,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$38 )
-      l0_coef_0_0_bank1[\wp__addr$34 ] <= \wp__data$36 ;
+    if (\wp__en$127 )
+      l0_coef_0_0_bank1[\$164 [1:0]] <= \wp__data$126 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
     _2_ <= \$163 [1:0];
-    if (\port__en$83 ) begin
+    if (\$signature__en$27 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$38  && \$8 [1:0] == \wp__addr$34 )
-        _3_ <= \wp__data$36 ;
+      if (\wp__en$127  && \$8 [1:0] == \$164 [1:0])
+        _3_ <= \wp__data$126 ;
     end
   end
-  assign \port__data$46  = l0_coef_0_0_bank1[_2_];
-  assign \port__data$42  = _3_;
+  assign \$signature__data$113  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$272  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
   initial begin
@@ -1572,21 +1388,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$52 )
-      l0_coef_0_0_bank2[\wp__addr$48 ] <= \wp__data$50 ;
+    if (\wp__en$143 )
+      l0_coef_0_0_bank2[\$220 [1:0]] <= \wp__data$142 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
     _4_ <= \$219 [1:0];
-    if (\port__en$85 ) begin
+    if (\$signature__en$29 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$52  && \$12 [1:0] == \wp__addr$48 )
-        _5_ <= \wp__data$50 ;
+      if (\wp__en$143  && \$12 [1:0] == \$220 [1:0])
+        _5_ <= \wp__data$142 ;
     end
   end
-  assign \port__data$60  = l0_coef_0_0_bank2[_4_];
-  assign \port__data$56  = _5_;
+  assign \$signature__data$129  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$273  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
   initial begin
@@ -1595,21 +1411,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$66 )
-      l0_coef_0_0_bank3[\wp__addr$62 ] <= \wp__data$64 ;
+    if (\wp__en$159 )
+      l0_coef_0_0_bank3[\$276 [1:0]] <= \wp__data$158 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
     _6_ <= \$275 [1:0];
-    if (\port__en$87 ) begin
+    if (\$signature__en$31 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$66  && \$16 [1:0] == \wp__addr$62 )
-        _7_ <= \wp__data$64 ;
+      if (\wp__en$159  && \$16 [1:0] == \$276 [1:0])
+        _7_ <= \wp__data$158 ;
     end
   end
-  assign \port__data$74  = l0_coef_0_0_bank3[_6_];
-  assign \port__data$70  = _7_;
+  assign \$signature__data$145  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$274  = _7_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank0 [2:0];
   initial begin
@@ -1618,21 +1434,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank0[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$104 )
-      l0_coef_0_1_bank0[\wp__addr$100 ] <= \wp__data$102 ;
+    if (\wp__en$175 )
+      l0_coef_0_1_bank0[\$332 [1:0]] <= \wp__data$174 ;
   end
   reg [1:0] _8_;
   reg [15:0] _9_;
   always @(posedge clk) begin
     _8_ <= \$331 [1:0];
-    if (\port__en$158 ) begin
+    if (\$signature__en$46 ) begin
       _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
-      if (\wp__en$104  && \$20 [1:0] == \wp__addr$100 )
-        _9_ <= \wp__data$102 ;
+      if (\wp__en$175  && \$20 [1:0] == \$332 [1:0])
+        _9_ <= \wp__data$174 ;
     end
   end
-  assign \port__data$112  = l0_coef_0_1_bank0[_8_];
-  assign \port__data$108  = _9_;
+  assign \$signature__data$161  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$275  = _9_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank1 [2:0];
   initial begin
@@ -1641,21 +1457,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$118 )
-      l0_coef_0_1_bank1[\wp__addr$114 ] <= \wp__data$116 ;
+    if (\wp__en$191 )
+      l0_coef_0_1_bank1[\$388 [1:0]] <= \wp__data$190 ;
   end
   reg [1:0] _10_;
   reg [15:0] _11_;
   always @(posedge clk) begin
     _10_ <= \$387 [1:0];
-    if (\port__en$160 ) begin
+    if (\$signature__en$48 ) begin
       _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
-      if (\wp__en$118  && \$24 [1:0] == \wp__addr$114 )
-        _11_ <= \wp__data$116 ;
+      if (\wp__en$191  && \$24 [1:0] == \$388 [1:0])
+        _11_ <= \wp__data$190 ;
     end
   end
-  assign \port__data$126  = l0_coef_0_1_bank1[_10_];
-  assign \port__data$122  = _11_;
+  assign \$signature__data$177  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$276  = _11_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank2 [2:0];
   initial begin
@@ -1664,21 +1480,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$132 )
-      l0_coef_0_1_bank2[\wp__addr$128 ] <= \wp__data$130 ;
+    if (\wp__en$207 )
+      l0_coef_0_1_bank2[\$444 [1:0]] <= \wp__data$206 ;
   end
   reg [1:0] _12_;
   reg [15:0] _13_;
   always @(posedge clk) begin
     _12_ <= \$443 [1:0];
-    if (\port__en$162 ) begin
+    if (\$signature__en$50 ) begin
       _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
-      if (\wp__en$132  && \$28 [1:0] == \wp__addr$128 )
-        _13_ <= \wp__data$130 ;
+      if (\wp__en$207  && \$28 [1:0] == \$444 [1:0])
+        _13_ <= \wp__data$206 ;
     end
   end
-  assign \port__data$140  = l0_coef_0_1_bank2[_12_];
-  assign \port__data$136  = _13_;
+  assign \$signature__data$193  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$277  = _13_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank3 [2:0];
   initial begin
@@ -1687,21 +1503,21 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     l0_coef_0_1_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$146 )
-      l0_coef_0_1_bank3[\wp__addr$142 ] <= \wp__data$144 ;
+    if (\wp__en$223 )
+      l0_coef_0_1_bank3[\$500 [1:0]] <= \wp__data$222 ;
   end
   reg [1:0] _14_;
   reg [15:0] _15_;
   always @(posedge clk) begin
     _14_ <= \$499 [1:0];
-    if (\port__en$164 ) begin
+    if (\$signature__en$52 ) begin
       _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
-      if (\wp__en$146  && \$32 [1:0] == \wp__addr$142 )
-        _15_ <= \wp__data$144 ;
+      if (\wp__en$223  && \$32 [1:0] == \$500 [1:0])
+        _15_ <= \wp__data$222 ;
     end
   end
-  assign \port__data$154  = l0_coef_0_1_bank3[_14_];
-  assign \port__data$150  = _15_;
+  assign \$signature__data$209  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$278  = _15_;
   reg [15:0] theta0_rom [21:0];
   initial begin
     theta0_rom[0] = 16'h0000;
@@ -1732,100 +1548,35 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     _16_ <= theta0_rom[reload_count];
   end
   assign rom_rd__data = _16_;
-  assign \$84  = ~ \$83 ;
-  assign \$85  = & { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31:18] };
-  assign \$86  = \$84  & \$85 ;
-  assign \$87  = | l0_delta0_0_0_raw_s7[16:0];
-  assign \$88  = l0_delta0_0_0_raw_s7[18] | \$87 ;
-  assign \$89  = l0_delta0_0_0_raw_s7[17] & \$88 ;
-  assign \$90  = \$86  & \$89 ;
-  assign \$92  = ~ \$91 ;
-  assign \$94  = & { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31:18] };
-  assign \$95  = ~ l0_delta0_0_0_raw_s7[31];
-  assign \$96  = \$94  & \$95 ;
-  assign \$98  = \$96  & \$97 ;
-  assign \$99  = | l0_delta0_0_0_raw_s7[16:0];
-  assign \$100  = l0_delta0_0_0_raw_s7[18] | \$99 ;
-  assign \$101  = l0_delta0_0_0_raw_s7[17] & \$100 ;
-  assign \$102  = \$98  & \$101 ;
-  assign \$103  = ~ \$102 ;
-  assign \t$209  = $signed(l0_coef_0_0_bank0_r1_data) - $signed(16'h7fff);
-  assign \t$210  = $signed(l0_coef_0_0_bank0_r1_data) - $signed(16'h8000);
-  assign \$104  = ! l0_port_edge_p4[0];
-  assign \$105  = l0_ram_wr & \$104 ;
-  assign \$106  = ! l0_port_bank_p4[1:0];
-  assign l0_port_hit0_0_0 = \$105  & \$106 ;
-  assign \$107  = \$78  ? l0_waddr0_0_s7 : l0_waddr0_0_s6;
-  assign \$108  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s7;
-  assign \$109  = & \t$209 [16:15];
-  assign \$110  = ~ \$109 ;
-  assign \$111  = \t$209 [16] & \$110 ;
-  assign \$112  = ~ \t$209 [16];
-  assign \$113  = | \t$209 [16:15];
-  assign \$114  = \$112  & \$113 ;
-  assign \$115  = \$114  ? 16'h7fff : \t$209 [15:0];
-  assign \$116  = \$111  ? 16'h8000 : \$115 ;
-  assign \$117  = & \t$210 [16:15];
-  assign \$118  = ~ \$117 ;
-  assign \$119  = \t$210 [16] & \$118 ;
-  assign \$120  = ~ \t$210 [16];
-  assign \$121  = | \t$210 [16:15];
-  assign \$122  = \$120  & \$121 ;
-  assign \$123  = \$122  ? 16'h7fff : \t$210 [15:0];
-  assign \$124  = \$119  ? 16'h8000 : \$123 ;
-  assign \$125  = & \$79 [36:34];
-  assign \$126  = ~ \$125 ;
-  assign \$127  = \$79 [36] & \$126 ;
-  assign \$128  = ~ \$79 [36];
-  assign \$129  = | \$79 [36:34];
-  assign \$130  = \$128  & \$129 ;
-  assign \$131  = \$130  ? 16'h7fff : \$79 [34:19];
-  assign \$132  = \$127  ? 16'h8000 : \$131 ;
-  assign \$134  = \q_above$207  ? \$116  : \$133 ;
-  assign l0_coef_0_0_bank0_data = l0_port_hit0_0_0 ? l0_ram_data : \$134 ;
-  assign l0_coef_0_0_bank0_en = commit_l0 | l0_port_hit0_0_0;
-  assign \$135  = { l0_coef_0_0_bank1_r1_data[15], l0_coef_0_0_bank1_r1_data[15], l0_coef_0_0_bank1_r1_data, 19'h40000 } - { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7, l0_delta0_0_1_raw_s7[18] };
-  assign \$136  = ~ l0_delta0_0_1_raw_s7[31];
-  assign \$140  = ~ \$139 ;
-  assign \$141  = & { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31:18] };
-  assign \$142  = \$140  & \$141 ;
-  assign \$143  = | l0_delta0_0_1_raw_s7[16:0];
-  assign \$144  = l0_delta0_0_1_raw_s7[18] | \$143 ;
-  assign \$145  = l0_delta0_0_1_raw_s7[17] & \$144 ;
-  assign \$146  = \$142  & \$145 ;
-  assign \$148  = ~ \$147 ;
-  assign \$150  = & { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31:18] };
-  assign \$151  = ~ l0_delta0_0_1_raw_s7[31];
-  assign \$152  = \$150  & \$151 ;
   assign \$154  = \$152  & \$153 ;
   assign \$155  = | l0_delta0_0_1_raw_s7[16:0];
   assign \$156  = l0_delta0_0_1_raw_s7[18] | \$155 ;
   assign \$157  = l0_delta0_0_1_raw_s7[17] & \$156 ;
   assign \$158  = \$154  & \$157 ;
   assign \$159  = ~ \$158 ;
-  assign \t$228  = $signed(l0_coef_0_0_bank1_r1_data) - $signed(16'h7fff);
-  assign \t$229  = $signed(l0_coef_0_0_bank1_r1_data) - $signed(16'h8000);
+  assign \t$118  = $signed(\$signature__data$113 ) - $signed(16'h7fff);
+  assign \t$119  = $signed(\$signature__data$113 ) - $signed(16'h8000);
   assign \$160  = ! l0_port_edge_p4[0];
   assign \$161  = l0_ram_wr & \$160 ;
   assign \$162  = l0_port_bank_p4[1:0] == 1'h1;
   assign l0_port_hit0_0_1 = \$161  & \$162 ;
   assign \$163  = \$78  ? l0_waddr0_1_s7 : l0_waddr0_1_s6;
   assign \$164  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s7;
-  assign \$165  = & \t$228 [16:15];
+  assign \$165  = & \t$118 [16:15];
   assign \$166  = ~ \$165 ;
-  assign \$167  = \t$228 [16] & \$166 ;
-  assign \$168  = ~ \t$228 [16];
-  assign \$169  = | \t$228 [16:15];
+  assign \$167  = \t$118 [16] & \$166 ;
+  assign \$168  = ~ \t$118 [16];
+  assign \$169  = | \t$118 [16:15];
   assign \$170  = \$168  & \$169 ;
-  assign \$171  = \$170  ? 16'h7fff : \t$228 [15:0];
+  assign \$171  = \$170  ? 16'h7fff : \t$118 [15:0];
   assign \$172  = \$167  ? 16'h8000 : \$171 ;
-  assign \$173  = & \t$229 [16:15];
+  assign \$173  = & \t$119 [16:15];
   assign \$174  = ~ \$173 ;
-  assign \$175  = \t$229 [16] & \$174 ;
-  assign \$176  = ~ \t$229 [16];
-  assign \$177  = | \t$229 [16:15];
+  assign \$175  = \t$119 [16] & \$174 ;
+  assign \$176  = ~ \t$119 [16];
+  assign \$177  = | \t$119 [16:15];
   assign \$178  = \$176  & \$177 ;
-  assign \$179  = \$178  ? 16'h7fff : \t$229 [15:0];
+  assign \$179  = \$178  ? 16'h7fff : \t$119 [15:0];
   assign \$180  = \$175  ? 16'h8000 : \$179 ;
   assign \$181  = & \$135 [36:34];
   assign \$182  = ~ \$181 ;
@@ -1835,10 +1586,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$186  = \$184  & \$185 ;
   assign \$187  = \$186  ? 16'h7fff : \$135 [34:19];
   assign \$188  = \$183  ? 16'h8000 : \$187 ;
-  assign \$190  = \q_above$226  ? \$172  : \$189 ;
-  assign l0_coef_0_0_bank1_data = l0_port_hit0_0_1 ? l0_ram_data : \$190 ;
-  assign l0_coef_0_0_bank1_en = commit_l0 | l0_port_hit0_0_1;
-  assign \$191  = { l0_coef_0_0_bank2_r1_data[15], l0_coef_0_0_bank2_r1_data[15], l0_coef_0_0_bank2_r1_data, 19'h40000 } - { l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7, l0_delta0_0_2_raw_s7[18] };
+  assign \$190  = \q_above$116  ? \$172  : \$189 ;
+  assign \wp__data$126  = l0_port_hit0_0_1 ? l0_ram_data : \$190 ;
+  assign \wp__en$127  = commit_l0 | l0_port_hit0_0_1;
+  assign \$191  = { \$signature__data$129 [15], \$signature__data$129 [15], \$signature__data$129 , 19'h40000 } - { l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7, l0_delta0_0_2_raw_s7[18] };
   assign \$192  = ~ l0_delta0_0_2_raw_s7[31];
   assign \$196  = ~ \$195 ;
   assign \$197  = & { l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31:18] };
@@ -1857,29 +1608,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$213  = l0_delta0_0_2_raw_s7[17] & \$212 ;
   assign \$214  = \$210  & \$213 ;
   assign \$215  = ~ \$214 ;
-  assign \t$243  = $signed(l0_coef_0_0_bank2_r1_data) - $signed(16'h7fff);
-  assign \t$244  = $signed(l0_coef_0_0_bank2_r1_data) - $signed(16'h8000);
+  assign \t$134  = $signed(\$signature__data$129 ) - $signed(16'h7fff);
+  assign \t$135  = $signed(\$signature__data$129 ) - $signed(16'h8000);
   assign \$216  = ! l0_port_edge_p4[0];
   assign \$217  = l0_ram_wr & \$216 ;
   assign \$218  = l0_port_bank_p4[1:0] == 2'h2;
   assign l0_port_hit0_0_2 = \$217  & \$218 ;
   assign \$219  = \$78  ? l0_waddr0_2_s7 : l0_waddr0_2_s6;
   assign \$220  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s7;
-  assign \$221  = & \t$243 [16:15];
+  assign \$221  = & \t$134 [16:15];
   assign \$222  = ~ \$221 ;
-  assign \$223  = \t$243 [16] & \$222 ;
-  assign \$224  = ~ \t$243 [16];
-  assign \$225  = | \t$243 [16:15];
+  assign \$223  = \t$134 [16] & \$222 ;
+  assign \$224  = ~ \t$134 [16];
+  assign \$225  = | \t$134 [16:15];
   assign \$226  = \$224  & \$225 ;
-  assign \$227  = \$226  ? 16'h7fff : \t$243 [15:0];
+  assign \$227  = \$226  ? 16'h7fff : \t$134 [15:0];
   assign \$228  = \$223  ? 16'h8000 : \$227 ;
-  assign \$229  = & \t$244 [16:15];
+  assign \$229  = & \t$135 [16:15];
   assign \$230  = ~ \$229 ;
-  assign \$231  = \t$244 [16] & \$230 ;
-  assign \$232  = ~ \t$244 [16];
-  assign \$233  = | \t$244 [16:15];
+  assign \$231  = \t$135 [16] & \$230 ;
+  assign \$232  = ~ \t$135 [16];
+  assign \$233  = | \t$135 [16:15];
   assign \$234  = \$232  & \$233 ;
-  assign \$235  = \$234  ? 16'h7fff : \t$244 [15:0];
+  assign \$235  = \$234  ? 16'h7fff : \t$135 [15:0];
   assign \$236  = \$231  ? 16'h8000 : \$235 ;
   assign \$237  = & \$191 [36:34];
   assign \$238  = ~ \$237 ;
@@ -1889,10 +1640,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$242  = \$240  & \$241 ;
   assign \$243  = \$242  ? 16'h7fff : \$191 [34:19];
   assign \$244  = \$239  ? 16'h8000 : \$243 ;
-  assign \$246  = \q_above$241  ? \$228  : \$245 ;
-  assign l0_coef_0_0_bank2_data = l0_port_hit0_0_2 ? l0_ram_data : \$246 ;
-  assign l0_coef_0_0_bank2_en = commit_l0 | l0_port_hit0_0_2;
-  assign \$247  = { l0_coef_0_0_bank3_r1_data[15], l0_coef_0_0_bank3_r1_data[15], l0_coef_0_0_bank3_r1_data, 19'h40000 } - { l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7, l0_delta0_0_3_raw_s7[18] };
+  assign \$246  = \q_above$132  ? \$228  : \$245 ;
+  assign \wp__data$142  = l0_port_hit0_0_2 ? l0_ram_data : \$246 ;
+  assign \wp__en$143  = commit_l0 | l0_port_hit0_0_2;
+  assign \$247  = { \$signature__data$145 [15], \$signature__data$145 [15], \$signature__data$145 , 19'h40000 } - { l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7, l0_delta0_0_3_raw_s7[18] };
   assign \$248  = ~ l0_delta0_0_3_raw_s7[31];
   assign \$252  = ~ \$251 ;
   assign \$253  = & { l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31:18] };
@@ -1911,29 +1662,29 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$269  = l0_delta0_0_3_raw_s7[17] & \$268 ;
   assign \$270  = \$266  & \$269 ;
   assign \$271  = ~ \$270 ;
-  assign \t$258  = $signed(l0_coef_0_0_bank3_r1_data) - $signed(16'h7fff);
-  assign \t$259  = $signed(l0_coef_0_0_bank3_r1_data) - $signed(16'h8000);
+  assign \t$150  = $signed(\$signature__data$145 ) - $signed(16'h7fff);
+  assign \t$151  = $signed(\$signature__data$145 ) - $signed(16'h8000);
   assign \$272  = ! l0_port_edge_p4[0];
   assign \$273  = l0_ram_wr & \$272 ;
   assign \$274  = l0_port_bank_p4[1:0] == 2'h3;
   assign l0_port_hit0_0_3 = \$273  & \$274 ;
   assign \$275  = \$78  ? l0_waddr0_3_s7 : l0_waddr0_3_s6;
   assign \$276  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s7;
-  assign \$277  = & \t$258 [16:15];
+  assign \$277  = & \t$150 [16:15];
   assign \$278  = ~ \$277 ;
-  assign \$279  = \t$258 [16] & \$278 ;
-  assign \$280  = ~ \t$258 [16];
-  assign \$281  = | \t$258 [16:15];
+  assign \$279  = \t$150 [16] & \$278 ;
+  assign \$280  = ~ \t$150 [16];
+  assign \$281  = | \t$150 [16:15];
   assign \$282  = \$280  & \$281 ;
-  assign \$283  = \$282  ? 16'h7fff : \t$258 [15:0];
+  assign \$283  = \$282  ? 16'h7fff : \t$150 [15:0];
   assign \$284  = \$279  ? 16'h8000 : \$283 ;
-  assign \$285  = & \t$259 [16:15];
+  assign \$285  = & \t$151 [16:15];
   assign \$286  = ~ \$285 ;
-  assign \$287  = \t$259 [16] & \$286 ;
-  assign \$288  = ~ \t$259 [16];
-  assign \$289  = | \t$259 [16:15];
+  assign \$287  = \t$151 [16] & \$286 ;
+  assign \$288  = ~ \t$151 [16];
+  assign \$289  = | \t$151 [16:15];
   assign \$290  = \$288  & \$289 ;
-  assign \$291  = \$290  ? 16'h7fff : \t$259 [15:0];
+  assign \$291  = \$290  ? 16'h7fff : \t$151 [15:0];
   assign \$292  = \$287  ? 16'h8000 : \$291 ;
   assign \$293  = & \$247 [36:34];
   assign \$294  = ~ \$293 ;
@@ -1943,10 +1694,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$298  = \$296  & \$297 ;
   assign \$299  = \$298  ? 16'h7fff : \$247 [34:19];
   assign \$300  = \$295  ? 16'h8000 : \$299 ;
-  assign \$302  = \q_above$256  ? \$284  : \$301 ;
-  assign l0_coef_0_0_bank3_data = l0_port_hit0_0_3 ? l0_ram_data : \$302 ;
-  assign l0_coef_0_0_bank3_en = commit_l0 | l0_port_hit0_0_3;
-  assign \$303  = { l0_coef_0_1_bank0_r1_data[15], l0_coef_0_1_bank0_r1_data[15], l0_coef_0_1_bank0_r1_data, 19'h40000 } - { l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7, l0_delta0_1_0_raw_s7[18] };
+  assign \$302  = \q_above$148  ? \$284  : \$301 ;
+  assign \wp__data$158  = l0_port_hit0_0_3 ? l0_ram_data : \$302 ;
+  assign \wp__en$159  = commit_l0 | l0_port_hit0_0_3;
+  assign \$303  = { \$signature__data$161 [15], \$signature__data$161 [15], \$signature__data$161 , 19'h40000 } - { l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7, l0_delta0_1_0_raw_s7[18] };
   assign \$304  = ~ l0_delta0_1_0_raw_s7[31];
   assign \$308  = ~ \$307 ;
   assign \$309  = & { l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31:18] };
@@ -1965,28 +1716,28 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$325  = l0_delta0_1_0_raw_s7[17] & \$324 ;
   assign \$326  = \$322  & \$325 ;
   assign \$327  = ~ \$326 ;
-  assign \t$273  = $signed(l0_coef_0_1_bank0_r1_data) - $signed(16'h7fff);
-  assign \t$274  = $signed(l0_coef_0_1_bank0_r1_data) - $signed(16'h8000);
+  assign \t$166  = $signed(\$signature__data$161 ) - $signed(16'h7fff);
+  assign \t$167  = $signed(\$signature__data$161 ) - $signed(16'h8000);
   assign \$329  = l0_ram_wr & \$328 ;
   assign \$330  = ! l0_port_bank_p4[1:0];
   assign l0_port_hit0_1_0 = \$329  & \$330 ;
   assign \$331  = \$78  ? l0_waddr1_0_s7 : l0_waddr1_0_s6;
   assign \$332  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_0_s7;
-  assign \$333  = & \t$273 [16:15];
+  assign \$333  = & \t$166 [16:15];
   assign \$334  = ~ \$333 ;
-  assign \$335  = \t$273 [16] & \$334 ;
-  assign \$336  = ~ \t$273 [16];
-  assign \$337  = | \t$273 [16:15];
+  assign \$335  = \t$166 [16] & \$334 ;
+  assign \$336  = ~ \t$166 [16];
+  assign \$337  = | \t$166 [16:15];
   assign \$338  = \$336  & \$337 ;
-  assign \$339  = \$338  ? 16'h7fff : \t$273 [15:0];
+  assign \$339  = \$338  ? 16'h7fff : \t$166 [15:0];
   assign \$340  = \$335  ? 16'h8000 : \$339 ;
-  assign \$341  = & \t$274 [16:15];
+  assign \$341  = & \t$167 [16:15];
   assign \$342  = ~ \$341 ;
-  assign \$343  = \t$274 [16] & \$342 ;
-  assign \$344  = ~ \t$274 [16];
-  assign \$345  = | \t$274 [16:15];
+  assign \$343  = \t$167 [16] & \$342 ;
+  assign \$344  = ~ \t$167 [16];
+  assign \$345  = | \t$167 [16:15];
   assign \$346  = \$344  & \$345 ;
-  assign \$347  = \$346  ? 16'h7fff : \t$274 [15:0];
+  assign \$347  = \$346  ? 16'h7fff : \t$167 [15:0];
   assign \$348  = \$343  ? 16'h8000 : \$347 ;
   assign \$349  = & \$303 [36:34];
   assign \$350  = ~ \$349 ;
@@ -1996,10 +1747,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$354  = \$352  & \$353 ;
   assign \$355  = \$354  ? 16'h7fff : \$303 [34:19];
   assign \$356  = \$351  ? 16'h8000 : \$355 ;
-  assign \$358  = \q_above$271  ? \$340  : \$357 ;
-  assign l0_coef_0_1_bank0_data = l0_port_hit0_1_0 ? l0_ram_data : \$358 ;
-  assign l0_coef_0_1_bank0_en = commit_l0 | l0_port_hit0_1_0;
-  assign \$359  = { l0_coef_0_1_bank1_r1_data[15], l0_coef_0_1_bank1_r1_data[15], l0_coef_0_1_bank1_r1_data, 19'h40000 } - { l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7, l0_delta0_1_1_raw_s7[18] };
+  assign \$358  = \q_above$164  ? \$340  : \$357 ;
+  assign \wp__data$174  = l0_port_hit0_1_0 ? l0_ram_data : \$358 ;
+  assign \wp__en$175  = commit_l0 | l0_port_hit0_1_0;
+  assign \$359  = { \$signature__data$177 [15], \$signature__data$177 [15], \$signature__data$177 , 19'h40000 } - { l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7, l0_delta0_1_1_raw_s7[18] };
   assign \$360  = ~ l0_delta0_1_1_raw_s7[31];
   assign \$364  = ~ \$363 ;
   assign \$365  = & { l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31:18] };
@@ -2018,28 +1769,28 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$381  = l0_delta0_1_1_raw_s7[17] & \$380 ;
   assign \$382  = \$378  & \$381 ;
   assign \$383  = ~ \$382 ;
-  assign \t$288  = $signed(l0_coef_0_1_bank1_r1_data) - $signed(16'h7fff);
-  assign \t$289  = $signed(l0_coef_0_1_bank1_r1_data) - $signed(16'h8000);
+  assign \t$182  = $signed(\$signature__data$177 ) - $signed(16'h7fff);
+  assign \t$183  = $signed(\$signature__data$177 ) - $signed(16'h8000);
   assign \$385  = l0_ram_wr & \$384 ;
   assign \$386  = l0_port_bank_p4[1:0] == 1'h1;
   assign l0_port_hit0_1_1 = \$385  & \$386 ;
   assign \$387  = \$78  ? l0_waddr1_1_s7 : l0_waddr1_1_s6;
   assign \$388  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_1_s7;
-  assign \$389  = & \t$288 [16:15];
+  assign \$389  = & \t$182 [16:15];
   assign \$390  = ~ \$389 ;
-  assign \$391  = \t$288 [16] & \$390 ;
-  assign \$392  = ~ \t$288 [16];
-  assign \$393  = | \t$288 [16:15];
+  assign \$391  = \t$182 [16] & \$390 ;
+  assign \$392  = ~ \t$182 [16];
+  assign \$393  = | \t$182 [16:15];
   assign \$394  = \$392  & \$393 ;
-  assign \$395  = \$394  ? 16'h7fff : \t$288 [15:0];
+  assign \$395  = \$394  ? 16'h7fff : \t$182 [15:0];
   assign \$396  = \$391  ? 16'h8000 : \$395 ;
-  assign \$397  = & \t$289 [16:15];
+  assign \$397  = & \t$183 [16:15];
   assign \$398  = ~ \$397 ;
-  assign \$399  = \t$289 [16] & \$398 ;
-  assign \$400  = ~ \t$289 [16];
-  assign \$401  = | \t$289 [16:15];
+  assign \$399  = \t$183 [16] & \$398 ;
+  assign \$400  = ~ \t$183 [16];
+  assign \$401  = | \t$183 [16:15];
   assign \$402  = \$400  & \$401 ;
-  assign \$403  = \$402  ? 16'h7fff : \t$289 [15:0];
+  assign \$403  = \$402  ? 16'h7fff : \t$183 [15:0];
   assign \$404  = \$399  ? 16'h8000 : \$403 ;
   assign \$405  = & \$359 [36:34];
   assign \$406  = ~ \$405 ;
@@ -2049,10 +1800,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$410  = \$408  & \$409 ;
   assign \$411  = \$410  ? 16'h7fff : \$359 [34:19];
   assign \$412  = \$407  ? 16'h8000 : \$411 ;
-  assign \$414  = \q_above$286  ? \$396  : \$413 ;
-  assign l0_coef_0_1_bank1_data = l0_port_hit0_1_1 ? l0_ram_data : \$414 ;
-  assign l0_coef_0_1_bank1_en = commit_l0 | l0_port_hit0_1_1;
-  assign \$415  = { l0_coef_0_1_bank2_r1_data[15], l0_coef_0_1_bank2_r1_data[15], l0_coef_0_1_bank2_r1_data, 19'h40000 } - { l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7, l0_delta0_1_2_raw_s7[18] };
+  assign \$414  = \q_above$180  ? \$396  : \$413 ;
+  assign \wp__data$190  = l0_port_hit0_1_1 ? l0_ram_data : \$414 ;
+  assign \wp__en$191  = commit_l0 | l0_port_hit0_1_1;
+  assign \$415  = { \$signature__data$193 [15], \$signature__data$193 [15], \$signature__data$193 , 19'h40000 } - { l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7, l0_delta0_1_2_raw_s7[18] };
   assign \$416  = ~ l0_delta0_1_2_raw_s7[31];
   assign \$420  = ~ \$419 ;
   assign \$421  = & { l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31:18] };
@@ -2071,28 +1822,28 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$437  = l0_delta0_1_2_raw_s7[17] & \$436 ;
   assign \$438  = \$434  & \$437 ;
   assign \$439  = ~ \$438 ;
-  assign \t$303  = $signed(l0_coef_0_1_bank2_r1_data) - $signed(16'h7fff);
-  assign \t$304  = $signed(l0_coef_0_1_bank2_r1_data) - $signed(16'h8000);
+  assign \t$198  = $signed(\$signature__data$193 ) - $signed(16'h7fff);
+  assign \t$199  = $signed(\$signature__data$193 ) - $signed(16'h8000);
   assign \$441  = l0_ram_wr & \$440 ;
   assign \$442  = l0_port_bank_p4[1:0] == 2'h2;
   assign l0_port_hit0_1_2 = \$441  & \$442 ;
   assign \$443  = \$78  ? l0_waddr1_2_s7 : l0_waddr1_2_s6;
   assign \$444  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_2_s7;
-  assign \$445  = & \t$303 [16:15];
+  assign \$445  = & \t$198 [16:15];
   assign \$446  = ~ \$445 ;
-  assign \$447  = \t$303 [16] & \$446 ;
-  assign \$448  = ~ \t$303 [16];
-  assign \$449  = | \t$303 [16:15];
+  assign \$447  = \t$198 [16] & \$446 ;
+  assign \$448  = ~ \t$198 [16];
+  assign \$449  = | \t$198 [16:15];
   assign \$450  = \$448  & \$449 ;
-  assign \$451  = \$450  ? 16'h7fff : \t$303 [15:0];
+  assign \$451  = \$450  ? 16'h7fff : \t$198 [15:0];
   assign \$452  = \$447  ? 16'h8000 : \$451 ;
-  assign \$453  = & \t$304 [16:15];
+  assign \$453  = & \t$199 [16:15];
   assign \$454  = ~ \$453 ;
-  assign \$455  = \t$304 [16] & \$454 ;
-  assign \$456  = ~ \t$304 [16];
-  assign \$457  = | \t$304 [16:15];
+  assign \$455  = \t$199 [16] & \$454 ;
+  assign \$456  = ~ \t$199 [16];
+  assign \$457  = | \t$199 [16:15];
   assign \$458  = \$456  & \$457 ;
-  assign \$459  = \$458  ? 16'h7fff : \t$304 [15:0];
+  assign \$459  = \$458  ? 16'h7fff : \t$199 [15:0];
   assign \$460  = \$455  ? 16'h8000 : \$459 ;
   assign \$461  = & \$415 [36:34];
   assign \$462  = ~ \$461 ;
@@ -2102,10 +1853,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$466  = \$464  & \$465 ;
   assign \$467  = \$466  ? 16'h7fff : \$415 [34:19];
   assign \$468  = \$463  ? 16'h8000 : \$467 ;
-  assign \$470  = \q_above$301  ? \$452  : \$469 ;
-  assign l0_coef_0_1_bank2_data = l0_port_hit0_1_2 ? l0_ram_data : \$470 ;
-  assign l0_coef_0_1_bank2_en = commit_l0 | l0_port_hit0_1_2;
-  assign \$471  = { l0_coef_0_1_bank3_r1_data[15], l0_coef_0_1_bank3_r1_data[15], l0_coef_0_1_bank3_r1_data, 19'h40000 } - { l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7, l0_delta0_1_3_raw_s7[18] };
+  assign \$470  = \q_above$196  ? \$452  : \$469 ;
+  assign \wp__data$206  = l0_port_hit0_1_2 ? l0_ram_data : \$470 ;
+  assign \wp__en$207  = commit_l0 | l0_port_hit0_1_2;
+  assign \$471  = { \$signature__data$209 [15], \$signature__data$209 [15], \$signature__data$209 , 19'h40000 } - { l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7, l0_delta0_1_3_raw_s7[18] };
   assign \$472  = ~ l0_delta0_1_3_raw_s7[31];
   assign \$476  = ~ \$475 ;
   assign \$477  = & { l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31:18] };
@@ -2124,28 +1875,28 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$493  = l0_delta0_1_3_raw_s7[17] & \$492 ;
   assign \$494  = \$490  & \$493 ;
   assign \$495  = ~ \$494 ;
-  assign \t$318  = $signed(l0_coef_0_1_bank3_r1_data) - $signed(16'h7fff);
-  assign \t$319  = $signed(l0_coef_0_1_bank3_r1_data) - $signed(16'h8000);
+  assign \t$214  = $signed(\$signature__data$209 ) - $signed(16'h7fff);
+  assign \t$215  = $signed(\$signature__data$209 ) - $signed(16'h8000);
   assign \$497  = l0_ram_wr & \$496 ;
   assign \$498  = l0_port_bank_p4[1:0] == 2'h3;
   assign l0_port_hit0_1_3 = \$497  & \$498 ;
   assign \$499  = \$78  ? l0_waddr1_3_s7 : l0_waddr1_3_s6;
   assign \$500  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_3_s7;
-  assign \$501  = & \t$318 [16:15];
+  assign \$501  = & \t$214 [16:15];
   assign \$502  = ~ \$501 ;
-  assign \$503  = \t$318 [16] & \$502 ;
-  assign \$504  = ~ \t$318 [16];
-  assign \$505  = | \t$318 [16:15];
+  assign \$503  = \t$214 [16] & \$502 ;
+  assign \$504  = ~ \t$214 [16];
+  assign \$505  = | \t$214 [16:15];
   assign \$506  = \$504  & \$505 ;
-  assign \$507  = \$506  ? 16'h7fff : \t$318 [15:0];
+  assign \$507  = \$506  ? 16'h7fff : \t$214 [15:0];
   assign \$508  = \$503  ? 16'h8000 : \$507 ;
-  assign \$509  = & \t$319 [16:15];
+  assign \$509  = & \t$215 [16:15];
   assign \$510  = ~ \$509 ;
-  assign \$511  = \t$319 [16] & \$510 ;
-  assign \$512  = ~ \t$319 [16];
-  assign \$513  = | \t$319 [16:15];
+  assign \$511  = \t$215 [16] & \$510 ;
+  assign \$512  = ~ \t$215 [16];
+  assign \$513  = | \t$215 [16:15];
   assign \$514  = \$512  & \$513 ;
-  assign \$515  = \$514  ? 16'h7fff : \t$319 [15:0];
+  assign \$515  = \$514  ? 16'h7fff : \t$215 [15:0];
   assign \$516  = \$511  ? 16'h8000 : \$515 ;
   assign \$517  = & \$471 [36:34];
   assign \$518  = ~ \$517 ;
@@ -2155,9 +1906,9 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$522  = \$520  & \$521 ;
   assign \$523  = \$522  ? 16'h7fff : \$471 [34:19];
   assign \$524  = \$519  ? 16'h8000 : \$523 ;
-  assign \$526  = \q_above$316  ? \$508  : \$525 ;
-  assign l0_coef_0_1_bank3_data = l0_port_hit0_1_3 ? l0_ram_data : \$526 ;
-  assign l0_coef_0_1_bank3_en = commit_l0 | l0_port_hit0_1_3;
+  assign \$526  = \q_above$212  ? \$508  : \$525 ;
+  assign \wp__data$222  = l0_port_hit0_1_3 ? l0_ram_data : \$526 ;
+  assign \wp__en$223  = commit_l0 | l0_port_hit0_1_3;
   assign reloading = reload_count != 5'h17;
   assign \$527  = | reload_count;
   assign reload_write = reloading & \$527 ;
@@ -2199,606 +1950,446 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$557  = ~ pc__payload[21];
   assign l0_port_rd = \$556  & \$557 ;
   assign port_cmd = reload_write | pc__ready;
-  assign \$558  = \$108 [1:0] == \$4 [1:0];
-  assign \$559  = l0_coef_0_0_bank0_en & \$558 ;
-  assign \$560  = \$108 [1:0] == \$107 [1:0];
-  assign \$561  = l0_coef_0_0_bank0_en & \$560 ;
-  assign \$562  = \$164 [1:0] == \$8 [1:0];
-  assign \$563  = l0_coef_0_0_bank1_en & \$562 ;
-  assign \$564  = \$164 [1:0] == \$163 [1:0];
-  assign \$565  = l0_coef_0_0_bank1_en & \$564 ;
-  assign \$566  = \$220 [1:0] == \$12 [1:0];
-  assign \$567  = l0_coef_0_0_bank2_en & \$566 ;
-  assign \$568  = \$220 [1:0] == \$219 [1:0];
-  assign \$569  = l0_coef_0_0_bank2_en & \$568 ;
-  assign \$570  = \$276 [1:0] == \$16 [1:0];
-  assign \$571  = l0_coef_0_0_bank3_en & \$570 ;
-  assign \$572  = \$276 [1:0] == \$275 [1:0];
-  assign \$573  = l0_coef_0_0_bank3_en & \$572 ;
-  assign \$574  = \$332 [1:0] == \$20 [1:0];
-  assign \$575  = l0_coef_0_1_bank0_en & \$574 ;
-  assign \$576  = \$332 [1:0] == \$331 [1:0];
-  assign \$577  = l0_coef_0_1_bank0_en & \$576 ;
-  assign \$578  = \$388 [1:0] == \$24 [1:0];
-  assign \$579  = l0_coef_0_1_bank1_en & \$578 ;
-  assign \$580  = \$388 [1:0] == \$387 [1:0];
-  assign \$581  = l0_coef_0_1_bank1_en & \$580 ;
-  assign \$582  = \$444 [1:0] == \$28 [1:0];
-  assign \$583  = l0_coef_0_1_bank2_en & \$582 ;
-  assign \$584  = \$444 [1:0] == \$443 [1:0];
-  assign \$585  = l0_coef_0_1_bank2_en & \$584 ;
-  assign \$586  = \$500 [1:0] == \$32 [1:0];
-  assign \$587  = l0_coef_0_1_bank3_en & \$586 ;
-  assign \$588  = \$500 [1:0] == \$499 [1:0];
-  assign \$589  = l0_coef_0_1_bank3_en & \$588 ;
-  assign \$590  = reload_count + 1'h1;
-  assign \$593  = \$591  + \$592 ;
-  assign \$596  = l0_port_local_p2 - \$595 ;
-  assign \$599  = \$598  * 3'h4;
-  assign \$600  = l0_port_q_p3 - \$599 ;
-  assign \$601  = ~ pc__payload[21];
-  assign \$602  = pc__ready & \$601 ;
-  assign \$603  = pc__ready & pc__payload[21];
-  assign \$617  = l0_cell0_s2[1:0] > 1'h0;
-  assign \$618  = \$616  + \$617 ;
-  assign \$620  = l0_cell0_s2[1:0] > 1'h1;
-  assign \$621  = \$619  + \$620 ;
-  assign \$623  = l0_cell0_s2[1:0] > 2'h2;
-  assign \$624  = \$622  + \$623 ;
-  assign \$626  = l0_cell0_s2[1:0] > 2'h3;
-  assign \$627  = \$625  + \$626 ;
-  assign \$629  = l0_cell1_s2[1:0] > 1'h0;
-  assign \$630  = \$628  + \$629 ;
-  assign \$632  = l0_cell1_s2[1:0] > 1'h1;
-  assign \$633  = \$631  + \$632 ;
-  assign \$635  = l0_cell1_s2[1:0] > 2'h2;
-  assign \$636  = \$634  + \$635 ;
-  assign \$638  = l0_cell1_s2[1:0] > 2'h3;
-  assign \$639  = \$637  + \$638 ;
-  assign \$640  = $signed(l0_coef_0_0_bank0_r0_data) * $signed(l0_bval_bank0_0_s2);
-  assign \$641  = $signed(l0_coef_0_0_bank1_r0_data) * $signed(l0_bval_bank0_1_s2);
-  assign \$642  = $signed(l0_coef_0_0_bank2_r0_data) * $signed(l0_bval_bank0_2_s2);
-  assign \$643  = $signed(l0_coef_0_0_bank3_r0_data) * $signed(l0_bval_bank0_3_s2);
-  assign \$644  = $signed(l0_coef_0_1_bank0_r0_data) * $signed(l0_bval_bank1_0_s2);
-  assign \$645  = $signed(l0_coef_0_1_bank1_r0_data) * $signed(l0_bval_bank1_1_s2);
-  assign \$646  = $signed(l0_coef_0_1_bank2_r0_data) * $signed(l0_bval_bank1_2_s2);
-  assign \$647  = $signed(l0_coef_0_1_bank3_r0_data) * $signed(l0_bval_bank1_3_s2);
-  assign \$648  = $signed(t) + $signed(\t$91 );
-  assign \$649  = $signed(\t$94 ) + $signed(\t$97 );
-  assign \$650  = $signed(\t$165 ) + $signed(\t$168 );
-  assign \$651  = $signed(\t$171 ) + $signed(\t$174 );
-  assign \$652  = $signed(l0_sum0_t0_0_s4) + $signed(l0_sum0_t0_1_s4);
-  assign \$653  = $signed(l0_sum0_t0_2_s4) + $signed(l0_sum0_t0_3_s4);
-  assign \$654  = $signed(\$652 ) + $signed(\$653 );
-  assign \$655  = - $signed(s__payload[47:32]);
-  assign \$656  = $signed(\t$182 ) < $signed(16'h8000);
-  assign \$657  = $signed(\t$182 ) > $signed(16'h7fff);
-  assign \$658  = \$657  ? 16'h7fff : \t$182 [15:0];
-  assign \$659  = \$656  ? 16'h8000 : \$658 ;
-  assign \$660  = $signed(\t$183 ) < $signed(16'h8000);
-  assign \$661  = $signed(\t$183 ) > $signed(16'h7fff);
-  assign \$662  = \$661  ? 16'h7fff : \t$183 [15:0];
-  assign \$663  = \$660  ? 16'h8000 : \$662 ;
-  assign \$664  = $signed(err0_s6) * $signed(l0_bval_bank0_0_s6);
-  assign \$665  = $signed(err0_s6) * $signed(l0_bval_bank0_1_s6);
-  assign \$666  = $signed(err0_s6) * $signed(l0_bval_bank0_2_s6);
-  assign \$667  = $signed(err0_s6) * $signed(l0_bval_bank0_3_s6);
-  assign \$668  = $signed(err0_s6) * $signed(l0_bval_bank1_0_s6);
-  assign \$669  = $signed(err0_s6) * $signed(l0_bval_bank1_1_s6);
-  assign \$670  = $signed(err0_s6) * $signed(l0_bval_bank1_2_s6);
-  assign \$671  = $signed(err0_s6) * $signed(l0_bval_bank1_3_s6);
+  assign \$558  = reload_count + 1'h1;
+  assign \$561  = \$559  + \$560 ;
+  assign \$564  = l0_port_local_p2 - \$563 ;
+  assign \$567  = \$566  * 3'h4;
+  assign \$568  = l0_port_q_p3 - \$567 ;
+  assign \$569  = ~ pc__payload[21];
+  assign \$570  = pc__ready & \$569 ;
+  assign \$571  = pc__ready & pc__payload[21];
+  assign \$585  = l0_cell0_s2[1:0] > 1'h0;
+  assign \$586  = \$584  + \$585 ;
+  assign \$588  = l0_cell0_s2[1:0] > 1'h1;
+  assign \$589  = \$587  + \$588 ;
+  assign \$591  = l0_cell0_s2[1:0] > 2'h2;
+  assign \$592  = \$590  + \$591 ;
+  assign \$594  = l0_cell0_s2[1:0] > 2'h3;
+  assign \$595  = \$593  + \$594 ;
+  assign \$597  = l0_cell1_s2[1:0] > 1'h0;
+  assign \$598  = \$596  + \$597 ;
+  assign \$600  = l0_cell1_s2[1:0] > 1'h1;
+  assign \$601  = \$599  + \$600 ;
+  assign \$603  = l0_cell1_s2[1:0] > 2'h2;
+  assign \$604  = \$602  + \$603 ;
+  assign \$606  = l0_cell1_s2[1:0] > 2'h3;
+  assign \$607  = \$605  + \$606 ;
+  assign \$608  = $signed(\$signature__data$271 ) * $signed(l0_bval_bank0_0_s2);
+  assign \$609  = $signed(\$signature__data$272 ) * $signed(l0_bval_bank0_1_s2);
+  assign \$610  = $signed(\$signature__data$273 ) * $signed(l0_bval_bank0_2_s2);
+  assign \$611  = $signed(\$signature__data$274 ) * $signed(l0_bval_bank0_3_s2);
+  assign \$612  = $signed(\$signature__data$275 ) * $signed(l0_bval_bank1_0_s2);
+  assign \$613  = $signed(\$signature__data$276 ) * $signed(l0_bval_bank1_1_s2);
+  assign \$614  = $signed(\$signature__data$277 ) * $signed(l0_bval_bank1_2_s2);
+  assign \$615  = $signed(\$signature__data$278 ) * $signed(l0_bval_bank1_3_s2);
+  assign \$616  = $signed(t) + $signed(\t$35 );
+  assign \$617  = $signed(\t$38 ) + $signed(\t$41 );
+  assign \$618  = $signed(\t$53 ) + $signed(\t$56 );
+  assign \$619  = $signed(\t$59 ) + $signed(\t$62 );
+  assign \$620  = $signed(l0_sum0_t0_0_s4) + $signed(l0_sum0_t0_1_s4);
+  assign \$621  = $signed(l0_sum0_t0_2_s4) + $signed(l0_sum0_t0_3_s4);
+  assign \$622  = $signed(\$620 ) + $signed(\$621 );
+  assign \$623  = - $signed(s__payload[47:32]);
+  assign \$624  = $signed(\t$70 ) < $signed(16'h8000);
+  assign \$625  = $signed(\t$70 ) > $signed(16'h7fff);
+  assign \$626  = \$625  ? 16'h7fff : \t$70 [15:0];
+  assign \$627  = \$624  ? 16'h8000 : \$626 ;
+  assign \$628  = $signed(\t$71 ) < $signed(16'h8000);
+  assign \$629  = $signed(\t$71 ) > $signed(16'h7fff);
+  assign \$630  = \$629  ? 16'h7fff : \t$71 [15:0];
+  assign \$631  = \$628  ? 16'h8000 : \$630 ;
+  assign \$632  = $signed(err0_s6) * $signed(l0_bval_bank0_0_s6);
+  assign \$633  = $signed(err0_s6) * $signed(l0_bval_bank0_1_s6);
+  assign \$634  = $signed(err0_s6) * $signed(l0_bval_bank0_2_s6);
+  assign \$635  = $signed(err0_s6) * $signed(l0_bval_bank0_3_s6);
+  assign \$636  = $signed(err0_s6) * $signed(l0_bval_bank1_0_s6);
+  assign \$637  = $signed(err0_s6) * $signed(l0_bval_bank1_1_s6);
+  assign \$638  = $signed(err0_s6) * $signed(l0_bval_bank1_2_s6);
+  assign \$639  = $signed(err0_s6) * $signed(l0_bval_bank1_3_s6);
   always @(posedge clk)
-    wp__addr <= \$108 [1:0];
+    valid_s1 <= \$640 ;
   always @(posedge clk)
-    wp__data <= l0_coef_0_0_bank0_data;
+    valid_s2 <= \$641 ;
   always @(posedge clk)
-    wp__en <= l0_coef_0_0_bank0_en;
+    valid_s3 <= \$642 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r0_fwd <= \$672 ;
+    valid_s4 <= \$643 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r0_word <= \$673 ;
+    valid_s5 <= \$644 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r1_fwd <= \$674 ;
+    m__valid <= \$645 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r1_word <= \$675 ;
+    valid_s7 <= \$646 ;
   always @(posedge clk)
-    \wp__addr$34  <= \$164 [1:0];
+    reload_count <= \$647 ;
   always @(posedge clk)
-    \wp__data$36  <= l0_coef_0_0_bank1_data;
+    port_in_flight0 <= \$648 ;
   always @(posedge clk)
-    \wp__en$38  <= l0_coef_0_0_bank1_en;
+    port_in_flight1 <= \$649 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r0_fwd <= \$676 ;
+    port_in_flight2 <= \$650 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r0_word <= \$677 ;
+    port_in_flight3 <= \$651 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r1_fwd <= \$678 ;
+    l0_port_local_p1 <= \$652 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r1_word <= \$679 ;
+    l0_port_wr_p1 <= \$653 ;
   always @(posedge clk)
-    \wp__addr$48  <= \$220 [1:0];
+    l0_port_rd_p1 <= \$654 ;
   always @(posedge clk)
-    \wp__data$50  <= l0_coef_0_0_bank2_data;
+    l0_port_data_p1 <= \$655 ;
   always @(posedge clk)
-    \wp__en$52  <= l0_coef_0_0_bank2_en;
+    l0_port_edge_p2 <= \$656 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r0_fwd <= \$680 ;
+    l0_port_local_p2 <= \$657 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r0_word <= \$681 ;
+    l0_port_wr_p2 <= \$658 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r1_fwd <= \$682 ;
+    l0_port_rd_p2 <= \$659 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r1_word <= \$683 ;
+    l0_port_data_p2 <= \$660 ;
   always @(posedge clk)
-    \wp__addr$62  <= \$276 [1:0];
+    l0_port_q_p3 <= \$661 ;
   always @(posedge clk)
-    \wp__data$64  <= l0_coef_0_0_bank3_data;
+    l0_port_edge_p3 <= \$662 ;
   always @(posedge clk)
-    \wp__en$66  <= l0_coef_0_0_bank3_en;
+    l0_port_wr_p3 <= \$663 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r0_fwd <= \$684 ;
+    l0_port_rd_p3 <= \$664 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r0_word <= \$685 ;
+    l0_port_data_p3 <= \$665 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r1_fwd <= \$686 ;
+    l0_port_baddr_p4 <= \$666 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r1_word <= \$687 ;
+    l0_port_bank_p4 <= \$667 ;
   always @(posedge clk)
-    \wp__addr$100  <= \$332 [1:0];
+    l0_port_edge_p4 <= \$668 ;
   always @(posedge clk)
-    \wp__data$102  <= l0_coef_0_1_bank0_data;
+    l0_ram_wr <= \$669 ;
   always @(posedge clk)
-    \wp__en$104  <= l0_coef_0_1_bank0_en;
+    l0_ram_rd <= \$670 ;
   always @(posedge clk)
-    l0_coef_0_1_bank0_r0_fwd <= \$688 ;
+    l0_ram_data <= \$671 ;
   always @(posedge clk)
-    l0_coef_0_1_bank0_r0_word <= \$689 ;
+    l0_rd_edge <= \$672 ;
   always @(posedge clk)
-    l0_coef_0_1_bank0_r1_fwd <= \$690 ;
+    l0_rd_bank <= \$673 ;
   always @(posedge clk)
-    l0_coef_0_1_bank0_r1_word <= \$691 ;
+    read_layer <= \$674 ;
   always @(posedge clk)
-    \wp__addr$114  <= \$388 [1:0];
+    read_wait <= \$675 ;
   always @(posedge clk)
-    \wp__data$116  <= l0_coef_0_1_bank1_data;
+    read_wait1 <= \$676 ;
   always @(posedge clk)
-    \wp__en$118  <= l0_coef_0_1_bank1_en;
+    read_wait2 <= \$677 ;
   always @(posedge clk)
-    l0_coef_0_1_bank1_r0_fwd <= \$692 ;
+    read_wait3 <= \$678 ;
   always @(posedge clk)
-    l0_coef_0_1_bank1_r0_word <= \$693 ;
+    read_wait4 <= \$679 ;
   always @(posedge clk)
-    l0_coef_0_1_bank1_r1_fwd <= \$694 ;
+    pr__valid <= \$680 ;
   always @(posedge clk)
-    l0_coef_0_1_bank1_r1_word <= \$695 ;
+    pr__payload <= \$681 ;
   always @(posedge clk)
-    \wp__addr$128  <= \$444 [1:0];
+    y0_s1 <= \$682 ;
   always @(posedge clk)
-    \wp__data$130  <= l0_coef_0_1_bank2_data;
+    kind_s1 <= \$683 ;
   always @(posedge clk)
-    \wp__en$132  <= l0_coef_0_1_bank2_en;
+    pos_in <= \$684 ;
   always @(posedge clk)
-    l0_coef_0_1_bank2_r0_fwd <= \$696 ;
+    l0_lo0_s2 <= \$685 ;
   always @(posedge clk)
-    l0_coef_0_1_bank2_r0_word <= \$697 ;
+    l0_cell0_s2 <= \$686 ;
   always @(posedge clk)
-    l0_coef_0_1_bank2_r1_fwd <= \$698 ;
+    l0_bval_bank0_0_s2 <= \$687 ;
   always @(posedge clk)
-    l0_coef_0_1_bank2_r1_word <= \$699 ;
+    l0_bval_bank0_1_s2 <= \$688 ;
   always @(posedge clk)
-    \wp__addr$142  <= \$500 [1:0];
+    l0_bval_bank0_2_s2 <= \$689 ;
   always @(posedge clk)
-    \wp__data$144  <= l0_coef_0_1_bank3_data;
+    l0_bval_bank0_3_s2 <= \$690 ;
   always @(posedge clk)
-    \wp__en$146  <= l0_coef_0_1_bank3_en;
+    \pos_in$18  <= \$691 ;
   always @(posedge clk)
-    l0_coef_0_1_bank3_r0_fwd <= \$700 ;
+    l0_lo1_s2 <= \$692 ;
   always @(posedge clk)
-    l0_coef_0_1_bank3_r0_word <= \$701 ;
+    l0_cell1_s2 <= \$693 ;
   always @(posedge clk)
-    l0_coef_0_1_bank3_r1_fwd <= \$702 ;
+    l0_bval_bank1_0_s2 <= \$694 ;
   always @(posedge clk)
-    l0_coef_0_1_bank3_r1_word <= \$703 ;
+    l0_bval_bank1_1_s2 <= \$695 ;
   always @(posedge clk)
-    valid_s1 <= \$704 ;
+    l0_bval_bank1_2_s2 <= \$696 ;
   always @(posedge clk)
-    valid_s2 <= \$705 ;
+    l0_bval_bank1_3_s2 <= \$697 ;
   always @(posedge clk)
-    valid_s3 <= \$706 ;
+    l0_waddr0_0_s3 <= \$698 ;
   always @(posedge clk)
-    valid_s4 <= \$707 ;
+    l0_waddr0_1_s3 <= \$699 ;
   always @(posedge clk)
-    valid_s5 <= \$708 ;
+    l0_waddr0_2_s3 <= \$700 ;
   always @(posedge clk)
-    m__valid <= \$709 ;
+    l0_waddr0_3_s3 <= \$701 ;
   always @(posedge clk)
-    valid_s7 <= \$710 ;
+    l0_waddr1_0_s3 <= \$702 ;
   always @(posedge clk)
-    reload_count <= \$711 ;
+    l0_waddr1_1_s3 <= \$703 ;
   always @(posedge clk)
-    port_in_flight0 <= \$712 ;
+    l0_waddr1_2_s3 <= \$704 ;
   always @(posedge clk)
-    port_in_flight1 <= \$713 ;
+    l0_waddr1_3_s3 <= \$705 ;
   always @(posedge clk)
-    port_in_flight2 <= \$714 ;
+    l0_prod0_0_0_raw_s3 <= \$706 ;
   always @(posedge clk)
-    port_in_flight3 <= \$715 ;
+    l0_prod0_0_1_raw_s3 <= \$707 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$716 ;
+    l0_prod0_0_2_raw_s3 <= \$708 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$717 ;
+    l0_prod0_0_3_raw_s3 <= \$709 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$718 ;
+    l0_prod0_1_0_raw_s3 <= \$710 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$719 ;
+    l0_prod0_1_1_raw_s3 <= \$711 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$720 ;
+    l0_prod0_1_2_raw_s3 <= \$712 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$721 ;
+    l0_prod0_1_3_raw_s3 <= \$713 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$722 ;
+    l0_sum0_t0_0_s4 <= \$714 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$723 ;
+    l0_sum0_t0_1_s4 <= \$715 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$724 ;
+    l0_sum0_t0_2_s4 <= \$716 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$725 ;
+    l0_sum0_t0_3_s4 <= \$717 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$726 ;
+    l0_sum0_t1_0_s5 <= \$718 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$727 ;
+    l0_out0_s6 <= \$719 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$728 ;
+    y0_neg_s1 <= \$720 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$729 ;
+    y0_neg_s2 <= \$721 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$730 ;
+    y0_neg_s3 <= \$722 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$731 ;
+    y0_neg_s4 <= \$723 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$732 ;
+    y0_neg_s5 <= \$724 ;
   always @(posedge clk)
-    l0_ram_wr <= \$733 ;
+    y0_at_max_s1 <= \$725 ;
   always @(posedge clk)
-    l0_ram_rd <= \$734 ;
+    y0_at_max_s2 <= \$726 ;
   always @(posedge clk)
-    l0_ram_data <= \$735 ;
+    y0_at_max_s3 <= \$727 ;
   always @(posedge clk)
-    l0_rd_edge <= \$736 ;
+    y0_at_max_s4 <= \$728 ;
   always @(posedge clk)
-    l0_rd_bank <= \$737 ;
+    y0_at_max_s5 <= \$729 ;
   always @(posedge clk)
-    read_layer <= \$738 ;
+    y0_at_min_s1 <= \$730 ;
   always @(posedge clk)
-    read_wait <= \$739 ;
+    y0_at_min_s2 <= \$731 ;
   always @(posedge clk)
-    read_wait1 <= \$740 ;
+    y0_at_min_s3 <= \$732 ;
   always @(posedge clk)
-    read_wait2 <= \$741 ;
+    y0_at_min_s4 <= \$733 ;
   always @(posedge clk)
-    read_wait3 <= \$742 ;
+    y0_at_min_s5 <= \$734 ;
   always @(posedge clk)
-    read_wait4 <= \$743 ;
+    kind_s2 <= \$735 ;
   always @(posedge clk)
-    pr__valid <= \$744 ;
+    kind_s3 <= \$736 ;
   always @(posedge clk)
-    pr__payload <= \$745 ;
+    kind_s4 <= \$737 ;
   always @(posedge clk)
-    y0_s1 <= \$746 ;
+    kind_s5 <= \$738 ;
   always @(posedge clk)
-    kind_s1 <= \$747 ;
+    y0_s2 <= \$739 ;
   always @(posedge clk)
-    pos_in <= \$748 ;
+    y0_s3 <= \$740 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$749 ;
+    y0_s4 <= \$741 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$750 ;
+    y0_s5 <= \$742 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s2 <= \$751 ;
+    err0_s6 <= \$743 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s2 <= \$752 ;
+    l0_waddr0_0_s4 <= \$744 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s2 <= \$753 ;
+    l0_waddr0_0_s5 <= \$745 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s2 <= \$754 ;
+    l0_waddr0_0_s6 <= \$746 ;
   always @(posedge clk)
-    \pos_in$18  <= \$755 ;
+    l0_waddr0_0_s7 <= \$747 ;
   always @(posedge clk)
-    l0_lo1_s2 <= \$756 ;
+    l0_waddr0_1_s4 <= \$748 ;
   always @(posedge clk)
-    l0_cell1_s2 <= \$757 ;
+    l0_waddr0_1_s5 <= \$749 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s2 <= \$758 ;
+    l0_waddr0_1_s6 <= \$750 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s2 <= \$759 ;
+    l0_waddr0_1_s7 <= \$751 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s2 <= \$760 ;
+    l0_waddr0_2_s4 <= \$752 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s2 <= \$761 ;
+    l0_waddr0_2_s5 <= \$753 ;
   always @(posedge clk)
-    l0_waddr0_0_s3 <= \$762 ;
+    l0_waddr0_2_s6 <= \$754 ;
   always @(posedge clk)
-    l0_waddr0_1_s3 <= \$763 ;
+    l0_waddr0_2_s7 <= \$755 ;
   always @(posedge clk)
-    l0_waddr0_2_s3 <= \$764 ;
+    l0_waddr0_3_s4 <= \$756 ;
   always @(posedge clk)
-    l0_waddr0_3_s3 <= \$765 ;
+    l0_waddr0_3_s5 <= \$757 ;
   always @(posedge clk)
-    l0_waddr1_0_s3 <= \$766 ;
+    l0_waddr0_3_s6 <= \$758 ;
   always @(posedge clk)
-    l0_waddr1_1_s3 <= \$767 ;
+    l0_waddr0_3_s7 <= \$759 ;
   always @(posedge clk)
-    l0_waddr1_2_s3 <= \$768 ;
+    l0_waddr1_0_s4 <= \$760 ;
   always @(posedge clk)
-    l0_waddr1_3_s3 <= \$769 ;
+    l0_waddr1_0_s5 <= \$761 ;
   always @(posedge clk)
-    l0_prod0_0_0_raw_s3 <= \$770 ;
+    l0_waddr1_0_s6 <= \$762 ;
   always @(posedge clk)
-    l0_prod0_0_1_raw_s3 <= \$771 ;
+    l0_waddr1_0_s7 <= \$763 ;
   always @(posedge clk)
-    l0_prod0_0_2_raw_s3 <= \$772 ;
+    l0_waddr1_1_s4 <= \$764 ;
   always @(posedge clk)
-    l0_prod0_0_3_raw_s3 <= \$773 ;
+    l0_waddr1_1_s5 <= \$765 ;
   always @(posedge clk)
-    l0_prod0_1_0_raw_s3 <= \$774 ;
+    l0_waddr1_1_s6 <= \$766 ;
   always @(posedge clk)
-    l0_prod0_1_1_raw_s3 <= \$775 ;
+    l0_waddr1_1_s7 <= \$767 ;
   always @(posedge clk)
-    l0_prod0_1_2_raw_s3 <= \$776 ;
+    l0_waddr1_2_s4 <= \$768 ;
   always @(posedge clk)
-    l0_prod0_1_3_raw_s3 <= \$777 ;
+    l0_waddr1_2_s5 <= \$769 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s4 <= \$778 ;
+    l0_waddr1_2_s6 <= \$770 ;
   always @(posedge clk)
-    l0_sum0_t0_1_s4 <= \$779 ;
+    l0_waddr1_2_s7 <= \$771 ;
   always @(posedge clk)
-    l0_sum0_t0_2_s4 <= \$780 ;
+    l0_waddr1_3_s4 <= \$772 ;
   always @(posedge clk)
-    l0_sum0_t0_3_s4 <= \$781 ;
+    l0_waddr1_3_s5 <= \$773 ;
   always @(posedge clk)
-    l0_sum0_t1_0_s5 <= \$782 ;
+    l0_waddr1_3_s6 <= \$774 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$783 ;
+    l0_waddr1_3_s7 <= \$775 ;
   always @(posedge clk)
-    y0_neg_s1 <= \$784 ;
+    l0_bval_bank0_0_s3 <= \$776 ;
   always @(posedge clk)
-    y0_neg_s2 <= \$785 ;
+    l0_bval_bank0_0_s4 <= \$777 ;
   always @(posedge clk)
-    y0_neg_s3 <= \$786 ;
+    l0_bval_bank0_0_s5 <= \$778 ;
   always @(posedge clk)
-    y0_neg_s4 <= \$787 ;
+    l0_bval_bank0_0_s6 <= \$779 ;
   always @(posedge clk)
-    y0_neg_s5 <= \$788 ;
+    l0_delta0_0_0_raw_s7 <= \$780 ;
   always @(posedge clk)
-    y0_at_max_s1 <= \$789 ;
+    l0_bval_bank0_1_s3 <= \$781 ;
   always @(posedge clk)
-    y0_at_max_s2 <= \$790 ;
+    l0_bval_bank0_1_s4 <= \$782 ;
   always @(posedge clk)
-    y0_at_max_s3 <= \$791 ;
+    l0_bval_bank0_1_s5 <= \$783 ;
   always @(posedge clk)
-    y0_at_max_s4 <= \$792 ;
+    l0_bval_bank0_1_s6 <= \$784 ;
   always @(posedge clk)
-    y0_at_max_s5 <= \$793 ;
+    l0_delta0_0_1_raw_s7 <= \$785 ;
   always @(posedge clk)
-    y0_at_min_s1 <= \$794 ;
+    l0_bval_bank0_2_s3 <= \$786 ;
   always @(posedge clk)
-    y0_at_min_s2 <= \$795 ;
+    l0_bval_bank0_2_s4 <= \$787 ;
   always @(posedge clk)
-    y0_at_min_s3 <= \$796 ;
+    l0_bval_bank0_2_s5 <= \$788 ;
   always @(posedge clk)
-    y0_at_min_s4 <= \$797 ;
+    l0_bval_bank0_2_s6 <= \$789 ;
   always @(posedge clk)
-    y0_at_min_s5 <= \$798 ;
+    l0_delta0_0_2_raw_s7 <= \$790 ;
   always @(posedge clk)
-    kind_s2 <= \$799 ;
+    l0_bval_bank0_3_s3 <= \$791 ;
   always @(posedge clk)
-    kind_s3 <= \$800 ;
+    l0_bval_bank0_3_s4 <= \$792 ;
   always @(posedge clk)
-    kind_s4 <= \$801 ;
+    l0_bval_bank0_3_s5 <= \$793 ;
   always @(posedge clk)
-    kind_s5 <= \$802 ;
+    l0_bval_bank0_3_s6 <= \$794 ;
   always @(posedge clk)
-    y0_s2 <= \$803 ;
+    l0_delta0_0_3_raw_s7 <= \$795 ;
   always @(posedge clk)
-    y0_s3 <= \$804 ;
+    l0_bval_bank1_0_s3 <= \$796 ;
   always @(posedge clk)
-    y0_s4 <= \$805 ;
+    l0_bval_bank1_0_s4 <= \$797 ;
   always @(posedge clk)
-    y0_s5 <= \$806 ;
+    l0_bval_bank1_0_s5 <= \$798 ;
   always @(posedge clk)
-    err0_s6 <= \$807 ;
+    l0_bval_bank1_0_s6 <= \$799 ;
   always @(posedge clk)
-    l0_waddr0_0_s4 <= \$808 ;
+    l0_delta0_1_0_raw_s7 <= \$800 ;
   always @(posedge clk)
-    l0_waddr0_0_s5 <= \$809 ;
+    l0_bval_bank1_1_s3 <= \$801 ;
   always @(posedge clk)
-    l0_waddr0_0_s6 <= \$810 ;
+    l0_bval_bank1_1_s4 <= \$802 ;
   always @(posedge clk)
-    l0_waddr0_0_s7 <= \$811 ;
+    l0_bval_bank1_1_s5 <= \$803 ;
   always @(posedge clk)
-    l0_waddr0_1_s4 <= \$812 ;
+    l0_bval_bank1_1_s6 <= \$804 ;
   always @(posedge clk)
-    l0_waddr0_1_s5 <= \$813 ;
+    l0_delta0_1_1_raw_s7 <= \$805 ;
   always @(posedge clk)
-    l0_waddr0_1_s6 <= \$814 ;
+    l0_bval_bank1_2_s3 <= \$806 ;
   always @(posedge clk)
-    l0_waddr0_1_s7 <= \$815 ;
+    l0_bval_bank1_2_s4 <= \$807 ;
   always @(posedge clk)
-    l0_waddr0_2_s4 <= \$816 ;
+    l0_bval_bank1_2_s5 <= \$808 ;
   always @(posedge clk)
-    l0_waddr0_2_s5 <= \$817 ;
+    l0_bval_bank1_2_s6 <= \$809 ;
   always @(posedge clk)
-    l0_waddr0_2_s6 <= \$818 ;
+    l0_delta0_1_2_raw_s7 <= \$810 ;
   always @(posedge clk)
-    l0_waddr0_2_s7 <= \$819 ;
+    l0_bval_bank1_3_s3 <= \$811 ;
   always @(posedge clk)
-    l0_waddr0_3_s4 <= \$820 ;
+    l0_bval_bank1_3_s4 <= \$812 ;
   always @(posedge clk)
-    l0_waddr0_3_s5 <= \$821 ;
+    l0_bval_bank1_3_s5 <= \$813 ;
   always @(posedge clk)
-    l0_waddr0_3_s6 <= \$822 ;
+    l0_bval_bank1_3_s6 <= \$814 ;
   always @(posedge clk)
-    l0_waddr0_3_s7 <= \$823 ;
-  always @(posedge clk)
-    l0_waddr1_0_s4 <= \$824 ;
-  always @(posedge clk)
-    l0_waddr1_0_s5 <= \$825 ;
-  always @(posedge clk)
-    l0_waddr1_0_s6 <= \$826 ;
-  always @(posedge clk)
-    l0_waddr1_0_s7 <= \$827 ;
-  always @(posedge clk)
-    l0_waddr1_1_s4 <= \$828 ;
-  always @(posedge clk)
-    l0_waddr1_1_s5 <= \$829 ;
-  always @(posedge clk)
-    l0_waddr1_1_s6 <= \$830 ;
-  always @(posedge clk)
-    l0_waddr1_1_s7 <= \$831 ;
-  always @(posedge clk)
-    l0_waddr1_2_s4 <= \$832 ;
-  always @(posedge clk)
-    l0_waddr1_2_s5 <= \$833 ;
-  always @(posedge clk)
-    l0_waddr1_2_s6 <= \$834 ;
-  always @(posedge clk)
-    l0_waddr1_2_s7 <= \$835 ;
-  always @(posedge clk)
-    l0_waddr1_3_s4 <= \$836 ;
-  always @(posedge clk)
-    l0_waddr1_3_s5 <= \$837 ;
-  always @(posedge clk)
-    l0_waddr1_3_s6 <= \$838 ;
-  always @(posedge clk)
-    l0_waddr1_3_s7 <= \$839 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s3 <= \$840 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$841 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$842 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$843 ;
-  always @(posedge clk)
-    l0_delta0_0_0_raw_s7 <= \$844 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s3 <= \$845 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$846 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$847 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$848 ;
-  always @(posedge clk)
-    l0_delta0_0_1_raw_s7 <= \$849 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s3 <= \$850 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$851 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$852 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$853 ;
-  always @(posedge clk)
-    l0_delta0_0_2_raw_s7 <= \$854 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s3 <= \$855 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$856 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$857 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$858 ;
-  always @(posedge clk)
-    l0_delta0_0_3_raw_s7 <= \$859 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s3 <= \$860 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s4 <= \$861 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s5 <= \$862 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s6 <= \$863 ;
-  always @(posedge clk)
-    l0_delta0_1_0_raw_s7 <= \$864 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s3 <= \$865 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s4 <= \$866 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s5 <= \$867 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s6 <= \$868 ;
-  always @(posedge clk)
-    l0_delta0_1_1_raw_s7 <= \$869 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s3 <= \$870 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s4 <= \$871 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s5 <= \$872 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s6 <= \$873 ;
-  always @(posedge clk)
-    l0_delta0_1_2_raw_s7 <= \$874 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s3 <= \$875 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s4 <= \$876 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s5 <= \$877 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s6 <= \$878 ;
-  always @(posedge clk)
-    l0_delta0_1_3_raw_s7 <= \$879 ;
-  assign l0_coef_0_0_bank0_r0_data = l0_coef_0_0_bank0_r0_fwd ? l0_coef_0_0_bank0_r0_word : port__data;
-  assign l0_coef_0_0_bank0_r1_data = l0_coef_0_0_bank0_r1_fwd ? l0_coef_0_0_bank0_r1_word : \port__data$32 ;
-  assign l0_coef_0_0_bank1_r0_data = l0_coef_0_0_bank1_r0_fwd ? l0_coef_0_0_bank1_r0_word : \port__data$42 ;
-  assign l0_coef_0_0_bank1_r1_data = l0_coef_0_0_bank1_r1_fwd ? l0_coef_0_0_bank1_r1_word : \port__data$46 ;
-  assign l0_coef_0_0_bank2_r0_data = l0_coef_0_0_bank2_r0_fwd ? l0_coef_0_0_bank2_r0_word : \port__data$56 ;
-  assign l0_coef_0_0_bank2_r1_data = l0_coef_0_0_bank2_r1_fwd ? l0_coef_0_0_bank2_r1_word : \port__data$60 ;
-  assign l0_coef_0_0_bank3_r0_data = l0_coef_0_0_bank3_r0_fwd ? l0_coef_0_0_bank3_r0_word : \port__data$70 ;
-  assign l0_coef_0_0_bank3_r1_data = l0_coef_0_0_bank3_r1_fwd ? l0_coef_0_0_bank3_r1_word : \port__data$74 ;
+    l0_delta0_1_3_raw_s7 <= \$815 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$3 ;
-  assign port__en = en | l0_ram_rd;
+  assign \$signature__en  = en | l0_ram_rd;
   assign \$6  = \cell [1:0] > 1'h1;
   assign \$7  = \$5  + \$6 ;
   assign \$8  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$7 ;
-  assign \port__en$83  = en | l0_ram_rd;
+  assign \$signature__en$27  = en | l0_ram_rd;
   assign \$10  = \cell [1:0] > 2'h2;
   assign \$11  = \$9  + \$10 ;
   assign \$12  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$11 ;
-  assign \port__en$85  = en | l0_ram_rd;
+  assign \$signature__en$29  = en | l0_ram_rd;
   assign \$14  = \cell [1:0] > 2'h3;
   assign \$15  = \$13  + \$14 ;
   assign \$16  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$15 ;
-  assign \port__en$87  = en | l0_ram_rd;
-  assign l0_coef_0_1_bank0_r0_data = l0_coef_0_1_bank0_r0_fwd ? l0_coef_0_1_bank0_r0_word : \port__data$108 ;
-  assign l0_coef_0_1_bank0_r1_data = l0_coef_0_1_bank0_r1_fwd ? l0_coef_0_1_bank0_r1_word : \port__data$112 ;
-  assign l0_coef_0_1_bank1_r0_data = l0_coef_0_1_bank1_r0_fwd ? l0_coef_0_1_bank1_r0_word : \port__data$122 ;
-  assign l0_coef_0_1_bank1_r1_data = l0_coef_0_1_bank1_r1_fwd ? l0_coef_0_1_bank1_r1_word : \port__data$126 ;
-  assign l0_coef_0_1_bank2_r0_data = l0_coef_0_1_bank2_r0_fwd ? l0_coef_0_1_bank2_r0_word : \port__data$136 ;
-  assign l0_coef_0_1_bank2_r1_data = l0_coef_0_1_bank2_r1_fwd ? l0_coef_0_1_bank2_r1_word : \port__data$140 ;
-  assign l0_coef_0_1_bank3_r0_data = l0_coef_0_1_bank3_r0_fwd ? l0_coef_0_1_bank3_r0_word : \port__data$150 ;
-  assign l0_coef_0_1_bank3_r1_data = l0_coef_0_1_bank3_r1_fwd ? l0_coef_0_1_bank3_r1_word : \port__data$154 ;
-  assign \$18  = \cell$157 [1:0] > 1'h0;
+  assign \$signature__en$31  = en | l0_ram_rd;
+  assign \$18  = \cell$45 [1:0] > 1'h0;
   assign \$19  = \$17  + \$18 ;
   assign \$20  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$19 ;
-  assign \port__en$158  = en | l0_ram_rd;
-  assign \$22  = \cell$157 [1:0] > 1'h1;
+  assign \$signature__en$46  = en | l0_ram_rd;
+  assign \$22  = \cell$45 [1:0] > 1'h1;
   assign \$23  = \$21  + \$22 ;
   assign \$24  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$23 ;
-  assign \port__en$160  = en | l0_ram_rd;
-  assign \$26  = \cell$157 [1:0] > 2'h2;
+  assign \$signature__en$48  = en | l0_ram_rd;
+  assign \$26  = \cell$45 [1:0] > 2'h2;
   assign \$27  = \$25  + \$26 ;
   assign \$28  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$27 ;
-  assign \port__en$162  = en | l0_ram_rd;
-  assign \$30  = \cell$157 [1:0] > 2'h3;
+  assign \$signature__en$50  = en | l0_ram_rd;
+  assign \$30  = \cell$45 [1:0] > 2'h3;
   assign \$31  = \$29  + \$30 ;
   assign \$32  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$31 ;
-  assign \port__en$164  = en | l0_ram_rd;
+  assign \$signature__en$52  = en | l0_ram_rd;
   assign \$33  = $signed({ l0_sum0_t1_0_s5[39:0], l0_sum0_t1_0_s5[14] }) + $signed({ 14'h1fff, l0_sum0_t1_0_s5[14] });
   assign \$34  = & \$33 [42:30];
   assign \$35  = ~ \$34 ;
@@ -2807,10 +2398,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$38  = | \$33 [42:30];
   assign \$39  = \$37  & \$38 ;
   assign \$40  = \$39  ? 16'h7fff : \$33 [30:15];
-  assign \t$180  = \$36  ? 16'h8000 : \$40 ;
+  assign \t$68  = \$36  ? 16'h8000 : \$40 ;
   assign \$41  = $signed(l0_out0_s6) >= $signed(1'h0);
-  assign \t$182  = $signed(16'h7fff) - $signed(s__payload[47:32]);
-  assign \t$183  = $signed(16'h8000) - $signed(s__payload[47:32]);
+  assign \t$70  = $signed(16'h7fff) - $signed(s__payload[47:32]);
+  assign \t$71  = $signed(16'h8000) - $signed(s__payload[47:32]);
   assign \$42  = { l0_sum0_t1_0_s5[32:0], l0_sum0_t1_0_s5[14] } + { y0_neg_s5[16], y0_neg_s5[16], y0_neg_s5, 14'h1fff, l0_sum0_t1_0_s5[14] };
   assign \$43  = ~ l0_sum0_t1_0_s5[39];
   assign \$44  = | l0_sum0_t1_0_s5[39:29];
@@ -2853,8 +2444,73 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign en = ~ \$78 ;
   assign busy = | { valid_s7, m__valid, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s7;
-  assign \$79  = { l0_coef_0_0_bank0_r1_data[15], l0_coef_0_0_bank0_r1_data[15], l0_coef_0_0_bank0_r1_data, 19'h40000 } - { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7, l0_delta0_0_0_raw_s7[18] };
+  assign \$79  = { \$signature__data [15], \$signature__data [15], \$signature__data , 19'h40000 } - { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7, l0_delta0_0_0_raw_s7[18] };
   assign \$80  = ~ l0_delta0_0_0_raw_s7[31];
+  assign \$84  = ~ \$83 ;
+  assign \$85  = & { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31:18] };
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = | l0_delta0_0_0_raw_s7[16:0];
+  assign \$88  = l0_delta0_0_0_raw_s7[18] | \$87 ;
+  assign \$89  = l0_delta0_0_0_raw_s7[17] & \$88 ;
+  assign \$90  = \$86  & \$89 ;
+  assign \$92  = ~ \$91 ;
+  assign \$94  = & { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31:18] };
+  assign \$95  = ~ l0_delta0_0_0_raw_s7[31];
+  assign \$96  = \$94  & \$95 ;
+  assign \$98  = \$96  & \$97 ;
+  assign \$99  = | l0_delta0_0_0_raw_s7[16:0];
+  assign \$100  = l0_delta0_0_0_raw_s7[18] | \$99 ;
+  assign \$101  = l0_delta0_0_0_raw_s7[17] & \$100 ;
+  assign \$102  = \$98  & \$101 ;
+  assign \$103  = ~ \$102 ;
+  assign \t$98  = $signed(\$signature__data ) - $signed(16'h7fff);
+  assign \t$99  = $signed(\$signature__data ) - $signed(16'h8000);
+  assign \$104  = ! l0_port_edge_p4[0];
+  assign \$105  = l0_ram_wr & \$104 ;
+  assign \$106  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_0_0 = \$105  & \$106 ;
+  assign \$107  = \$78  ? l0_waddr0_0_s7 : l0_waddr0_0_s6;
+  assign \$108  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s7;
+  assign \$109  = & \t$98 [16:15];
+  assign \$110  = ~ \$109 ;
+  assign \$111  = \t$98 [16] & \$110 ;
+  assign \$112  = ~ \t$98 [16];
+  assign \$113  = | \t$98 [16:15];
+  assign \$114  = \$112  & \$113 ;
+  assign \$115  = \$114  ? 16'h7fff : \t$98 [15:0];
+  assign \$116  = \$111  ? 16'h8000 : \$115 ;
+  assign \$117  = & \t$99 [16:15];
+  assign \$118  = ~ \$117 ;
+  assign \$119  = \t$99 [16] & \$118 ;
+  assign \$120  = ~ \t$99 [16];
+  assign \$121  = | \t$99 [16:15];
+  assign \$122  = \$120  & \$121 ;
+  assign \$123  = \$122  ? 16'h7fff : \t$99 [15:0];
+  assign \$124  = \$119  ? 16'h8000 : \$123 ;
+  assign \$125  = & \$79 [36:34];
+  assign \$126  = ~ \$125 ;
+  assign \$127  = \$79 [36] & \$126 ;
+  assign \$128  = ~ \$79 [36];
+  assign \$129  = | \$79 [36:34];
+  assign \$130  = \$128  & \$129 ;
+  assign \$131  = \$130  ? 16'h7fff : \$79 [34:19];
+  assign \$132  = \$127  ? 16'h8000 : \$131 ;
+  assign \$134  = \q_above$96  ? \$116  : \$133 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$134 ;
+  assign wp__en = commit_l0 | l0_port_hit0_0_0;
+  assign \$135  = { \$signature__data$113 [15], \$signature__data$113 [15], \$signature__data$113 , 19'h40000 } - { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7, l0_delta0_0_1_raw_s7[18] };
+  assign \$136  = ~ l0_delta0_0_1_raw_s7[31];
+  assign \$140  = ~ \$139 ;
+  assign \$141  = & { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31:18] };
+  assign \$142  = \$140  & \$141 ;
+  assign \$143  = | l0_delta0_0_1_raw_s7[16:0];
+  assign \$144  = l0_delta0_0_1_raw_s7[18] | \$143 ;
+  assign \$145  = l0_delta0_0_1_raw_s7[17] & \$144 ;
+  assign \$146  = \$142  & \$145 ;
+  assign \$148  = ~ \$147 ;
+  assign \$150  = & { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31:18] };
+  assign \$151  = ~ l0_delta0_0_1_raw_s7[31];
+  assign \$152  = \$150  & \$151 ;
   \onchip_learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -2863,20 +2519,20 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     .vc(pos)
   );
   \onchip_learner.l0_bspline1  l0_bspline1 (
-    .bval(\bval$389 ),
-    .\cell (\cell$157 ),
+    .bval(\bval$293 ),
+    .\cell (\cell$45 ),
     .pos_in(\pos_in$18 ),
     .u(s__payload[31:16]),
-    .vc(\pos$385 )
+    .vc(\pos$289 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$595  = 5'h00;
+    \$563  = 5'h00;
     casez (l0_port_edge_p2)
       7'h00:
-          \$595  = 5'h00;
+          \$563  = 5'h00;
       7'h01:
-          \$595  = 5'h0b;
+          \$563  = 5'h0b;
     endcase
   end
   always @* begin
@@ -2884,13 +2540,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$604  = l0_coef_0_0_bank0_r0_data;
+          \$572  = \$signature__data$271 ;
       2'h1:
-          \$604  = l0_coef_0_0_bank1_r0_data;
+          \$572  = \$signature__data$272 ;
       2'h2:
-          \$604  = l0_coef_0_0_bank2_r0_data;
+          \$572  = \$signature__data$273 ;
       2'h3:
-          \$604  = l0_coef_0_0_bank3_r0_data;
+          \$572  = \$signature__data$274 ;
     endcase
   end
   always @* begin
@@ -2898,13 +2554,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$605  = l0_coef_0_1_bank0_r0_data;
+          \$573  = \$signature__data$275 ;
       2'h1:
-          \$605  = l0_coef_0_1_bank1_r0_data;
+          \$573  = \$signature__data$276 ;
       2'h2:
-          \$605  = l0_coef_0_1_bank2_r0_data;
+          \$573  = \$signature__data$277 ;
       2'h3:
-          \$605  = l0_coef_0_1_bank3_r0_data;
+          \$573  = \$signature__data$278 ;
     endcase
   end
   always @* begin
@@ -2912,17 +2568,17 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (l0_rd_edge)
       1'h0:
-          \$606  = \$604 ;
+          \$574  = \$572 ;
       1'h1:
-          \$606  = \$605 ;
+          \$574  = \$573 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$607  = 16'h0000;
+    \$575  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$607  = \$606 ;
+          \$575  = \$574 ;
     endcase
   end
   always @* begin
@@ -2930,13 +2586,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$608  = bval[15:0];
+          \$576  = bval[15:0];
       2'h1:
-          \$608  = bval[63:48];
+          \$576  = bval[63:48];
       2'h2:
-          \$608  = bval[47:32];
+          \$576  = bval[47:32];
       2'h3:
-          \$608  = bval[31:16];
+          \$576  = bval[31:16];
     endcase
   end
   always @* begin
@@ -2944,13 +2600,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$609  = bval[31:16];
+          \$577  = bval[31:16];
       2'h1:
-          \$609  = bval[15:0];
+          \$577  = bval[15:0];
       2'h2:
-          \$609  = bval[63:48];
+          \$577  = bval[63:48];
       2'h3:
-          \$609  = bval[47:32];
+          \$577  = bval[47:32];
     endcase
   end
   always @* begin
@@ -2958,13 +2614,13 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$610  = bval[47:32];
+          \$578  = bval[47:32];
       2'h1:
-          \$610  = bval[31:16];
+          \$578  = bval[31:16];
       2'h2:
-          \$610  = bval[15:0];
+          \$578  = bval[15:0];
       2'h3:
-          \$610  = bval[63:48];
+          \$578  = bval[63:48];
     endcase
   end
   always @* begin
@@ -2972,69 +2628,69 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$611  = bval[63:48];
+          \$579  = bval[63:48];
       2'h1:
-          \$611  = bval[47:32];
+          \$579  = bval[47:32];
       2'h2:
-          \$611  = bval[31:16];
+          \$579  = bval[31:16];
       2'h3:
-          \$611  = bval[15:0];
+          \$579  = bval[15:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$157 [1:0])
+    casez (\cell$45 [1:0])
       2'h0:
-          \$612  = \bval$389 [15:0];
+          \$580  = \bval$293 [15:0];
       2'h1:
-          \$612  = \bval$389 [63:48];
+          \$580  = \bval$293 [63:48];
       2'h2:
-          \$612  = \bval$389 [47:32];
+          \$580  = \bval$293 [47:32];
       2'h3:
-          \$612  = \bval$389 [31:16];
+          \$580  = \bval$293 [31:16];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$157 [1:0])
+    casez (\cell$45 [1:0])
       2'h0:
-          \$613  = \bval$389 [31:16];
+          \$581  = \bval$293 [31:16];
       2'h1:
-          \$613  = \bval$389 [15:0];
+          \$581  = \bval$293 [15:0];
       2'h2:
-          \$613  = \bval$389 [63:48];
+          \$581  = \bval$293 [63:48];
       2'h3:
-          \$613  = \bval$389 [47:32];
+          \$581  = \bval$293 [47:32];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$157 [1:0])
+    casez (\cell$45 [1:0])
       2'h0:
-          \$614  = \bval$389 [47:32];
+          \$582  = \bval$293 [47:32];
       2'h1:
-          \$614  = \bval$389 [31:16];
+          \$582  = \bval$293 [31:16];
       2'h2:
-          \$614  = \bval$389 [15:0];
+          \$582  = \bval$293 [15:0];
       2'h3:
-          \$614  = \bval$389 [63:48];
+          \$582  = \bval$293 [63:48];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$157 [1:0])
+    casez (\cell$45 [1:0])
       2'h0:
-          \$615  = \bval$389 [63:48];
+          \$583  = \bval$293 [63:48];
       2'h1:
-          \$615  = \bval$389 [47:32];
+          \$583  = \bval$293 [47:32];
       2'h2:
-          \$615  = \bval$389 [31:16];
+          \$583  = \bval$293 [31:16];
       2'h3:
-          \$615  = \bval$389 [15:0];
+          \$583  = \bval$293 [15:0];
     endcase
   end
   always @* begin
@@ -3051,1486 +2707,1350 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$672  = l0_coef_0_0_bank0_r0_fwd;
-    if (port__en) begin
-      \$672  = \$559 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$673  = l0_coef_0_0_bank0_r0_word;
-    if (port__en) begin
-      \$673  = l0_coef_0_0_bank0_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$676  = l0_coef_0_0_bank1_r0_fwd;
-    if (\port__en$83 ) begin
-      \$676  = \$563 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$677  = l0_coef_0_0_bank1_r0_word;
-    if (\port__en$83 ) begin
-      \$677  = l0_coef_0_0_bank1_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$680  = l0_coef_0_0_bank2_r0_fwd;
-    if (\port__en$85 ) begin
-      \$680  = \$567 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$681  = l0_coef_0_0_bank2_r0_word;
-    if (\port__en$85 ) begin
-      \$681  = l0_coef_0_0_bank2_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$684  = l0_coef_0_0_bank3_r0_fwd;
-    if (\port__en$87 ) begin
-      \$684  = \$571 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$685  = l0_coef_0_0_bank3_r0_word;
-    if (\port__en$87 ) begin
-      \$685  = l0_coef_0_0_bank3_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$688  = l0_coef_0_1_bank0_r0_fwd;
-    if (\port__en$158 ) begin
-      \$688  = \$575 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$689  = l0_coef_0_1_bank0_r0_word;
-    if (\port__en$158 ) begin
-      \$689  = l0_coef_0_1_bank0_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$692  = l0_coef_0_1_bank1_r0_fwd;
-    if (\port__en$160 ) begin
-      \$692  = \$579 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$693  = l0_coef_0_1_bank1_r0_word;
-    if (\port__en$160 ) begin
-      \$693  = l0_coef_0_1_bank1_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$696  = l0_coef_0_1_bank2_r0_fwd;
-    if (\port__en$162 ) begin
-      \$696  = \$583 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$697  = l0_coef_0_1_bank2_r0_word;
-    if (\port__en$162 ) begin
-      \$697  = l0_coef_0_1_bank2_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$700  = l0_coef_0_1_bank3_r0_fwd;
-    if (\port__en$164 ) begin
-      \$700  = \$587 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$701  = l0_coef_0_1_bank3_r0_word;
-    if (\port__en$164 ) begin
-      \$701  = l0_coef_0_1_bank3_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$704  = valid_s1;
+    \$640  = valid_s1;
     if (en) begin
-      \$704  = accept;
+      \$640  = accept;
     end
     if (rst) begin
-      \$704  = 1'h0;
+      \$640  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$705  = valid_s2;
+    \$641  = valid_s2;
     if (en) begin
-      \$705  = valid_s1;
+      \$641  = valid_s1;
     end
     if (rst) begin
-      \$705  = 1'h0;
+      \$641  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$706  = valid_s3;
+    \$642  = valid_s3;
     if (en) begin
-      \$706  = valid_s2;
+      \$642  = valid_s2;
     end
     if (rst) begin
-      \$706  = 1'h0;
+      \$642  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$707  = valid_s4;
+    \$643  = valid_s4;
     if (en) begin
-      \$707  = valid_s3;
+      \$643  = valid_s3;
     end
     if (rst) begin
-      \$707  = 1'h0;
+      \$643  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$708  = valid_s5;
+    \$644  = valid_s5;
     if (en) begin
-      \$708  = valid_s4;
+      \$644  = valid_s4;
     end
     if (rst) begin
-      \$708  = 1'h0;
+      \$644  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$709  = m__valid;
+    \$645  = m__valid;
     if (en) begin
-      \$709  = valid_s5;
+      \$645  = valid_s5;
     end
     if (rst) begin
-      \$709  = 1'h0;
+      \$645  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$710  = valid_s7;
+    \$646  = valid_s7;
     if (en) begin
-      \$710  = m__valid;
+      \$646  = m__valid;
     end
     if (rst) begin
-      \$710  = 1'h0;
+      \$646  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$711  = reload_count;
+    \$647  = reload_count;
     if (reloading) begin
-      \$711  = \$590 [4:0];
+      \$647  = \$558 [4:0];
     end
     if (rst) begin
-      \$711  = 5'h00;
+      \$647  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$712  = port_cmd;
+    \$648  = port_cmd;
     if (rst) begin
-      \$712  = 1'h0;
+      \$648  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$713  = port_in_flight0;
+    \$649  = port_in_flight0;
     if (rst) begin
-      \$713  = 1'h0;
+      \$649  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$714  = port_in_flight1;
+    \$650  = port_in_flight1;
     if (rst) begin
-      \$714  = 1'h0;
+      \$650  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$715  = port_in_flight2;
+    \$651  = port_in_flight2;
     if (rst) begin
-      \$715  = 1'h0;
+      \$651  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$716  = \$547 [4:0];
+    \$652  = \$547 [4:0];
     if (rst) begin
-      \$716  = 5'h00;
+      \$652  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$717  = l0_port_wr;
+    \$653  = l0_port_wr;
     if (rst) begin
-      \$717  = 1'h0;
+      \$653  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$718  = l0_port_rd;
+    \$654  = l0_port_rd;
     if (rst) begin
-      \$718  = 1'h0;
+      \$654  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$719  = l0_port_data;
+    \$655  = l0_port_data;
     if (rst) begin
-      \$719  = 16'h0000;
+      \$655  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$720  = \$594 ;
+    \$656  = \$562 ;
     if (rst) begin
-      \$720  = 7'h00;
+      \$656  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$721  = l0_port_local_p1;
+    \$657  = l0_port_local_p1;
     if (rst) begin
-      \$721  = 5'h00;
+      \$657  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$722  = l0_port_wr_p1;
+    \$658  = l0_port_wr_p1;
     if (rst) begin
-      \$722  = 1'h0;
+      \$658  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$723  = l0_port_rd_p1;
+    \$659  = l0_port_rd_p1;
     if (rst) begin
-      \$723  = 1'h0;
+      \$659  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$724  = l0_port_data_p1;
+    \$660  = l0_port_data_p1;
     if (rst) begin
-      \$724  = 16'h0000;
+      \$660  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$725  = \$596 [3:0];
+    \$661  = \$564 [3:0];
     if (rst) begin
-      \$725  = 4'h0;
+      \$661  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$726  = l0_port_edge_p2;
+    \$662  = l0_port_edge_p2;
     if (rst) begin
-      \$726  = 7'h00;
+      \$662  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$727  = l0_port_wr_p2;
+    \$663  = l0_port_wr_p2;
     if (rst) begin
-      \$727  = 1'h0;
+      \$663  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$728  = l0_port_rd_p2;
+    \$664  = l0_port_rd_p2;
     if (rst) begin
-      \$728  = 1'h0;
+      \$664  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$729  = l0_port_data_p2;
+    \$665  = l0_port_data_p2;
     if (rst) begin
-      \$729  = 16'h0000;
+      \$665  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$730  = \$597 ;
+    \$666  = \$565 ;
     if (rst) begin
-      \$730  = 4'h0;
+      \$666  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$731  = \$600 ;
+    \$667  = \$568 ;
     if (rst) begin
-      \$731  = 8'h00;
+      \$667  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$732  = l0_port_edge_p3;
+    \$668  = l0_port_edge_p3;
     if (rst) begin
-      \$732  = 7'h00;
+      \$668  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$733  = l0_port_wr_p3;
+    \$669  = l0_port_wr_p3;
     if (rst) begin
-      \$733  = 1'h0;
+      \$669  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$734  = l0_port_rd_p3;
+    \$670  = l0_port_rd_p3;
     if (rst) begin
-      \$734  = 1'h0;
+      \$670  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$735  = l0_port_data_p3;
+    \$671  = l0_port_data_p3;
     if (rst) begin
-      \$735  = 16'h0000;
+      \$671  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$736  = l0_rd_edge;
+    \$672  = l0_rd_edge;
     if (l0_ram_rd) begin
-      \$736  = l0_port_edge_p4[0];
+      \$672  = l0_port_edge_p4[0];
     end
     if (rst) begin
-      \$736  = 1'h0;
+      \$672  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$737  = l0_rd_bank;
+    \$673  = l0_rd_bank;
     if (l0_ram_rd) begin
-      \$737  = l0_port_bank_p4[1:0];
+      \$673  = l0_port_bank_p4[1:0];
     end
     if (rst) begin
-      \$737  = 2'h0;
+      \$673  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$738  = read_layer;
+    \$674  = read_layer;
     if (l0_port_rd) begin
-      \$738  = 1'h0;
+      \$674  = 1'h0;
     end
     if (rst) begin
-      \$738  = 1'h0;
+      \$674  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$739  = \$602 ;
+    \$675  = \$570 ;
     if (rst) begin
-      \$739  = 1'h0;
+      \$675  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$740  = read_wait;
+    \$676  = read_wait;
     if (rst) begin
-      \$740  = 1'h0;
+      \$676  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$741  = read_wait1;
+    \$677  = read_wait1;
     if (rst) begin
-      \$741  = 1'h0;
+      \$677  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$742  = read_wait2;
+    \$678  = read_wait2;
     if (rst) begin
-      \$742  = 1'h0;
+      \$678  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$743  = read_wait3;
+    \$679  = read_wait3;
     if (rst) begin
-      \$743  = 1'h0;
+      \$679  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$744  = pr__valid;
-    if (\$603 ) begin
-      \$744  = 1'h1;
+    \$680  = pr__valid;
+    if (\$571 ) begin
+      \$680  = 1'h1;
     end else if (read_wait4) begin
-      \$744  = 1'h1;
+      \$680  = 1'h1;
     end else if (pr__ready) begin
-      \$744  = 1'h0;
+      \$680  = 1'h0;
     end
     if (rst) begin
-      \$744  = 1'h0;
+      \$680  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$745  = pr__payload;
-    if (\$603 ) begin
-      \$745  = pc__payload[15:0];
+    \$681  = pr__payload;
+    if (\$571 ) begin
+      \$681  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$745  = \$607 ;
+      \$681  = \$575 ;
     end
     if (rst) begin
-      \$745  = 16'h0000;
+      \$681  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$746  = y0_s1;
+    \$682  = y0_s1;
     if (en) begin
-      \$746  = s__payload[47:32];
+      \$682  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$747  = kind_s1;
+    \$683  = kind_s1;
     if (en) begin
-      \$747  = s__payload[49:48];
+      \$683  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$748  = pos_in;
+    \$684  = pos_in;
     if (en) begin
-      \$748  = pos;
+      \$684  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$749  = l0_lo0_s2;
+    \$685  = l0_lo0_s2;
     if (en) begin
-      \$749  = \cell [1:0];
+      \$685  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$750  = l0_cell0_s2;
+    \$686  = l0_cell0_s2;
     if (en) begin
-      \$750  = \cell ;
+      \$686  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$751  = l0_bval_bank0_0_s2;
+    \$687  = l0_bval_bank0_0_s2;
     if (en) begin
-      \$751  = \$608 ;
+      \$687  = \$576 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$752  = l0_bval_bank0_1_s2;
+    \$688  = l0_bval_bank0_1_s2;
     if (en) begin
-      \$752  = \$609 ;
+      \$688  = \$577 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$753  = l0_bval_bank0_2_s2;
+    \$689  = l0_bval_bank0_2_s2;
     if (en) begin
-      \$753  = \$610 ;
+      \$689  = \$578 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$754  = l0_bval_bank0_3_s2;
+    \$690  = l0_bval_bank0_3_s2;
     if (en) begin
-      \$754  = \$611 ;
+      \$690  = \$579 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$755  = \pos_in$18 ;
+    \$691  = \pos_in$18 ;
     if (en) begin
-      \$755  = \pos$385 ;
+      \$691  = \pos$289 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$756  = l0_lo1_s2;
+    \$692  = l0_lo1_s2;
     if (en) begin
-      \$756  = \cell$157 [1:0];
+      \$692  = \cell$45 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$757  = l0_cell1_s2;
+    \$693  = l0_cell1_s2;
     if (en) begin
-      \$757  = \cell$157 ;
+      \$693  = \cell$45 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$758  = l0_bval_bank1_0_s2;
+    \$694  = l0_bval_bank1_0_s2;
     if (en) begin
-      \$758  = \$612 ;
+      \$694  = \$580 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$759  = l0_bval_bank1_1_s2;
+    \$695  = l0_bval_bank1_1_s2;
     if (en) begin
-      \$759  = \$613 ;
+      \$695  = \$581 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$760  = l0_bval_bank1_2_s2;
+    \$696  = l0_bval_bank1_2_s2;
     if (en) begin
-      \$760  = \$614 ;
+      \$696  = \$582 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$761  = l0_bval_bank1_3_s2;
+    \$697  = l0_bval_bank1_3_s2;
     if (en) begin
-      \$761  = \$615 ;
+      \$697  = \$583 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$762  = l0_waddr0_0_s3;
+    \$698  = l0_waddr0_0_s3;
     if (en) begin
-      \$762  = \$618 ;
+      \$698  = \$586 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$763  = l0_waddr0_1_s3;
+    \$699  = l0_waddr0_1_s3;
     if (en) begin
-      \$763  = \$621 ;
+      \$699  = \$589 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$764  = l0_waddr0_2_s3;
+    \$700  = l0_waddr0_2_s3;
     if (en) begin
-      \$764  = \$624 ;
+      \$700  = \$592 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$765  = l0_waddr0_3_s3;
+    \$701  = l0_waddr0_3_s3;
     if (en) begin
-      \$765  = \$627 ;
+      \$701  = \$595 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$766  = l0_waddr1_0_s3;
+    \$702  = l0_waddr1_0_s3;
     if (en) begin
-      \$766  = \$630 ;
+      \$702  = \$598 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$767  = l0_waddr1_1_s3;
+    \$703  = l0_waddr1_1_s3;
     if (en) begin
-      \$767  = \$633 ;
+      \$703  = \$601 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$768  = l0_waddr1_2_s3;
+    \$704  = l0_waddr1_2_s3;
     if (en) begin
-      \$768  = \$636 ;
+      \$704  = \$604 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$769  = l0_waddr1_3_s3;
+    \$705  = l0_waddr1_3_s3;
     if (en) begin
-      \$769  = \$639 ;
+      \$705  = \$607 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$770  = l0_prod0_0_0_raw_s3;
+    \$706  = l0_prod0_0_0_raw_s3;
     if (en) begin
-      \$770  = \$640 ;
+      \$706  = \$608 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$771  = l0_prod0_0_1_raw_s3;
+    \$707  = l0_prod0_0_1_raw_s3;
     if (en) begin
-      \$771  = \$641 ;
+      \$707  = \$609 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$772  = l0_prod0_0_2_raw_s3;
+    \$708  = l0_prod0_0_2_raw_s3;
     if (en) begin
-      \$772  = \$642 ;
+      \$708  = \$610 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$773  = l0_prod0_0_3_raw_s3;
+    \$709  = l0_prod0_0_3_raw_s3;
     if (en) begin
-      \$773  = \$643 ;
+      \$709  = \$611 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$774  = l0_prod0_1_0_raw_s3;
+    \$710  = l0_prod0_1_0_raw_s3;
     if (en) begin
-      \$774  = \$644 ;
+      \$710  = \$612 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$775  = l0_prod0_1_1_raw_s3;
+    \$711  = l0_prod0_1_1_raw_s3;
     if (en) begin
-      \$775  = \$645 ;
+      \$711  = \$613 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$776  = l0_prod0_1_2_raw_s3;
+    \$712  = l0_prod0_1_2_raw_s3;
     if (en) begin
-      \$776  = \$646 ;
+      \$712  = \$614 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$777  = l0_prod0_1_3_raw_s3;
+    \$713  = l0_prod0_1_3_raw_s3;
     if (en) begin
-      \$777  = \$647 ;
+      \$713  = \$615 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$778  = l0_sum0_t0_0_s4;
+    \$714  = l0_sum0_t0_0_s4;
     if (en) begin
-      \$778  = \$648 ;
+      \$714  = \$616 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$779  = l0_sum0_t0_1_s4;
+    \$715  = l0_sum0_t0_1_s4;
     if (en) begin
-      \$779  = \$649 ;
+      \$715  = \$617 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$780  = l0_sum0_t0_2_s4;
+    \$716  = l0_sum0_t0_2_s4;
     if (en) begin
-      \$780  = \$650 ;
+      \$716  = \$618 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$781  = l0_sum0_t0_3_s4;
+    \$717  = l0_sum0_t0_3_s4;
     if (en) begin
-      \$781  = \$651 ;
+      \$717  = \$619 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$782  = l0_sum0_t1_0_s5;
+    \$718  = l0_sum0_t1_0_s5;
     if (en) begin
-      \$782  = \$654 ;
+      \$718  = \$622 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$783  = l0_out0_s6;
+    \$719  = l0_out0_s6;
     if (en) begin
-      \$783  = \t$180 ;
+      \$719  = \t$68 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$784  = y0_neg_s1;
+    \$720  = y0_neg_s1;
     if (en) begin
-      \$784  = \$655 ;
+      \$720  = \$623 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$785  = y0_neg_s2;
+    \$721  = y0_neg_s2;
     if (en) begin
-      \$785  = y0_neg_s1;
+      \$721  = y0_neg_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$786  = y0_neg_s3;
+    \$722  = y0_neg_s3;
     if (en) begin
-      \$786  = y0_neg_s2;
+      \$722  = y0_neg_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$787  = y0_neg_s4;
+    \$723  = y0_neg_s4;
     if (en) begin
-      \$787  = y0_neg_s3;
+      \$723  = y0_neg_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$788  = y0_neg_s5;
+    \$724  = y0_neg_s5;
     if (en) begin
-      \$788  = y0_neg_s4;
+      \$724  = y0_neg_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$789  = y0_at_max_s1;
+    \$725  = y0_at_max_s1;
     if (en) begin
-      \$789  = \$659 ;
+      \$725  = \$627 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$790  = y0_at_max_s2;
+    \$726  = y0_at_max_s2;
     if (en) begin
-      \$790  = y0_at_max_s1;
+      \$726  = y0_at_max_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$791  = y0_at_max_s3;
+    \$727  = y0_at_max_s3;
     if (en) begin
-      \$791  = y0_at_max_s2;
+      \$727  = y0_at_max_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$792  = y0_at_max_s4;
+    \$728  = y0_at_max_s4;
     if (en) begin
-      \$792  = y0_at_max_s3;
+      \$728  = y0_at_max_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$793  = y0_at_max_s5;
+    \$729  = y0_at_max_s5;
     if (en) begin
-      \$793  = y0_at_max_s4;
+      \$729  = y0_at_max_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$794  = y0_at_min_s1;
+    \$730  = y0_at_min_s1;
     if (en) begin
-      \$794  = \$663 ;
+      \$730  = \$631 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$795  = y0_at_min_s2;
+    \$731  = y0_at_min_s2;
     if (en) begin
-      \$795  = y0_at_min_s1;
+      \$731  = y0_at_min_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$796  = y0_at_min_s3;
+    \$732  = y0_at_min_s3;
     if (en) begin
-      \$796  = y0_at_min_s2;
+      \$732  = y0_at_min_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$797  = y0_at_min_s4;
+    \$733  = y0_at_min_s4;
     if (en) begin
-      \$797  = y0_at_min_s3;
+      \$733  = y0_at_min_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$798  = y0_at_min_s5;
+    \$734  = y0_at_min_s5;
     if (en) begin
-      \$798  = y0_at_min_s4;
+      \$734  = y0_at_min_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$799  = kind_s2;
+    \$735  = kind_s2;
     if (en) begin
-      \$799  = kind_s1;
+      \$735  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$800  = kind_s3;
+    \$736  = kind_s3;
     if (en) begin
-      \$800  = kind_s2;
+      \$736  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$801  = kind_s4;
+    \$737  = kind_s4;
     if (en) begin
-      \$801  = kind_s3;
+      \$737  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$802  = kind_s5;
+    \$738  = kind_s5;
     if (en) begin
-      \$802  = kind_s4;
+      \$738  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$803  = y0_s2;
+    \$739  = y0_s2;
     if (en) begin
-      \$803  = y0_s1;
+      \$739  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$804  = y0_s3;
+    \$740  = y0_s3;
     if (en) begin
-      \$804  = y0_s2;
+      \$740  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$805  = y0_s4;
+    \$741  = y0_s4;
     if (en) begin
-      \$805  = y0_s3;
+      \$741  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$806  = y0_s5;
+    \$742  = y0_s5;
     if (en) begin
-      \$806  = y0_s4;
+      \$742  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$807  = err0_s6;
+    \$743  = err0_s6;
     if (en) begin
-      \$807  = err0;
+      \$743  = err0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$808  = l0_waddr0_0_s4;
+    \$744  = l0_waddr0_0_s4;
     if (en) begin
-      \$808  = l0_waddr0_0_s3;
+      \$744  = l0_waddr0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$809  = l0_waddr0_0_s5;
+    \$745  = l0_waddr0_0_s5;
     if (en) begin
-      \$809  = l0_waddr0_0_s4;
+      \$745  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$810  = l0_waddr0_0_s6;
+    \$746  = l0_waddr0_0_s6;
     if (en) begin
-      \$810  = l0_waddr0_0_s5;
+      \$746  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$811  = l0_waddr0_0_s7;
+    \$747  = l0_waddr0_0_s7;
     if (en) begin
-      \$811  = l0_waddr0_0_s6;
+      \$747  = l0_waddr0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$812  = l0_waddr0_1_s4;
+    \$748  = l0_waddr0_1_s4;
     if (en) begin
-      \$812  = l0_waddr0_1_s3;
+      \$748  = l0_waddr0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$813  = l0_waddr0_1_s5;
+    \$749  = l0_waddr0_1_s5;
     if (en) begin
-      \$813  = l0_waddr0_1_s4;
+      \$749  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$814  = l0_waddr0_1_s6;
+    \$750  = l0_waddr0_1_s6;
     if (en) begin
-      \$814  = l0_waddr0_1_s5;
+      \$750  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$815  = l0_waddr0_1_s7;
+    \$751  = l0_waddr0_1_s7;
     if (en) begin
-      \$815  = l0_waddr0_1_s6;
+      \$751  = l0_waddr0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$816  = l0_waddr0_2_s4;
+    \$752  = l0_waddr0_2_s4;
     if (en) begin
-      \$816  = l0_waddr0_2_s3;
+      \$752  = l0_waddr0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$817  = l0_waddr0_2_s5;
+    \$753  = l0_waddr0_2_s5;
     if (en) begin
-      \$817  = l0_waddr0_2_s4;
+      \$753  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$818  = l0_waddr0_2_s6;
+    \$754  = l0_waddr0_2_s6;
     if (en) begin
-      \$818  = l0_waddr0_2_s5;
+      \$754  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$819  = l0_waddr0_2_s7;
+    \$755  = l0_waddr0_2_s7;
     if (en) begin
-      \$819  = l0_waddr0_2_s6;
+      \$755  = l0_waddr0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$820  = l0_waddr0_3_s4;
+    \$756  = l0_waddr0_3_s4;
     if (en) begin
-      \$820  = l0_waddr0_3_s3;
+      \$756  = l0_waddr0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$821  = l0_waddr0_3_s5;
+    \$757  = l0_waddr0_3_s5;
     if (en) begin
-      \$821  = l0_waddr0_3_s4;
+      \$757  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$822  = l0_waddr0_3_s6;
+    \$758  = l0_waddr0_3_s6;
     if (en) begin
-      \$822  = l0_waddr0_3_s5;
+      \$758  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$823  = l0_waddr0_3_s7;
+    \$759  = l0_waddr0_3_s7;
     if (en) begin
-      \$823  = l0_waddr0_3_s6;
+      \$759  = l0_waddr0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$824  = l0_waddr1_0_s4;
+    \$760  = l0_waddr1_0_s4;
     if (en) begin
-      \$824  = l0_waddr1_0_s3;
+      \$760  = l0_waddr1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$825  = l0_waddr1_0_s5;
+    \$761  = l0_waddr1_0_s5;
     if (en) begin
-      \$825  = l0_waddr1_0_s4;
+      \$761  = l0_waddr1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$826  = l0_waddr1_0_s6;
+    \$762  = l0_waddr1_0_s6;
     if (en) begin
-      \$826  = l0_waddr1_0_s5;
+      \$762  = l0_waddr1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$827  = l0_waddr1_0_s7;
+    \$763  = l0_waddr1_0_s7;
     if (en) begin
-      \$827  = l0_waddr1_0_s6;
+      \$763  = l0_waddr1_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$828  = l0_waddr1_1_s4;
+    \$764  = l0_waddr1_1_s4;
     if (en) begin
-      \$828  = l0_waddr1_1_s3;
+      \$764  = l0_waddr1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$829  = l0_waddr1_1_s5;
+    \$765  = l0_waddr1_1_s5;
     if (en) begin
-      \$829  = l0_waddr1_1_s4;
+      \$765  = l0_waddr1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$830  = l0_waddr1_1_s6;
+    \$766  = l0_waddr1_1_s6;
     if (en) begin
-      \$830  = l0_waddr1_1_s5;
+      \$766  = l0_waddr1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$831  = l0_waddr1_1_s7;
+    \$767  = l0_waddr1_1_s7;
     if (en) begin
-      \$831  = l0_waddr1_1_s6;
+      \$767  = l0_waddr1_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$832  = l0_waddr1_2_s4;
+    \$768  = l0_waddr1_2_s4;
     if (en) begin
-      \$832  = l0_waddr1_2_s3;
+      \$768  = l0_waddr1_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$833  = l0_waddr1_2_s5;
+    \$769  = l0_waddr1_2_s5;
     if (en) begin
-      \$833  = l0_waddr1_2_s4;
+      \$769  = l0_waddr1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$834  = l0_waddr1_2_s6;
+    \$770  = l0_waddr1_2_s6;
     if (en) begin
-      \$834  = l0_waddr1_2_s5;
+      \$770  = l0_waddr1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$835  = l0_waddr1_2_s7;
+    \$771  = l0_waddr1_2_s7;
     if (en) begin
-      \$835  = l0_waddr1_2_s6;
+      \$771  = l0_waddr1_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$836  = l0_waddr1_3_s4;
+    \$772  = l0_waddr1_3_s4;
     if (en) begin
-      \$836  = l0_waddr1_3_s3;
+      \$772  = l0_waddr1_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$837  = l0_waddr1_3_s5;
+    \$773  = l0_waddr1_3_s5;
     if (en) begin
-      \$837  = l0_waddr1_3_s4;
+      \$773  = l0_waddr1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$838  = l0_waddr1_3_s6;
+    \$774  = l0_waddr1_3_s6;
     if (en) begin
-      \$838  = l0_waddr1_3_s5;
+      \$774  = l0_waddr1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$839  = l0_waddr1_3_s7;
+    \$775  = l0_waddr1_3_s7;
     if (en) begin
-      \$839  = l0_waddr1_3_s6;
+      \$775  = l0_waddr1_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$840  = l0_bval_bank0_0_s3;
+    \$776  = l0_bval_bank0_0_s3;
     if (en) begin
-      \$840  = l0_bval_bank0_0_s2;
+      \$776  = l0_bval_bank0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$841  = l0_bval_bank0_0_s4;
+    \$777  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$841  = l0_bval_bank0_0_s3;
+      \$777  = l0_bval_bank0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$842  = l0_bval_bank0_0_s5;
+    \$778  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$842  = l0_bval_bank0_0_s4;
+      \$778  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$843  = l0_bval_bank0_0_s6;
+    \$779  = l0_bval_bank0_0_s6;
     if (en) begin
-      \$843  = l0_bval_bank0_0_s5;
+      \$779  = l0_bval_bank0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$844  = l0_delta0_0_0_raw_s7;
+    \$780  = l0_delta0_0_0_raw_s7;
     if (en) begin
-      \$844  = \$664 ;
+      \$780  = \$632 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$845  = l0_bval_bank0_1_s3;
+    \$781  = l0_bval_bank0_1_s3;
     if (en) begin
-      \$845  = l0_bval_bank0_1_s2;
+      \$781  = l0_bval_bank0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$846  = l0_bval_bank0_1_s4;
+    \$782  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$846  = l0_bval_bank0_1_s3;
+      \$782  = l0_bval_bank0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$847  = l0_bval_bank0_1_s5;
+    \$783  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$847  = l0_bval_bank0_1_s4;
+      \$783  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$848  = l0_bval_bank0_1_s6;
+    \$784  = l0_bval_bank0_1_s6;
     if (en) begin
-      \$848  = l0_bval_bank0_1_s5;
+      \$784  = l0_bval_bank0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$849  = l0_delta0_0_1_raw_s7;
+    \$785  = l0_delta0_0_1_raw_s7;
     if (en) begin
-      \$849  = \$665 ;
+      \$785  = \$633 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$850  = l0_bval_bank0_2_s3;
+    \$786  = l0_bval_bank0_2_s3;
     if (en) begin
-      \$850  = l0_bval_bank0_2_s2;
+      \$786  = l0_bval_bank0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$851  = l0_bval_bank0_2_s4;
+    \$787  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$851  = l0_bval_bank0_2_s3;
+      \$787  = l0_bval_bank0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$852  = l0_bval_bank0_2_s5;
+    \$788  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$852  = l0_bval_bank0_2_s4;
+      \$788  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$853  = l0_bval_bank0_2_s6;
+    \$789  = l0_bval_bank0_2_s6;
     if (en) begin
-      \$853  = l0_bval_bank0_2_s5;
+      \$789  = l0_bval_bank0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$854  = l0_delta0_0_2_raw_s7;
+    \$790  = l0_delta0_0_2_raw_s7;
     if (en) begin
-      \$854  = \$666 ;
+      \$790  = \$634 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$855  = l0_bval_bank0_3_s3;
+    \$791  = l0_bval_bank0_3_s3;
     if (en) begin
-      \$855  = l0_bval_bank0_3_s2;
+      \$791  = l0_bval_bank0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$856  = l0_bval_bank0_3_s4;
+    \$792  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$856  = l0_bval_bank0_3_s3;
+      \$792  = l0_bval_bank0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$857  = l0_bval_bank0_3_s5;
+    \$793  = l0_bval_bank0_3_s5;
     if (en) begin
-      \$857  = l0_bval_bank0_3_s4;
+      \$793  = l0_bval_bank0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$858  = l0_bval_bank0_3_s6;
+    \$794  = l0_bval_bank0_3_s6;
     if (en) begin
-      \$858  = l0_bval_bank0_3_s5;
+      \$794  = l0_bval_bank0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$859  = l0_delta0_0_3_raw_s7;
+    \$795  = l0_delta0_0_3_raw_s7;
     if (en) begin
-      \$859  = \$667 ;
+      \$795  = \$635 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$860  = l0_bval_bank1_0_s3;
+    \$796  = l0_bval_bank1_0_s3;
     if (en) begin
-      \$860  = l0_bval_bank1_0_s2;
+      \$796  = l0_bval_bank1_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$861  = l0_bval_bank1_0_s4;
+    \$797  = l0_bval_bank1_0_s4;
     if (en) begin
-      \$861  = l0_bval_bank1_0_s3;
+      \$797  = l0_bval_bank1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$862  = l0_bval_bank1_0_s5;
+    \$798  = l0_bval_bank1_0_s5;
     if (en) begin
-      \$862  = l0_bval_bank1_0_s4;
+      \$798  = l0_bval_bank1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$863  = l0_bval_bank1_0_s6;
+    \$799  = l0_bval_bank1_0_s6;
     if (en) begin
-      \$863  = l0_bval_bank1_0_s5;
+      \$799  = l0_bval_bank1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$864  = l0_delta0_1_0_raw_s7;
+    \$800  = l0_delta0_1_0_raw_s7;
     if (en) begin
-      \$864  = \$668 ;
+      \$800  = \$636 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$865  = l0_bval_bank1_1_s3;
+    \$801  = l0_bval_bank1_1_s3;
     if (en) begin
-      \$865  = l0_bval_bank1_1_s2;
+      \$801  = l0_bval_bank1_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$866  = l0_bval_bank1_1_s4;
+    \$802  = l0_bval_bank1_1_s4;
     if (en) begin
-      \$866  = l0_bval_bank1_1_s3;
+      \$802  = l0_bval_bank1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$867  = l0_bval_bank1_1_s5;
+    \$803  = l0_bval_bank1_1_s5;
     if (en) begin
-      \$867  = l0_bval_bank1_1_s4;
+      \$803  = l0_bval_bank1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$868  = l0_bval_bank1_1_s6;
+    \$804  = l0_bval_bank1_1_s6;
     if (en) begin
-      \$868  = l0_bval_bank1_1_s5;
+      \$804  = l0_bval_bank1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$869  = l0_delta0_1_1_raw_s7;
+    \$805  = l0_delta0_1_1_raw_s7;
     if (en) begin
-      \$869  = \$669 ;
+      \$805  = \$637 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$870  = l0_bval_bank1_2_s3;
+    \$806  = l0_bval_bank1_2_s3;
     if (en) begin
-      \$870  = l0_bval_bank1_2_s2;
+      \$806  = l0_bval_bank1_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$871  = l0_bval_bank1_2_s4;
+    \$807  = l0_bval_bank1_2_s4;
     if (en) begin
-      \$871  = l0_bval_bank1_2_s3;
+      \$807  = l0_bval_bank1_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$872  = l0_bval_bank1_2_s5;
+    \$808  = l0_bval_bank1_2_s5;
     if (en) begin
-      \$872  = l0_bval_bank1_2_s4;
+      \$808  = l0_bval_bank1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$873  = l0_bval_bank1_2_s6;
+    \$809  = l0_bval_bank1_2_s6;
     if (en) begin
-      \$873  = l0_bval_bank1_2_s5;
+      \$809  = l0_bval_bank1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$874  = l0_delta0_1_2_raw_s7;
+    \$810  = l0_delta0_1_2_raw_s7;
     if (en) begin
-      \$874  = \$670 ;
+      \$810  = \$638 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$875  = l0_bval_bank1_3_s3;
+    \$811  = l0_bval_bank1_3_s3;
     if (en) begin
-      \$875  = l0_bval_bank1_3_s2;
+      \$811  = l0_bval_bank1_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$876  = l0_bval_bank1_3_s4;
+    \$812  = l0_bval_bank1_3_s4;
     if (en) begin
-      \$876  = l0_bval_bank1_3_s3;
+      \$812  = l0_bval_bank1_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$877  = l0_bval_bank1_3_s5;
+    \$813  = l0_bval_bank1_3_s5;
     if (en) begin
-      \$877  = l0_bval_bank1_3_s4;
+      \$813  = l0_bval_bank1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$878  = l0_bval_bank1_3_s6;
+    \$814  = l0_bval_bank1_3_s6;
     if (en) begin
-      \$878  = l0_bval_bank1_3_s5;
+      \$814  = l0_bval_bank1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$879  = l0_delta0_1_3_raw_s7;
+    \$815  = l0_delta0_1_3_raw_s7;
     if (en) begin
-      \$879  = \$671 ;
+      \$815  = \$639 ;
     end
   end
   assign u = s__payload[15:0];
   assign l0_pos0_s1 = pos_in;
   assign \u$17  = s__payload[31:16];
   assign l0_pos1_s1 = \pos_in$18 ;
-  assign l0_coef_0_0_bank0_waddr = wp__addr;
-  assign l0_coef_0_0_bank0_wdata = wp__data;
-  assign l0_coef_0_0_bank0_wen = wp__en;
-  assign l0_coef_0_0_bank1_waddr = \wp__addr$34 ;
-  assign l0_coef_0_0_bank1_wdata = \wp__data$36 ;
-  assign l0_coef_0_0_bank1_wen = \wp__en$38 ;
-  assign l0_coef_0_0_bank2_waddr = \wp__addr$48 ;
-  assign l0_coef_0_0_bank2_wdata = \wp__data$50 ;
-  assign l0_coef_0_0_bank2_wen = \wp__en$52 ;
-  assign l0_coef_0_0_bank3_waddr = \wp__addr$62 ;
-  assign l0_coef_0_0_bank3_wdata = \wp__data$64 ;
-  assign l0_coef_0_0_bank3_wen = \wp__en$66 ;
-  assign port__addr = \$4 [1:0];
+  assign \$signature__addr  = \$4 [1:0];
   assign l0_port_baddr = l0_port_baddr_p4[1:0];
-  assign \port__addr$82  = \$8 [1:0];
-  assign \port__addr$84  = \$12 [1:0];
-  assign \port__addr$86  = \$16 [1:0];
-  assign \t$90  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
-  assign \t$93  = { \t$91 [32], \t$91 [32], \t$91 [32], \t$91 [32], \t$91 [32], \t$91 [32], \t$91 [32], \t$91  };
-  assign \t$96  = { \t$94 [32], \t$94 [32], \t$94 [32], \t$94 [32], \t$94 [32], \t$94 [32], \t$94 [32], \t$94  };
-  assign \t$99  = { \t$97 [32], \t$97 [32], \t$97 [32], \t$97 [32], \t$97 [32], \t$97 [32], \t$97 [32], \t$97  };
-  assign l0_coef_0_1_bank0_waddr = \wp__addr$100 ;
-  assign l0_coef_0_1_bank0_wdata = \wp__data$102 ;
-  assign l0_coef_0_1_bank0_wen = \wp__en$104 ;
-  assign l0_coef_0_1_bank1_waddr = \wp__addr$114 ;
-  assign l0_coef_0_1_bank1_wdata = \wp__data$116 ;
-  assign l0_coef_0_1_bank1_wen = \wp__en$118 ;
-  assign l0_coef_0_1_bank2_waddr = \wp__addr$128 ;
-  assign l0_coef_0_1_bank2_wdata = \wp__data$130 ;
-  assign l0_coef_0_1_bank2_wen = \wp__en$132 ;
-  assign l0_coef_0_1_bank3_waddr = \wp__addr$142 ;
-  assign l0_coef_0_1_bank3_wdata = \wp__data$144 ;
-  assign l0_coef_0_1_bank3_wen = \wp__en$146 ;
-  assign \port__addr$156  = \$20 [1:0];
-  assign \port__addr$159  = \$24 [1:0];
-  assign \port__addr$161  = \$28 [1:0];
-  assign \port__addr$163  = \$32 [1:0];
-  assign \t$167  = { \t$165 [32], \t$165 [32], \t$165 [32], \t$165 [32], \t$165 [32], \t$165 [32], \t$165 [32], \t$165  };
-  assign \t$170  = { \t$168 [32], \t$168 [32], \t$168 [32], \t$168 [32], \t$168 [32], \t$168 [32], \t$168 [32], \t$168  };
-  assign \t$173  = { \t$171 [32], \t$171 [32], \t$171 [32], \t$171 [32], \t$171 [32], \t$171 [32], \t$171 [32], \t$171  };
-  assign \t$176  = { \t$174 [32], \t$174 [32], \t$174 [32], \t$174 [32], \t$174 [32], \t$174 [32], \t$174 [32], \t$174  };
-  assign \t$177  = l0_sum0_t1_0_s5[39:0];
+  assign \$signature__addr$26  = \$8 [1:0];
+  assign \$signature__addr$28  = \$12 [1:0];
+  assign \$signature__addr$30  = \$16 [1:0];
+  assign \t$34  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
+  assign \t$37  = { \t$35 [32], \t$35 [32], \t$35 [32], \t$35 [32], \t$35 [32], \t$35 [32], \t$35 [32], \t$35  };
+  assign \t$40  = { \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38 [32], \t$38  };
+  assign \t$43  = { \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41 [32], \t$41  };
+  assign \$signature__addr$44  = \$20 [1:0];
+  assign \$signature__addr$47  = \$24 [1:0];
+  assign \$signature__addr$49  = \$28 [1:0];
+  assign \$signature__addr$51  = \$32 [1:0];
+  assign \t$55  = { \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53 [32], \t$53  };
+  assign \t$58  = { \t$56 [32], \t$56 [32], \t$56 [32], \t$56 [32], \t$56 [32], \t$56 [32], \t$56 [32], \t$56  };
+  assign \t$61  = { \t$59 [32], \t$59 [32], \t$59 [32], \t$59 [32], \t$59 [32], \t$59 [32], \t$59 [32], \t$59  };
+  assign \t$64  = { \t$62 [32], \t$62 [32], \t$62 [32], \t$62 [32], \t$62 [32], \t$62 [32], \t$62 [32], \t$62  };
+  assign \t$65  = l0_sum0_t1_0_s5[39:0];
   assign rounded = \$33 [42:15];
-  assign \t$184  = l0_sum0_t1_0_s5[39:0];
+  assign \t$72  = l0_sum0_t1_0_s5[39:0];
   assign q_less_t = \$42 [33:0];
-  assign \t$187  = \$42 [33:15];
+  assign \t$75  = \$42 [33:15];
   assign valid_s6 = m__valid;
   assign theta_less_q = \$79 [36:0];
-  assign \t$206  = \$79 [36:19];
+  assign \t$95  = \$79 [36:19];
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \port__addr$215  = \$107 [1:0];
-  assign \port__en$218  = 1'h1;
-  assign l0_coef_0_0_bank0_addr = \$108 [1:0];
-  assign \theta_less_q$223  = \$135 [36:0];
-  assign \t$225  = \$135 [36:19];
-  assign \port__addr$231  = \$163 [1:0];
-  assign \port__en$234  = 1'h1;
-  assign l0_coef_0_0_bank1_addr = \$164 [1:0];
-  assign \theta_less_q$238  = \$191 [36:0];
-  assign \t$240  = \$191 [36:19];
-  assign \port__addr$246  = \$219 [1:0];
-  assign \port__en$249  = 1'h1;
-  assign l0_coef_0_0_bank2_addr = \$220 [1:0];
-  assign \theta_less_q$253  = \$247 [36:0];
-  assign \t$255  = \$247 [36:19];
-  assign \port__addr$261  = \$275 [1:0];
-  assign \port__en$264  = 1'h1;
-  assign l0_coef_0_0_bank3_addr = \$276 [1:0];
-  assign \theta_less_q$268  = \$303 [36:0];
-  assign \t$270  = \$303 [36:19];
-  assign \port__addr$276  = \$331 [1:0];
-  assign \port__en$279  = 1'h1;
-  assign l0_coef_0_1_bank0_addr = \$332 [1:0];
-  assign \theta_less_q$283  = \$359 [36:0];
-  assign \t$285  = \$359 [36:19];
-  assign \port__addr$291  = \$387 [1:0];
-  assign \port__en$294  = 1'h1;
-  assign l0_coef_0_1_bank1_addr = \$388 [1:0];
-  assign \theta_less_q$298  = \$415 [36:0];
-  assign \t$300  = \$415 [36:19];
-  assign \port__addr$306  = \$443 [1:0];
-  assign \port__en$309  = 1'h1;
-  assign l0_coef_0_1_bank2_addr = \$444 [1:0];
-  assign \theta_less_q$313  = \$471 [36:0];
-  assign \t$315  = \$471 [36:19];
-  assign \port__addr$321  = \$499 [1:0];
-  assign \port__en$324  = 1'h1;
-  assign l0_coef_0_1_bank3_addr = \$500 [1:0];
+  assign \$signature__addr$104  = \$107 [1:0];
+  assign \$signature__en$107  = 1'h1;
+  assign wp__addr = \$108 [1:0];
+  assign \theta_less_q$112  = \$135 [36:0];
+  assign \t$115  = \$135 [36:19];
+  assign \$signature__addr$121  = \$163 [1:0];
+  assign \$signature__en$124  = 1'h1;
+  assign \wp__addr$125  = \$164 [1:0];
+  assign \theta_less_q$128  = \$191 [36:0];
+  assign \t$131  = \$191 [36:19];
+  assign \$signature__addr$137  = \$219 [1:0];
+  assign \$signature__en$140  = 1'h1;
+  assign \wp__addr$141  = \$220 [1:0];
+  assign \theta_less_q$144  = \$247 [36:0];
+  assign \t$147  = \$247 [36:19];
+  assign \$signature__addr$153  = \$275 [1:0];
+  assign \$signature__en$156  = 1'h1;
+  assign \wp__addr$157  = \$276 [1:0];
+  assign \theta_less_q$160  = \$303 [36:0];
+  assign \t$163  = \$303 [36:19];
+  assign \$signature__addr$169  = \$331 [1:0];
+  assign \$signature__en$172  = 1'h1;
+  assign \wp__addr$173  = \$332 [1:0];
+  assign \theta_less_q$176  = \$359 [36:0];
+  assign \t$179  = \$359 [36:19];
+  assign \$signature__addr$185  = \$387 [1:0];
+  assign \$signature__en$188  = 1'h1;
+  assign \wp__addr$189  = \$388 [1:0];
+  assign \theta_less_q$192  = \$415 [36:0];
+  assign \t$195  = \$415 [36:19];
+  assign \$signature__addr$201  = \$443 [1:0];
+  assign \$signature__en$204  = 1'h1;
+  assign \wp__addr$205  = \$444 [1:0];
+  assign \theta_less_q$208  = \$471 [36:0];
+  assign \t$211  = \$471 [36:19];
+  assign \$signature__addr$217  = \$499 [1:0];
+  assign \$signature__en$220  = 1'h1;
+  assign \wp__addr$221  = \$500 [1:0];
   assign rom_rd__addr = reload_count;
   assign reload_addr = \$528 [4:0];
   assign execute = pc__ready;
@@ -4556,26 +4076,10 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \bval$389[0]  = \bval$389 [15:0];
-  assign \bval$389[1]  = \bval$389 [31:16];
-  assign \bval$389[2]  = \bval$389 [47:32];
-  assign \bval$389[3]  = \bval$389 [63:48];
-  assign \$703  = l0_coef_0_1_bank3_data;
-  assign \$702  = \$589 ;
-  assign \$699  = l0_coef_0_1_bank2_data;
-  assign \$698  = \$585 ;
-  assign \$695  = l0_coef_0_1_bank1_data;
-  assign \$694  = \$581 ;
-  assign \$691  = l0_coef_0_1_bank0_data;
-  assign \$690  = \$577 ;
-  assign \$687  = l0_coef_0_0_bank3_data;
-  assign \$686  = \$573 ;
-  assign \$683  = l0_coef_0_0_bank2_data;
-  assign \$682  = \$569 ;
-  assign \$679  = l0_coef_0_0_bank1_data;
-  assign \$678  = \$565 ;
-  assign \$675  = l0_coef_0_0_bank0_data;
-  assign \$674  = \$561 ;
+  assign \bval$293[0]  = \bval$293 [15:0];
+  assign \bval$293[1]  = \bval$293 [31:16];
+  assign \bval$293[2]  = \bval$293 [47:32];
+  assign \bval$293[3]  = \bval$293 [63:48];
   assign m__payload[16] = \$41 ;
   assign m__payload[15:0] = l0_out0_s6;
   assign \$1  = { 2'h0, \cell [2] };
@@ -4583,105 +4087,105 @@ module onchip_learner(s__valid, m__ready, pc__payload, pc__valid, pr__ready, clk
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
   assign t = { l0_prod0_0_0_raw_s3[31], l0_prod0_0_0_raw_s3 };
-  assign \t$91  = { l0_prod0_0_1_raw_s3[31], l0_prod0_0_1_raw_s3 };
-  assign \t$94  = { l0_prod0_0_2_raw_s3[31], l0_prod0_0_2_raw_s3 };
-  assign \t$97  = { l0_prod0_0_3_raw_s3[31], l0_prod0_0_3_raw_s3 };
-  assign \$17  = { 2'h0, \cell$157 [2] };
-  assign \$21  = { 2'h0, \cell$157 [2] };
-  assign \$25  = { 2'h0, \cell$157 [2] };
-  assign \$29  = { 2'h0, \cell$157 [2] };
-  assign \t$165  = { l0_prod0_1_0_raw_s3[31], l0_prod0_1_0_raw_s3 };
-  assign \t$168  = { l0_prod0_1_1_raw_s3[31], l0_prod0_1_1_raw_s3 };
-  assign \t$171  = { l0_prod0_1_2_raw_s3[31], l0_prod0_1_2_raw_s3 };
-  assign \t$174  = { l0_prod0_1_3_raw_s3[31], l0_prod0_1_3_raw_s3 };
+  assign \t$35  = { l0_prod0_0_1_raw_s3[31], l0_prod0_0_1_raw_s3 };
+  assign \t$38  = { l0_prod0_0_2_raw_s3[31], l0_prod0_0_2_raw_s3 };
+  assign \t$41  = { l0_prod0_0_3_raw_s3[31], l0_prod0_0_3_raw_s3 };
+  assign \$17  = { 2'h0, \cell$45 [2] };
+  assign \$21  = { 2'h0, \cell$45 [2] };
+  assign \$25  = { 2'h0, \cell$45 [2] };
+  assign \$29  = { 2'h0, \cell$45 [2] };
+  assign \t$53  = { l0_prod0_1_0_raw_s3[31], l0_prod0_1_0_raw_s3 };
+  assign \t$56  = { l0_prod0_1_1_raw_s3[31], l0_prod0_1_1_raw_s3 };
+  assign \t$59  = { l0_prod0_1_2_raw_s3[31], l0_prod0_1_2_raw_s3 };
+  assign \t$62  = { l0_prod0_1_3_raw_s3[31], l0_prod0_1_3_raw_s3 };
   assign \$81  = l0_delta0_0_0_raw_s7[31];
   assign \$82  = 1'h0;
   assign \$83  = l0_delta0_0_0_raw_s7[31];
-  assign \q_above$207  = \$90 ;
+  assign \q_above$96  = \$90 ;
   assign \$91  = l0_delta0_0_0_raw_s7[31];
   assign \$97  = l0_delta0_0_0_raw_s7[31];
   assign \$137  = l0_delta0_0_1_raw_s7[31];
   assign \$138  = 1'h0;
   assign \$139  = l0_delta0_0_1_raw_s7[31];
-  assign \q_above$226  = \$146 ;
+  assign \q_above$116  = \$146 ;
   assign \$147  = l0_delta0_0_1_raw_s7[31];
   assign \$153  = l0_delta0_0_1_raw_s7[31];
   assign \$193  = l0_delta0_0_2_raw_s7[31];
   assign \$194  = 1'h0;
   assign \$195  = l0_delta0_0_2_raw_s7[31];
-  assign \q_above$241  = \$202 ;
+  assign \q_above$132  = \$202 ;
   assign \$203  = l0_delta0_0_2_raw_s7[31];
   assign \$209  = l0_delta0_0_2_raw_s7[31];
   assign \$249  = l0_delta0_0_3_raw_s7[31];
   assign \$250  = 1'h0;
   assign \$251  = l0_delta0_0_3_raw_s7[31];
-  assign \q_above$256  = \$258 ;
+  assign \q_above$148  = \$258 ;
   assign \$259  = l0_delta0_0_3_raw_s7[31];
   assign \$265  = l0_delta0_0_3_raw_s7[31];
   assign \$305  = l0_delta0_1_0_raw_s7[31];
   assign \$306  = 1'h0;
   assign \$307  = l0_delta0_1_0_raw_s7[31];
-  assign \q_above$271  = \$314 ;
+  assign \q_above$164  = \$314 ;
   assign \$315  = l0_delta0_1_0_raw_s7[31];
   assign \$321  = l0_delta0_1_0_raw_s7[31];
   assign \$328  = l0_port_edge_p4[0];
   assign \$361  = l0_delta0_1_1_raw_s7[31];
   assign \$362  = 1'h0;
   assign \$363  = l0_delta0_1_1_raw_s7[31];
-  assign \q_above$286  = \$370 ;
+  assign \q_above$180  = \$370 ;
   assign \$371  = l0_delta0_1_1_raw_s7[31];
   assign \$377  = l0_delta0_1_1_raw_s7[31];
   assign \$384  = l0_port_edge_p4[0];
   assign \$417  = l0_delta0_1_2_raw_s7[31];
   assign \$418  = 1'h0;
   assign \$419  = l0_delta0_1_2_raw_s7[31];
-  assign \q_above$301  = \$426 ;
+  assign \q_above$196  = \$426 ;
   assign \$427  = l0_delta0_1_2_raw_s7[31];
   assign \$433  = l0_delta0_1_2_raw_s7[31];
   assign \$440  = l0_port_edge_p4[0];
   assign \$473  = l0_delta0_1_3_raw_s7[31];
   assign \$474  = 1'h0;
   assign \$475  = l0_delta0_1_3_raw_s7[31];
-  assign \q_above$316  = \$482 ;
+  assign \q_above$212  = \$482 ;
   assign \$483  = l0_delta0_1_3_raw_s7[31];
   assign \$489  = l0_delta0_1_3_raw_s7[31];
   assign \$496  = l0_port_edge_p4[0];
-  assign \$591  = { 1'h0, l0_port_local_p1 };
-  assign \$592  = { l0_port_local_p1, 1'h0 };
-  assign \$594  = { 5'h00, \$593 [6:5] };
-  assign \$597  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$598  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$616  = { 2'h0, l0_cell0_s2[2] };
-  assign \$619  = { 2'h0, l0_cell0_s2[2] };
-  assign \$622  = { 2'h0, l0_cell0_s2[2] };
-  assign \$625  = { 2'h0, l0_cell0_s2[2] };
-  assign \$628  = { 2'h0, l0_cell1_s2[2] };
-  assign \$631  = { 2'h0, l0_cell1_s2[2] };
-  assign \$634  = { 2'h0, l0_cell1_s2[2] };
-  assign \$637  = { 2'h0, l0_cell1_s2[2] };
+  assign \$559  = { 1'h0, l0_port_local_p1 };
+  assign \$560  = { l0_port_local_p1, 1'h0 };
+  assign \$562  = { 5'h00, \$561 [6:5] };
+  assign \$565  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$566  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$584  = { 2'h0, l0_cell0_s2[2] };
+  assign \$587  = { 2'h0, l0_cell0_s2[2] };
+  assign \$590  = { 2'h0, l0_cell0_s2[2] };
+  assign \$593  = { 2'h0, l0_cell0_s2[2] };
+  assign \$596  = { 2'h0, l0_cell1_s2[2] };
+  assign \$599  = { 2'h0, l0_cell1_s2[2] };
+  assign \$602  = { 2'h0, l0_cell1_s2[2] };
+  assign \$605  = { 2'h0, l0_cell1_s2[2] };
   assign \$93  = 1'h0;
-  assign \q_below$208  = 1'h0;
+  assign \q_below$97  = 1'h0;
   assign \$133  = \$132 ;
   assign \$149  = 1'h0;
-  assign \q_below$227  = 1'h0;
+  assign \q_below$117  = 1'h0;
   assign \$189  = \$188 ;
   assign \$205  = 1'h0;
-  assign \q_below$242  = 1'h0;
+  assign \q_below$133  = 1'h0;
   assign \$245  = \$244 ;
   assign \$261  = 1'h0;
-  assign \q_below$257  = 1'h0;
+  assign \q_below$149  = 1'h0;
   assign \$301  = \$300 ;
   assign \$317  = 1'h0;
-  assign \q_below$272  = 1'h0;
+  assign \q_below$165  = 1'h0;
   assign \$357  = \$356 ;
   assign \$373  = 1'h0;
-  assign \q_below$287  = 1'h0;
+  assign \q_below$181  = 1'h0;
   assign \$413  = \$412 ;
   assign \$429  = 1'h0;
-  assign \q_below$302  = 1'h0;
+  assign \q_below$197  = 1'h0;
   assign \$469  = \$468 ;
   assign \$485  = 1'h0;
-  assign \q_below$317  = 1'h0;
+  assign \q_below$213  = 1'h0;
   assign \$525  = \$524 ;
 endmodule
 

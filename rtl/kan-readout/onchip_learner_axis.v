@@ -738,233 +738,233 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$555 ;
   wire \$556 ;
   wire \$557 ;
-  wire \$558 ;
-  wire \$559 ;
+  wire [5:0] \$558 ;
+  wire [5:0] \$559 ;
   wire \$56 ;
-  wire \$560 ;
-  wire \$561 ;
-  wire \$562 ;
-  wire \$563 ;
-  wire \$564 ;
-  wire \$565 ;
-  wire \$566 ;
-  wire \$567 ;
-  wire \$568 ;
+  wire [5:0] \$560 ;
+  wire [6:0] \$561 ;
+  wire [6:0] \$562 ;
+  reg [4:0] \$563 ;
+  wire [5:0] \$564 ;
+  wire [3:0] \$565 ;
+  wire [3:0] \$566 ;
+  wire [6:0] \$567 ;
+  wire [7:0] \$568 ;
   wire \$569 ;
   wire \$57 ;
   wire \$570 ;
   wire \$571 ;
-  wire \$572 ;
-  wire \$573 ;
-  wire \$574 ;
-  wire \$575 ;
-  wire \$576 ;
-  wire \$577 ;
-  wire \$578 ;
-  wire \$579 ;
+  reg [15:0] \$572 ;
+  reg [15:0] \$573 ;
+  reg [15:0] \$574 ;
+  reg [15:0] \$575 ;
+  reg [15:0] \$576 ;
+  reg [15:0] \$577 ;
+  reg [15:0] \$578 ;
+  reg [15:0] \$579 ;
   wire \$58 ;
-  wire \$580 ;
-  wire \$581 ;
-  wire \$582 ;
-  wire \$583 ;
-  wire \$584 ;
+  reg [15:0] \$580 ;
+  reg [15:0] \$581 ;
+  reg [15:0] \$582 ;
+  reg [15:0] \$583 ;
+  wire [2:0] \$584 ;
   wire \$585 ;
-  wire \$586 ;
-  wire \$587 ;
+  wire [3:0] \$586 ;
+  wire [2:0] \$587 ;
   wire \$588 ;
-  wire \$589 ;
+  wire [3:0] \$589 ;
   wire \$59 ;
-  wire [5:0] \$590 ;
-  wire [5:0] \$591 ;
-  wire [5:0] \$592 ;
-  wire [6:0] \$593 ;
-  wire [6:0] \$594 ;
-  reg [4:0] \$595 ;
-  wire [5:0] \$596 ;
-  wire [3:0] \$597 ;
+  wire [2:0] \$590 ;
+  wire \$591 ;
+  wire [3:0] \$592 ;
+  wire [2:0] \$593 ;
+  wire \$594 ;
+  wire [3:0] \$595 ;
+  wire [2:0] \$596 ;
+  wire \$597 ;
   wire [3:0] \$598 ;
-  wire [6:0] \$599 ;
+  wire [2:0] \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire [7:0] \$600 ;
-  wire \$601 ;
-  wire \$602 ;
+  wire \$600 ;
+  wire [3:0] \$601 ;
+  wire [2:0] \$602 ;
   wire \$603 ;
-  reg [15:0] \$604 ;
-  reg [15:0] \$605 ;
-  reg [15:0] \$606 ;
-  reg [15:0] \$607 ;
-  reg [15:0] \$608 ;
-  reg [15:0] \$609 ;
+  wire [3:0] \$604 ;
+  wire [2:0] \$605 ;
+  wire \$606 ;
+  wire [3:0] \$607 ;
+  wire [31:0] \$608 ;
+  wire [31:0] \$609 ;
   wire \$61 ;
-  reg [15:0] \$610 ;
-  reg [15:0] \$611 ;
-  reg [15:0] \$612 ;
-  reg [15:0] \$613 ;
-  reg [15:0] \$614 ;
-  reg [15:0] \$615 ;
-  wire [2:0] \$616 ;
-  wire \$617 ;
-  wire [3:0] \$618 ;
-  wire [2:0] \$619 ;
+  wire [31:0] \$610 ;
+  wire [31:0] \$611 ;
+  wire [31:0] \$612 ;
+  wire [31:0] \$613 ;
+  wire [31:0] \$614 ;
+  wire [31:0] \$615 ;
+  wire [40:0] \$616 ;
+  wire [40:0] \$617 ;
+  wire [40:0] \$618 ;
+  wire [40:0] \$619 ;
   wire \$62 ;
-  wire \$620 ;
-  wire [3:0] \$621 ;
-  wire [2:0] \$622 ;
-  wire \$623 ;
-  wire [3:0] \$624 ;
-  wire [2:0] \$625 ;
-  wire \$626 ;
-  wire [3:0] \$627 ;
-  wire [2:0] \$628 ;
+  wire [41:0] \$620 ;
+  wire [41:0] \$621 ;
+  wire [42:0] \$622 ;
+  wire [16:0] \$623 ;
+  wire \$624 ;
+  wire \$625 ;
+  wire [15:0] \$626 ;
+  wire [15:0] \$627 ;
+  wire \$628 ;
   wire \$629 ;
   wire \$63 ;
-  wire [3:0] \$630 ;
-  wire [2:0] \$631 ;
-  wire \$632 ;
-  wire [3:0] \$633 ;
-  wire [2:0] \$634 ;
-  wire \$635 ;
-  wire [3:0] \$636 ;
-  wire [2:0] \$637 ;
-  wire \$638 ;
-  wire [3:0] \$639 ;
+  wire [15:0] \$630 ;
+  wire [15:0] \$631 ;
+  wire [31:0] \$632 ;
+  wire [31:0] \$633 ;
+  wire [31:0] \$634 ;
+  wire [31:0] \$635 ;
+  wire [31:0] \$636 ;
+  wire [31:0] \$637 ;
+  wire [31:0] \$638 ;
+  wire [31:0] \$639 ;
   wire \$64 ;
-  wire [31:0] \$640 ;
-  wire [31:0] \$641 ;
-  wire [31:0] \$642 ;
-  wire [31:0] \$643 ;
-  wire [31:0] \$644 ;
-  wire [31:0] \$645 ;
-  wire [31:0] \$646 ;
-  wire [31:0] \$647 ;
-  wire [40:0] \$648 ;
-  wire [40:0] \$649 ;
+  reg \$640 ;
+  reg \$641 ;
+  reg \$642 ;
+  reg \$643 ;
+  reg \$644 ;
+  reg \$645 ;
+  reg \$646 ;
+  reg [4:0] \$647 ;
+  reg \$648 ;
+  reg \$649 ;
   wire \$65 ;
-  wire [40:0] \$650 ;
-  wire [40:0] \$651 ;
-  wire [41:0] \$652 ;
-  wire [41:0] \$653 ;
-  wire [42:0] \$654 ;
-  wire [16:0] \$655 ;
-  wire \$656 ;
-  wire \$657 ;
-  wire [15:0] \$658 ;
-  wire [15:0] \$659 ;
+  reg \$650 ;
+  reg \$651 ;
+  reg [4:0] \$652 ;
+  reg \$653 ;
+  reg \$654 ;
+  reg [15:0] \$655 ;
+  reg [6:0] \$656 ;
+  reg [4:0] \$657 ;
+  reg \$658 ;
+  reg \$659 ;
   wire \$66 ;
-  wire \$660 ;
-  wire \$661 ;
-  wire [15:0] \$662 ;
-  wire [15:0] \$663 ;
-  wire [31:0] \$664 ;
-  wire [31:0] \$665 ;
-  wire [31:0] \$666 ;
-  wire [31:0] \$667 ;
-  wire [31:0] \$668 ;
-  wire [31:0] \$669 ;
+  reg [15:0] \$660 ;
+  reg [3:0] \$661 ;
+  reg [6:0] \$662 ;
+  reg \$663 ;
+  reg \$664 ;
+  reg [15:0] \$665 ;
+  reg [3:0] \$666 ;
+  reg [7:0] \$667 ;
+  reg [6:0] \$668 ;
+  reg \$669 ;
   wire \$67 ;
-  wire [31:0] \$670 ;
-  wire [31:0] \$671 ;
+  reg \$670 ;
+  reg [15:0] \$671 ;
   reg \$672 ;
-  reg [15:0] \$673 ;
-  wire \$674 ;
-  wire [15:0] \$675 ;
+  reg [1:0] \$673 ;
+  reg \$674 ;
+  reg \$675 ;
   reg \$676 ;
-  reg [15:0] \$677 ;
-  wire \$678 ;
-  wire [15:0] \$679 ;
+  reg \$677 ;
+  reg \$678 ;
+  reg \$679 ;
   wire \$68 ;
   reg \$680 ;
   reg [15:0] \$681 ;
-  wire \$682 ;
-  wire [15:0] \$683 ;
-  reg \$684 ;
-  reg [15:0] \$685 ;
-  wire \$686 ;
-  wire [15:0] \$687 ;
-  reg \$688 ;
+  reg [15:0] \$682 ;
+  reg [1:0] \$683 ;
+  reg [14:0] \$684 ;
+  reg [1:0] \$685 ;
+  reg [2:0] \$686 ;
+  reg [15:0] \$687 ;
+  reg [15:0] \$688 ;
   reg [15:0] \$689 ;
   wire \$69 ;
-  wire \$690 ;
-  wire [15:0] \$691 ;
-  reg \$692 ;
-  reg [15:0] \$693 ;
-  wire \$694 ;
-  wire [15:0] \$695 ;
-  reg \$696 ;
+  reg [15:0] \$690 ;
+  reg [14:0] \$691 ;
+  reg [1:0] \$692 ;
+  reg [2:0] \$693 ;
+  reg [15:0] \$694 ;
+  reg [15:0] \$695 ;
+  reg [15:0] \$696 ;
   reg [15:0] \$697 ;
-  wire \$698 ;
-  wire [15:0] \$699 ;
+  reg [3:0] \$698 ;
+  reg [3:0] \$699 ;
   wire [3:0] \$7 ;
   wire \$70 ;
-  reg \$700 ;
-  reg [15:0] \$701 ;
-  wire \$702 ;
-  wire [15:0] \$703 ;
-  reg \$704 ;
-  reg \$705 ;
-  reg \$706 ;
-  reg \$707 ;
-  reg \$708 ;
-  reg \$709 ;
+  reg [3:0] \$700 ;
+  reg [3:0] \$701 ;
+  reg [3:0] \$702 ;
+  reg [3:0] \$703 ;
+  reg [3:0] \$704 ;
+  reg [3:0] \$705 ;
+  reg [31:0] \$706 ;
+  reg [31:0] \$707 ;
+  reg [31:0] \$708 ;
+  reg [31:0] \$709 ;
   wire \$71 ;
-  reg \$710 ;
-  reg [4:0] \$711 ;
-  reg \$712 ;
-  reg \$713 ;
-  reg \$714 ;
-  reg \$715 ;
-  reg [4:0] \$716 ;
-  reg \$717 ;
-  reg \$718 ;
+  reg [31:0] \$710 ;
+  reg [31:0] \$711 ;
+  reg [31:0] \$712 ;
+  reg [31:0] \$713 ;
+  reg [40:0] \$714 ;
+  reg [40:0] \$715 ;
+  reg [40:0] \$716 ;
+  reg [40:0] \$717 ;
+  reg [42:0] \$718 ;
   reg [15:0] \$719 ;
   wire \$72 ;
-  reg [6:0] \$720 ;
-  reg [4:0] \$721 ;
-  reg \$722 ;
-  reg \$723 ;
-  reg [15:0] \$724 ;
-  reg [3:0] \$725 ;
-  reg [6:0] \$726 ;
-  reg \$727 ;
-  reg \$728 ;
+  reg [16:0] \$720 ;
+  reg [16:0] \$721 ;
+  reg [16:0] \$722 ;
+  reg [16:0] \$723 ;
+  reg [16:0] \$724 ;
+  reg [15:0] \$725 ;
+  reg [15:0] \$726 ;
+  reg [15:0] \$727 ;
+  reg [15:0] \$728 ;
   reg [15:0] \$729 ;
   wire [15:0] \$73 ;
-  reg [3:0] \$730 ;
-  reg [7:0] \$731 ;
-  reg [6:0] \$732 ;
-  reg \$733 ;
-  reg \$734 ;
-  reg [15:0] \$735 ;
-  reg \$736 ;
+  reg [15:0] \$730 ;
+  reg [15:0] \$731 ;
+  reg [15:0] \$732 ;
+  reg [15:0] \$733 ;
+  reg [15:0] \$734 ;
+  reg [1:0] \$735 ;
+  reg [1:0] \$736 ;
   reg [1:0] \$737 ;
-  reg \$738 ;
-  reg \$739 ;
+  reg [1:0] \$738 ;
+  reg [15:0] \$739 ;
   wire [15:0] \$74 ;
-  reg \$740 ;
-  reg \$741 ;
-  reg \$742 ;
-  reg \$743 ;
-  reg \$744 ;
-  reg [15:0] \$745 ;
-  reg [15:0] \$746 ;
-  reg [1:0] \$747 ;
-  reg [14:0] \$748 ;
-  reg [1:0] \$749 ;
+  reg [15:0] \$740 ;
+  reg [15:0] \$741 ;
+  reg [15:0] \$742 ;
+  reg [15:0] \$743 ;
+  reg [3:0] \$744 ;
+  reg [3:0] \$745 ;
+  reg [3:0] \$746 ;
+  reg [3:0] \$747 ;
+  reg [3:0] \$748 ;
+  reg [3:0] \$749 ;
   wire [15:0] \$75 ;
-  reg [2:0] \$750 ;
-  reg [15:0] \$751 ;
-  reg [15:0] \$752 ;
-  reg [15:0] \$753 ;
-  reg [15:0] \$754 ;
-  reg [14:0] \$755 ;
-  reg [1:0] \$756 ;
-  reg [2:0] \$757 ;
-  reg [15:0] \$758 ;
-  reg [15:0] \$759 ;
+  reg [3:0] \$750 ;
+  reg [3:0] \$751 ;
+  reg [3:0] \$752 ;
+  reg [3:0] \$753 ;
+  reg [3:0] \$754 ;
+  reg [3:0] \$755 ;
+  reg [3:0] \$756 ;
+  reg [3:0] \$757 ;
+  reg [3:0] \$758 ;
+  reg [3:0] \$759 ;
   wire [15:0] \$76 ;
-  reg [15:0] \$760 ;
-  reg [15:0] \$761 ;
+  reg [3:0] \$760 ;
+  reg [3:0] \$761 ;
   reg [3:0] \$762 ;
   reg [3:0] \$763 ;
   reg [3:0] \$764 ;
@@ -974,127 +974,63 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [3:0] \$768 ;
   reg [3:0] \$769 ;
   wire \$77 ;
-  reg [31:0] \$770 ;
-  reg [31:0] \$771 ;
-  reg [31:0] \$772 ;
-  reg [31:0] \$773 ;
-  reg [31:0] \$774 ;
-  reg [31:0] \$775 ;
-  reg [31:0] \$776 ;
-  reg [31:0] \$777 ;
-  reg [40:0] \$778 ;
-  reg [40:0] \$779 ;
+  reg [3:0] \$770 ;
+  reg [3:0] \$771 ;
+  reg [3:0] \$772 ;
+  reg [3:0] \$773 ;
+  reg [3:0] \$774 ;
+  reg [3:0] \$775 ;
+  reg [15:0] \$776 ;
+  reg [15:0] \$777 ;
+  reg [15:0] \$778 ;
+  reg [15:0] \$779 ;
   wire \$78 ;
-  reg [40:0] \$780 ;
-  reg [40:0] \$781 ;
-  reg [42:0] \$782 ;
+  reg [31:0] \$780 ;
+  reg [15:0] \$781 ;
+  reg [15:0] \$782 ;
   reg [15:0] \$783 ;
-  reg [16:0] \$784 ;
-  reg [16:0] \$785 ;
-  reg [16:0] \$786 ;
-  reg [16:0] \$787 ;
-  reg [16:0] \$788 ;
+  reg [15:0] \$784 ;
+  reg [31:0] \$785 ;
+  reg [15:0] \$786 ;
+  reg [15:0] \$787 ;
+  reg [15:0] \$788 ;
   reg [15:0] \$789 ;
   wire [37:0] \$79 ;
-  reg [15:0] \$790 ;
+  reg [31:0] \$790 ;
   reg [15:0] \$791 ;
   reg [15:0] \$792 ;
   reg [15:0] \$793 ;
   reg [15:0] \$794 ;
-  reg [15:0] \$795 ;
+  reg [31:0] \$795 ;
   reg [15:0] \$796 ;
   reg [15:0] \$797 ;
   reg [15:0] \$798 ;
-  reg [1:0] \$799 ;
+  reg [15:0] \$799 ;
   wire [3:0] \$8 ;
   wire \$80 ;
-  reg [1:0] \$800 ;
-  reg [1:0] \$801 ;
-  reg [1:0] \$802 ;
+  reg [31:0] \$800 ;
+  reg [15:0] \$801 ;
+  reg [15:0] \$802 ;
   reg [15:0] \$803 ;
   reg [15:0] \$804 ;
-  reg [15:0] \$805 ;
+  reg [31:0] \$805 ;
   reg [15:0] \$806 ;
   reg [15:0] \$807 ;
-  reg [3:0] \$808 ;
-  reg [3:0] \$809 ;
+  reg [15:0] \$808 ;
+  reg [15:0] \$809 ;
   wire \$81 ;
-  reg [3:0] \$810 ;
-  reg [3:0] \$811 ;
-  reg [3:0] \$812 ;
-  reg [3:0] \$813 ;
-  reg [3:0] \$814 ;
-  reg [3:0] \$815 ;
-  reg [3:0] \$816 ;
-  reg [3:0] \$817 ;
-  reg [3:0] \$818 ;
-  reg [3:0] \$819 ;
+  reg [31:0] \$810 ;
+  reg [15:0] \$811 ;
+  reg [15:0] \$812 ;
+  reg [15:0] \$813 ;
+  reg [15:0] \$814 ;
+  reg [31:0] \$815 ;
   wire \$82 ;
-  reg [3:0] \$820 ;
-  reg [3:0] \$821 ;
-  reg [3:0] \$822 ;
-  reg [3:0] \$823 ;
-  reg [3:0] \$824 ;
-  reg [3:0] \$825 ;
-  reg [3:0] \$826 ;
-  reg [3:0] \$827 ;
-  reg [3:0] \$828 ;
-  reg [3:0] \$829 ;
   wire \$83 ;
-  reg [3:0] \$830 ;
-  reg [3:0] \$831 ;
-  reg [3:0] \$832 ;
-  reg [3:0] \$833 ;
-  reg [3:0] \$834 ;
-  reg [3:0] \$835 ;
-  reg [3:0] \$836 ;
-  reg [3:0] \$837 ;
-  reg [3:0] \$838 ;
-  reg [3:0] \$839 ;
   wire \$84 ;
-  reg [15:0] \$840 ;
-  reg [15:0] \$841 ;
-  reg [15:0] \$842 ;
-  reg [15:0] \$843 ;
-  reg [31:0] \$844 ;
-  reg [15:0] \$845 ;
-  reg [15:0] \$846 ;
-  reg [15:0] \$847 ;
-  reg [15:0] \$848 ;
-  reg [31:0] \$849 ;
   wire \$85 ;
-  reg [15:0] \$850 ;
-  reg [15:0] \$851 ;
-  reg [15:0] \$852 ;
-  reg [15:0] \$853 ;
-  reg [31:0] \$854 ;
-  reg [15:0] \$855 ;
-  reg [15:0] \$856 ;
-  reg [15:0] \$857 ;
-  reg [15:0] \$858 ;
-  reg [31:0] \$859 ;
   wire \$86 ;
-  reg [15:0] \$860 ;
-  reg [15:0] \$861 ;
-  reg [15:0] \$862 ;
-  reg [15:0] \$863 ;
-  reg [31:0] \$864 ;
-  reg [15:0] \$865 ;
-  reg [15:0] \$866 ;
-  reg [15:0] \$867 ;
-  reg [15:0] \$868 ;
-  reg [31:0] \$869 ;
   wire \$87 ;
-  reg [15:0] \$870 ;
-  reg [15:0] \$871 ;
-  reg [15:0] \$872 ;
-  reg [15:0] \$873 ;
-  reg [31:0] \$874 ;
-  reg [15:0] \$875 ;
-  reg [15:0] \$876 ;
-  reg [15:0] \$877 ;
-  reg [15:0] \$878 ;
-  reg [31:0] \$879 ;
   wire \$88 ;
   wire \$89 ;
   wire [2:0] \$9 ;
@@ -1108,20 +1044,68 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
+  wire [1:0] \$signature__addr ;
+  wire [1:0] \$signature__addr$111 ;
+  wire [1:0] \$signature__addr$127 ;
+  wire [1:0] \$signature__addr$13 ;
+  wire [1:0] \$signature__addr$143 ;
+  wire [1:0] \$signature__addr$15 ;
+  wire [1:0] \$signature__addr$159 ;
+  wire [1:0] \$signature__addr$17 ;
+  wire [1:0] \$signature__addr$175 ;
+  wire [1:0] \$signature__addr$191 ;
+  wire [1:0] \$signature__addr$207 ;
+  wire [1:0] \$signature__addr$31 ;
+  wire [1:0] \$signature__addr$34 ;
+  wire [1:0] \$signature__addr$36 ;
+  wire [1:0] \$signature__addr$38 ;
+  wire [1:0] \$signature__addr$94 ;
+  wire [15:0] \$signature__data ;
+  wire [15:0] \$signature__data$103 ;
+  wire [15:0] \$signature__data$119 ;
+  wire [15:0] \$signature__data$135 ;
+  wire [15:0] \$signature__data$151 ;
+  wire [15:0] \$signature__data$167 ;
+  wire [15:0] \$signature__data$183 ;
+  wire [15:0] \$signature__data$199 ;
+  wire [15:0] \$signature__data$271 ;
+  wire [15:0] \$signature__data$272 ;
+  wire [15:0] \$signature__data$273 ;
+  wire [15:0] \$signature__data$274 ;
+  wire [15:0] \$signature__data$275 ;
+  wire [15:0] \$signature__data$276 ;
+  wire [15:0] \$signature__data$277 ;
+  wire [15:0] \$signature__data$278 ;
+  wire \$signature__en ;
+  wire \$signature__en$114 ;
+  wire \$signature__en$130 ;
+  wire \$signature__en$14 ;
+  wire \$signature__en$146 ;
+  wire \$signature__en$16 ;
+  wire \$signature__en$162 ;
+  wire \$signature__en$178 ;
+  wire \$signature__en$18 ;
+  wire \$signature__en$194 ;
+  wire \$signature__en$210 ;
+  wire \$signature__en$33 ;
+  wire \$signature__en$35 ;
+  wire \$signature__en$37 ;
+  wire \$signature__en$39 ;
+  wire \$signature__en$97 ;
   wire accept;
   wire busy;
   wire [63:0] bval;
-  wire [63:0] \bval$389 ;
-  wire [15:0] \bval$389[0] ;
-  wire [15:0] \bval$389[1] ;
-  wire [15:0] \bval$389[2] ;
-  wire [15:0] \bval$389[3] ;
+  wire [63:0] \bval$293 ;
+  wire [15:0] \bval$293[0] ;
+  wire [15:0] \bval$293[1] ;
+  wire [15:0] \bval$293[2] ;
+  wire [15:0] \bval$293[3] ;
   wire [15:0] \bval[0] ;
   wire [15:0] \bval[1] ;
   wire [15:0] \bval[2] ;
   wire [15:0] \bval[3] ;
   wire [2:0] \cell ;
-  wire [2:0] \cell$144 ;
+  wire [2:0] \cell$32 ;
   input clk;
   wire clk;
   wire commit_l0;
@@ -1177,126 +1161,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_bval_bank1_3_s6 = 16'h0000;
   reg [2:0] l0_cell0_s2 = 3'h0;
   reg [2:0] l0_cell1_s2 = 3'h0;
-  wire [1:0] l0_coef_0_0_bank0_addr;
-  wire [15:0] l0_coef_0_0_bank0_data;
-  wire l0_coef_0_0_bank0_en;
-  wire [15:0] l0_coef_0_0_bank0_r0_data;
-  reg l0_coef_0_0_bank0_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank0_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank0_r1_data;
-  reg l0_coef_0_0_bank0_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank0_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_0_bank0_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank0_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank0_wen;
-  wire [1:0] l0_coef_0_0_bank1_addr;
-  wire [15:0] l0_coef_0_0_bank1_data;
-  wire l0_coef_0_0_bank1_en;
-  wire [15:0] l0_coef_0_0_bank1_r0_data;
-  reg l0_coef_0_0_bank1_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank1_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank1_r1_data;
-  reg l0_coef_0_0_bank1_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank1_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_0_bank1_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank1_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank1_wen;
-  wire [1:0] l0_coef_0_0_bank2_addr;
-  wire [15:0] l0_coef_0_0_bank2_data;
-  wire l0_coef_0_0_bank2_en;
-  wire [15:0] l0_coef_0_0_bank2_r0_data;
-  reg l0_coef_0_0_bank2_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank2_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank2_r1_data;
-  reg l0_coef_0_0_bank2_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank2_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_0_bank2_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank2_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank2_wen;
-  wire [1:0] l0_coef_0_0_bank3_addr;
-  wire [15:0] l0_coef_0_0_bank3_data;
-  wire l0_coef_0_0_bank3_en;
-  wire [15:0] l0_coef_0_0_bank3_r0_data;
-  reg l0_coef_0_0_bank3_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank3_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank3_r1_data;
-  reg l0_coef_0_0_bank3_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank3_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_0_bank3_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank3_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank3_wen;
-  wire [1:0] l0_coef_0_1_bank0_addr;
-  wire [15:0] l0_coef_0_1_bank0_data;
-  wire l0_coef_0_1_bank0_en;
-  wire [15:0] l0_coef_0_1_bank0_r0_data;
-  reg l0_coef_0_1_bank0_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank0_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_1_bank0_r1_data;
-  reg l0_coef_0_1_bank0_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank0_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_1_bank0_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_1_bank0_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_1_bank0_wen;
-  wire [1:0] l0_coef_0_1_bank1_addr;
-  wire [15:0] l0_coef_0_1_bank1_data;
-  wire l0_coef_0_1_bank1_en;
-  wire [15:0] l0_coef_0_1_bank1_r0_data;
-  reg l0_coef_0_1_bank1_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank1_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_1_bank1_r1_data;
-  reg l0_coef_0_1_bank1_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank1_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_1_bank1_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_1_bank1_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_1_bank1_wen;
-  wire [1:0] l0_coef_0_1_bank2_addr;
-  wire [15:0] l0_coef_0_1_bank2_data;
-  wire l0_coef_0_1_bank2_en;
-  wire [15:0] l0_coef_0_1_bank2_r0_data;
-  reg l0_coef_0_1_bank2_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank2_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_1_bank2_r1_data;
-  reg l0_coef_0_1_bank2_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank2_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_1_bank2_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_1_bank2_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_1_bank2_wen;
-  wire [1:0] l0_coef_0_1_bank3_addr;
-  wire [15:0] l0_coef_0_1_bank3_data;
-  wire l0_coef_0_1_bank3_en;
-  wire [15:0] l0_coef_0_1_bank3_r0_data;
-  reg l0_coef_0_1_bank3_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank3_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_1_bank3_r1_data;
-  reg l0_coef_0_1_bank3_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_1_bank3_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_1_bank3_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_1_bank3_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_1_bank3_wen;
   reg [31:0] l0_delta0_0_0_raw_s7 = 32'd0;
   reg [31:0] l0_delta0_0_1_raw_s7 = 32'd0;
   reg [31:0] l0_delta0_0_2_raw_s7 = 32'd0;
@@ -1425,54 +1289,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
-  wire [1:0] port__addr;
-  wire [1:0] \port__addr$143 ;
-  wire [1:0] \port__addr$146 ;
-  wire [1:0] \port__addr$148 ;
-  wire [1:0] \port__addr$150 ;
-  wire [1:0] \port__addr$205 ;
-  wire [1:0] \port__addr$221 ;
-  wire [1:0] \port__addr$236 ;
-  wire [1:0] \port__addr$251 ;
-  wire [1:0] \port__addr$266 ;
-  wire [1:0] \port__addr$281 ;
-  wire [1:0] \port__addr$296 ;
-  wire [1:0] \port__addr$311 ;
-  wire [1:0] \port__addr$69 ;
-  wire [1:0] \port__addr$71 ;
-  wire [1:0] \port__addr$73 ;
-  wire [15:0] port__data;
-  wire [15:0] \port__data$109 ;
-  wire [15:0] \port__data$113 ;
-  wire [15:0] \port__data$123 ;
-  wire [15:0] \port__data$127 ;
-  wire [15:0] \port__data$137 ;
-  wire [15:0] \port__data$141 ;
-  wire [15:0] \port__data$19 ;
-  wire [15:0] \port__data$29 ;
-  wire [15:0] \port__data$33 ;
-  wire [15:0] \port__data$43 ;
-  wire [15:0] \port__data$47 ;
-  wire [15:0] \port__data$57 ;
-  wire [15:0] \port__data$61 ;
-  wire [15:0] \port__data$95 ;
-  wire [15:0] \port__data$99 ;
-  wire port__en;
-  wire \port__en$145 ;
-  wire \port__en$147 ;
-  wire \port__en$149 ;
-  wire \port__en$151 ;
-  wire \port__en$208 ;
-  wire \port__en$224 ;
-  wire \port__en$239 ;
-  wire \port__en$254 ;
-  wire \port__en$269 ;
-  wire \port__en$284 ;
-  wire \port__en$299 ;
-  wire \port__en$314 ;
-  wire \port__en$70 ;
-  wire \port__en$72 ;
-  wire \port__en$74 ;
   wire [4:0] port_addr;
   wire port_cmd;
   reg port_in_flight0 = 1'h0;
@@ -1480,7 +1296,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg port_in_flight2 = 1'h0;
   reg port_in_flight3 = 1'h0;
   wire [14:0] pos;
-  wire [14:0] \pos$385 ;
+  wire [14:0] \pos$289 ;
   reg [14:0] pos_in = 15'h0000;
   reg [14:0] \pos_in$5  = 15'h0000;
   output [15:0] pr__payload;
@@ -1491,23 +1307,23 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output pr__valid;
   reg pr__valid = 1'h0;
   wire q_above;
-  wire \q_above$197 ;
-  wire \q_above$216 ;
-  wire \q_above$231 ;
-  wire \q_above$246 ;
-  wire \q_above$261 ;
-  wire \q_above$276 ;
-  wire \q_above$291 ;
-  wire \q_above$306 ;
+  wire \q_above$106 ;
+  wire \q_above$122 ;
+  wire \q_above$138 ;
+  wire \q_above$154 ;
+  wire \q_above$170 ;
+  wire \q_above$186 ;
+  wire \q_above$202 ;
+  wire \q_above$86 ;
   wire q_below;
-  wire \q_below$198 ;
-  wire \q_below$217 ;
-  wire \q_below$232 ;
-  wire \q_below$247 ;
-  wire \q_below$262 ;
-  wire \q_below$277 ;
-  wire \q_below$292 ;
-  wire \q_below$307 ;
+  wire \q_below$107 ;
+  wire \q_below$123 ;
+  wire \q_below$139 ;
+  wire \q_below$155 ;
+  wire \q_below$171 ;
+  wire \q_below$187 ;
+  wire \q_below$203 ;
+  wire \q_below$87 ;
   wire [33:0] q_less_t;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
@@ -1540,59 +1356,59 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [32:0] t;
-  wire [32:0] \t$152 ;
-  wire [39:0] \t$154 ;
-  wire [32:0] \t$155 ;
-  wire [39:0] \t$157 ;
-  wire [32:0] \t$158 ;
-  wire [39:0] \t$160 ;
-  wire [32:0] \t$161 ;
-  wire [39:0] \t$163 ;
-  wire [39:0] \t$164 ;
-  wire [15:0] \t$167 ;
-  wire [16:0] \t$170 ;
-  wire [16:0] \t$171 ;
-  wire [39:0] \t$172 ;
-  wire [18:0] \t$175 ;
-  wire [17:0] \t$196 ;
-  wire [16:0] \t$199 ;
-  wire [16:0] \t$200 ;
-  wire [17:0] \t$215 ;
-  wire [16:0] \t$218 ;
-  wire [16:0] \t$219 ;
-  wire [17:0] \t$230 ;
-  wire [16:0] \t$233 ;
-  wire [16:0] \t$234 ;
-  wire [17:0] \t$245 ;
-  wire [16:0] \t$248 ;
-  wire [16:0] \t$249 ;
-  wire [17:0] \t$260 ;
-  wire [16:0] \t$263 ;
-  wire [16:0] \t$264 ;
-  wire [17:0] \t$275 ;
-  wire [16:0] \t$278 ;
-  wire [16:0] \t$279 ;
-  wire [17:0] \t$290 ;
-  wire [16:0] \t$293 ;
-  wire [16:0] \t$294 ;
-  wire [17:0] \t$305 ;
-  wire [16:0] \t$308 ;
-  wire [16:0] \t$309 ;
-  wire [39:0] \t$77 ;
-  wire [32:0] \t$78 ;
-  wire [39:0] \t$80 ;
-  wire [32:0] \t$81 ;
-  wire [39:0] \t$83 ;
-  wire [32:0] \t$84 ;
-  wire [39:0] \t$86 ;
+  wire [17:0] \t$105 ;
+  wire [16:0] \t$108 ;
+  wire [16:0] \t$109 ;
+  wire [17:0] \t$121 ;
+  wire [16:0] \t$124 ;
+  wire [16:0] \t$125 ;
+  wire [17:0] \t$137 ;
+  wire [16:0] \t$140 ;
+  wire [16:0] \t$141 ;
+  wire [17:0] \t$153 ;
+  wire [16:0] \t$156 ;
+  wire [16:0] \t$157 ;
+  wire [17:0] \t$169 ;
+  wire [16:0] \t$172 ;
+  wire [16:0] \t$173 ;
+  wire [17:0] \t$185 ;
+  wire [16:0] \t$188 ;
+  wire [16:0] \t$189 ;
+  wire [17:0] \t$201 ;
+  wire [16:0] \t$204 ;
+  wire [16:0] \t$205 ;
+  wire [39:0] \t$21 ;
+  wire [32:0] \t$22 ;
+  wire [39:0] \t$24 ;
+  wire [32:0] \t$25 ;
+  wire [39:0] \t$27 ;
+  wire [32:0] \t$28 ;
+  wire [39:0] \t$30 ;
+  wire [32:0] \t$40 ;
+  wire [39:0] \t$42 ;
+  wire [32:0] \t$43 ;
+  wire [39:0] \t$45 ;
+  wire [32:0] \t$46 ;
+  wire [39:0] \t$48 ;
+  wire [32:0] \t$49 ;
+  wire [39:0] \t$51 ;
+  wire [39:0] \t$52 ;
+  wire [15:0] \t$55 ;
+  wire [16:0] \t$58 ;
+  wire [16:0] \t$59 ;
+  wire [39:0] \t$60 ;
+  wire [18:0] \t$63 ;
+  wire [17:0] \t$85 ;
+  wire [16:0] \t$88 ;
+  wire [16:0] \t$89 ;
   wire [36:0] theta_less_q;
-  wire [36:0] \theta_less_q$213 ;
-  wire [36:0] \theta_less_q$228 ;
-  wire [36:0] \theta_less_q$243 ;
-  wire [36:0] \theta_less_q$258 ;
-  wire [36:0] \theta_less_q$273 ;
-  wire [36:0] \theta_less_q$288 ;
-  wire [36:0] \theta_less_q$303 ;
+  wire [36:0] \theta_less_q$102 ;
+  wire [36:0] \theta_less_q$118 ;
+  wire [36:0] \theta_less_q$134 ;
+  wire [36:0] \theta_less_q$150 ;
+  wire [36:0] \theta_less_q$166 ;
+  wire [36:0] \theta_less_q$182 ;
+  wire [36:0] \theta_less_q$198 ;
   wire [15:0] u;
   wire [15:0] \u$4 ;
   reg valid_s1 = 1'h0;
@@ -1603,30 +1419,30 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output valid_s6;
   reg valid_s6 = 1'h0;
   reg valid_s7 = 1'h0;
-  reg [1:0] wp__addr = 2'h0;
-  reg [1:0] \wp__addr$101  = 2'h0;
-  reg [1:0] \wp__addr$115  = 2'h0;
-  reg [1:0] \wp__addr$129  = 2'h0;
-  reg [1:0] \wp__addr$21  = 2'h0;
-  reg [1:0] \wp__addr$35  = 2'h0;
-  reg [1:0] \wp__addr$49  = 2'h0;
-  reg [1:0] \wp__addr$87  = 2'h0;
-  reg [15:0] wp__data = 16'h0000;
-  reg [15:0] \wp__data$103  = 16'h0000;
-  reg [15:0] \wp__data$117  = 16'h0000;
-  reg [15:0] \wp__data$131  = 16'h0000;
-  reg [15:0] \wp__data$23  = 16'h0000;
-  reg [15:0] \wp__data$37  = 16'h0000;
-  reg [15:0] \wp__data$51  = 16'h0000;
-  reg [15:0] \wp__data$89  = 16'h0000;
-  reg wp__en = 1'h0;
-  reg \wp__en$105  = 1'h0;
-  reg \wp__en$119  = 1'h0;
-  reg \wp__en$133  = 1'h0;
-  reg \wp__en$25  = 1'h0;
-  reg \wp__en$39  = 1'h0;
-  reg \wp__en$53  = 1'h0;
-  reg \wp__en$91  = 1'h0;
+  wire [1:0] wp__addr;
+  wire [1:0] \wp__addr$115 ;
+  wire [1:0] \wp__addr$131 ;
+  wire [1:0] \wp__addr$147 ;
+  wire [1:0] \wp__addr$163 ;
+  wire [1:0] \wp__addr$179 ;
+  wire [1:0] \wp__addr$195 ;
+  wire [1:0] \wp__addr$211 ;
+  wire [15:0] wp__data;
+  wire [15:0] \wp__data$116 ;
+  wire [15:0] \wp__data$132 ;
+  wire [15:0] \wp__data$148 ;
+  wire [15:0] \wp__data$164 ;
+  wire [15:0] \wp__data$180 ;
+  wire [15:0] \wp__data$196 ;
+  wire [15:0] \wp__data$212 ;
+  wire wp__en;
+  wire \wp__en$117 ;
+  wire \wp__en$133 ;
+  wire \wp__en$149 ;
+  wire \wp__en$165 ;
+  wire \wp__en$181 ;
+  wire \wp__en$197 ;
+  wire \wp__en$213 ;
   reg [15:0] y0_at_max_s1 = 16'h0000;
   reg [15:0] y0_at_max_s2 = 16'h0000;
   reg [15:0] y0_at_max_s3 = 16'h0000;
@@ -1656,20 +1472,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[wp__addr] <= wp__data;
+      l0_coef_0_0_bank0[\$108 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
     _0_ <= \$107 [1:0];
-    if (port__en) begin
+    if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == wp__addr)
+      if (wp__en && \$4 [1:0] == \$108 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \port__data$19  = l0_coef_0_0_bank0[_0_];
-  assign port__data = _1_;
+  assign \$signature__data  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$271  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
   initial begin
@@ -1678,21 +1494,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$25 )
-      l0_coef_0_0_bank1[\wp__addr$21 ] <= \wp__data$23 ;
+    if (\wp__en$117 )
+      l0_coef_0_0_bank1[\$164 [1:0]] <= \wp__data$116 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
     _2_ <= \$163 [1:0];
-    if (\port__en$70 ) begin
+    if (\$signature__en$14 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$25  && \$8 [1:0] == \wp__addr$21 )
-        _3_ <= \wp__data$23 ;
+      if (\wp__en$117  && \$8 [1:0] == \$164 [1:0])
+        _3_ <= \wp__data$116 ;
     end
   end
-  assign \port__data$33  = l0_coef_0_0_bank1[_2_];
-  assign \port__data$29  = _3_;
+  assign \$signature__data$103  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$272  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
   initial begin
@@ -1701,21 +1517,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$39 )
-      l0_coef_0_0_bank2[\wp__addr$35 ] <= \wp__data$37 ;
+    if (\wp__en$133 )
+      l0_coef_0_0_bank2[\$220 [1:0]] <= \wp__data$132 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
     _4_ <= \$219 [1:0];
-    if (\port__en$72 ) begin
+    if (\$signature__en$16 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$39  && \$12 [1:0] == \wp__addr$35 )
-        _5_ <= \wp__data$37 ;
+      if (\wp__en$133  && \$12 [1:0] == \$220 [1:0])
+        _5_ <= \wp__data$132 ;
     end
   end
-  assign \port__data$47  = l0_coef_0_0_bank2[_4_];
-  assign \port__data$43  = _5_;
+  assign \$signature__data$119  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$273  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
   initial begin
@@ -1724,21 +1540,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$53 )
-      l0_coef_0_0_bank3[\wp__addr$49 ] <= \wp__data$51 ;
+    if (\wp__en$149 )
+      l0_coef_0_0_bank3[\$276 [1:0]] <= \wp__data$148 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
     _6_ <= \$275 [1:0];
-    if (\port__en$74 ) begin
+    if (\$signature__en$18 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$53  && \$16 [1:0] == \wp__addr$49 )
-        _7_ <= \wp__data$51 ;
+      if (\wp__en$149  && \$16 [1:0] == \$276 [1:0])
+        _7_ <= \wp__data$148 ;
     end
   end
-  assign \port__data$61  = l0_coef_0_0_bank3[_6_];
-  assign \port__data$57  = _7_;
+  assign \$signature__data$135  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$274  = _7_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank0 [2:0];
   initial begin
@@ -1747,21 +1563,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank0[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$91 )
-      l0_coef_0_1_bank0[\wp__addr$87 ] <= \wp__data$89 ;
+    if (\wp__en$165 )
+      l0_coef_0_1_bank0[\$332 [1:0]] <= \wp__data$164 ;
   end
   reg [1:0] _8_;
   reg [15:0] _9_;
   always @(posedge clk) begin
     _8_ <= \$331 [1:0];
-    if (\port__en$145 ) begin
+    if (\$signature__en$33 ) begin
       _9_ <= l0_coef_0_1_bank0[\$20 [1:0]];
-      if (\wp__en$91  && \$20 [1:0] == \wp__addr$87 )
-        _9_ <= \wp__data$89 ;
+      if (\wp__en$165  && \$20 [1:0] == \$332 [1:0])
+        _9_ <= \wp__data$164 ;
     end
   end
-  assign \port__data$99  = l0_coef_0_1_bank0[_8_];
-  assign \port__data$95  = _9_;
+  assign \$signature__data$151  = l0_coef_0_1_bank0[_8_];
+  assign \$signature__data$275  = _9_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank1 [2:0];
   initial begin
@@ -1770,21 +1586,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$105 )
-      l0_coef_0_1_bank1[\wp__addr$101 ] <= \wp__data$103 ;
+    if (\wp__en$181 )
+      l0_coef_0_1_bank1[\$388 [1:0]] <= \wp__data$180 ;
   end
   reg [1:0] _10_;
   reg [15:0] _11_;
   always @(posedge clk) begin
     _10_ <= \$387 [1:0];
-    if (\port__en$147 ) begin
+    if (\$signature__en$35 ) begin
       _11_ <= l0_coef_0_1_bank1[\$24 [1:0]];
-      if (\wp__en$105  && \$24 [1:0] == \wp__addr$101 )
-        _11_ <= \wp__data$103 ;
+      if (\wp__en$181  && \$24 [1:0] == \$388 [1:0])
+        _11_ <= \wp__data$180 ;
     end
   end
-  assign \port__data$113  = l0_coef_0_1_bank1[_10_];
-  assign \port__data$109  = _11_;
+  assign \$signature__data$167  = l0_coef_0_1_bank1[_10_];
+  assign \$signature__data$276  = _11_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank2 [2:0];
   initial begin
@@ -1793,21 +1609,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$119 )
-      l0_coef_0_1_bank2[\wp__addr$115 ] <= \wp__data$117 ;
+    if (\wp__en$197 )
+      l0_coef_0_1_bank2[\$444 [1:0]] <= \wp__data$196 ;
   end
   reg [1:0] _12_;
   reg [15:0] _13_;
   always @(posedge clk) begin
     _12_ <= \$443 [1:0];
-    if (\port__en$149 ) begin
+    if (\$signature__en$37 ) begin
       _13_ <= l0_coef_0_1_bank2[\$28 [1:0]];
-      if (\wp__en$119  && \$28 [1:0] == \wp__addr$115 )
-        _13_ <= \wp__data$117 ;
+      if (\wp__en$197  && \$28 [1:0] == \$444 [1:0])
+        _13_ <= \wp__data$196 ;
     end
   end
-  assign \port__data$127  = l0_coef_0_1_bank2[_12_];
-  assign \port__data$123  = _13_;
+  assign \$signature__data$183  = l0_coef_0_1_bank2[_12_];
+  assign \$signature__data$277  = _13_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_1_bank3 [2:0];
   initial begin
@@ -1816,21 +1632,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_1_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$133 )
-      l0_coef_0_1_bank3[\wp__addr$129 ] <= \wp__data$131 ;
+    if (\wp__en$213 )
+      l0_coef_0_1_bank3[\$500 [1:0]] <= \wp__data$212 ;
   end
   reg [1:0] _14_;
   reg [15:0] _15_;
   always @(posedge clk) begin
     _14_ <= \$499 [1:0];
-    if (\port__en$151 ) begin
+    if (\$signature__en$39 ) begin
       _15_ <= l0_coef_0_1_bank3[\$32 [1:0]];
-      if (\wp__en$133  && \$32 [1:0] == \wp__addr$129 )
-        _15_ <= \wp__data$131 ;
+      if (\wp__en$213  && \$32 [1:0] == \$500 [1:0])
+        _15_ <= \wp__data$212 ;
     end
   end
-  assign \port__data$141  = l0_coef_0_1_bank3[_14_];
-  assign \port__data$137  = _15_;
+  assign \$signature__data$199  = l0_coef_0_1_bank3[_14_];
+  assign \$signature__data$278  = _15_;
   reg [15:0] theta0_rom [21:0];
   initial begin
     theta0_rom[0] = 16'h0000;
@@ -1861,100 +1677,35 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     _16_ <= theta0_rom[reload_count];
   end
   assign rom_rd__data = _16_;
-  assign \$84  = ~ \$83 ;
-  assign \$85  = & { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31:18] };
-  assign \$86  = \$84  & \$85 ;
-  assign \$87  = | l0_delta0_0_0_raw_s7[16:0];
-  assign \$88  = l0_delta0_0_0_raw_s7[18] | \$87 ;
-  assign \$89  = l0_delta0_0_0_raw_s7[17] & \$88 ;
-  assign \$90  = \$86  & \$89 ;
-  assign \$92  = ~ \$91 ;
-  assign \$94  = & { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31:18] };
-  assign \$95  = ~ l0_delta0_0_0_raw_s7[31];
-  assign \$96  = \$94  & \$95 ;
-  assign \$98  = \$96  & \$97 ;
-  assign \$99  = | l0_delta0_0_0_raw_s7[16:0];
-  assign \$100  = l0_delta0_0_0_raw_s7[18] | \$99 ;
-  assign \$101  = l0_delta0_0_0_raw_s7[17] & \$100 ;
-  assign \$102  = \$98  & \$101 ;
-  assign \$103  = ~ \$102 ;
-  assign \t$199  = $signed(l0_coef_0_0_bank0_r1_data) - $signed(16'h7fff);
-  assign \t$200  = $signed(l0_coef_0_0_bank0_r1_data) - $signed(16'h8000);
-  assign \$104  = ! l0_port_edge_p4[0];
-  assign \$105  = l0_ram_wr & \$104 ;
-  assign \$106  = ! l0_port_bank_p4[1:0];
-  assign l0_port_hit0_0_0 = \$105  & \$106 ;
-  assign \$107  = \$78  ? l0_waddr0_0_s7 : l0_waddr0_0_s6;
-  assign \$108  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s7;
-  assign \$109  = & \t$199 [16:15];
-  assign \$110  = ~ \$109 ;
-  assign \$111  = \t$199 [16] & \$110 ;
-  assign \$112  = ~ \t$199 [16];
-  assign \$113  = | \t$199 [16:15];
-  assign \$114  = \$112  & \$113 ;
-  assign \$115  = \$114  ? 16'h7fff : \t$199 [15:0];
-  assign \$116  = \$111  ? 16'h8000 : \$115 ;
-  assign \$117  = & \t$200 [16:15];
-  assign \$118  = ~ \$117 ;
-  assign \$119  = \t$200 [16] & \$118 ;
-  assign \$120  = ~ \t$200 [16];
-  assign \$121  = | \t$200 [16:15];
-  assign \$122  = \$120  & \$121 ;
-  assign \$123  = \$122  ? 16'h7fff : \t$200 [15:0];
-  assign \$124  = \$119  ? 16'h8000 : \$123 ;
-  assign \$125  = & \$79 [36:34];
-  assign \$126  = ~ \$125 ;
-  assign \$127  = \$79 [36] & \$126 ;
-  assign \$128  = ~ \$79 [36];
-  assign \$129  = | \$79 [36:34];
-  assign \$130  = \$128  & \$129 ;
-  assign \$131  = \$130  ? 16'h7fff : \$79 [34:19];
-  assign \$132  = \$127  ? 16'h8000 : \$131 ;
-  assign \$134  = \q_above$197  ? \$116  : \$133 ;
-  assign l0_coef_0_0_bank0_data = l0_port_hit0_0_0 ? l0_ram_data : \$134 ;
-  assign l0_coef_0_0_bank0_en = commit_l0 | l0_port_hit0_0_0;
-  assign \$135  = { l0_coef_0_0_bank1_r1_data[15], l0_coef_0_0_bank1_r1_data[15], l0_coef_0_0_bank1_r1_data, 19'h40000 } - { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7, l0_delta0_0_1_raw_s7[18] };
-  assign \$136  = ~ l0_delta0_0_1_raw_s7[31];
-  assign \$140  = ~ \$139 ;
-  assign \$141  = & { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31:18] };
-  assign \$142  = \$140  & \$141 ;
-  assign \$143  = | l0_delta0_0_1_raw_s7[16:0];
-  assign \$144  = l0_delta0_0_1_raw_s7[18] | \$143 ;
-  assign \$145  = l0_delta0_0_1_raw_s7[17] & \$144 ;
-  assign \$146  = \$142  & \$145 ;
-  assign \$148  = ~ \$147 ;
-  assign \$150  = & { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31:18] };
-  assign \$151  = ~ l0_delta0_0_1_raw_s7[31];
-  assign \$152  = \$150  & \$151 ;
   assign \$154  = \$152  & \$153 ;
   assign \$155  = | l0_delta0_0_1_raw_s7[16:0];
   assign \$156  = l0_delta0_0_1_raw_s7[18] | \$155 ;
   assign \$157  = l0_delta0_0_1_raw_s7[17] & \$156 ;
   assign \$158  = \$154  & \$157 ;
   assign \$159  = ~ \$158 ;
-  assign \t$218  = $signed(l0_coef_0_0_bank1_r1_data) - $signed(16'h7fff);
-  assign \t$219  = $signed(l0_coef_0_0_bank1_r1_data) - $signed(16'h8000);
+  assign \t$108  = $signed(\$signature__data$103 ) - $signed(16'h7fff);
+  assign \t$109  = $signed(\$signature__data$103 ) - $signed(16'h8000);
   assign \$160  = ! l0_port_edge_p4[0];
   assign \$161  = l0_ram_wr & \$160 ;
   assign \$162  = l0_port_bank_p4[1:0] == 1'h1;
   assign l0_port_hit0_0_1 = \$161  & \$162 ;
   assign \$163  = \$78  ? l0_waddr0_1_s7 : l0_waddr0_1_s6;
   assign \$164  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s7;
-  assign \$165  = & \t$218 [16:15];
+  assign \$165  = & \t$108 [16:15];
   assign \$166  = ~ \$165 ;
-  assign \$167  = \t$218 [16] & \$166 ;
-  assign \$168  = ~ \t$218 [16];
-  assign \$169  = | \t$218 [16:15];
+  assign \$167  = \t$108 [16] & \$166 ;
+  assign \$168  = ~ \t$108 [16];
+  assign \$169  = | \t$108 [16:15];
   assign \$170  = \$168  & \$169 ;
-  assign \$171  = \$170  ? 16'h7fff : \t$218 [15:0];
+  assign \$171  = \$170  ? 16'h7fff : \t$108 [15:0];
   assign \$172  = \$167  ? 16'h8000 : \$171 ;
-  assign \$173  = & \t$219 [16:15];
+  assign \$173  = & \t$109 [16:15];
   assign \$174  = ~ \$173 ;
-  assign \$175  = \t$219 [16] & \$174 ;
-  assign \$176  = ~ \t$219 [16];
-  assign \$177  = | \t$219 [16:15];
+  assign \$175  = \t$109 [16] & \$174 ;
+  assign \$176  = ~ \t$109 [16];
+  assign \$177  = | \t$109 [16:15];
   assign \$178  = \$176  & \$177 ;
-  assign \$179  = \$178  ? 16'h7fff : \t$219 [15:0];
+  assign \$179  = \$178  ? 16'h7fff : \t$109 [15:0];
   assign \$180  = \$175  ? 16'h8000 : \$179 ;
   assign \$181  = & \$135 [36:34];
   assign \$182  = ~ \$181 ;
@@ -1964,10 +1715,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$186  = \$184  & \$185 ;
   assign \$187  = \$186  ? 16'h7fff : \$135 [34:19];
   assign \$188  = \$183  ? 16'h8000 : \$187 ;
-  assign \$190  = \q_above$216  ? \$172  : \$189 ;
-  assign l0_coef_0_0_bank1_data = l0_port_hit0_0_1 ? l0_ram_data : \$190 ;
-  assign l0_coef_0_0_bank1_en = commit_l0 | l0_port_hit0_0_1;
-  assign \$191  = { l0_coef_0_0_bank2_r1_data[15], l0_coef_0_0_bank2_r1_data[15], l0_coef_0_0_bank2_r1_data, 19'h40000 } - { l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7, l0_delta0_0_2_raw_s7[18] };
+  assign \$190  = \q_above$106  ? \$172  : \$189 ;
+  assign \wp__data$116  = l0_port_hit0_0_1 ? l0_ram_data : \$190 ;
+  assign \wp__en$117  = commit_l0 | l0_port_hit0_0_1;
+  assign \$191  = { \$signature__data$119 [15], \$signature__data$119 [15], \$signature__data$119 , 19'h40000 } - { l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7, l0_delta0_0_2_raw_s7[18] };
   assign \$192  = ~ l0_delta0_0_2_raw_s7[31];
   assign \$196  = ~ \$195 ;
   assign \$197  = & { l0_delta0_0_2_raw_s7[31], l0_delta0_0_2_raw_s7[31:18] };
@@ -1986,29 +1737,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$213  = l0_delta0_0_2_raw_s7[17] & \$212 ;
   assign \$214  = \$210  & \$213 ;
   assign \$215  = ~ \$214 ;
-  assign \t$233  = $signed(l0_coef_0_0_bank2_r1_data) - $signed(16'h7fff);
-  assign \t$234  = $signed(l0_coef_0_0_bank2_r1_data) - $signed(16'h8000);
+  assign \t$124  = $signed(\$signature__data$119 ) - $signed(16'h7fff);
+  assign \t$125  = $signed(\$signature__data$119 ) - $signed(16'h8000);
   assign \$216  = ! l0_port_edge_p4[0];
   assign \$217  = l0_ram_wr & \$216 ;
   assign \$218  = l0_port_bank_p4[1:0] == 2'h2;
   assign l0_port_hit0_0_2 = \$217  & \$218 ;
   assign \$219  = \$78  ? l0_waddr0_2_s7 : l0_waddr0_2_s6;
   assign \$220  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s7;
-  assign \$221  = & \t$233 [16:15];
+  assign \$221  = & \t$124 [16:15];
   assign \$222  = ~ \$221 ;
-  assign \$223  = \t$233 [16] & \$222 ;
-  assign \$224  = ~ \t$233 [16];
-  assign \$225  = | \t$233 [16:15];
+  assign \$223  = \t$124 [16] & \$222 ;
+  assign \$224  = ~ \t$124 [16];
+  assign \$225  = | \t$124 [16:15];
   assign \$226  = \$224  & \$225 ;
-  assign \$227  = \$226  ? 16'h7fff : \t$233 [15:0];
+  assign \$227  = \$226  ? 16'h7fff : \t$124 [15:0];
   assign \$228  = \$223  ? 16'h8000 : \$227 ;
-  assign \$229  = & \t$234 [16:15];
+  assign \$229  = & \t$125 [16:15];
   assign \$230  = ~ \$229 ;
-  assign \$231  = \t$234 [16] & \$230 ;
-  assign \$232  = ~ \t$234 [16];
-  assign \$233  = | \t$234 [16:15];
+  assign \$231  = \t$125 [16] & \$230 ;
+  assign \$232  = ~ \t$125 [16];
+  assign \$233  = | \t$125 [16:15];
   assign \$234  = \$232  & \$233 ;
-  assign \$235  = \$234  ? 16'h7fff : \t$234 [15:0];
+  assign \$235  = \$234  ? 16'h7fff : \t$125 [15:0];
   assign \$236  = \$231  ? 16'h8000 : \$235 ;
   assign \$237  = & \$191 [36:34];
   assign \$238  = ~ \$237 ;
@@ -2018,10 +1769,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$242  = \$240  & \$241 ;
   assign \$243  = \$242  ? 16'h7fff : \$191 [34:19];
   assign \$244  = \$239  ? 16'h8000 : \$243 ;
-  assign \$246  = \q_above$231  ? \$228  : \$245 ;
-  assign l0_coef_0_0_bank2_data = l0_port_hit0_0_2 ? l0_ram_data : \$246 ;
-  assign l0_coef_0_0_bank2_en = commit_l0 | l0_port_hit0_0_2;
-  assign \$247  = { l0_coef_0_0_bank3_r1_data[15], l0_coef_0_0_bank3_r1_data[15], l0_coef_0_0_bank3_r1_data, 19'h40000 } - { l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7, l0_delta0_0_3_raw_s7[18] };
+  assign \$246  = \q_above$122  ? \$228  : \$245 ;
+  assign \wp__data$132  = l0_port_hit0_0_2 ? l0_ram_data : \$246 ;
+  assign \wp__en$133  = commit_l0 | l0_port_hit0_0_2;
+  assign \$247  = { \$signature__data$135 [15], \$signature__data$135 [15], \$signature__data$135 , 19'h40000 } - { l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7, l0_delta0_0_3_raw_s7[18] };
   assign \$248  = ~ l0_delta0_0_3_raw_s7[31];
   assign \$252  = ~ \$251 ;
   assign \$253  = & { l0_delta0_0_3_raw_s7[31], l0_delta0_0_3_raw_s7[31:18] };
@@ -2040,29 +1791,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$269  = l0_delta0_0_3_raw_s7[17] & \$268 ;
   assign \$270  = \$266  & \$269 ;
   assign \$271  = ~ \$270 ;
-  assign \t$248  = $signed(l0_coef_0_0_bank3_r1_data) - $signed(16'h7fff);
-  assign \t$249  = $signed(l0_coef_0_0_bank3_r1_data) - $signed(16'h8000);
+  assign \t$140  = $signed(\$signature__data$135 ) - $signed(16'h7fff);
+  assign \t$141  = $signed(\$signature__data$135 ) - $signed(16'h8000);
   assign \$272  = ! l0_port_edge_p4[0];
   assign \$273  = l0_ram_wr & \$272 ;
   assign \$274  = l0_port_bank_p4[1:0] == 2'h3;
   assign l0_port_hit0_0_3 = \$273  & \$274 ;
   assign \$275  = \$78  ? l0_waddr0_3_s7 : l0_waddr0_3_s6;
   assign \$276  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s7;
-  assign \$277  = & \t$248 [16:15];
+  assign \$277  = & \t$140 [16:15];
   assign \$278  = ~ \$277 ;
-  assign \$279  = \t$248 [16] & \$278 ;
-  assign \$280  = ~ \t$248 [16];
-  assign \$281  = | \t$248 [16:15];
+  assign \$279  = \t$140 [16] & \$278 ;
+  assign \$280  = ~ \t$140 [16];
+  assign \$281  = | \t$140 [16:15];
   assign \$282  = \$280  & \$281 ;
-  assign \$283  = \$282  ? 16'h7fff : \t$248 [15:0];
+  assign \$283  = \$282  ? 16'h7fff : \t$140 [15:0];
   assign \$284  = \$279  ? 16'h8000 : \$283 ;
-  assign \$285  = & \t$249 [16:15];
+  assign \$285  = & \t$141 [16:15];
   assign \$286  = ~ \$285 ;
-  assign \$287  = \t$249 [16] & \$286 ;
-  assign \$288  = ~ \t$249 [16];
-  assign \$289  = | \t$249 [16:15];
+  assign \$287  = \t$141 [16] & \$286 ;
+  assign \$288  = ~ \t$141 [16];
+  assign \$289  = | \t$141 [16:15];
   assign \$290  = \$288  & \$289 ;
-  assign \$291  = \$290  ? 16'h7fff : \t$249 [15:0];
+  assign \$291  = \$290  ? 16'h7fff : \t$141 [15:0];
   assign \$292  = \$287  ? 16'h8000 : \$291 ;
   assign \$293  = & \$247 [36:34];
   assign \$294  = ~ \$293 ;
@@ -2072,10 +1823,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$298  = \$296  & \$297 ;
   assign \$299  = \$298  ? 16'h7fff : \$247 [34:19];
   assign \$300  = \$295  ? 16'h8000 : \$299 ;
-  assign \$302  = \q_above$246  ? \$284  : \$301 ;
-  assign l0_coef_0_0_bank3_data = l0_port_hit0_0_3 ? l0_ram_data : \$302 ;
-  assign l0_coef_0_0_bank3_en = commit_l0 | l0_port_hit0_0_3;
-  assign \$303  = { l0_coef_0_1_bank0_r1_data[15], l0_coef_0_1_bank0_r1_data[15], l0_coef_0_1_bank0_r1_data, 19'h40000 } - { l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7, l0_delta0_1_0_raw_s7[18] };
+  assign \$302  = \q_above$138  ? \$284  : \$301 ;
+  assign \wp__data$148  = l0_port_hit0_0_3 ? l0_ram_data : \$302 ;
+  assign \wp__en$149  = commit_l0 | l0_port_hit0_0_3;
+  assign \$303  = { \$signature__data$151 [15], \$signature__data$151 [15], \$signature__data$151 , 19'h40000 } - { l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7, l0_delta0_1_0_raw_s7[18] };
   assign \$304  = ~ l0_delta0_1_0_raw_s7[31];
   assign \$308  = ~ \$307 ;
   assign \$309  = & { l0_delta0_1_0_raw_s7[31], l0_delta0_1_0_raw_s7[31:18] };
@@ -2094,28 +1845,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$325  = l0_delta0_1_0_raw_s7[17] & \$324 ;
   assign \$326  = \$322  & \$325 ;
   assign \$327  = ~ \$326 ;
-  assign \t$263  = $signed(l0_coef_0_1_bank0_r1_data) - $signed(16'h7fff);
-  assign \t$264  = $signed(l0_coef_0_1_bank0_r1_data) - $signed(16'h8000);
+  assign \t$156  = $signed(\$signature__data$151 ) - $signed(16'h7fff);
+  assign \t$157  = $signed(\$signature__data$151 ) - $signed(16'h8000);
   assign \$329  = l0_ram_wr & \$328 ;
   assign \$330  = ! l0_port_bank_p4[1:0];
   assign l0_port_hit0_1_0 = \$329  & \$330 ;
   assign \$331  = \$78  ? l0_waddr1_0_s7 : l0_waddr1_0_s6;
   assign \$332  = l0_port_hit0_1_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_0_s7;
-  assign \$333  = & \t$263 [16:15];
+  assign \$333  = & \t$156 [16:15];
   assign \$334  = ~ \$333 ;
-  assign \$335  = \t$263 [16] & \$334 ;
-  assign \$336  = ~ \t$263 [16];
-  assign \$337  = | \t$263 [16:15];
+  assign \$335  = \t$156 [16] & \$334 ;
+  assign \$336  = ~ \t$156 [16];
+  assign \$337  = | \t$156 [16:15];
   assign \$338  = \$336  & \$337 ;
-  assign \$339  = \$338  ? 16'h7fff : \t$263 [15:0];
+  assign \$339  = \$338  ? 16'h7fff : \t$156 [15:0];
   assign \$340  = \$335  ? 16'h8000 : \$339 ;
-  assign \$341  = & \t$264 [16:15];
+  assign \$341  = & \t$157 [16:15];
   assign \$342  = ~ \$341 ;
-  assign \$343  = \t$264 [16] & \$342 ;
-  assign \$344  = ~ \t$264 [16];
-  assign \$345  = | \t$264 [16:15];
+  assign \$343  = \t$157 [16] & \$342 ;
+  assign \$344  = ~ \t$157 [16];
+  assign \$345  = | \t$157 [16:15];
   assign \$346  = \$344  & \$345 ;
-  assign \$347  = \$346  ? 16'h7fff : \t$264 [15:0];
+  assign \$347  = \$346  ? 16'h7fff : \t$157 [15:0];
   assign \$348  = \$343  ? 16'h8000 : \$347 ;
   assign \$349  = & \$303 [36:34];
   assign \$350  = ~ \$349 ;
@@ -2125,10 +1876,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$354  = \$352  & \$353 ;
   assign \$355  = \$354  ? 16'h7fff : \$303 [34:19];
   assign \$356  = \$351  ? 16'h8000 : \$355 ;
-  assign \$358  = \q_above$261  ? \$340  : \$357 ;
-  assign l0_coef_0_1_bank0_data = l0_port_hit0_1_0 ? l0_ram_data : \$358 ;
-  assign l0_coef_0_1_bank0_en = commit_l0 | l0_port_hit0_1_0;
-  assign \$359  = { l0_coef_0_1_bank1_r1_data[15], l0_coef_0_1_bank1_r1_data[15], l0_coef_0_1_bank1_r1_data, 19'h40000 } - { l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7, l0_delta0_1_1_raw_s7[18] };
+  assign \$358  = \q_above$154  ? \$340  : \$357 ;
+  assign \wp__data$164  = l0_port_hit0_1_0 ? l0_ram_data : \$358 ;
+  assign \wp__en$165  = commit_l0 | l0_port_hit0_1_0;
+  assign \$359  = { \$signature__data$167 [15], \$signature__data$167 [15], \$signature__data$167 , 19'h40000 } - { l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7, l0_delta0_1_1_raw_s7[18] };
   assign \$360  = ~ l0_delta0_1_1_raw_s7[31];
   assign \$364  = ~ \$363 ;
   assign \$365  = & { l0_delta0_1_1_raw_s7[31], l0_delta0_1_1_raw_s7[31:18] };
@@ -2147,28 +1898,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$381  = l0_delta0_1_1_raw_s7[17] & \$380 ;
   assign \$382  = \$378  & \$381 ;
   assign \$383  = ~ \$382 ;
-  assign \t$278  = $signed(l0_coef_0_1_bank1_r1_data) - $signed(16'h7fff);
-  assign \t$279  = $signed(l0_coef_0_1_bank1_r1_data) - $signed(16'h8000);
+  assign \t$172  = $signed(\$signature__data$167 ) - $signed(16'h7fff);
+  assign \t$173  = $signed(\$signature__data$167 ) - $signed(16'h8000);
   assign \$385  = l0_ram_wr & \$384 ;
   assign \$386  = l0_port_bank_p4[1:0] == 1'h1;
   assign l0_port_hit0_1_1 = \$385  & \$386 ;
   assign \$387  = \$78  ? l0_waddr1_1_s7 : l0_waddr1_1_s6;
   assign \$388  = l0_port_hit0_1_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_1_s7;
-  assign \$389  = & \t$278 [16:15];
+  assign \$389  = & \t$172 [16:15];
   assign \$390  = ~ \$389 ;
-  assign \$391  = \t$278 [16] & \$390 ;
-  assign \$392  = ~ \t$278 [16];
-  assign \$393  = | \t$278 [16:15];
+  assign \$391  = \t$172 [16] & \$390 ;
+  assign \$392  = ~ \t$172 [16];
+  assign \$393  = | \t$172 [16:15];
   assign \$394  = \$392  & \$393 ;
-  assign \$395  = \$394  ? 16'h7fff : \t$278 [15:0];
+  assign \$395  = \$394  ? 16'h7fff : \t$172 [15:0];
   assign \$396  = \$391  ? 16'h8000 : \$395 ;
-  assign \$397  = & \t$279 [16:15];
+  assign \$397  = & \t$173 [16:15];
   assign \$398  = ~ \$397 ;
-  assign \$399  = \t$279 [16] & \$398 ;
-  assign \$400  = ~ \t$279 [16];
-  assign \$401  = | \t$279 [16:15];
+  assign \$399  = \t$173 [16] & \$398 ;
+  assign \$400  = ~ \t$173 [16];
+  assign \$401  = | \t$173 [16:15];
   assign \$402  = \$400  & \$401 ;
-  assign \$403  = \$402  ? 16'h7fff : \t$279 [15:0];
+  assign \$403  = \$402  ? 16'h7fff : \t$173 [15:0];
   assign \$404  = \$399  ? 16'h8000 : \$403 ;
   assign \$405  = & \$359 [36:34];
   assign \$406  = ~ \$405 ;
@@ -2178,10 +1929,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$410  = \$408  & \$409 ;
   assign \$411  = \$410  ? 16'h7fff : \$359 [34:19];
   assign \$412  = \$407  ? 16'h8000 : \$411 ;
-  assign \$414  = \q_above$276  ? \$396  : \$413 ;
-  assign l0_coef_0_1_bank1_data = l0_port_hit0_1_1 ? l0_ram_data : \$414 ;
-  assign l0_coef_0_1_bank1_en = commit_l0 | l0_port_hit0_1_1;
-  assign \$415  = { l0_coef_0_1_bank2_r1_data[15], l0_coef_0_1_bank2_r1_data[15], l0_coef_0_1_bank2_r1_data, 19'h40000 } - { l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7, l0_delta0_1_2_raw_s7[18] };
+  assign \$414  = \q_above$170  ? \$396  : \$413 ;
+  assign \wp__data$180  = l0_port_hit0_1_1 ? l0_ram_data : \$414 ;
+  assign \wp__en$181  = commit_l0 | l0_port_hit0_1_1;
+  assign \$415  = { \$signature__data$183 [15], \$signature__data$183 [15], \$signature__data$183 , 19'h40000 } - { l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7, l0_delta0_1_2_raw_s7[18] };
   assign \$416  = ~ l0_delta0_1_2_raw_s7[31];
   assign \$420  = ~ \$419 ;
   assign \$421  = & { l0_delta0_1_2_raw_s7[31], l0_delta0_1_2_raw_s7[31:18] };
@@ -2200,28 +1951,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$437  = l0_delta0_1_2_raw_s7[17] & \$436 ;
   assign \$438  = \$434  & \$437 ;
   assign \$439  = ~ \$438 ;
-  assign \t$293  = $signed(l0_coef_0_1_bank2_r1_data) - $signed(16'h7fff);
-  assign \t$294  = $signed(l0_coef_0_1_bank2_r1_data) - $signed(16'h8000);
+  assign \t$188  = $signed(\$signature__data$183 ) - $signed(16'h7fff);
+  assign \t$189  = $signed(\$signature__data$183 ) - $signed(16'h8000);
   assign \$441  = l0_ram_wr & \$440 ;
   assign \$442  = l0_port_bank_p4[1:0] == 2'h2;
   assign l0_port_hit0_1_2 = \$441  & \$442 ;
   assign \$443  = \$78  ? l0_waddr1_2_s7 : l0_waddr1_2_s6;
   assign \$444  = l0_port_hit0_1_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_2_s7;
-  assign \$445  = & \t$293 [16:15];
+  assign \$445  = & \t$188 [16:15];
   assign \$446  = ~ \$445 ;
-  assign \$447  = \t$293 [16] & \$446 ;
-  assign \$448  = ~ \t$293 [16];
-  assign \$449  = | \t$293 [16:15];
+  assign \$447  = \t$188 [16] & \$446 ;
+  assign \$448  = ~ \t$188 [16];
+  assign \$449  = | \t$188 [16:15];
   assign \$450  = \$448  & \$449 ;
-  assign \$451  = \$450  ? 16'h7fff : \t$293 [15:0];
+  assign \$451  = \$450  ? 16'h7fff : \t$188 [15:0];
   assign \$452  = \$447  ? 16'h8000 : \$451 ;
-  assign \$453  = & \t$294 [16:15];
+  assign \$453  = & \t$189 [16:15];
   assign \$454  = ~ \$453 ;
-  assign \$455  = \t$294 [16] & \$454 ;
-  assign \$456  = ~ \t$294 [16];
-  assign \$457  = | \t$294 [16:15];
+  assign \$455  = \t$189 [16] & \$454 ;
+  assign \$456  = ~ \t$189 [16];
+  assign \$457  = | \t$189 [16:15];
   assign \$458  = \$456  & \$457 ;
-  assign \$459  = \$458  ? 16'h7fff : \t$294 [15:0];
+  assign \$459  = \$458  ? 16'h7fff : \t$189 [15:0];
   assign \$460  = \$455  ? 16'h8000 : \$459 ;
   assign \$461  = & \$415 [36:34];
   assign \$462  = ~ \$461 ;
@@ -2231,10 +1982,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$466  = \$464  & \$465 ;
   assign \$467  = \$466  ? 16'h7fff : \$415 [34:19];
   assign \$468  = \$463  ? 16'h8000 : \$467 ;
-  assign \$470  = \q_above$291  ? \$452  : \$469 ;
-  assign l0_coef_0_1_bank2_data = l0_port_hit0_1_2 ? l0_ram_data : \$470 ;
-  assign l0_coef_0_1_bank2_en = commit_l0 | l0_port_hit0_1_2;
-  assign \$471  = { l0_coef_0_1_bank3_r1_data[15], l0_coef_0_1_bank3_r1_data[15], l0_coef_0_1_bank3_r1_data, 19'h40000 } - { l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7, l0_delta0_1_3_raw_s7[18] };
+  assign \$470  = \q_above$186  ? \$452  : \$469 ;
+  assign \wp__data$196  = l0_port_hit0_1_2 ? l0_ram_data : \$470 ;
+  assign \wp__en$197  = commit_l0 | l0_port_hit0_1_2;
+  assign \$471  = { \$signature__data$199 [15], \$signature__data$199 [15], \$signature__data$199 , 19'h40000 } - { l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7, l0_delta0_1_3_raw_s7[18] };
   assign \$472  = ~ l0_delta0_1_3_raw_s7[31];
   assign \$476  = ~ \$475 ;
   assign \$477  = & { l0_delta0_1_3_raw_s7[31], l0_delta0_1_3_raw_s7[31:18] };
@@ -2253,28 +2004,28 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$493  = l0_delta0_1_3_raw_s7[17] & \$492 ;
   assign \$494  = \$490  & \$493 ;
   assign \$495  = ~ \$494 ;
-  assign \t$308  = $signed(l0_coef_0_1_bank3_r1_data) - $signed(16'h7fff);
-  assign \t$309  = $signed(l0_coef_0_1_bank3_r1_data) - $signed(16'h8000);
+  assign \t$204  = $signed(\$signature__data$199 ) - $signed(16'h7fff);
+  assign \t$205  = $signed(\$signature__data$199 ) - $signed(16'h8000);
   assign \$497  = l0_ram_wr & \$496 ;
   assign \$498  = l0_port_bank_p4[1:0] == 2'h3;
   assign l0_port_hit0_1_3 = \$497  & \$498 ;
   assign \$499  = \$78  ? l0_waddr1_3_s7 : l0_waddr1_3_s6;
   assign \$500  = l0_port_hit0_1_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr1_3_s7;
-  assign \$501  = & \t$308 [16:15];
+  assign \$501  = & \t$204 [16:15];
   assign \$502  = ~ \$501 ;
-  assign \$503  = \t$308 [16] & \$502 ;
-  assign \$504  = ~ \t$308 [16];
-  assign \$505  = | \t$308 [16:15];
+  assign \$503  = \t$204 [16] & \$502 ;
+  assign \$504  = ~ \t$204 [16];
+  assign \$505  = | \t$204 [16:15];
   assign \$506  = \$504  & \$505 ;
-  assign \$507  = \$506  ? 16'h7fff : \t$308 [15:0];
+  assign \$507  = \$506  ? 16'h7fff : \t$204 [15:0];
   assign \$508  = \$503  ? 16'h8000 : \$507 ;
-  assign \$509  = & \t$309 [16:15];
+  assign \$509  = & \t$205 [16:15];
   assign \$510  = ~ \$509 ;
-  assign \$511  = \t$309 [16] & \$510 ;
-  assign \$512  = ~ \t$309 [16];
-  assign \$513  = | \t$309 [16:15];
+  assign \$511  = \t$205 [16] & \$510 ;
+  assign \$512  = ~ \t$205 [16];
+  assign \$513  = | \t$205 [16:15];
   assign \$514  = \$512  & \$513 ;
-  assign \$515  = \$514  ? 16'h7fff : \t$309 [15:0];
+  assign \$515  = \$514  ? 16'h7fff : \t$205 [15:0];
   assign \$516  = \$511  ? 16'h8000 : \$515 ;
   assign \$517  = & \$471 [36:34];
   assign \$518  = ~ \$517 ;
@@ -2284,9 +2035,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$522  = \$520  & \$521 ;
   assign \$523  = \$522  ? 16'h7fff : \$471 [34:19];
   assign \$524  = \$519  ? 16'h8000 : \$523 ;
-  assign \$526  = \q_above$306  ? \$508  : \$525 ;
-  assign l0_coef_0_1_bank3_data = l0_port_hit0_1_3 ? l0_ram_data : \$526 ;
-  assign l0_coef_0_1_bank3_en = commit_l0 | l0_port_hit0_1_3;
+  assign \$526  = \q_above$202  ? \$508  : \$525 ;
+  assign \wp__data$212  = l0_port_hit0_1_3 ? l0_ram_data : \$526 ;
+  assign \wp__en$213  = commit_l0 | l0_port_hit0_1_3;
   assign reloading = reload_count != 5'h17;
   assign \$527  = | reload_count;
   assign reload_write = reloading & \$527 ;
@@ -2328,606 +2079,446 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$557  = ~ pc__payload[21];
   assign l0_port_rd = \$556  & \$557 ;
   assign port_cmd = reload_write | execute;
-  assign \$558  = \$108 [1:0] == \$4 [1:0];
-  assign \$559  = l0_coef_0_0_bank0_en & \$558 ;
-  assign \$560  = \$108 [1:0] == \$107 [1:0];
-  assign \$561  = l0_coef_0_0_bank0_en & \$560 ;
-  assign \$562  = \$164 [1:0] == \$8 [1:0];
-  assign \$563  = l0_coef_0_0_bank1_en & \$562 ;
-  assign \$564  = \$164 [1:0] == \$163 [1:0];
-  assign \$565  = l0_coef_0_0_bank1_en & \$564 ;
-  assign \$566  = \$220 [1:0] == \$12 [1:0];
-  assign \$567  = l0_coef_0_0_bank2_en & \$566 ;
-  assign \$568  = \$220 [1:0] == \$219 [1:0];
-  assign \$569  = l0_coef_0_0_bank2_en & \$568 ;
-  assign \$570  = \$276 [1:0] == \$16 [1:0];
-  assign \$571  = l0_coef_0_0_bank3_en & \$570 ;
-  assign \$572  = \$276 [1:0] == \$275 [1:0];
-  assign \$573  = l0_coef_0_0_bank3_en & \$572 ;
-  assign \$574  = \$332 [1:0] == \$20 [1:0];
-  assign \$575  = l0_coef_0_1_bank0_en & \$574 ;
-  assign \$576  = \$332 [1:0] == \$331 [1:0];
-  assign \$577  = l0_coef_0_1_bank0_en & \$576 ;
-  assign \$578  = \$388 [1:0] == \$24 [1:0];
-  assign \$579  = l0_coef_0_1_bank1_en & \$578 ;
-  assign \$580  = \$388 [1:0] == \$387 [1:0];
-  assign \$581  = l0_coef_0_1_bank1_en & \$580 ;
-  assign \$582  = \$444 [1:0] == \$28 [1:0];
-  assign \$583  = l0_coef_0_1_bank2_en & \$582 ;
-  assign \$584  = \$444 [1:0] == \$443 [1:0];
-  assign \$585  = l0_coef_0_1_bank2_en & \$584 ;
-  assign \$586  = \$500 [1:0] == \$32 [1:0];
-  assign \$587  = l0_coef_0_1_bank3_en & \$586 ;
-  assign \$588  = \$500 [1:0] == \$499 [1:0];
-  assign \$589  = l0_coef_0_1_bank3_en & \$588 ;
-  assign \$590  = reload_count + 1'h1;
-  assign \$593  = \$591  + \$592 ;
-  assign \$596  = l0_port_local_p2 - \$595 ;
-  assign \$599  = \$598  * 3'h4;
-  assign \$600  = l0_port_q_p3 - \$599 ;
-  assign \$601  = ~ pc__payload[21];
-  assign \$602  = execute & \$601 ;
-  assign \$603  = execute & pc__payload[21];
-  assign \$617  = l0_cell0_s2[1:0] > 1'h0;
-  assign \$618  = \$616  + \$617 ;
-  assign \$620  = l0_cell0_s2[1:0] > 1'h1;
-  assign \$621  = \$619  + \$620 ;
-  assign \$623  = l0_cell0_s2[1:0] > 2'h2;
-  assign \$624  = \$622  + \$623 ;
-  assign \$626  = l0_cell0_s2[1:0] > 2'h3;
-  assign \$627  = \$625  + \$626 ;
-  assign \$629  = l0_cell1_s2[1:0] > 1'h0;
-  assign \$630  = \$628  + \$629 ;
-  assign \$632  = l0_cell1_s2[1:0] > 1'h1;
-  assign \$633  = \$631  + \$632 ;
-  assign \$635  = l0_cell1_s2[1:0] > 2'h2;
-  assign \$636  = \$634  + \$635 ;
-  assign \$638  = l0_cell1_s2[1:0] > 2'h3;
-  assign \$639  = \$637  + \$638 ;
-  assign \$640  = $signed(l0_coef_0_0_bank0_r0_data) * $signed(l0_bval_bank0_0_s2);
-  assign \$641  = $signed(l0_coef_0_0_bank1_r0_data) * $signed(l0_bval_bank0_1_s2);
-  assign \$642  = $signed(l0_coef_0_0_bank2_r0_data) * $signed(l0_bval_bank0_2_s2);
-  assign \$643  = $signed(l0_coef_0_0_bank3_r0_data) * $signed(l0_bval_bank0_3_s2);
-  assign \$644  = $signed(l0_coef_0_1_bank0_r0_data) * $signed(l0_bval_bank1_0_s2);
-  assign \$645  = $signed(l0_coef_0_1_bank1_r0_data) * $signed(l0_bval_bank1_1_s2);
-  assign \$646  = $signed(l0_coef_0_1_bank2_r0_data) * $signed(l0_bval_bank1_2_s2);
-  assign \$647  = $signed(l0_coef_0_1_bank3_r0_data) * $signed(l0_bval_bank1_3_s2);
-  assign \$648  = $signed(t) + $signed(\t$78 );
-  assign \$649  = $signed(\t$81 ) + $signed(\t$84 );
-  assign \$650  = $signed(\t$152 ) + $signed(\t$155 );
-  assign \$651  = $signed(\t$158 ) + $signed(\t$161 );
-  assign \$652  = $signed(l0_sum0_t0_0_s4) + $signed(l0_sum0_t0_1_s4);
-  assign \$653  = $signed(l0_sum0_t0_2_s4) + $signed(l0_sum0_t0_3_s4);
-  assign \$654  = $signed(\$652 ) + $signed(\$653 );
-  assign \$655  = - $signed(s__payload[47:32]);
-  assign \$656  = $signed(\t$170 ) < $signed(16'h8000);
-  assign \$657  = $signed(\t$170 ) > $signed(16'h7fff);
-  assign \$658  = \$657  ? 16'h7fff : \t$170 [15:0];
-  assign \$659  = \$656  ? 16'h8000 : \$658 ;
-  assign \$660  = $signed(\t$171 ) < $signed(16'h8000);
-  assign \$661  = $signed(\t$171 ) > $signed(16'h7fff);
-  assign \$662  = \$661  ? 16'h7fff : \t$171 [15:0];
-  assign \$663  = \$660  ? 16'h8000 : \$662 ;
-  assign \$664  = $signed(err0_s6) * $signed(l0_bval_bank0_0_s6);
-  assign \$665  = $signed(err0_s6) * $signed(l0_bval_bank0_1_s6);
-  assign \$666  = $signed(err0_s6) * $signed(l0_bval_bank0_2_s6);
-  assign \$667  = $signed(err0_s6) * $signed(l0_bval_bank0_3_s6);
-  assign \$668  = $signed(err0_s6) * $signed(l0_bval_bank1_0_s6);
-  assign \$669  = $signed(err0_s6) * $signed(l0_bval_bank1_1_s6);
-  assign \$670  = $signed(err0_s6) * $signed(l0_bval_bank1_2_s6);
-  assign \$671  = $signed(err0_s6) * $signed(l0_bval_bank1_3_s6);
+  assign \$558  = reload_count + 1'h1;
+  assign \$561  = \$559  + \$560 ;
+  assign \$564  = l0_port_local_p2 - \$563 ;
+  assign \$567  = \$566  * 3'h4;
+  assign \$568  = l0_port_q_p3 - \$567 ;
+  assign \$569  = ~ pc__payload[21];
+  assign \$570  = execute & \$569 ;
+  assign \$571  = execute & pc__payload[21];
+  assign \$585  = l0_cell0_s2[1:0] > 1'h0;
+  assign \$586  = \$584  + \$585 ;
+  assign \$588  = l0_cell0_s2[1:0] > 1'h1;
+  assign \$589  = \$587  + \$588 ;
+  assign \$591  = l0_cell0_s2[1:0] > 2'h2;
+  assign \$592  = \$590  + \$591 ;
+  assign \$594  = l0_cell0_s2[1:0] > 2'h3;
+  assign \$595  = \$593  + \$594 ;
+  assign \$597  = l0_cell1_s2[1:0] > 1'h0;
+  assign \$598  = \$596  + \$597 ;
+  assign \$600  = l0_cell1_s2[1:0] > 1'h1;
+  assign \$601  = \$599  + \$600 ;
+  assign \$603  = l0_cell1_s2[1:0] > 2'h2;
+  assign \$604  = \$602  + \$603 ;
+  assign \$606  = l0_cell1_s2[1:0] > 2'h3;
+  assign \$607  = \$605  + \$606 ;
+  assign \$608  = $signed(\$signature__data$271 ) * $signed(l0_bval_bank0_0_s2);
+  assign \$609  = $signed(\$signature__data$272 ) * $signed(l0_bval_bank0_1_s2);
+  assign \$610  = $signed(\$signature__data$273 ) * $signed(l0_bval_bank0_2_s2);
+  assign \$611  = $signed(\$signature__data$274 ) * $signed(l0_bval_bank0_3_s2);
+  assign \$612  = $signed(\$signature__data$275 ) * $signed(l0_bval_bank1_0_s2);
+  assign \$613  = $signed(\$signature__data$276 ) * $signed(l0_bval_bank1_1_s2);
+  assign \$614  = $signed(\$signature__data$277 ) * $signed(l0_bval_bank1_2_s2);
+  assign \$615  = $signed(\$signature__data$278 ) * $signed(l0_bval_bank1_3_s2);
+  assign \$616  = $signed(t) + $signed(\t$22 );
+  assign \$617  = $signed(\t$25 ) + $signed(\t$28 );
+  assign \$618  = $signed(\t$40 ) + $signed(\t$43 );
+  assign \$619  = $signed(\t$46 ) + $signed(\t$49 );
+  assign \$620  = $signed(l0_sum0_t0_0_s4) + $signed(l0_sum0_t0_1_s4);
+  assign \$621  = $signed(l0_sum0_t0_2_s4) + $signed(l0_sum0_t0_3_s4);
+  assign \$622  = $signed(\$620 ) + $signed(\$621 );
+  assign \$623  = - $signed(s__payload[47:32]);
+  assign \$624  = $signed(\t$58 ) < $signed(16'h8000);
+  assign \$625  = $signed(\t$58 ) > $signed(16'h7fff);
+  assign \$626  = \$625  ? 16'h7fff : \t$58 [15:0];
+  assign \$627  = \$624  ? 16'h8000 : \$626 ;
+  assign \$628  = $signed(\t$59 ) < $signed(16'h8000);
+  assign \$629  = $signed(\t$59 ) > $signed(16'h7fff);
+  assign \$630  = \$629  ? 16'h7fff : \t$59 [15:0];
+  assign \$631  = \$628  ? 16'h8000 : \$630 ;
+  assign \$632  = $signed(err0_s6) * $signed(l0_bval_bank0_0_s6);
+  assign \$633  = $signed(err0_s6) * $signed(l0_bval_bank0_1_s6);
+  assign \$634  = $signed(err0_s6) * $signed(l0_bval_bank0_2_s6);
+  assign \$635  = $signed(err0_s6) * $signed(l0_bval_bank0_3_s6);
+  assign \$636  = $signed(err0_s6) * $signed(l0_bval_bank1_0_s6);
+  assign \$637  = $signed(err0_s6) * $signed(l0_bval_bank1_1_s6);
+  assign \$638  = $signed(err0_s6) * $signed(l0_bval_bank1_2_s6);
+  assign \$639  = $signed(err0_s6) * $signed(l0_bval_bank1_3_s6);
   always @(posedge clk)
-    wp__addr <= \$108 [1:0];
+    valid_s1 <= \$640 ;
   always @(posedge clk)
-    wp__data <= l0_coef_0_0_bank0_data;
+    valid_s2 <= \$641 ;
   always @(posedge clk)
-    wp__en <= l0_coef_0_0_bank0_en;
+    valid_s3 <= \$642 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r0_fwd <= \$672 ;
+    valid_s4 <= \$643 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r0_word <= \$673 ;
+    valid_s5 <= \$644 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r1_fwd <= \$674 ;
+    valid_s6 <= \$645 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r1_word <= \$675 ;
+    valid_s7 <= \$646 ;
   always @(posedge clk)
-    \wp__addr$21  <= \$164 [1:0];
+    reload_count <= \$647 ;
   always @(posedge clk)
-    \wp__data$23  <= l0_coef_0_0_bank1_data;
+    port_in_flight0 <= \$648 ;
   always @(posedge clk)
-    \wp__en$25  <= l0_coef_0_0_bank1_en;
+    port_in_flight1 <= \$649 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r0_fwd <= \$676 ;
+    port_in_flight2 <= \$650 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r0_word <= \$677 ;
+    port_in_flight3 <= \$651 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r1_fwd <= \$678 ;
+    l0_port_local_p1 <= \$652 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r1_word <= \$679 ;
+    l0_port_wr_p1 <= \$653 ;
   always @(posedge clk)
-    \wp__addr$35  <= \$220 [1:0];
+    l0_port_rd_p1 <= \$654 ;
   always @(posedge clk)
-    \wp__data$37  <= l0_coef_0_0_bank2_data;
+    l0_port_data_p1 <= \$655 ;
   always @(posedge clk)
-    \wp__en$39  <= l0_coef_0_0_bank2_en;
+    l0_port_edge_p2 <= \$656 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r0_fwd <= \$680 ;
+    l0_port_local_p2 <= \$657 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r0_word <= \$681 ;
+    l0_port_wr_p2 <= \$658 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r1_fwd <= \$682 ;
+    l0_port_rd_p2 <= \$659 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r1_word <= \$683 ;
+    l0_port_data_p2 <= \$660 ;
   always @(posedge clk)
-    \wp__addr$49  <= \$276 [1:0];
+    l0_port_q_p3 <= \$661 ;
   always @(posedge clk)
-    \wp__data$51  <= l0_coef_0_0_bank3_data;
+    l0_port_edge_p3 <= \$662 ;
   always @(posedge clk)
-    \wp__en$53  <= l0_coef_0_0_bank3_en;
+    l0_port_wr_p3 <= \$663 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r0_fwd <= \$684 ;
+    l0_port_rd_p3 <= \$664 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r0_word <= \$685 ;
+    l0_port_data_p3 <= \$665 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r1_fwd <= \$686 ;
+    l0_port_baddr_p4 <= \$666 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r1_word <= \$687 ;
+    l0_port_bank_p4 <= \$667 ;
   always @(posedge clk)
-    \wp__addr$87  <= \$332 [1:0];
+    l0_port_edge_p4 <= \$668 ;
   always @(posedge clk)
-    \wp__data$89  <= l0_coef_0_1_bank0_data;
+    l0_ram_wr <= \$669 ;
   always @(posedge clk)
-    \wp__en$91  <= l0_coef_0_1_bank0_en;
+    l0_ram_rd <= \$670 ;
   always @(posedge clk)
-    l0_coef_0_1_bank0_r0_fwd <= \$688 ;
+    l0_ram_data <= \$671 ;
   always @(posedge clk)
-    l0_coef_0_1_bank0_r0_word <= \$689 ;
+    l0_rd_edge <= \$672 ;
   always @(posedge clk)
-    l0_coef_0_1_bank0_r1_fwd <= \$690 ;
+    l0_rd_bank <= \$673 ;
   always @(posedge clk)
-    l0_coef_0_1_bank0_r1_word <= \$691 ;
+    read_layer <= \$674 ;
   always @(posedge clk)
-    \wp__addr$101  <= \$388 [1:0];
+    read_wait <= \$675 ;
   always @(posedge clk)
-    \wp__data$103  <= l0_coef_0_1_bank1_data;
+    read_wait1 <= \$676 ;
   always @(posedge clk)
-    \wp__en$105  <= l0_coef_0_1_bank1_en;
+    read_wait2 <= \$677 ;
   always @(posedge clk)
-    l0_coef_0_1_bank1_r0_fwd <= \$692 ;
+    read_wait3 <= \$678 ;
   always @(posedge clk)
-    l0_coef_0_1_bank1_r0_word <= \$693 ;
+    read_wait4 <= \$679 ;
   always @(posedge clk)
-    l0_coef_0_1_bank1_r1_fwd <= \$694 ;
+    pr__valid <= \$680 ;
   always @(posedge clk)
-    l0_coef_0_1_bank1_r1_word <= \$695 ;
+    pr__payload <= \$681 ;
   always @(posedge clk)
-    \wp__addr$115  <= \$444 [1:0];
+    y0_s1 <= \$682 ;
   always @(posedge clk)
-    \wp__data$117  <= l0_coef_0_1_bank2_data;
+    kind_s1 <= \$683 ;
   always @(posedge clk)
-    \wp__en$119  <= l0_coef_0_1_bank2_en;
+    pos_in <= \$684 ;
   always @(posedge clk)
-    l0_coef_0_1_bank2_r0_fwd <= \$696 ;
+    l0_lo0_s2 <= \$685 ;
   always @(posedge clk)
-    l0_coef_0_1_bank2_r0_word <= \$697 ;
+    l0_cell0_s2 <= \$686 ;
   always @(posedge clk)
-    l0_coef_0_1_bank2_r1_fwd <= \$698 ;
+    l0_bval_bank0_0_s2 <= \$687 ;
   always @(posedge clk)
-    l0_coef_0_1_bank2_r1_word <= \$699 ;
+    l0_bval_bank0_1_s2 <= \$688 ;
   always @(posedge clk)
-    \wp__addr$129  <= \$500 [1:0];
+    l0_bval_bank0_2_s2 <= \$689 ;
   always @(posedge clk)
-    \wp__data$131  <= l0_coef_0_1_bank3_data;
+    l0_bval_bank0_3_s2 <= \$690 ;
   always @(posedge clk)
-    \wp__en$133  <= l0_coef_0_1_bank3_en;
+    \pos_in$5  <= \$691 ;
   always @(posedge clk)
-    l0_coef_0_1_bank3_r0_fwd <= \$700 ;
+    l0_lo1_s2 <= \$692 ;
   always @(posedge clk)
-    l0_coef_0_1_bank3_r0_word <= \$701 ;
+    l0_cell1_s2 <= \$693 ;
   always @(posedge clk)
-    l0_coef_0_1_bank3_r1_fwd <= \$702 ;
+    l0_bval_bank1_0_s2 <= \$694 ;
   always @(posedge clk)
-    l0_coef_0_1_bank3_r1_word <= \$703 ;
+    l0_bval_bank1_1_s2 <= \$695 ;
   always @(posedge clk)
-    valid_s1 <= \$704 ;
+    l0_bval_bank1_2_s2 <= \$696 ;
   always @(posedge clk)
-    valid_s2 <= \$705 ;
+    l0_bval_bank1_3_s2 <= \$697 ;
   always @(posedge clk)
-    valid_s3 <= \$706 ;
+    l0_waddr0_0_s3 <= \$698 ;
   always @(posedge clk)
-    valid_s4 <= \$707 ;
+    l0_waddr0_1_s3 <= \$699 ;
   always @(posedge clk)
-    valid_s5 <= \$708 ;
+    l0_waddr0_2_s3 <= \$700 ;
   always @(posedge clk)
-    valid_s6 <= \$709 ;
+    l0_waddr0_3_s3 <= \$701 ;
   always @(posedge clk)
-    valid_s7 <= \$710 ;
+    l0_waddr1_0_s3 <= \$702 ;
   always @(posedge clk)
-    reload_count <= \$711 ;
+    l0_waddr1_1_s3 <= \$703 ;
   always @(posedge clk)
-    port_in_flight0 <= \$712 ;
+    l0_waddr1_2_s3 <= \$704 ;
   always @(posedge clk)
-    port_in_flight1 <= \$713 ;
+    l0_waddr1_3_s3 <= \$705 ;
   always @(posedge clk)
-    port_in_flight2 <= \$714 ;
+    l0_prod0_0_0_raw_s3 <= \$706 ;
   always @(posedge clk)
-    port_in_flight3 <= \$715 ;
+    l0_prod0_0_1_raw_s3 <= \$707 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$716 ;
+    l0_prod0_0_2_raw_s3 <= \$708 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$717 ;
+    l0_prod0_0_3_raw_s3 <= \$709 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$718 ;
+    l0_prod0_1_0_raw_s3 <= \$710 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$719 ;
+    l0_prod0_1_1_raw_s3 <= \$711 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$720 ;
+    l0_prod0_1_2_raw_s3 <= \$712 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$721 ;
+    l0_prod0_1_3_raw_s3 <= \$713 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$722 ;
+    l0_sum0_t0_0_s4 <= \$714 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$723 ;
+    l0_sum0_t0_1_s4 <= \$715 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$724 ;
+    l0_sum0_t0_2_s4 <= \$716 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$725 ;
+    l0_sum0_t0_3_s4 <= \$717 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$726 ;
+    l0_sum0_t1_0_s5 <= \$718 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$727 ;
+    l0_out0_s6 <= \$719 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$728 ;
+    y0_neg_s1 <= \$720 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$729 ;
+    y0_neg_s2 <= \$721 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$730 ;
+    y0_neg_s3 <= \$722 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$731 ;
+    y0_neg_s4 <= \$723 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$732 ;
+    y0_neg_s5 <= \$724 ;
   always @(posedge clk)
-    l0_ram_wr <= \$733 ;
+    y0_at_max_s1 <= \$725 ;
   always @(posedge clk)
-    l0_ram_rd <= \$734 ;
+    y0_at_max_s2 <= \$726 ;
   always @(posedge clk)
-    l0_ram_data <= \$735 ;
+    y0_at_max_s3 <= \$727 ;
   always @(posedge clk)
-    l0_rd_edge <= \$736 ;
+    y0_at_max_s4 <= \$728 ;
   always @(posedge clk)
-    l0_rd_bank <= \$737 ;
+    y0_at_max_s5 <= \$729 ;
   always @(posedge clk)
-    read_layer <= \$738 ;
+    y0_at_min_s1 <= \$730 ;
   always @(posedge clk)
-    read_wait <= \$739 ;
+    y0_at_min_s2 <= \$731 ;
   always @(posedge clk)
-    read_wait1 <= \$740 ;
+    y0_at_min_s3 <= \$732 ;
   always @(posedge clk)
-    read_wait2 <= \$741 ;
+    y0_at_min_s4 <= \$733 ;
   always @(posedge clk)
-    read_wait3 <= \$742 ;
+    y0_at_min_s5 <= \$734 ;
   always @(posedge clk)
-    read_wait4 <= \$743 ;
+    kind_s2 <= \$735 ;
   always @(posedge clk)
-    pr__valid <= \$744 ;
+    kind_s3 <= \$736 ;
   always @(posedge clk)
-    pr__payload <= \$745 ;
+    kind_s4 <= \$737 ;
   always @(posedge clk)
-    y0_s1 <= \$746 ;
+    kind_s5 <= \$738 ;
   always @(posedge clk)
-    kind_s1 <= \$747 ;
+    y0_s2 <= \$739 ;
   always @(posedge clk)
-    pos_in <= \$748 ;
+    y0_s3 <= \$740 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$749 ;
+    y0_s4 <= \$741 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$750 ;
+    y0_s5 <= \$742 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s2 <= \$751 ;
+    err0_s6 <= \$743 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s2 <= \$752 ;
+    l0_waddr0_0_s4 <= \$744 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s2 <= \$753 ;
+    l0_waddr0_0_s5 <= \$745 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s2 <= \$754 ;
+    l0_waddr0_0_s6 <= \$746 ;
   always @(posedge clk)
-    \pos_in$5  <= \$755 ;
+    l0_waddr0_0_s7 <= \$747 ;
   always @(posedge clk)
-    l0_lo1_s2 <= \$756 ;
+    l0_waddr0_1_s4 <= \$748 ;
   always @(posedge clk)
-    l0_cell1_s2 <= \$757 ;
+    l0_waddr0_1_s5 <= \$749 ;
   always @(posedge clk)
-    l0_bval_bank1_0_s2 <= \$758 ;
+    l0_waddr0_1_s6 <= \$750 ;
   always @(posedge clk)
-    l0_bval_bank1_1_s2 <= \$759 ;
+    l0_waddr0_1_s7 <= \$751 ;
   always @(posedge clk)
-    l0_bval_bank1_2_s2 <= \$760 ;
+    l0_waddr0_2_s4 <= \$752 ;
   always @(posedge clk)
-    l0_bval_bank1_3_s2 <= \$761 ;
+    l0_waddr0_2_s5 <= \$753 ;
   always @(posedge clk)
-    l0_waddr0_0_s3 <= \$762 ;
+    l0_waddr0_2_s6 <= \$754 ;
   always @(posedge clk)
-    l0_waddr0_1_s3 <= \$763 ;
+    l0_waddr0_2_s7 <= \$755 ;
   always @(posedge clk)
-    l0_waddr0_2_s3 <= \$764 ;
+    l0_waddr0_3_s4 <= \$756 ;
   always @(posedge clk)
-    l0_waddr0_3_s3 <= \$765 ;
+    l0_waddr0_3_s5 <= \$757 ;
   always @(posedge clk)
-    l0_waddr1_0_s3 <= \$766 ;
+    l0_waddr0_3_s6 <= \$758 ;
   always @(posedge clk)
-    l0_waddr1_1_s3 <= \$767 ;
+    l0_waddr0_3_s7 <= \$759 ;
   always @(posedge clk)
-    l0_waddr1_2_s3 <= \$768 ;
+    l0_waddr1_0_s4 <= \$760 ;
   always @(posedge clk)
-    l0_waddr1_3_s3 <= \$769 ;
+    l0_waddr1_0_s5 <= \$761 ;
   always @(posedge clk)
-    l0_prod0_0_0_raw_s3 <= \$770 ;
+    l0_waddr1_0_s6 <= \$762 ;
   always @(posedge clk)
-    l0_prod0_0_1_raw_s3 <= \$771 ;
+    l0_waddr1_0_s7 <= \$763 ;
   always @(posedge clk)
-    l0_prod0_0_2_raw_s3 <= \$772 ;
+    l0_waddr1_1_s4 <= \$764 ;
   always @(posedge clk)
-    l0_prod0_0_3_raw_s3 <= \$773 ;
+    l0_waddr1_1_s5 <= \$765 ;
   always @(posedge clk)
-    l0_prod0_1_0_raw_s3 <= \$774 ;
+    l0_waddr1_1_s6 <= \$766 ;
   always @(posedge clk)
-    l0_prod0_1_1_raw_s3 <= \$775 ;
+    l0_waddr1_1_s7 <= \$767 ;
   always @(posedge clk)
-    l0_prod0_1_2_raw_s3 <= \$776 ;
+    l0_waddr1_2_s4 <= \$768 ;
   always @(posedge clk)
-    l0_prod0_1_3_raw_s3 <= \$777 ;
+    l0_waddr1_2_s5 <= \$769 ;
   always @(posedge clk)
-    l0_sum0_t0_0_s4 <= \$778 ;
+    l0_waddr1_2_s6 <= \$770 ;
   always @(posedge clk)
-    l0_sum0_t0_1_s4 <= \$779 ;
+    l0_waddr1_2_s7 <= \$771 ;
   always @(posedge clk)
-    l0_sum0_t0_2_s4 <= \$780 ;
+    l0_waddr1_3_s4 <= \$772 ;
   always @(posedge clk)
-    l0_sum0_t0_3_s4 <= \$781 ;
+    l0_waddr1_3_s5 <= \$773 ;
   always @(posedge clk)
-    l0_sum0_t1_0_s5 <= \$782 ;
+    l0_waddr1_3_s6 <= \$774 ;
   always @(posedge clk)
-    l0_out0_s6 <= \$783 ;
+    l0_waddr1_3_s7 <= \$775 ;
   always @(posedge clk)
-    y0_neg_s1 <= \$784 ;
+    l0_bval_bank0_0_s3 <= \$776 ;
   always @(posedge clk)
-    y0_neg_s2 <= \$785 ;
+    l0_bval_bank0_0_s4 <= \$777 ;
   always @(posedge clk)
-    y0_neg_s3 <= \$786 ;
+    l0_bval_bank0_0_s5 <= \$778 ;
   always @(posedge clk)
-    y0_neg_s4 <= \$787 ;
+    l0_bval_bank0_0_s6 <= \$779 ;
   always @(posedge clk)
-    y0_neg_s5 <= \$788 ;
+    l0_delta0_0_0_raw_s7 <= \$780 ;
   always @(posedge clk)
-    y0_at_max_s1 <= \$789 ;
+    l0_bval_bank0_1_s3 <= \$781 ;
   always @(posedge clk)
-    y0_at_max_s2 <= \$790 ;
+    l0_bval_bank0_1_s4 <= \$782 ;
   always @(posedge clk)
-    y0_at_max_s3 <= \$791 ;
+    l0_bval_bank0_1_s5 <= \$783 ;
   always @(posedge clk)
-    y0_at_max_s4 <= \$792 ;
+    l0_bval_bank0_1_s6 <= \$784 ;
   always @(posedge clk)
-    y0_at_max_s5 <= \$793 ;
+    l0_delta0_0_1_raw_s7 <= \$785 ;
   always @(posedge clk)
-    y0_at_min_s1 <= \$794 ;
+    l0_bval_bank0_2_s3 <= \$786 ;
   always @(posedge clk)
-    y0_at_min_s2 <= \$795 ;
+    l0_bval_bank0_2_s4 <= \$787 ;
   always @(posedge clk)
-    y0_at_min_s3 <= \$796 ;
+    l0_bval_bank0_2_s5 <= \$788 ;
   always @(posedge clk)
-    y0_at_min_s4 <= \$797 ;
+    l0_bval_bank0_2_s6 <= \$789 ;
   always @(posedge clk)
-    y0_at_min_s5 <= \$798 ;
+    l0_delta0_0_2_raw_s7 <= \$790 ;
   always @(posedge clk)
-    kind_s2 <= \$799 ;
+    l0_bval_bank0_3_s3 <= \$791 ;
   always @(posedge clk)
-    kind_s3 <= \$800 ;
+    l0_bval_bank0_3_s4 <= \$792 ;
   always @(posedge clk)
-    kind_s4 <= \$801 ;
+    l0_bval_bank0_3_s5 <= \$793 ;
   always @(posedge clk)
-    kind_s5 <= \$802 ;
+    l0_bval_bank0_3_s6 <= \$794 ;
   always @(posedge clk)
-    y0_s2 <= \$803 ;
+    l0_delta0_0_3_raw_s7 <= \$795 ;
   always @(posedge clk)
-    y0_s3 <= \$804 ;
+    l0_bval_bank1_0_s3 <= \$796 ;
   always @(posedge clk)
-    y0_s4 <= \$805 ;
+    l0_bval_bank1_0_s4 <= \$797 ;
   always @(posedge clk)
-    y0_s5 <= \$806 ;
+    l0_bval_bank1_0_s5 <= \$798 ;
   always @(posedge clk)
-    err0_s6 <= \$807 ;
+    l0_bval_bank1_0_s6 <= \$799 ;
   always @(posedge clk)
-    l0_waddr0_0_s4 <= \$808 ;
+    l0_delta0_1_0_raw_s7 <= \$800 ;
   always @(posedge clk)
-    l0_waddr0_0_s5 <= \$809 ;
+    l0_bval_bank1_1_s3 <= \$801 ;
   always @(posedge clk)
-    l0_waddr0_0_s6 <= \$810 ;
+    l0_bval_bank1_1_s4 <= \$802 ;
   always @(posedge clk)
-    l0_waddr0_0_s7 <= \$811 ;
+    l0_bval_bank1_1_s5 <= \$803 ;
   always @(posedge clk)
-    l0_waddr0_1_s4 <= \$812 ;
+    l0_bval_bank1_1_s6 <= \$804 ;
   always @(posedge clk)
-    l0_waddr0_1_s5 <= \$813 ;
+    l0_delta0_1_1_raw_s7 <= \$805 ;
   always @(posedge clk)
-    l0_waddr0_1_s6 <= \$814 ;
+    l0_bval_bank1_2_s3 <= \$806 ;
   always @(posedge clk)
-    l0_waddr0_1_s7 <= \$815 ;
+    l0_bval_bank1_2_s4 <= \$807 ;
   always @(posedge clk)
-    l0_waddr0_2_s4 <= \$816 ;
+    l0_bval_bank1_2_s5 <= \$808 ;
   always @(posedge clk)
-    l0_waddr0_2_s5 <= \$817 ;
+    l0_bval_bank1_2_s6 <= \$809 ;
   always @(posedge clk)
-    l0_waddr0_2_s6 <= \$818 ;
+    l0_delta0_1_2_raw_s7 <= \$810 ;
   always @(posedge clk)
-    l0_waddr0_2_s7 <= \$819 ;
+    l0_bval_bank1_3_s3 <= \$811 ;
   always @(posedge clk)
-    l0_waddr0_3_s4 <= \$820 ;
+    l0_bval_bank1_3_s4 <= \$812 ;
   always @(posedge clk)
-    l0_waddr0_3_s5 <= \$821 ;
+    l0_bval_bank1_3_s5 <= \$813 ;
   always @(posedge clk)
-    l0_waddr0_3_s6 <= \$822 ;
+    l0_bval_bank1_3_s6 <= \$814 ;
   always @(posedge clk)
-    l0_waddr0_3_s7 <= \$823 ;
-  always @(posedge clk)
-    l0_waddr1_0_s4 <= \$824 ;
-  always @(posedge clk)
-    l0_waddr1_0_s5 <= \$825 ;
-  always @(posedge clk)
-    l0_waddr1_0_s6 <= \$826 ;
-  always @(posedge clk)
-    l0_waddr1_0_s7 <= \$827 ;
-  always @(posedge clk)
-    l0_waddr1_1_s4 <= \$828 ;
-  always @(posedge clk)
-    l0_waddr1_1_s5 <= \$829 ;
-  always @(posedge clk)
-    l0_waddr1_1_s6 <= \$830 ;
-  always @(posedge clk)
-    l0_waddr1_1_s7 <= \$831 ;
-  always @(posedge clk)
-    l0_waddr1_2_s4 <= \$832 ;
-  always @(posedge clk)
-    l0_waddr1_2_s5 <= \$833 ;
-  always @(posedge clk)
-    l0_waddr1_2_s6 <= \$834 ;
-  always @(posedge clk)
-    l0_waddr1_2_s7 <= \$835 ;
-  always @(posedge clk)
-    l0_waddr1_3_s4 <= \$836 ;
-  always @(posedge clk)
-    l0_waddr1_3_s5 <= \$837 ;
-  always @(posedge clk)
-    l0_waddr1_3_s6 <= \$838 ;
-  always @(posedge clk)
-    l0_waddr1_3_s7 <= \$839 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s3 <= \$840 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$841 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$842 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s6 <= \$843 ;
-  always @(posedge clk)
-    l0_delta0_0_0_raw_s7 <= \$844 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s3 <= \$845 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$846 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$847 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s6 <= \$848 ;
-  always @(posedge clk)
-    l0_delta0_0_1_raw_s7 <= \$849 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s3 <= \$850 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$851 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$852 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s6 <= \$853 ;
-  always @(posedge clk)
-    l0_delta0_0_2_raw_s7 <= \$854 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s3 <= \$855 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$856 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$857 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s6 <= \$858 ;
-  always @(posedge clk)
-    l0_delta0_0_3_raw_s7 <= \$859 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s3 <= \$860 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s4 <= \$861 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s5 <= \$862 ;
-  always @(posedge clk)
-    l0_bval_bank1_0_s6 <= \$863 ;
-  always @(posedge clk)
-    l0_delta0_1_0_raw_s7 <= \$864 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s3 <= \$865 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s4 <= \$866 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s5 <= \$867 ;
-  always @(posedge clk)
-    l0_bval_bank1_1_s6 <= \$868 ;
-  always @(posedge clk)
-    l0_delta0_1_1_raw_s7 <= \$869 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s3 <= \$870 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s4 <= \$871 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s5 <= \$872 ;
-  always @(posedge clk)
-    l0_bval_bank1_2_s6 <= \$873 ;
-  always @(posedge clk)
-    l0_delta0_1_2_raw_s7 <= \$874 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s3 <= \$875 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s4 <= \$876 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s5 <= \$877 ;
-  always @(posedge clk)
-    l0_bval_bank1_3_s6 <= \$878 ;
-  always @(posedge clk)
-    l0_delta0_1_3_raw_s7 <= \$879 ;
-  assign l0_coef_0_0_bank0_r0_data = l0_coef_0_0_bank0_r0_fwd ? l0_coef_0_0_bank0_r0_word : port__data;
-  assign l0_coef_0_0_bank0_r1_data = l0_coef_0_0_bank0_r1_fwd ? l0_coef_0_0_bank0_r1_word : \port__data$19 ;
-  assign l0_coef_0_0_bank1_r0_data = l0_coef_0_0_bank1_r0_fwd ? l0_coef_0_0_bank1_r0_word : \port__data$29 ;
-  assign l0_coef_0_0_bank1_r1_data = l0_coef_0_0_bank1_r1_fwd ? l0_coef_0_0_bank1_r1_word : \port__data$33 ;
-  assign l0_coef_0_0_bank2_r0_data = l0_coef_0_0_bank2_r0_fwd ? l0_coef_0_0_bank2_r0_word : \port__data$43 ;
-  assign l0_coef_0_0_bank2_r1_data = l0_coef_0_0_bank2_r1_fwd ? l0_coef_0_0_bank2_r1_word : \port__data$47 ;
-  assign l0_coef_0_0_bank3_r0_data = l0_coef_0_0_bank3_r0_fwd ? l0_coef_0_0_bank3_r0_word : \port__data$57 ;
-  assign l0_coef_0_0_bank3_r1_data = l0_coef_0_0_bank3_r1_fwd ? l0_coef_0_0_bank3_r1_word : \port__data$61 ;
+    l0_delta0_1_3_raw_s7 <= \$815 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$3 ;
-  assign port__en = en | l0_ram_rd;
+  assign \$signature__en  = en | l0_ram_rd;
   assign \$6  = \cell [1:0] > 1'h1;
   assign \$7  = \$5  + \$6 ;
   assign \$8  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$7 ;
-  assign \port__en$70  = en | l0_ram_rd;
+  assign \$signature__en$14  = en | l0_ram_rd;
   assign \$10  = \cell [1:0] > 2'h2;
   assign \$11  = \$9  + \$10 ;
   assign \$12  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$11 ;
-  assign \port__en$72  = en | l0_ram_rd;
+  assign \$signature__en$16  = en | l0_ram_rd;
   assign \$14  = \cell [1:0] > 2'h3;
   assign \$15  = \$13  + \$14 ;
   assign \$16  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$15 ;
-  assign \port__en$74  = en | l0_ram_rd;
-  assign l0_coef_0_1_bank0_r0_data = l0_coef_0_1_bank0_r0_fwd ? l0_coef_0_1_bank0_r0_word : \port__data$95 ;
-  assign l0_coef_0_1_bank0_r1_data = l0_coef_0_1_bank0_r1_fwd ? l0_coef_0_1_bank0_r1_word : \port__data$99 ;
-  assign l0_coef_0_1_bank1_r0_data = l0_coef_0_1_bank1_r0_fwd ? l0_coef_0_1_bank1_r0_word : \port__data$109 ;
-  assign l0_coef_0_1_bank1_r1_data = l0_coef_0_1_bank1_r1_fwd ? l0_coef_0_1_bank1_r1_word : \port__data$113 ;
-  assign l0_coef_0_1_bank2_r0_data = l0_coef_0_1_bank2_r0_fwd ? l0_coef_0_1_bank2_r0_word : \port__data$123 ;
-  assign l0_coef_0_1_bank2_r1_data = l0_coef_0_1_bank2_r1_fwd ? l0_coef_0_1_bank2_r1_word : \port__data$127 ;
-  assign l0_coef_0_1_bank3_r0_data = l0_coef_0_1_bank3_r0_fwd ? l0_coef_0_1_bank3_r0_word : \port__data$137 ;
-  assign l0_coef_0_1_bank3_r1_data = l0_coef_0_1_bank3_r1_fwd ? l0_coef_0_1_bank3_r1_word : \port__data$141 ;
-  assign \$18  = \cell$144 [1:0] > 1'h0;
+  assign \$signature__en$18  = en | l0_ram_rd;
+  assign \$18  = \cell$32 [1:0] > 1'h0;
   assign \$19  = \$17  + \$18 ;
   assign \$20  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$19 ;
-  assign \port__en$145  = en | l0_ram_rd;
-  assign \$22  = \cell$144 [1:0] > 1'h1;
+  assign \$signature__en$33  = en | l0_ram_rd;
+  assign \$22  = \cell$32 [1:0] > 1'h1;
   assign \$23  = \$21  + \$22 ;
   assign \$24  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$23 ;
-  assign \port__en$147  = en | l0_ram_rd;
-  assign \$26  = \cell$144 [1:0] > 2'h2;
+  assign \$signature__en$35  = en | l0_ram_rd;
+  assign \$26  = \cell$32 [1:0] > 2'h2;
   assign \$27  = \$25  + \$26 ;
   assign \$28  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$27 ;
-  assign \port__en$149  = en | l0_ram_rd;
-  assign \$30  = \cell$144 [1:0] > 2'h3;
+  assign \$signature__en$37  = en | l0_ram_rd;
+  assign \$30  = \cell$32 [1:0] > 2'h3;
   assign \$31  = \$29  + \$30 ;
   assign \$32  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$31 ;
-  assign \port__en$151  = en | l0_ram_rd;
+  assign \$signature__en$39  = en | l0_ram_rd;
   assign \$33  = $signed({ l0_sum0_t1_0_s5[39:0], l0_sum0_t1_0_s5[14] }) + $signed({ 14'h1fff, l0_sum0_t1_0_s5[14] });
   assign \$34  = & \$33 [42:30];
   assign \$35  = ~ \$34 ;
@@ -2936,10 +2527,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$38  = | \$33 [42:30];
   assign \$39  = \$37  & \$38 ;
   assign \$40  = \$39  ? 16'h7fff : \$33 [30:15];
-  assign \t$167  = \$36  ? 16'h8000 : \$40 ;
+  assign \t$55  = \$36  ? 16'h8000 : \$40 ;
   assign \$41  = $signed(l0_out0_s6) >= $signed(1'h0);
-  assign \t$170  = $signed(16'h7fff) - $signed(s__payload[47:32]);
-  assign \t$171  = $signed(16'h8000) - $signed(s__payload[47:32]);
+  assign \t$58  = $signed(16'h7fff) - $signed(s__payload[47:32]);
+  assign \t$59  = $signed(16'h8000) - $signed(s__payload[47:32]);
   assign \$42  = { l0_sum0_t1_0_s5[32:0], l0_sum0_t1_0_s5[14] } + { y0_neg_s5[16], y0_neg_s5[16], y0_neg_s5, 14'h1fff, l0_sum0_t1_0_s5[14] };
   assign \$43  = ~ l0_sum0_t1_0_s5[39];
   assign \$44  = | l0_sum0_t1_0_s5[39:29];
@@ -2982,8 +2573,73 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign en = ~ \$78 ;
   assign busy = | { valid_s7, valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s7;
-  assign \$79  = { l0_coef_0_0_bank0_r1_data[15], l0_coef_0_0_bank0_r1_data[15], l0_coef_0_0_bank0_r1_data, 19'h40000 } - { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7, l0_delta0_0_0_raw_s7[18] };
+  assign \$79  = { \$signature__data [15], \$signature__data [15], \$signature__data , 19'h40000 } - { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7, l0_delta0_0_0_raw_s7[18] };
   assign \$80  = ~ l0_delta0_0_0_raw_s7[31];
+  assign \$84  = ~ \$83 ;
+  assign \$85  = & { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31:18] };
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = | l0_delta0_0_0_raw_s7[16:0];
+  assign \$88  = l0_delta0_0_0_raw_s7[18] | \$87 ;
+  assign \$89  = l0_delta0_0_0_raw_s7[17] & \$88 ;
+  assign \$90  = \$86  & \$89 ;
+  assign \$92  = ~ \$91 ;
+  assign \$94  = & { l0_delta0_0_0_raw_s7[31], l0_delta0_0_0_raw_s7[31:18] };
+  assign \$95  = ~ l0_delta0_0_0_raw_s7[31];
+  assign \$96  = \$94  & \$95 ;
+  assign \$98  = \$96  & \$97 ;
+  assign \$99  = | l0_delta0_0_0_raw_s7[16:0];
+  assign \$100  = l0_delta0_0_0_raw_s7[18] | \$99 ;
+  assign \$101  = l0_delta0_0_0_raw_s7[17] & \$100 ;
+  assign \$102  = \$98  & \$101 ;
+  assign \$103  = ~ \$102 ;
+  assign \t$88  = $signed(\$signature__data ) - $signed(16'h7fff);
+  assign \t$89  = $signed(\$signature__data ) - $signed(16'h8000);
+  assign \$104  = ! l0_port_edge_p4[0];
+  assign \$105  = l0_ram_wr & \$104 ;
+  assign \$106  = ! l0_port_bank_p4[1:0];
+  assign l0_port_hit0_0_0 = \$105  & \$106 ;
+  assign \$107  = \$78  ? l0_waddr0_0_s7 : l0_waddr0_0_s6;
+  assign \$108  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s7;
+  assign \$109  = & \t$88 [16:15];
+  assign \$110  = ~ \$109 ;
+  assign \$111  = \t$88 [16] & \$110 ;
+  assign \$112  = ~ \t$88 [16];
+  assign \$113  = | \t$88 [16:15];
+  assign \$114  = \$112  & \$113 ;
+  assign \$115  = \$114  ? 16'h7fff : \t$88 [15:0];
+  assign \$116  = \$111  ? 16'h8000 : \$115 ;
+  assign \$117  = & \t$89 [16:15];
+  assign \$118  = ~ \$117 ;
+  assign \$119  = \t$89 [16] & \$118 ;
+  assign \$120  = ~ \t$89 [16];
+  assign \$121  = | \t$89 [16:15];
+  assign \$122  = \$120  & \$121 ;
+  assign \$123  = \$122  ? 16'h7fff : \t$89 [15:0];
+  assign \$124  = \$119  ? 16'h8000 : \$123 ;
+  assign \$125  = & \$79 [36:34];
+  assign \$126  = ~ \$125 ;
+  assign \$127  = \$79 [36] & \$126 ;
+  assign \$128  = ~ \$79 [36];
+  assign \$129  = | \$79 [36:34];
+  assign \$130  = \$128  & \$129 ;
+  assign \$131  = \$130  ? 16'h7fff : \$79 [34:19];
+  assign \$132  = \$127  ? 16'h8000 : \$131 ;
+  assign \$134  = \q_above$86  ? \$116  : \$133 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$134 ;
+  assign wp__en = commit_l0 | l0_port_hit0_0_0;
+  assign \$135  = { \$signature__data$103 [15], \$signature__data$103 [15], \$signature__data$103 , 19'h40000 } - { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7, l0_delta0_0_1_raw_s7[18] };
+  assign \$136  = ~ l0_delta0_0_1_raw_s7[31];
+  assign \$140  = ~ \$139 ;
+  assign \$141  = & { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31:18] };
+  assign \$142  = \$140  & \$141 ;
+  assign \$143  = | l0_delta0_0_1_raw_s7[16:0];
+  assign \$144  = l0_delta0_0_1_raw_s7[18] | \$143 ;
+  assign \$145  = l0_delta0_0_1_raw_s7[17] & \$144 ;
+  assign \$146  = \$142  & \$145 ;
+  assign \$148  = ~ \$147 ;
+  assign \$150  = & { l0_delta0_0_1_raw_s7[31], l0_delta0_0_1_raw_s7[31:18] };
+  assign \$151  = ~ l0_delta0_0_1_raw_s7[31];
+  assign \$152  = \$150  & \$151 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -2992,20 +2648,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     .vc(pos)
   );
   \onchip_learner_axis.learner.l0_bspline1  l0_bspline1 (
-    .bval(\bval$389 ),
-    .\cell (\cell$144 ),
+    .bval(\bval$293 ),
+    .\cell (\cell$32 ),
     .pos_in(\pos_in$5 ),
     .u(s__payload[31:16]),
-    .vc(\pos$385 )
+    .vc(\pos$289 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$595  = 5'h00;
+    \$563  = 5'h00;
     casez (l0_port_edge_p2)
       7'h00:
-          \$595  = 5'h00;
+          \$563  = 5'h00;
       7'h01:
-          \$595  = 5'h0b;
+          \$563  = 5'h0b;
     endcase
   end
   always @* begin
@@ -3013,13 +2669,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$604  = l0_coef_0_0_bank0_r0_data;
+          \$572  = \$signature__data$271 ;
       2'h1:
-          \$604  = l0_coef_0_0_bank1_r0_data;
+          \$572  = \$signature__data$272 ;
       2'h2:
-          \$604  = l0_coef_0_0_bank2_r0_data;
+          \$572  = \$signature__data$273 ;
       2'h3:
-          \$604  = l0_coef_0_0_bank3_r0_data;
+          \$572  = \$signature__data$274 ;
     endcase
   end
   always @* begin
@@ -3027,13 +2683,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$605  = l0_coef_0_1_bank0_r0_data;
+          \$573  = \$signature__data$275 ;
       2'h1:
-          \$605  = l0_coef_0_1_bank1_r0_data;
+          \$573  = \$signature__data$276 ;
       2'h2:
-          \$605  = l0_coef_0_1_bank2_r0_data;
+          \$573  = \$signature__data$277 ;
       2'h3:
-          \$605  = l0_coef_0_1_bank3_r0_data;
+          \$573  = \$signature__data$278 ;
     endcase
   end
   always @* begin
@@ -3041,17 +2697,17 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_edge)
       1'h0:
-          \$606  = \$604 ;
+          \$574  = \$572 ;
       1'h1:
-          \$606  = \$605 ;
+          \$574  = \$573 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$607  = 16'h0000;
+    \$575  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$607  = \$606 ;
+          \$575  = \$574 ;
     endcase
   end
   always @* begin
@@ -3059,13 +2715,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$608  = bval[15:0];
+          \$576  = bval[15:0];
       2'h1:
-          \$608  = bval[63:48];
+          \$576  = bval[63:48];
       2'h2:
-          \$608  = bval[47:32];
+          \$576  = bval[47:32];
       2'h3:
-          \$608  = bval[31:16];
+          \$576  = bval[31:16];
     endcase
   end
   always @* begin
@@ -3073,13 +2729,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$609  = bval[31:16];
+          \$577  = bval[31:16];
       2'h1:
-          \$609  = bval[15:0];
+          \$577  = bval[15:0];
       2'h2:
-          \$609  = bval[63:48];
+          \$577  = bval[63:48];
       2'h3:
-          \$609  = bval[47:32];
+          \$577  = bval[47:32];
     endcase
   end
   always @* begin
@@ -3087,13 +2743,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$610  = bval[47:32];
+          \$578  = bval[47:32];
       2'h1:
-          \$610  = bval[31:16];
+          \$578  = bval[31:16];
       2'h2:
-          \$610  = bval[15:0];
+          \$578  = bval[15:0];
       2'h3:
-          \$610  = bval[63:48];
+          \$578  = bval[63:48];
     endcase
   end
   always @* begin
@@ -3101,69 +2757,69 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$611  = bval[63:48];
+          \$579  = bval[63:48];
       2'h1:
-          \$611  = bval[47:32];
+          \$579  = bval[47:32];
       2'h2:
-          \$611  = bval[31:16];
+          \$579  = bval[31:16];
       2'h3:
-          \$611  = bval[15:0];
+          \$579  = bval[15:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$144 [1:0])
+    casez (\cell$32 [1:0])
       2'h0:
-          \$612  = \bval$389 [15:0];
+          \$580  = \bval$293 [15:0];
       2'h1:
-          \$612  = \bval$389 [63:48];
+          \$580  = \bval$293 [63:48];
       2'h2:
-          \$612  = \bval$389 [47:32];
+          \$580  = \bval$293 [47:32];
       2'h3:
-          \$612  = \bval$389 [31:16];
+          \$580  = \bval$293 [31:16];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$144 [1:0])
+    casez (\cell$32 [1:0])
       2'h0:
-          \$613  = \bval$389 [31:16];
+          \$581  = \bval$293 [31:16];
       2'h1:
-          \$613  = \bval$389 [15:0];
+          \$581  = \bval$293 [15:0];
       2'h2:
-          \$613  = \bval$389 [63:48];
+          \$581  = \bval$293 [63:48];
       2'h3:
-          \$613  = \bval$389 [47:32];
+          \$581  = \bval$293 [47:32];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$144 [1:0])
+    casez (\cell$32 [1:0])
       2'h0:
-          \$614  = \bval$389 [47:32];
+          \$582  = \bval$293 [47:32];
       2'h1:
-          \$614  = \bval$389 [31:16];
+          \$582  = \bval$293 [31:16];
       2'h2:
-          \$614  = \bval$389 [15:0];
+          \$582  = \bval$293 [15:0];
       2'h3:
-          \$614  = \bval$389 [63:48];
+          \$582  = \bval$293 [63:48];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (\cell$144 [1:0])
+    casez (\cell$32 [1:0])
       2'h0:
-          \$615  = \bval$389 [63:48];
+          \$583  = \bval$293 [63:48];
       2'h1:
-          \$615  = \bval$389 [47:32];
+          \$583  = \bval$293 [47:32];
       2'h2:
-          \$615  = \bval$389 [31:16];
+          \$583  = \bval$293 [31:16];
       2'h3:
-          \$615  = \bval$389 [15:0];
+          \$583  = \bval$293 [15:0];
     endcase
   end
   always @* begin
@@ -3180,1486 +2836,1350 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$672  = l0_coef_0_0_bank0_r0_fwd;
-    if (port__en) begin
-      \$672  = \$559 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$673  = l0_coef_0_0_bank0_r0_word;
-    if (port__en) begin
-      \$673  = l0_coef_0_0_bank0_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$676  = l0_coef_0_0_bank1_r0_fwd;
-    if (\port__en$70 ) begin
-      \$676  = \$563 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$677  = l0_coef_0_0_bank1_r0_word;
-    if (\port__en$70 ) begin
-      \$677  = l0_coef_0_0_bank1_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$680  = l0_coef_0_0_bank2_r0_fwd;
-    if (\port__en$72 ) begin
-      \$680  = \$567 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$681  = l0_coef_0_0_bank2_r0_word;
-    if (\port__en$72 ) begin
-      \$681  = l0_coef_0_0_bank2_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$684  = l0_coef_0_0_bank3_r0_fwd;
-    if (\port__en$74 ) begin
-      \$684  = \$571 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$685  = l0_coef_0_0_bank3_r0_word;
-    if (\port__en$74 ) begin
-      \$685  = l0_coef_0_0_bank3_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$688  = l0_coef_0_1_bank0_r0_fwd;
-    if (\port__en$145 ) begin
-      \$688  = \$575 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$689  = l0_coef_0_1_bank0_r0_word;
-    if (\port__en$145 ) begin
-      \$689  = l0_coef_0_1_bank0_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$692  = l0_coef_0_1_bank1_r0_fwd;
-    if (\port__en$147 ) begin
-      \$692  = \$579 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$693  = l0_coef_0_1_bank1_r0_word;
-    if (\port__en$147 ) begin
-      \$693  = l0_coef_0_1_bank1_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$696  = l0_coef_0_1_bank2_r0_fwd;
-    if (\port__en$149 ) begin
-      \$696  = \$583 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$697  = l0_coef_0_1_bank2_r0_word;
-    if (\port__en$149 ) begin
-      \$697  = l0_coef_0_1_bank2_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$700  = l0_coef_0_1_bank3_r0_fwd;
-    if (\port__en$151 ) begin
-      \$700  = \$587 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$701  = l0_coef_0_1_bank3_r0_word;
-    if (\port__en$151 ) begin
-      \$701  = l0_coef_0_1_bank3_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$704  = valid_s1;
+    \$640  = valid_s1;
     if (en) begin
-      \$704  = accept;
+      \$640  = accept;
     end
     if (rst) begin
-      \$704  = 1'h0;
+      \$640  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$705  = valid_s2;
+    \$641  = valid_s2;
     if (en) begin
-      \$705  = valid_s1;
+      \$641  = valid_s1;
     end
     if (rst) begin
-      \$705  = 1'h0;
+      \$641  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$706  = valid_s3;
+    \$642  = valid_s3;
     if (en) begin
-      \$706  = valid_s2;
+      \$642  = valid_s2;
     end
     if (rst) begin
-      \$706  = 1'h0;
+      \$642  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$707  = valid_s4;
+    \$643  = valid_s4;
     if (en) begin
-      \$707  = valid_s3;
+      \$643  = valid_s3;
     end
     if (rst) begin
-      \$707  = 1'h0;
+      \$643  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$708  = valid_s5;
+    \$644  = valid_s5;
     if (en) begin
-      \$708  = valid_s4;
+      \$644  = valid_s4;
     end
     if (rst) begin
-      \$708  = 1'h0;
+      \$644  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$709  = valid_s6;
+    \$645  = valid_s6;
     if (en) begin
-      \$709  = valid_s5;
+      \$645  = valid_s5;
     end
     if (rst) begin
-      \$709  = 1'h0;
+      \$645  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$710  = valid_s7;
+    \$646  = valid_s7;
     if (en) begin
-      \$710  = valid_s6;
+      \$646  = valid_s6;
     end
     if (rst) begin
-      \$710  = 1'h0;
+      \$646  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$711  = reload_count;
+    \$647  = reload_count;
     if (reloading) begin
-      \$711  = \$590 [4:0];
+      \$647  = \$558 [4:0];
     end
     if (rst) begin
-      \$711  = 5'h00;
+      \$647  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$712  = port_cmd;
+    \$648  = port_cmd;
     if (rst) begin
-      \$712  = 1'h0;
+      \$648  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$713  = port_in_flight0;
+    \$649  = port_in_flight0;
     if (rst) begin
-      \$713  = 1'h0;
+      \$649  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$714  = port_in_flight1;
+    \$650  = port_in_flight1;
     if (rst) begin
-      \$714  = 1'h0;
+      \$650  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$715  = port_in_flight2;
+    \$651  = port_in_flight2;
     if (rst) begin
-      \$715  = 1'h0;
+      \$651  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$716  = \$547 [4:0];
+    \$652  = \$547 [4:0];
     if (rst) begin
-      \$716  = 5'h00;
+      \$652  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$717  = l0_port_wr;
+    \$653  = l0_port_wr;
     if (rst) begin
-      \$717  = 1'h0;
+      \$653  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$718  = l0_port_rd;
+    \$654  = l0_port_rd;
     if (rst) begin
-      \$718  = 1'h0;
+      \$654  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$719  = l0_port_data;
+    \$655  = l0_port_data;
     if (rst) begin
-      \$719  = 16'h0000;
+      \$655  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$720  = \$594 ;
+    \$656  = \$562 ;
     if (rst) begin
-      \$720  = 7'h00;
+      \$656  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$721  = l0_port_local_p1;
+    \$657  = l0_port_local_p1;
     if (rst) begin
-      \$721  = 5'h00;
+      \$657  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$722  = l0_port_wr_p1;
+    \$658  = l0_port_wr_p1;
     if (rst) begin
-      \$722  = 1'h0;
+      \$658  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$723  = l0_port_rd_p1;
+    \$659  = l0_port_rd_p1;
     if (rst) begin
-      \$723  = 1'h0;
+      \$659  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$724  = l0_port_data_p1;
+    \$660  = l0_port_data_p1;
     if (rst) begin
-      \$724  = 16'h0000;
+      \$660  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$725  = \$596 [3:0];
+    \$661  = \$564 [3:0];
     if (rst) begin
-      \$725  = 4'h0;
+      \$661  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$726  = l0_port_edge_p2;
+    \$662  = l0_port_edge_p2;
     if (rst) begin
-      \$726  = 7'h00;
+      \$662  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$727  = l0_port_wr_p2;
+    \$663  = l0_port_wr_p2;
     if (rst) begin
-      \$727  = 1'h0;
+      \$663  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$728  = l0_port_rd_p2;
+    \$664  = l0_port_rd_p2;
     if (rst) begin
-      \$728  = 1'h0;
+      \$664  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$729  = l0_port_data_p2;
+    \$665  = l0_port_data_p2;
     if (rst) begin
-      \$729  = 16'h0000;
+      \$665  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$730  = \$597 ;
+    \$666  = \$565 ;
     if (rst) begin
-      \$730  = 4'h0;
+      \$666  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$731  = \$600 ;
+    \$667  = \$568 ;
     if (rst) begin
-      \$731  = 8'h00;
+      \$667  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$732  = l0_port_edge_p3;
+    \$668  = l0_port_edge_p3;
     if (rst) begin
-      \$732  = 7'h00;
+      \$668  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$733  = l0_port_wr_p3;
+    \$669  = l0_port_wr_p3;
     if (rst) begin
-      \$733  = 1'h0;
+      \$669  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$734  = l0_port_rd_p3;
+    \$670  = l0_port_rd_p3;
     if (rst) begin
-      \$734  = 1'h0;
+      \$670  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$735  = l0_port_data_p3;
+    \$671  = l0_port_data_p3;
     if (rst) begin
-      \$735  = 16'h0000;
+      \$671  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$736  = l0_rd_edge;
+    \$672  = l0_rd_edge;
     if (l0_ram_rd) begin
-      \$736  = l0_port_edge_p4[0];
+      \$672  = l0_port_edge_p4[0];
     end
     if (rst) begin
-      \$736  = 1'h0;
+      \$672  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$737  = l0_rd_bank;
+    \$673  = l0_rd_bank;
     if (l0_ram_rd) begin
-      \$737  = l0_port_bank_p4[1:0];
+      \$673  = l0_port_bank_p4[1:0];
     end
     if (rst) begin
-      \$737  = 2'h0;
+      \$673  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$738  = read_layer;
+    \$674  = read_layer;
     if (l0_port_rd) begin
-      \$738  = 1'h0;
+      \$674  = 1'h0;
     end
     if (rst) begin
-      \$738  = 1'h0;
+      \$674  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$739  = \$602 ;
+    \$675  = \$570 ;
     if (rst) begin
-      \$739  = 1'h0;
+      \$675  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$740  = read_wait;
+    \$676  = read_wait;
     if (rst) begin
-      \$740  = 1'h0;
+      \$676  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$741  = read_wait1;
+    \$677  = read_wait1;
     if (rst) begin
-      \$741  = 1'h0;
+      \$677  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$742  = read_wait2;
+    \$678  = read_wait2;
     if (rst) begin
-      \$742  = 1'h0;
+      \$678  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$743  = read_wait3;
+    \$679  = read_wait3;
     if (rst) begin
-      \$743  = 1'h0;
+      \$679  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$744  = pr__valid;
-    if (\$603 ) begin
-      \$744  = 1'h1;
+    \$680  = pr__valid;
+    if (\$571 ) begin
+      \$680  = 1'h1;
     end else if (read_wait4) begin
-      \$744  = 1'h1;
+      \$680  = 1'h1;
     end else if (pr__ready) begin
-      \$744  = 1'h0;
+      \$680  = 1'h0;
     end
     if (rst) begin
-      \$744  = 1'h0;
+      \$680  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$745  = pr__payload;
-    if (\$603 ) begin
-      \$745  = pc__payload[15:0];
+    \$681  = pr__payload;
+    if (\$571 ) begin
+      \$681  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$745  = \$607 ;
+      \$681  = \$575 ;
     end
     if (rst) begin
-      \$745  = 16'h0000;
+      \$681  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$746  = y0_s1;
+    \$682  = y0_s1;
     if (en) begin
-      \$746  = s__payload[47:32];
+      \$682  = s__payload[47:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$747  = kind_s1;
+    \$683  = kind_s1;
     if (en) begin
-      \$747  = s__payload[49:48];
+      \$683  = s__payload[49:48];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$748  = pos_in;
+    \$684  = pos_in;
     if (en) begin
-      \$748  = pos;
+      \$684  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$749  = l0_lo0_s2;
+    \$685  = l0_lo0_s2;
     if (en) begin
-      \$749  = \cell [1:0];
+      \$685  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$750  = l0_cell0_s2;
+    \$686  = l0_cell0_s2;
     if (en) begin
-      \$750  = \cell ;
+      \$686  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$751  = l0_bval_bank0_0_s2;
+    \$687  = l0_bval_bank0_0_s2;
     if (en) begin
-      \$751  = \$608 ;
+      \$687  = \$576 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$752  = l0_bval_bank0_1_s2;
+    \$688  = l0_bval_bank0_1_s2;
     if (en) begin
-      \$752  = \$609 ;
+      \$688  = \$577 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$753  = l0_bval_bank0_2_s2;
+    \$689  = l0_bval_bank0_2_s2;
     if (en) begin
-      \$753  = \$610 ;
+      \$689  = \$578 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$754  = l0_bval_bank0_3_s2;
+    \$690  = l0_bval_bank0_3_s2;
     if (en) begin
-      \$754  = \$611 ;
+      \$690  = \$579 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$755  = \pos_in$5 ;
+    \$691  = \pos_in$5 ;
     if (en) begin
-      \$755  = \pos$385 ;
+      \$691  = \pos$289 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$756  = l0_lo1_s2;
+    \$692  = l0_lo1_s2;
     if (en) begin
-      \$756  = \cell$144 [1:0];
+      \$692  = \cell$32 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$757  = l0_cell1_s2;
+    \$693  = l0_cell1_s2;
     if (en) begin
-      \$757  = \cell$144 ;
+      \$693  = \cell$32 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$758  = l0_bval_bank1_0_s2;
+    \$694  = l0_bval_bank1_0_s2;
     if (en) begin
-      \$758  = \$612 ;
+      \$694  = \$580 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$759  = l0_bval_bank1_1_s2;
+    \$695  = l0_bval_bank1_1_s2;
     if (en) begin
-      \$759  = \$613 ;
+      \$695  = \$581 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$760  = l0_bval_bank1_2_s2;
+    \$696  = l0_bval_bank1_2_s2;
     if (en) begin
-      \$760  = \$614 ;
+      \$696  = \$582 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$761  = l0_bval_bank1_3_s2;
+    \$697  = l0_bval_bank1_3_s2;
     if (en) begin
-      \$761  = \$615 ;
+      \$697  = \$583 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$762  = l0_waddr0_0_s3;
+    \$698  = l0_waddr0_0_s3;
     if (en) begin
-      \$762  = \$618 ;
+      \$698  = \$586 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$763  = l0_waddr0_1_s3;
+    \$699  = l0_waddr0_1_s3;
     if (en) begin
-      \$763  = \$621 ;
+      \$699  = \$589 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$764  = l0_waddr0_2_s3;
+    \$700  = l0_waddr0_2_s3;
     if (en) begin
-      \$764  = \$624 ;
+      \$700  = \$592 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$765  = l0_waddr0_3_s3;
+    \$701  = l0_waddr0_3_s3;
     if (en) begin
-      \$765  = \$627 ;
+      \$701  = \$595 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$766  = l0_waddr1_0_s3;
+    \$702  = l0_waddr1_0_s3;
     if (en) begin
-      \$766  = \$630 ;
+      \$702  = \$598 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$767  = l0_waddr1_1_s3;
+    \$703  = l0_waddr1_1_s3;
     if (en) begin
-      \$767  = \$633 ;
+      \$703  = \$601 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$768  = l0_waddr1_2_s3;
+    \$704  = l0_waddr1_2_s3;
     if (en) begin
-      \$768  = \$636 ;
+      \$704  = \$604 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$769  = l0_waddr1_3_s3;
+    \$705  = l0_waddr1_3_s3;
     if (en) begin
-      \$769  = \$639 ;
+      \$705  = \$607 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$770  = l0_prod0_0_0_raw_s3;
+    \$706  = l0_prod0_0_0_raw_s3;
     if (en) begin
-      \$770  = \$640 ;
+      \$706  = \$608 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$771  = l0_prod0_0_1_raw_s3;
+    \$707  = l0_prod0_0_1_raw_s3;
     if (en) begin
-      \$771  = \$641 ;
+      \$707  = \$609 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$772  = l0_prod0_0_2_raw_s3;
+    \$708  = l0_prod0_0_2_raw_s3;
     if (en) begin
-      \$772  = \$642 ;
+      \$708  = \$610 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$773  = l0_prod0_0_3_raw_s3;
+    \$709  = l0_prod0_0_3_raw_s3;
     if (en) begin
-      \$773  = \$643 ;
+      \$709  = \$611 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$774  = l0_prod0_1_0_raw_s3;
+    \$710  = l0_prod0_1_0_raw_s3;
     if (en) begin
-      \$774  = \$644 ;
+      \$710  = \$612 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$775  = l0_prod0_1_1_raw_s3;
+    \$711  = l0_prod0_1_1_raw_s3;
     if (en) begin
-      \$775  = \$645 ;
+      \$711  = \$613 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$776  = l0_prod0_1_2_raw_s3;
+    \$712  = l0_prod0_1_2_raw_s3;
     if (en) begin
-      \$776  = \$646 ;
+      \$712  = \$614 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$777  = l0_prod0_1_3_raw_s3;
+    \$713  = l0_prod0_1_3_raw_s3;
     if (en) begin
-      \$777  = \$647 ;
+      \$713  = \$615 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$778  = l0_sum0_t0_0_s4;
+    \$714  = l0_sum0_t0_0_s4;
     if (en) begin
-      \$778  = \$648 ;
+      \$714  = \$616 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$779  = l0_sum0_t0_1_s4;
+    \$715  = l0_sum0_t0_1_s4;
     if (en) begin
-      \$779  = \$649 ;
+      \$715  = \$617 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$780  = l0_sum0_t0_2_s4;
+    \$716  = l0_sum0_t0_2_s4;
     if (en) begin
-      \$780  = \$650 ;
+      \$716  = \$618 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$781  = l0_sum0_t0_3_s4;
+    \$717  = l0_sum0_t0_3_s4;
     if (en) begin
-      \$781  = \$651 ;
+      \$717  = \$619 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$782  = l0_sum0_t1_0_s5;
+    \$718  = l0_sum0_t1_0_s5;
     if (en) begin
-      \$782  = \$654 ;
+      \$718  = \$622 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$783  = l0_out0_s6;
+    \$719  = l0_out0_s6;
     if (en) begin
-      \$783  = \t$167 ;
+      \$719  = \t$55 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$784  = y0_neg_s1;
+    \$720  = y0_neg_s1;
     if (en) begin
-      \$784  = \$655 ;
+      \$720  = \$623 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$785  = y0_neg_s2;
+    \$721  = y0_neg_s2;
     if (en) begin
-      \$785  = y0_neg_s1;
+      \$721  = y0_neg_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$786  = y0_neg_s3;
+    \$722  = y0_neg_s3;
     if (en) begin
-      \$786  = y0_neg_s2;
+      \$722  = y0_neg_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$787  = y0_neg_s4;
+    \$723  = y0_neg_s4;
     if (en) begin
-      \$787  = y0_neg_s3;
+      \$723  = y0_neg_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$788  = y0_neg_s5;
+    \$724  = y0_neg_s5;
     if (en) begin
-      \$788  = y0_neg_s4;
+      \$724  = y0_neg_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$789  = y0_at_max_s1;
+    \$725  = y0_at_max_s1;
     if (en) begin
-      \$789  = \$659 ;
+      \$725  = \$627 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$790  = y0_at_max_s2;
+    \$726  = y0_at_max_s2;
     if (en) begin
-      \$790  = y0_at_max_s1;
+      \$726  = y0_at_max_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$791  = y0_at_max_s3;
+    \$727  = y0_at_max_s3;
     if (en) begin
-      \$791  = y0_at_max_s2;
+      \$727  = y0_at_max_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$792  = y0_at_max_s4;
+    \$728  = y0_at_max_s4;
     if (en) begin
-      \$792  = y0_at_max_s3;
+      \$728  = y0_at_max_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$793  = y0_at_max_s5;
+    \$729  = y0_at_max_s5;
     if (en) begin
-      \$793  = y0_at_max_s4;
+      \$729  = y0_at_max_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$794  = y0_at_min_s1;
+    \$730  = y0_at_min_s1;
     if (en) begin
-      \$794  = \$663 ;
+      \$730  = \$631 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$795  = y0_at_min_s2;
+    \$731  = y0_at_min_s2;
     if (en) begin
-      \$795  = y0_at_min_s1;
+      \$731  = y0_at_min_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$796  = y0_at_min_s3;
+    \$732  = y0_at_min_s3;
     if (en) begin
-      \$796  = y0_at_min_s2;
+      \$732  = y0_at_min_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$797  = y0_at_min_s4;
+    \$733  = y0_at_min_s4;
     if (en) begin
-      \$797  = y0_at_min_s3;
+      \$733  = y0_at_min_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$798  = y0_at_min_s5;
+    \$734  = y0_at_min_s5;
     if (en) begin
-      \$798  = y0_at_min_s4;
+      \$734  = y0_at_min_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$799  = kind_s2;
+    \$735  = kind_s2;
     if (en) begin
-      \$799  = kind_s1;
+      \$735  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$800  = kind_s3;
+    \$736  = kind_s3;
     if (en) begin
-      \$800  = kind_s2;
+      \$736  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$801  = kind_s4;
+    \$737  = kind_s4;
     if (en) begin
-      \$801  = kind_s3;
+      \$737  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$802  = kind_s5;
+    \$738  = kind_s5;
     if (en) begin
-      \$802  = kind_s4;
+      \$738  = kind_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$803  = y0_s2;
+    \$739  = y0_s2;
     if (en) begin
-      \$803  = y0_s1;
+      \$739  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$804  = y0_s3;
+    \$740  = y0_s3;
     if (en) begin
-      \$804  = y0_s2;
+      \$740  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$805  = y0_s4;
+    \$741  = y0_s4;
     if (en) begin
-      \$805  = y0_s3;
+      \$741  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$806  = y0_s5;
+    \$742  = y0_s5;
     if (en) begin
-      \$806  = y0_s4;
+      \$742  = y0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$807  = err0_s6;
+    \$743  = err0_s6;
     if (en) begin
-      \$807  = err0;
+      \$743  = err0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$808  = l0_waddr0_0_s4;
+    \$744  = l0_waddr0_0_s4;
     if (en) begin
-      \$808  = l0_waddr0_0_s3;
+      \$744  = l0_waddr0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$809  = l0_waddr0_0_s5;
+    \$745  = l0_waddr0_0_s5;
     if (en) begin
-      \$809  = l0_waddr0_0_s4;
+      \$745  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$810  = l0_waddr0_0_s6;
+    \$746  = l0_waddr0_0_s6;
     if (en) begin
-      \$810  = l0_waddr0_0_s5;
+      \$746  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$811  = l0_waddr0_0_s7;
+    \$747  = l0_waddr0_0_s7;
     if (en) begin
-      \$811  = l0_waddr0_0_s6;
+      \$747  = l0_waddr0_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$812  = l0_waddr0_1_s4;
+    \$748  = l0_waddr0_1_s4;
     if (en) begin
-      \$812  = l0_waddr0_1_s3;
+      \$748  = l0_waddr0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$813  = l0_waddr0_1_s5;
+    \$749  = l0_waddr0_1_s5;
     if (en) begin
-      \$813  = l0_waddr0_1_s4;
+      \$749  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$814  = l0_waddr0_1_s6;
+    \$750  = l0_waddr0_1_s6;
     if (en) begin
-      \$814  = l0_waddr0_1_s5;
+      \$750  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$815  = l0_waddr0_1_s7;
+    \$751  = l0_waddr0_1_s7;
     if (en) begin
-      \$815  = l0_waddr0_1_s6;
+      \$751  = l0_waddr0_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$816  = l0_waddr0_2_s4;
+    \$752  = l0_waddr0_2_s4;
     if (en) begin
-      \$816  = l0_waddr0_2_s3;
+      \$752  = l0_waddr0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$817  = l0_waddr0_2_s5;
+    \$753  = l0_waddr0_2_s5;
     if (en) begin
-      \$817  = l0_waddr0_2_s4;
+      \$753  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$818  = l0_waddr0_2_s6;
+    \$754  = l0_waddr0_2_s6;
     if (en) begin
-      \$818  = l0_waddr0_2_s5;
+      \$754  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$819  = l0_waddr0_2_s7;
+    \$755  = l0_waddr0_2_s7;
     if (en) begin
-      \$819  = l0_waddr0_2_s6;
+      \$755  = l0_waddr0_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$820  = l0_waddr0_3_s4;
+    \$756  = l0_waddr0_3_s4;
     if (en) begin
-      \$820  = l0_waddr0_3_s3;
+      \$756  = l0_waddr0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$821  = l0_waddr0_3_s5;
+    \$757  = l0_waddr0_3_s5;
     if (en) begin
-      \$821  = l0_waddr0_3_s4;
+      \$757  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$822  = l0_waddr0_3_s6;
+    \$758  = l0_waddr0_3_s6;
     if (en) begin
-      \$822  = l0_waddr0_3_s5;
+      \$758  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$823  = l0_waddr0_3_s7;
+    \$759  = l0_waddr0_3_s7;
     if (en) begin
-      \$823  = l0_waddr0_3_s6;
+      \$759  = l0_waddr0_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$824  = l0_waddr1_0_s4;
+    \$760  = l0_waddr1_0_s4;
     if (en) begin
-      \$824  = l0_waddr1_0_s3;
+      \$760  = l0_waddr1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$825  = l0_waddr1_0_s5;
+    \$761  = l0_waddr1_0_s5;
     if (en) begin
-      \$825  = l0_waddr1_0_s4;
+      \$761  = l0_waddr1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$826  = l0_waddr1_0_s6;
+    \$762  = l0_waddr1_0_s6;
     if (en) begin
-      \$826  = l0_waddr1_0_s5;
+      \$762  = l0_waddr1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$827  = l0_waddr1_0_s7;
+    \$763  = l0_waddr1_0_s7;
     if (en) begin
-      \$827  = l0_waddr1_0_s6;
+      \$763  = l0_waddr1_0_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$828  = l0_waddr1_1_s4;
+    \$764  = l0_waddr1_1_s4;
     if (en) begin
-      \$828  = l0_waddr1_1_s3;
+      \$764  = l0_waddr1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$829  = l0_waddr1_1_s5;
+    \$765  = l0_waddr1_1_s5;
     if (en) begin
-      \$829  = l0_waddr1_1_s4;
+      \$765  = l0_waddr1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$830  = l0_waddr1_1_s6;
+    \$766  = l0_waddr1_1_s6;
     if (en) begin
-      \$830  = l0_waddr1_1_s5;
+      \$766  = l0_waddr1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$831  = l0_waddr1_1_s7;
+    \$767  = l0_waddr1_1_s7;
     if (en) begin
-      \$831  = l0_waddr1_1_s6;
+      \$767  = l0_waddr1_1_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$832  = l0_waddr1_2_s4;
+    \$768  = l0_waddr1_2_s4;
     if (en) begin
-      \$832  = l0_waddr1_2_s3;
+      \$768  = l0_waddr1_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$833  = l0_waddr1_2_s5;
+    \$769  = l0_waddr1_2_s5;
     if (en) begin
-      \$833  = l0_waddr1_2_s4;
+      \$769  = l0_waddr1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$834  = l0_waddr1_2_s6;
+    \$770  = l0_waddr1_2_s6;
     if (en) begin
-      \$834  = l0_waddr1_2_s5;
+      \$770  = l0_waddr1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$835  = l0_waddr1_2_s7;
+    \$771  = l0_waddr1_2_s7;
     if (en) begin
-      \$835  = l0_waddr1_2_s6;
+      \$771  = l0_waddr1_2_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$836  = l0_waddr1_3_s4;
+    \$772  = l0_waddr1_3_s4;
     if (en) begin
-      \$836  = l0_waddr1_3_s3;
+      \$772  = l0_waddr1_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$837  = l0_waddr1_3_s5;
+    \$773  = l0_waddr1_3_s5;
     if (en) begin
-      \$837  = l0_waddr1_3_s4;
+      \$773  = l0_waddr1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$838  = l0_waddr1_3_s6;
+    \$774  = l0_waddr1_3_s6;
     if (en) begin
-      \$838  = l0_waddr1_3_s5;
+      \$774  = l0_waddr1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$839  = l0_waddr1_3_s7;
+    \$775  = l0_waddr1_3_s7;
     if (en) begin
-      \$839  = l0_waddr1_3_s6;
+      \$775  = l0_waddr1_3_s6;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$840  = l0_bval_bank0_0_s3;
+    \$776  = l0_bval_bank0_0_s3;
     if (en) begin
-      \$840  = l0_bval_bank0_0_s2;
+      \$776  = l0_bval_bank0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$841  = l0_bval_bank0_0_s4;
+    \$777  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$841  = l0_bval_bank0_0_s3;
+      \$777  = l0_bval_bank0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$842  = l0_bval_bank0_0_s5;
+    \$778  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$842  = l0_bval_bank0_0_s4;
+      \$778  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$843  = l0_bval_bank0_0_s6;
+    \$779  = l0_bval_bank0_0_s6;
     if (en) begin
-      \$843  = l0_bval_bank0_0_s5;
+      \$779  = l0_bval_bank0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$844  = l0_delta0_0_0_raw_s7;
+    \$780  = l0_delta0_0_0_raw_s7;
     if (en) begin
-      \$844  = \$664 ;
+      \$780  = \$632 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$845  = l0_bval_bank0_1_s3;
+    \$781  = l0_bval_bank0_1_s3;
     if (en) begin
-      \$845  = l0_bval_bank0_1_s2;
+      \$781  = l0_bval_bank0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$846  = l0_bval_bank0_1_s4;
+    \$782  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$846  = l0_bval_bank0_1_s3;
+      \$782  = l0_bval_bank0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$847  = l0_bval_bank0_1_s5;
+    \$783  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$847  = l0_bval_bank0_1_s4;
+      \$783  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$848  = l0_bval_bank0_1_s6;
+    \$784  = l0_bval_bank0_1_s6;
     if (en) begin
-      \$848  = l0_bval_bank0_1_s5;
+      \$784  = l0_bval_bank0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$849  = l0_delta0_0_1_raw_s7;
+    \$785  = l0_delta0_0_1_raw_s7;
     if (en) begin
-      \$849  = \$665 ;
+      \$785  = \$633 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$850  = l0_bval_bank0_2_s3;
+    \$786  = l0_bval_bank0_2_s3;
     if (en) begin
-      \$850  = l0_bval_bank0_2_s2;
+      \$786  = l0_bval_bank0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$851  = l0_bval_bank0_2_s4;
+    \$787  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$851  = l0_bval_bank0_2_s3;
+      \$787  = l0_bval_bank0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$852  = l0_bval_bank0_2_s5;
+    \$788  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$852  = l0_bval_bank0_2_s4;
+      \$788  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$853  = l0_bval_bank0_2_s6;
+    \$789  = l0_bval_bank0_2_s6;
     if (en) begin
-      \$853  = l0_bval_bank0_2_s5;
+      \$789  = l0_bval_bank0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$854  = l0_delta0_0_2_raw_s7;
+    \$790  = l0_delta0_0_2_raw_s7;
     if (en) begin
-      \$854  = \$666 ;
+      \$790  = \$634 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$855  = l0_bval_bank0_3_s3;
+    \$791  = l0_bval_bank0_3_s3;
     if (en) begin
-      \$855  = l0_bval_bank0_3_s2;
+      \$791  = l0_bval_bank0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$856  = l0_bval_bank0_3_s4;
+    \$792  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$856  = l0_bval_bank0_3_s3;
+      \$792  = l0_bval_bank0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$857  = l0_bval_bank0_3_s5;
+    \$793  = l0_bval_bank0_3_s5;
     if (en) begin
-      \$857  = l0_bval_bank0_3_s4;
+      \$793  = l0_bval_bank0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$858  = l0_bval_bank0_3_s6;
+    \$794  = l0_bval_bank0_3_s6;
     if (en) begin
-      \$858  = l0_bval_bank0_3_s5;
+      \$794  = l0_bval_bank0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$859  = l0_delta0_0_3_raw_s7;
+    \$795  = l0_delta0_0_3_raw_s7;
     if (en) begin
-      \$859  = \$667 ;
+      \$795  = \$635 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$860  = l0_bval_bank1_0_s3;
+    \$796  = l0_bval_bank1_0_s3;
     if (en) begin
-      \$860  = l0_bval_bank1_0_s2;
+      \$796  = l0_bval_bank1_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$861  = l0_bval_bank1_0_s4;
+    \$797  = l0_bval_bank1_0_s4;
     if (en) begin
-      \$861  = l0_bval_bank1_0_s3;
+      \$797  = l0_bval_bank1_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$862  = l0_bval_bank1_0_s5;
+    \$798  = l0_bval_bank1_0_s5;
     if (en) begin
-      \$862  = l0_bval_bank1_0_s4;
+      \$798  = l0_bval_bank1_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$863  = l0_bval_bank1_0_s6;
+    \$799  = l0_bval_bank1_0_s6;
     if (en) begin
-      \$863  = l0_bval_bank1_0_s5;
+      \$799  = l0_bval_bank1_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$864  = l0_delta0_1_0_raw_s7;
+    \$800  = l0_delta0_1_0_raw_s7;
     if (en) begin
-      \$864  = \$668 ;
+      \$800  = \$636 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$865  = l0_bval_bank1_1_s3;
+    \$801  = l0_bval_bank1_1_s3;
     if (en) begin
-      \$865  = l0_bval_bank1_1_s2;
+      \$801  = l0_bval_bank1_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$866  = l0_bval_bank1_1_s4;
+    \$802  = l0_bval_bank1_1_s4;
     if (en) begin
-      \$866  = l0_bval_bank1_1_s3;
+      \$802  = l0_bval_bank1_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$867  = l0_bval_bank1_1_s5;
+    \$803  = l0_bval_bank1_1_s5;
     if (en) begin
-      \$867  = l0_bval_bank1_1_s4;
+      \$803  = l0_bval_bank1_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$868  = l0_bval_bank1_1_s6;
+    \$804  = l0_bval_bank1_1_s6;
     if (en) begin
-      \$868  = l0_bval_bank1_1_s5;
+      \$804  = l0_bval_bank1_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$869  = l0_delta0_1_1_raw_s7;
+    \$805  = l0_delta0_1_1_raw_s7;
     if (en) begin
-      \$869  = \$669 ;
+      \$805  = \$637 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$870  = l0_bval_bank1_2_s3;
+    \$806  = l0_bval_bank1_2_s3;
     if (en) begin
-      \$870  = l0_bval_bank1_2_s2;
+      \$806  = l0_bval_bank1_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$871  = l0_bval_bank1_2_s4;
+    \$807  = l0_bval_bank1_2_s4;
     if (en) begin
-      \$871  = l0_bval_bank1_2_s3;
+      \$807  = l0_bval_bank1_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$872  = l0_bval_bank1_2_s5;
+    \$808  = l0_bval_bank1_2_s5;
     if (en) begin
-      \$872  = l0_bval_bank1_2_s4;
+      \$808  = l0_bval_bank1_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$873  = l0_bval_bank1_2_s6;
+    \$809  = l0_bval_bank1_2_s6;
     if (en) begin
-      \$873  = l0_bval_bank1_2_s5;
+      \$809  = l0_bval_bank1_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$874  = l0_delta0_1_2_raw_s7;
+    \$810  = l0_delta0_1_2_raw_s7;
     if (en) begin
-      \$874  = \$670 ;
+      \$810  = \$638 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$875  = l0_bval_bank1_3_s3;
+    \$811  = l0_bval_bank1_3_s3;
     if (en) begin
-      \$875  = l0_bval_bank1_3_s2;
+      \$811  = l0_bval_bank1_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$876  = l0_bval_bank1_3_s4;
+    \$812  = l0_bval_bank1_3_s4;
     if (en) begin
-      \$876  = l0_bval_bank1_3_s3;
+      \$812  = l0_bval_bank1_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$877  = l0_bval_bank1_3_s5;
+    \$813  = l0_bval_bank1_3_s5;
     if (en) begin
-      \$877  = l0_bval_bank1_3_s4;
+      \$813  = l0_bval_bank1_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$878  = l0_bval_bank1_3_s6;
+    \$814  = l0_bval_bank1_3_s6;
     if (en) begin
-      \$878  = l0_bval_bank1_3_s5;
+      \$814  = l0_bval_bank1_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$879  = l0_delta0_1_3_raw_s7;
+    \$815  = l0_delta0_1_3_raw_s7;
     if (en) begin
-      \$879  = \$671 ;
+      \$815  = \$639 ;
     end
   end
   assign u = s__payload[15:0];
   assign l0_pos0_s1 = pos_in;
   assign \u$4  = s__payload[31:16];
   assign l0_pos1_s1 = \pos_in$5 ;
-  assign l0_coef_0_0_bank0_waddr = wp__addr;
-  assign l0_coef_0_0_bank0_wdata = wp__data;
-  assign l0_coef_0_0_bank0_wen = wp__en;
-  assign l0_coef_0_0_bank1_waddr = \wp__addr$21 ;
-  assign l0_coef_0_0_bank1_wdata = \wp__data$23 ;
-  assign l0_coef_0_0_bank1_wen = \wp__en$25 ;
-  assign l0_coef_0_0_bank2_waddr = \wp__addr$35 ;
-  assign l0_coef_0_0_bank2_wdata = \wp__data$37 ;
-  assign l0_coef_0_0_bank2_wen = \wp__en$39 ;
-  assign l0_coef_0_0_bank3_waddr = \wp__addr$49 ;
-  assign l0_coef_0_0_bank3_wdata = \wp__data$51 ;
-  assign l0_coef_0_0_bank3_wen = \wp__en$53 ;
-  assign port__addr = \$4 [1:0];
+  assign \$signature__addr  = \$4 [1:0];
   assign l0_port_baddr = l0_port_baddr_p4[1:0];
-  assign \port__addr$69  = \$8 [1:0];
-  assign \port__addr$71  = \$12 [1:0];
-  assign \port__addr$73  = \$16 [1:0];
-  assign \t$77  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
-  assign \t$80  = { \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78  };
-  assign \t$83  = { \t$81 [32], \t$81 [32], \t$81 [32], \t$81 [32], \t$81 [32], \t$81 [32], \t$81 [32], \t$81  };
-  assign \t$86  = { \t$84 [32], \t$84 [32], \t$84 [32], \t$84 [32], \t$84 [32], \t$84 [32], \t$84 [32], \t$84  };
-  assign l0_coef_0_1_bank0_waddr = \wp__addr$87 ;
-  assign l0_coef_0_1_bank0_wdata = \wp__data$89 ;
-  assign l0_coef_0_1_bank0_wen = \wp__en$91 ;
-  assign l0_coef_0_1_bank1_waddr = \wp__addr$101 ;
-  assign l0_coef_0_1_bank1_wdata = \wp__data$103 ;
-  assign l0_coef_0_1_bank1_wen = \wp__en$105 ;
-  assign l0_coef_0_1_bank2_waddr = \wp__addr$115 ;
-  assign l0_coef_0_1_bank2_wdata = \wp__data$117 ;
-  assign l0_coef_0_1_bank2_wen = \wp__en$119 ;
-  assign l0_coef_0_1_bank3_waddr = \wp__addr$129 ;
-  assign l0_coef_0_1_bank3_wdata = \wp__data$131 ;
-  assign l0_coef_0_1_bank3_wen = \wp__en$133 ;
-  assign \port__addr$143  = \$20 [1:0];
-  assign \port__addr$146  = \$24 [1:0];
-  assign \port__addr$148  = \$28 [1:0];
-  assign \port__addr$150  = \$32 [1:0];
-  assign \t$154  = { \t$152 [32], \t$152 [32], \t$152 [32], \t$152 [32], \t$152 [32], \t$152 [32], \t$152 [32], \t$152  };
-  assign \t$157  = { \t$155 [32], \t$155 [32], \t$155 [32], \t$155 [32], \t$155 [32], \t$155 [32], \t$155 [32], \t$155  };
-  assign \t$160  = { \t$158 [32], \t$158 [32], \t$158 [32], \t$158 [32], \t$158 [32], \t$158 [32], \t$158 [32], \t$158  };
-  assign \t$163  = { \t$161 [32], \t$161 [32], \t$161 [32], \t$161 [32], \t$161 [32], \t$161 [32], \t$161 [32], \t$161  };
-  assign \t$164  = l0_sum0_t1_0_s5[39:0];
+  assign \$signature__addr$13  = \$8 [1:0];
+  assign \$signature__addr$15  = \$12 [1:0];
+  assign \$signature__addr$17  = \$16 [1:0];
+  assign \t$21  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
+  assign \t$24  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
+  assign \t$27  = { \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25  };
+  assign \t$30  = { \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28 [32], \t$28  };
+  assign \$signature__addr$31  = \$20 [1:0];
+  assign \$signature__addr$34  = \$24 [1:0];
+  assign \$signature__addr$36  = \$28 [1:0];
+  assign \$signature__addr$38  = \$32 [1:0];
+  assign \t$42  = { \t$40 [32], \t$40 [32], \t$40 [32], \t$40 [32], \t$40 [32], \t$40 [32], \t$40 [32], \t$40  };
+  assign \t$45  = { \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43 [32], \t$43  };
+  assign \t$48  = { \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46 [32], \t$46  };
+  assign \t$51  = { \t$49 [32], \t$49 [32], \t$49 [32], \t$49 [32], \t$49 [32], \t$49 [32], \t$49 [32], \t$49  };
+  assign \t$52  = l0_sum0_t1_0_s5[39:0];
   assign rounded = \$33 [42:15];
-  assign \t$172  = l0_sum0_t1_0_s5[39:0];
+  assign \t$60  = l0_sum0_t1_0_s5[39:0];
   assign q_less_t = \$42 [33:0];
-  assign \t$175  = \$42 [33:15];
+  assign \t$63  = \$42 [33:15];
   assign m__valid = valid_s6;
   assign theta_less_q = \$79 [36:0];
-  assign \t$196  = \$79 [36:19];
+  assign \t$85  = \$79 [36:19];
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \port__addr$205  = \$107 [1:0];
-  assign \port__en$208  = 1'h1;
-  assign l0_coef_0_0_bank0_addr = \$108 [1:0];
-  assign \theta_less_q$213  = \$135 [36:0];
-  assign \t$215  = \$135 [36:19];
-  assign \port__addr$221  = \$163 [1:0];
-  assign \port__en$224  = 1'h1;
-  assign l0_coef_0_0_bank1_addr = \$164 [1:0];
-  assign \theta_less_q$228  = \$191 [36:0];
-  assign \t$230  = \$191 [36:19];
-  assign \port__addr$236  = \$219 [1:0];
-  assign \port__en$239  = 1'h1;
-  assign l0_coef_0_0_bank2_addr = \$220 [1:0];
-  assign \theta_less_q$243  = \$247 [36:0];
-  assign \t$245  = \$247 [36:19];
-  assign \port__addr$251  = \$275 [1:0];
-  assign \port__en$254  = 1'h1;
-  assign l0_coef_0_0_bank3_addr = \$276 [1:0];
-  assign \theta_less_q$258  = \$303 [36:0];
-  assign \t$260  = \$303 [36:19];
-  assign \port__addr$266  = \$331 [1:0];
-  assign \port__en$269  = 1'h1;
-  assign l0_coef_0_1_bank0_addr = \$332 [1:0];
-  assign \theta_less_q$273  = \$359 [36:0];
-  assign \t$275  = \$359 [36:19];
-  assign \port__addr$281  = \$387 [1:0];
-  assign \port__en$284  = 1'h1;
-  assign l0_coef_0_1_bank1_addr = \$388 [1:0];
-  assign \theta_less_q$288  = \$415 [36:0];
-  assign \t$290  = \$415 [36:19];
-  assign \port__addr$296  = \$443 [1:0];
-  assign \port__en$299  = 1'h1;
-  assign l0_coef_0_1_bank2_addr = \$444 [1:0];
-  assign \theta_less_q$303  = \$471 [36:0];
-  assign \t$305  = \$471 [36:19];
-  assign \port__addr$311  = \$499 [1:0];
-  assign \port__en$314  = 1'h1;
-  assign l0_coef_0_1_bank3_addr = \$500 [1:0];
+  assign \$signature__addr$94  = \$107 [1:0];
+  assign \$signature__en$97  = 1'h1;
+  assign wp__addr = \$108 [1:0];
+  assign \theta_less_q$102  = \$135 [36:0];
+  assign \t$105  = \$135 [36:19];
+  assign \$signature__addr$111  = \$163 [1:0];
+  assign \$signature__en$114  = 1'h1;
+  assign \wp__addr$115  = \$164 [1:0];
+  assign \theta_less_q$118  = \$191 [36:0];
+  assign \t$121  = \$191 [36:19];
+  assign \$signature__addr$127  = \$219 [1:0];
+  assign \$signature__en$130  = 1'h1;
+  assign \wp__addr$131  = \$220 [1:0];
+  assign \theta_less_q$134  = \$247 [36:0];
+  assign \t$137  = \$247 [36:19];
+  assign \$signature__addr$143  = \$275 [1:0];
+  assign \$signature__en$146  = 1'h1;
+  assign \wp__addr$147  = \$276 [1:0];
+  assign \theta_less_q$150  = \$303 [36:0];
+  assign \t$153  = \$303 [36:19];
+  assign \$signature__addr$159  = \$331 [1:0];
+  assign \$signature__en$162  = 1'h1;
+  assign \wp__addr$163  = \$332 [1:0];
+  assign \theta_less_q$166  = \$359 [36:0];
+  assign \t$169  = \$359 [36:19];
+  assign \$signature__addr$175  = \$387 [1:0];
+  assign \$signature__en$178  = 1'h1;
+  assign \wp__addr$179  = \$388 [1:0];
+  assign \theta_less_q$182  = \$415 [36:0];
+  assign \t$185  = \$415 [36:19];
+  assign \$signature__addr$191  = \$443 [1:0];
+  assign \$signature__en$194  = 1'h1;
+  assign \wp__addr$195  = \$444 [1:0];
+  assign \theta_less_q$198  = \$471 [36:0];
+  assign \t$201  = \$471 [36:19];
+  assign \$signature__addr$207  = \$499 [1:0];
+  assign \$signature__en$210  = 1'h1;
+  assign \wp__addr$211  = \$500 [1:0];
   assign rom_rd__addr = reload_count;
   assign reload_addr = \$528 [4:0];
   assign pc__ready = execute;
@@ -4685,26 +4205,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \bval$389[0]  = \bval$389 [15:0];
-  assign \bval$389[1]  = \bval$389 [31:16];
-  assign \bval$389[2]  = \bval$389 [47:32];
-  assign \bval$389[3]  = \bval$389 [63:48];
-  assign \$703  = l0_coef_0_1_bank3_data;
-  assign \$702  = \$589 ;
-  assign \$699  = l0_coef_0_1_bank2_data;
-  assign \$698  = \$585 ;
-  assign \$695  = l0_coef_0_1_bank1_data;
-  assign \$694  = \$581 ;
-  assign \$691  = l0_coef_0_1_bank0_data;
-  assign \$690  = \$577 ;
-  assign \$687  = l0_coef_0_0_bank3_data;
-  assign \$686  = \$573 ;
-  assign \$683  = l0_coef_0_0_bank2_data;
-  assign \$682  = \$569 ;
-  assign \$679  = l0_coef_0_0_bank1_data;
-  assign \$678  = \$565 ;
-  assign \$675  = l0_coef_0_0_bank0_data;
-  assign \$674  = \$561 ;
+  assign \bval$293[0]  = \bval$293 [15:0];
+  assign \bval$293[1]  = \bval$293 [31:16];
+  assign \bval$293[2]  = \bval$293 [47:32];
+  assign \bval$293[3]  = \bval$293 [63:48];
   assign m__payload[16] = \$41 ;
   assign m__payload[15:0] = l0_out0_s6;
   assign \$1  = { 2'h0, \cell [2] };
@@ -4712,105 +4216,105 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
   assign t = { l0_prod0_0_0_raw_s3[31], l0_prod0_0_0_raw_s3 };
-  assign \t$78  = { l0_prod0_0_1_raw_s3[31], l0_prod0_0_1_raw_s3 };
-  assign \t$81  = { l0_prod0_0_2_raw_s3[31], l0_prod0_0_2_raw_s3 };
-  assign \t$84  = { l0_prod0_0_3_raw_s3[31], l0_prod0_0_3_raw_s3 };
-  assign \$17  = { 2'h0, \cell$144 [2] };
-  assign \$21  = { 2'h0, \cell$144 [2] };
-  assign \$25  = { 2'h0, \cell$144 [2] };
-  assign \$29  = { 2'h0, \cell$144 [2] };
-  assign \t$152  = { l0_prod0_1_0_raw_s3[31], l0_prod0_1_0_raw_s3 };
-  assign \t$155  = { l0_prod0_1_1_raw_s3[31], l0_prod0_1_1_raw_s3 };
-  assign \t$158  = { l0_prod0_1_2_raw_s3[31], l0_prod0_1_2_raw_s3 };
-  assign \t$161  = { l0_prod0_1_3_raw_s3[31], l0_prod0_1_3_raw_s3 };
+  assign \t$22  = { l0_prod0_0_1_raw_s3[31], l0_prod0_0_1_raw_s3 };
+  assign \t$25  = { l0_prod0_0_2_raw_s3[31], l0_prod0_0_2_raw_s3 };
+  assign \t$28  = { l0_prod0_0_3_raw_s3[31], l0_prod0_0_3_raw_s3 };
+  assign \$17  = { 2'h0, \cell$32 [2] };
+  assign \$21  = { 2'h0, \cell$32 [2] };
+  assign \$25  = { 2'h0, \cell$32 [2] };
+  assign \$29  = { 2'h0, \cell$32 [2] };
+  assign \t$40  = { l0_prod0_1_0_raw_s3[31], l0_prod0_1_0_raw_s3 };
+  assign \t$43  = { l0_prod0_1_1_raw_s3[31], l0_prod0_1_1_raw_s3 };
+  assign \t$46  = { l0_prod0_1_2_raw_s3[31], l0_prod0_1_2_raw_s3 };
+  assign \t$49  = { l0_prod0_1_3_raw_s3[31], l0_prod0_1_3_raw_s3 };
   assign \$81  = l0_delta0_0_0_raw_s7[31];
   assign \$82  = 1'h0;
   assign \$83  = l0_delta0_0_0_raw_s7[31];
-  assign \q_above$197  = \$90 ;
+  assign \q_above$86  = \$90 ;
   assign \$91  = l0_delta0_0_0_raw_s7[31];
   assign \$97  = l0_delta0_0_0_raw_s7[31];
   assign \$137  = l0_delta0_0_1_raw_s7[31];
   assign \$138  = 1'h0;
   assign \$139  = l0_delta0_0_1_raw_s7[31];
-  assign \q_above$216  = \$146 ;
+  assign \q_above$106  = \$146 ;
   assign \$147  = l0_delta0_0_1_raw_s7[31];
   assign \$153  = l0_delta0_0_1_raw_s7[31];
   assign \$193  = l0_delta0_0_2_raw_s7[31];
   assign \$194  = 1'h0;
   assign \$195  = l0_delta0_0_2_raw_s7[31];
-  assign \q_above$231  = \$202 ;
+  assign \q_above$122  = \$202 ;
   assign \$203  = l0_delta0_0_2_raw_s7[31];
   assign \$209  = l0_delta0_0_2_raw_s7[31];
   assign \$249  = l0_delta0_0_3_raw_s7[31];
   assign \$250  = 1'h0;
   assign \$251  = l0_delta0_0_3_raw_s7[31];
-  assign \q_above$246  = \$258 ;
+  assign \q_above$138  = \$258 ;
   assign \$259  = l0_delta0_0_3_raw_s7[31];
   assign \$265  = l0_delta0_0_3_raw_s7[31];
   assign \$305  = l0_delta0_1_0_raw_s7[31];
   assign \$306  = 1'h0;
   assign \$307  = l0_delta0_1_0_raw_s7[31];
-  assign \q_above$261  = \$314 ;
+  assign \q_above$154  = \$314 ;
   assign \$315  = l0_delta0_1_0_raw_s7[31];
   assign \$321  = l0_delta0_1_0_raw_s7[31];
   assign \$328  = l0_port_edge_p4[0];
   assign \$361  = l0_delta0_1_1_raw_s7[31];
   assign \$362  = 1'h0;
   assign \$363  = l0_delta0_1_1_raw_s7[31];
-  assign \q_above$276  = \$370 ;
+  assign \q_above$170  = \$370 ;
   assign \$371  = l0_delta0_1_1_raw_s7[31];
   assign \$377  = l0_delta0_1_1_raw_s7[31];
   assign \$384  = l0_port_edge_p4[0];
   assign \$417  = l0_delta0_1_2_raw_s7[31];
   assign \$418  = 1'h0;
   assign \$419  = l0_delta0_1_2_raw_s7[31];
-  assign \q_above$291  = \$426 ;
+  assign \q_above$186  = \$426 ;
   assign \$427  = l0_delta0_1_2_raw_s7[31];
   assign \$433  = l0_delta0_1_2_raw_s7[31];
   assign \$440  = l0_port_edge_p4[0];
   assign \$473  = l0_delta0_1_3_raw_s7[31];
   assign \$474  = 1'h0;
   assign \$475  = l0_delta0_1_3_raw_s7[31];
-  assign \q_above$306  = \$482 ;
+  assign \q_above$202  = \$482 ;
   assign \$483  = l0_delta0_1_3_raw_s7[31];
   assign \$489  = l0_delta0_1_3_raw_s7[31];
   assign \$496  = l0_port_edge_p4[0];
-  assign \$591  = { 1'h0, l0_port_local_p1 };
-  assign \$592  = { l0_port_local_p1, 1'h0 };
-  assign \$594  = { 5'h00, \$593 [6:5] };
-  assign \$597  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$598  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$616  = { 2'h0, l0_cell0_s2[2] };
-  assign \$619  = { 2'h0, l0_cell0_s2[2] };
-  assign \$622  = { 2'h0, l0_cell0_s2[2] };
-  assign \$625  = { 2'h0, l0_cell0_s2[2] };
-  assign \$628  = { 2'h0, l0_cell1_s2[2] };
-  assign \$631  = { 2'h0, l0_cell1_s2[2] };
-  assign \$634  = { 2'h0, l0_cell1_s2[2] };
-  assign \$637  = { 2'h0, l0_cell1_s2[2] };
+  assign \$559  = { 1'h0, l0_port_local_p1 };
+  assign \$560  = { l0_port_local_p1, 1'h0 };
+  assign \$562  = { 5'h00, \$561 [6:5] };
+  assign \$565  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$566  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$584  = { 2'h0, l0_cell0_s2[2] };
+  assign \$587  = { 2'h0, l0_cell0_s2[2] };
+  assign \$590  = { 2'h0, l0_cell0_s2[2] };
+  assign \$593  = { 2'h0, l0_cell0_s2[2] };
+  assign \$596  = { 2'h0, l0_cell1_s2[2] };
+  assign \$599  = { 2'h0, l0_cell1_s2[2] };
+  assign \$602  = { 2'h0, l0_cell1_s2[2] };
+  assign \$605  = { 2'h0, l0_cell1_s2[2] };
   assign \$93  = 1'h0;
-  assign \q_below$198  = 1'h0;
+  assign \q_below$87  = 1'h0;
   assign \$133  = \$132 ;
   assign \$149  = 1'h0;
-  assign \q_below$217  = 1'h0;
+  assign \q_below$107  = 1'h0;
   assign \$189  = \$188 ;
   assign \$205  = 1'h0;
-  assign \q_below$232  = 1'h0;
+  assign \q_below$123  = 1'h0;
   assign \$245  = \$244 ;
   assign \$261  = 1'h0;
-  assign \q_below$247  = 1'h0;
+  assign \q_below$139  = 1'h0;
   assign \$301  = \$300 ;
   assign \$317  = 1'h0;
-  assign \q_below$262  = 1'h0;
+  assign \q_below$155  = 1'h0;
   assign \$357  = \$356 ;
   assign \$373  = 1'h0;
-  assign \q_below$277  = 1'h0;
+  assign \q_below$171  = 1'h0;
   assign \$413  = \$412 ;
   assign \$429  = 1'h0;
-  assign \q_below$292  = 1'h0;
+  assign \q_below$187  = 1'h0;
   assign \$469  = \$468 ;
   assign \$485  = 1'h0;
-  assign \q_below$307  = 1'h0;
+  assign \q_below$203  = 1'h0;
   assign \$525  = \$524 ;
 endmodule
 

@@ -469,219 +469,187 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$315 ;
   wire \$316 ;
   wire \$317 ;
-  wire \$318 ;
-  wire \$319 ;
+  wire [4:0] \$318 ;
+  wire [4:0] \$319 ;
   wire \$32 ;
-  wire \$320 ;
-  wire \$321 ;
-  wire \$322 ;
-  wire \$323 ;
-  wire \$324 ;
-  wire \$325 ;
-  wire \$326 ;
-  wire \$327 ;
-  wire \$328 ;
+  wire [4:0] \$320 ;
+  wire [5:0] \$321 ;
+  wire [5:0] \$322 ;
+  reg [3:0] \$323 ;
+  wire [4:0] \$324 ;
+  wire [3:0] \$325 ;
+  wire [3:0] \$326 ;
+  wire [6:0] \$327 ;
+  wire [7:0] \$328 ;
   wire \$329 ;
   wire \$33 ;
   wire \$330 ;
   wire \$331 ;
-  wire \$332 ;
-  wire \$333 ;
-  wire [4:0] \$334 ;
-  wire [4:0] \$335 ;
-  wire [4:0] \$336 ;
-  wire [5:0] \$337 ;
-  wire [5:0] \$338 ;
-  reg [3:0] \$339 ;
+  reg [15:0] \$332 ;
+  reg [15:0] \$333 ;
+  reg [15:0] \$334 ;
+  reg [15:0] \$335 ;
+  reg [15:0] \$336 ;
+  reg [15:0] \$337 ;
+  reg [15:0] \$338 ;
+  wire [2:0] \$339 ;
   wire \$34 ;
-  wire [4:0] \$340 ;
+  wire \$340 ;
   wire [3:0] \$341 ;
-  wire [3:0] \$342 ;
-  wire [6:0] \$343 ;
-  wire [7:0] \$344 ;
-  wire \$345 ;
+  wire [2:0] \$342 ;
+  wire \$343 ;
+  wire [3:0] \$344 ;
+  wire [2:0] \$345 ;
   wire \$346 ;
-  wire \$347 ;
-  reg [15:0] \$348 ;
-  reg [15:0] \$349 ;
+  wire [3:0] \$347 ;
+  wire [2:0] \$348 ;
+  wire \$349 ;
   wire \$35 ;
-  reg [15:0] \$350 ;
-  reg [15:0] \$351 ;
-  reg [15:0] \$352 ;
-  reg [15:0] \$353 ;
-  reg [15:0] \$354 ;
-  wire [2:0] \$355 ;
-  wire \$356 ;
-  wire [3:0] \$357 ;
-  wire [2:0] \$358 ;
+  wire [3:0] \$350 ;
+  wire [31:0] \$351 ;
+  wire [31:0] \$352 ;
+  wire [31:0] \$353 ;
+  wire [31:0] \$354 ;
+  wire [40:0] \$355 ;
+  wire [40:0] \$356 ;
+  wire [41:0] \$357 ;
+  wire [16:0] \$358 ;
   wire \$359 ;
   wire \$36 ;
-  wire [3:0] \$360 ;
-  wire [2:0] \$361 ;
-  wire \$362 ;
-  wire [3:0] \$363 ;
-  wire [2:0] \$364 ;
-  wire \$365 ;
-  wire [3:0] \$366 ;
+  wire \$360 ;
+  wire [15:0] \$361 ;
+  wire [15:0] \$362 ;
+  wire \$363 ;
+  wire \$364 ;
+  wire [15:0] \$365 ;
+  wire [15:0] \$366 ;
   wire [31:0] \$367 ;
   wire [31:0] \$368 ;
   wire [31:0] \$369 ;
   wire \$37 ;
   wire [31:0] \$370 ;
-  wire [40:0] \$371 ;
-  wire [40:0] \$372 ;
-  wire [41:0] \$373 ;
-  wire [16:0] \$374 ;
-  wire \$375 ;
-  wire \$376 ;
-  wire [15:0] \$377 ;
-  wire [15:0] \$378 ;
-  wire \$379 ;
+  reg \$371 ;
+  reg \$372 ;
+  reg \$373 ;
+  reg \$374 ;
+  reg \$375 ;
+  reg \$376 ;
+  reg [3:0] \$377 ;
+  reg \$378 ;
+  reg \$379 ;
   wire \$38 ;
-  wire \$380 ;
-  wire [15:0] \$381 ;
-  wire [15:0] \$382 ;
-  wire [31:0] \$383 ;
-  wire [31:0] \$384 ;
-  wire [31:0] \$385 ;
-  wire [31:0] \$386 ;
-  reg \$387 ;
-  reg [15:0] \$388 ;
-  wire \$389 ;
+  reg \$380 ;
+  reg \$381 ;
+  reg [3:0] \$382 ;
+  reg \$383 ;
+  reg \$384 ;
+  reg [15:0] \$385 ;
+  reg [5:0] \$386 ;
+  reg [3:0] \$387 ;
+  reg \$388 ;
+  reg \$389 ;
   wire \$39 ;
-  wire [15:0] \$390 ;
-  reg \$391 ;
-  reg [15:0] \$392 ;
-  wire \$393 ;
-  wire [15:0] \$394 ;
-  reg \$395 ;
-  reg [15:0] \$396 ;
-  wire \$397 ;
-  wire [15:0] \$398 ;
+  reg [15:0] \$390 ;
+  reg [3:0] \$391 ;
+  reg [5:0] \$392 ;
+  reg \$393 ;
+  reg \$394 ;
+  reg [15:0] \$395 ;
+  reg [3:0] \$396 ;
+  reg [7:0] \$397 ;
+  reg [5:0] \$398 ;
   reg \$399 ;
   wire [3:0] \$4 ;
   wire \$40 ;
-  reg [15:0] \$400 ;
-  wire \$401 ;
-  wire [15:0] \$402 ;
-  reg \$403 ;
+  reg \$400 ;
+  reg [15:0] \$401 ;
+  reg \$402 ;
+  reg [1:0] \$403 ;
   reg \$404 ;
   reg \$405 ;
   reg \$406 ;
   reg \$407 ;
   reg \$408 ;
-  reg [3:0] \$409 ;
+  reg \$409 ;
   wire \$41 ;
   reg \$410 ;
-  reg \$411 ;
-  reg \$412 ;
-  reg \$413 ;
-  reg [3:0] \$414 ;
-  reg \$415 ;
-  reg \$416 ;
+  reg [15:0] \$411 ;
+  reg [15:0] \$412 ;
+  reg [1:0] \$413 ;
+  reg [13:0] \$414 ;
+  reg [1:0] \$415 ;
+  reg [2:0] \$416 ;
   reg [15:0] \$417 ;
-  reg [5:0] \$418 ;
-  reg [3:0] \$419 ;
+  reg [15:0] \$418 ;
+  reg [15:0] \$419 ;
   wire \$42 ;
-  reg \$420 ;
-  reg \$421 ;
-  reg [15:0] \$422 ;
+  reg [15:0] \$420 ;
+  reg [3:0] \$421 ;
+  reg [3:0] \$422 ;
   reg [3:0] \$423 ;
-  reg [5:0] \$424 ;
-  reg \$425 ;
-  reg \$426 ;
-  reg [15:0] \$427 ;
-  reg [3:0] \$428 ;
-  reg [7:0] \$429 ;
+  reg [3:0] \$424 ;
+  reg [31:0] \$425 ;
+  reg [31:0] \$426 ;
+  reg [31:0] \$427 ;
+  reg [31:0] \$428 ;
+  reg [41:0] \$429 ;
   wire \$43 ;
-  reg [5:0] \$430 ;
-  reg \$431 ;
-  reg \$432 ;
-  reg [15:0] \$433 ;
-  reg \$434 ;
-  reg [1:0] \$435 ;
-  reg \$436 ;
-  reg \$437 ;
-  reg \$438 ;
-  reg \$439 ;
+  reg [15:0] \$430 ;
+  reg [16:0] \$431 ;
+  reg [16:0] \$432 ;
+  reg [16:0] \$433 ;
+  reg [16:0] \$434 ;
+  reg [15:0] \$435 ;
+  reg [15:0] \$436 ;
+  reg [15:0] \$437 ;
+  reg [15:0] \$438 ;
+  reg [15:0] \$439 ;
   wire \$44 ;
-  reg \$440 ;
-  reg \$441 ;
-  reg \$442 ;
-  reg [15:0] \$443 ;
-  reg [15:0] \$444 ;
+  reg [15:0] \$440 ;
+  reg [15:0] \$441 ;
+  reg [15:0] \$442 ;
+  reg [1:0] \$443 ;
+  reg [1:0] \$444 ;
   reg [1:0] \$445 ;
-  reg [13:0] \$446 ;
-  reg [1:0] \$447 ;
-  reg [2:0] \$448 ;
+  reg [15:0] \$446 ;
+  reg [15:0] \$447 ;
+  reg [15:0] \$448 ;
   reg [15:0] \$449 ;
   wire \$45 ;
-  reg [15:0] \$450 ;
-  reg [15:0] \$451 ;
-  reg [15:0] \$452 ;
+  reg [3:0] \$450 ;
+  reg [3:0] \$451 ;
+  reg [3:0] \$452 ;
   reg [3:0] \$453 ;
   reg [3:0] \$454 ;
   reg [3:0] \$455 ;
   reg [3:0] \$456 ;
-  reg [31:0] \$457 ;
-  reg [31:0] \$458 ;
-  reg [31:0] \$459 ;
+  reg [3:0] \$457 ;
+  reg [3:0] \$458 ;
+  reg [3:0] \$459 ;
   wire \$46 ;
-  reg [31:0] \$460 ;
-  reg [41:0] \$461 ;
+  reg [3:0] \$460 ;
+  reg [3:0] \$461 ;
   reg [15:0] \$462 ;
-  reg [16:0] \$463 ;
-  reg [16:0] \$464 ;
-  reg [16:0] \$465 ;
-  reg [16:0] \$466 ;
+  reg [15:0] \$463 ;
+  reg [15:0] \$464 ;
+  reg [31:0] \$465 ;
+  reg [15:0] \$466 ;
   reg [15:0] \$467 ;
   reg [15:0] \$468 ;
-  reg [15:0] \$469 ;
+  reg [31:0] \$469 ;
   wire \$47 ;
   reg [15:0] \$470 ;
   reg [15:0] \$471 ;
   reg [15:0] \$472 ;
-  reg [15:0] \$473 ;
+  reg [31:0] \$473 ;
   reg [15:0] \$474 ;
-  reg [1:0] \$475 ;
-  reg [1:0] \$476 ;
-  reg [1:0] \$477 ;
-  reg [15:0] \$478 ;
-  reg [15:0] \$479 ;
+  reg [15:0] \$475 ;
+  reg [15:0] \$476 ;
+  reg [31:0] \$477 ;
   wire \$48 ;
-  reg [15:0] \$480 ;
-  reg [15:0] \$481 ;
-  reg [3:0] \$482 ;
-  reg [3:0] \$483 ;
-  reg [3:0] \$484 ;
-  reg [3:0] \$485 ;
-  reg [3:0] \$486 ;
-  reg [3:0] \$487 ;
-  reg [3:0] \$488 ;
-  reg [3:0] \$489 ;
   wire \$49 ;
-  reg [3:0] \$490 ;
-  reg [3:0] \$491 ;
-  reg [3:0] \$492 ;
-  reg [3:0] \$493 ;
-  reg [15:0] \$494 ;
-  reg [15:0] \$495 ;
-  reg [15:0] \$496 ;
-  reg [31:0] \$497 ;
-  reg [15:0] \$498 ;
-  reg [15:0] \$499 ;
   wire [2:0] \$5 ;
   wire \$50 ;
-  reg [15:0] \$500 ;
-  reg [31:0] \$501 ;
-  reg [15:0] \$502 ;
-  reg [15:0] \$503 ;
-  reg [15:0] \$504 ;
-  reg [31:0] \$505 ;
-  reg [15:0] \$506 ;
-  reg [15:0] \$507 ;
-  reg [15:0] \$508 ;
-  reg [31:0] \$509 ;
   wire \$51 ;
   wire \$52 ;
   wire \$53 ;
@@ -735,6 +703,30 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire \$97 ;
   wire \$98 ;
   wire [15:0] \$99 ;
+  wire [1:0] \$signature__addr ;
+  wire [1:0] \$signature__addr$10 ;
+  wire [1:0] \$signature__addr$102 ;
+  wire [1:0] \$signature__addr$118 ;
+  wire [1:0] \$signature__addr$12 ;
+  wire [1:0] \$signature__addr$14 ;
+  wire [1:0] \$signature__addr$69 ;
+  wire [1:0] \$signature__addr$86 ;
+  wire [15:0] \$signature__data ;
+  wire [15:0] \$signature__data$110 ;
+  wire [15:0] \$signature__data$182 ;
+  wire [15:0] \$signature__data$183 ;
+  wire [15:0] \$signature__data$184 ;
+  wire [15:0] \$signature__data$185 ;
+  wire [15:0] \$signature__data$78 ;
+  wire [15:0] \$signature__data$94 ;
+  wire \$signature__en ;
+  wire \$signature__en$105 ;
+  wire \$signature__en$11 ;
+  wire \$signature__en$121 ;
+  wire \$signature__en$13 ;
+  wire \$signature__en$15 ;
+  wire \$signature__en$72 ;
+  wire \$signature__en$89 ;
   wire accept;
   wire busy;
   wire [63:0] bval;
@@ -772,66 +764,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   reg [15:0] l0_bval_bank0_3_s4 = 16'h0000;
   reg [15:0] l0_bval_bank0_3_s5 = 16'h0000;
   reg [2:0] l0_cell0_s2 = 3'h0;
-  wire [1:0] l0_coef_0_0_bank0_addr;
-  wire [15:0] l0_coef_0_0_bank0_data;
-  wire l0_coef_0_0_bank0_en;
-  wire [15:0] l0_coef_0_0_bank0_r0_data;
-  reg l0_coef_0_0_bank0_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank0_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank0_r1_data;
-  reg l0_coef_0_0_bank0_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank0_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_0_bank0_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank0_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank0_wen;
-  wire [1:0] l0_coef_0_0_bank1_addr;
-  wire [15:0] l0_coef_0_0_bank1_data;
-  wire l0_coef_0_0_bank1_en;
-  wire [15:0] l0_coef_0_0_bank1_r0_data;
-  reg l0_coef_0_0_bank1_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank1_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank1_r1_data;
-  reg l0_coef_0_0_bank1_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank1_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_0_bank1_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank1_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank1_wen;
-  wire [1:0] l0_coef_0_0_bank2_addr;
-  wire [15:0] l0_coef_0_0_bank2_data;
-  wire l0_coef_0_0_bank2_en;
-  wire [15:0] l0_coef_0_0_bank2_r0_data;
-  reg l0_coef_0_0_bank2_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank2_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank2_r1_data;
-  reg l0_coef_0_0_bank2_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank2_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_0_bank2_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank2_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank2_wen;
-  wire [1:0] l0_coef_0_0_bank3_addr;
-  wire [15:0] l0_coef_0_0_bank3_data;
-  wire l0_coef_0_0_bank3_en;
-  wire [15:0] l0_coef_0_0_bank3_r0_data;
-  reg l0_coef_0_0_bank3_r0_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank3_r0_word = 16'h0000;
-  wire [15:0] l0_coef_0_0_bank3_r1_data;
-  reg l0_coef_0_0_bank3_r1_fwd = 1'h0;
-  reg [15:0] l0_coef_0_0_bank3_r1_word = 16'h0000;
-  (* init = 2'h0 *)
-  wire [1:0] l0_coef_0_0_bank3_waddr;
-  (* init = 16'h0000 *)
-  wire [15:0] l0_coef_0_0_bank3_wdata;
-  (* init = 1'h0 *)
-  wire l0_coef_0_0_bank3_wen;
   reg [31:0] l0_delta0_0_0_raw_s6 = 32'd0;
   reg [31:0] l0_delta0_0_1_raw_s6 = 32'd0;
   reg [31:0] l0_delta0_0_2_raw_s6 = 32'd0;
@@ -917,30 +849,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   wire pc__ready;
   input pc__valid;
   wire pc__valid;
-  wire [1:0] port__addr;
-  wire [1:0] \port__addr$124 ;
-  wire [1:0] \port__addr$140 ;
-  wire [1:0] \port__addr$155 ;
-  wire [1:0] \port__addr$170 ;
-  wire [1:0] \port__addr$66 ;
-  wire [1:0] \port__addr$68 ;
-  wire [1:0] \port__addr$70 ;
-  wire [15:0] port__data;
-  wire [15:0] \port__data$16 ;
-  wire [15:0] \port__data$26 ;
-  wire [15:0] \port__data$30 ;
-  wire [15:0] \port__data$40 ;
-  wire [15:0] \port__data$44 ;
-  wire [15:0] \port__data$54 ;
-  wire [15:0] \port__data$58 ;
-  wire port__en;
-  wire \port__en$127 ;
-  wire \port__en$143 ;
-  wire \port__en$158 ;
-  wire \port__en$173 ;
-  wire \port__en$67 ;
-  wire \port__en$69 ;
-  wire \port__en$71 ;
   wire [3:0] port_addr;
   wire port_cmd;
   reg port_in_flight0 = 1'h0;
@@ -957,15 +865,15 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output pr__valid;
   reg pr__valid = 1'h0;
   wire q_above;
-  wire \q_above$116 ;
-  wire \q_above$135 ;
-  wire \q_above$150 ;
-  wire \q_above$165 ;
+  wire \q_above$113 ;
+  wire \q_above$61 ;
+  wire \q_above$81 ;
+  wire \q_above$97 ;
   wire q_below;
-  wire \q_below$117 ;
-  wire \q_below$136 ;
-  wire \q_below$151 ;
-  wire \q_below$166 ;
+  wire \q_below$114 ;
+  wire \q_below$62 ;
+  wire \q_below$82 ;
+  wire \q_below$98 ;
   wire [33:0] q_less_t;
   reg read_layer = 1'h0;
   reg read_wait = 1'h0;
@@ -997,35 +905,35 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   input s__valid;
   wire s__valid;
   wire [32:0] t;
-  wire [17:0] \t$115 ;
-  wire [16:0] \t$118 ;
-  wire [16:0] \t$119 ;
-  wire [17:0] \t$134 ;
-  wire [16:0] \t$137 ;
-  wire [16:0] \t$138 ;
-  wire [17:0] \t$149 ;
-  wire [16:0] \t$152 ;
-  wire [16:0] \t$153 ;
-  wire [17:0] \t$164 ;
-  wire [16:0] \t$167 ;
-  wire [16:0] \t$168 ;
-  wire [39:0] \t$74 ;
-  wire [32:0] \t$75 ;
-  wire [39:0] \t$77 ;
-  wire [32:0] \t$78 ;
-  wire [39:0] \t$80 ;
-  wire [32:0] \t$81 ;
-  wire [39:0] \t$83 ;
-  wire [39:0] \t$84 ;
-  wire [15:0] \t$87 ;
-  wire [16:0] \t$90 ;
-  wire [16:0] \t$91 ;
-  wire [39:0] \t$92 ;
-  wire [18:0] \t$95 ;
+  wire [16:0] \t$100 ;
+  wire [17:0] \t$112 ;
+  wire [16:0] \t$115 ;
+  wire [16:0] \t$116 ;
+  wire [39:0] \t$18 ;
+  wire [32:0] \t$19 ;
+  wire [39:0] \t$21 ;
+  wire [32:0] \t$22 ;
+  wire [39:0] \t$24 ;
+  wire [32:0] \t$25 ;
+  wire [39:0] \t$27 ;
+  wire [39:0] \t$28 ;
+  wire [15:0] \t$31 ;
+  wire [16:0] \t$34 ;
+  wire [16:0] \t$35 ;
+  wire [39:0] \t$36 ;
+  wire [18:0] \t$39 ;
+  wire [17:0] \t$60 ;
+  wire [16:0] \t$63 ;
+  wire [16:0] \t$64 ;
+  wire [17:0] \t$80 ;
+  wire [16:0] \t$83 ;
+  wire [16:0] \t$84 ;
+  wire [17:0] \t$96 ;
+  wire [16:0] \t$99 ;
   wire [34:0] theta_less_q;
-  wire [34:0] \theta_less_q$132 ;
-  wire [34:0] \theta_less_q$147 ;
-  wire [34:0] \theta_less_q$162 ;
+  wire [34:0] \theta_less_q$109 ;
+  wire [34:0] \theta_less_q$77 ;
+  wire [34:0] \theta_less_q$93 ;
   wire [15:0] u;
   reg valid_s1 = 1'h0;
   reg valid_s2 = 1'h0;
@@ -1034,18 +942,18 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   output valid_s5;
   reg valid_s5 = 1'h0;
   reg valid_s6 = 1'h0;
-  reg [1:0] wp__addr = 2'h0;
-  reg [1:0] \wp__addr$18  = 2'h0;
-  reg [1:0] \wp__addr$32  = 2'h0;
-  reg [1:0] \wp__addr$46  = 2'h0;
-  reg [15:0] wp__data = 16'h0000;
-  reg [15:0] \wp__data$20  = 16'h0000;
-  reg [15:0] \wp__data$34  = 16'h0000;
-  reg [15:0] \wp__data$48  = 16'h0000;
-  reg wp__en = 1'h0;
-  reg \wp__en$22  = 1'h0;
-  reg \wp__en$36  = 1'h0;
-  reg \wp__en$50  = 1'h0;
+  wire [1:0] wp__addr;
+  wire [1:0] \wp__addr$106 ;
+  wire [1:0] \wp__addr$122 ;
+  wire [1:0] \wp__addr$90 ;
+  wire [15:0] wp__data;
+  wire [15:0] \wp__data$107 ;
+  wire [15:0] \wp__data$123 ;
+  wire [15:0] \wp__data$91 ;
+  wire wp__en;
+  wire \wp__en$108 ;
+  wire \wp__en$124 ;
+  wire \wp__en$92 ;
   reg [15:0] y0_at_max_s1 = 16'h0000;
   reg [15:0] y0_at_max_s2 = 16'h0000;
   reg [15:0] y0_at_max_s3 = 16'h0000;
@@ -1071,20 +979,20 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @(posedge clk) begin
     if (wp__en)
-      l0_coef_0_0_bank0[wp__addr] <= wp__data;
+      l0_coef_0_0_bank0[\$92 [1:0]] <= wp__data;
   end
   reg [1:0] _0_;
   reg [15:0] _1_;
   always @(posedge clk) begin
     _0_ <= \$91 [1:0];
-    if (port__en) begin
+    if (\$signature__en ) begin
       _1_ <= l0_coef_0_0_bank0[\$4 [1:0]];
-      if (wp__en && \$4 [1:0] == wp__addr)
+      if (wp__en && \$4 [1:0] == \$92 [1:0])
         _1_ <= wp__data;
     end
   end
-  assign \port__data$16  = l0_coef_0_0_bank0[_0_];
-  assign port__data = _1_;
+  assign \$signature__data  = l0_coef_0_0_bank0[_0_];
+  assign \$signature__data$182  = _1_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank1 [2:0];
   initial begin
@@ -1093,21 +1001,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank1[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$22 )
-      l0_coef_0_0_bank1[\wp__addr$18 ] <= \wp__data$20 ;
+    if (\wp__en$92 )
+      l0_coef_0_0_bank1[\$148 [1:0]] <= \wp__data$91 ;
   end
   reg [1:0] _2_;
   reg [15:0] _3_;
   always @(posedge clk) begin
     _2_ <= \$147 [1:0];
-    if (\port__en$67 ) begin
+    if (\$signature__en$11 ) begin
       _3_ <= l0_coef_0_0_bank1[\$8 [1:0]];
-      if (\wp__en$22  && \$8 [1:0] == \wp__addr$18 )
-        _3_ <= \wp__data$20 ;
+      if (\wp__en$92  && \$8 [1:0] == \$148 [1:0])
+        _3_ <= \wp__data$91 ;
     end
   end
-  assign \port__data$30  = l0_coef_0_0_bank1[_2_];
-  assign \port__data$26  = _3_;
+  assign \$signature__data$78  = l0_coef_0_0_bank1[_2_];
+  assign \$signature__data$183  = _3_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank2 [2:0];
   initial begin
@@ -1116,21 +1024,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank2[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$36 )
-      l0_coef_0_0_bank2[\wp__addr$32 ] <= \wp__data$34 ;
+    if (\wp__en$108 )
+      l0_coef_0_0_bank2[\$204 [1:0]] <= \wp__data$107 ;
   end
   reg [1:0] _4_;
   reg [15:0] _5_;
   always @(posedge clk) begin
     _4_ <= \$203 [1:0];
-    if (\port__en$69 ) begin
+    if (\$signature__en$13 ) begin
       _5_ <= l0_coef_0_0_bank2[\$12 [1:0]];
-      if (\wp__en$36  && \$12 [1:0] == \wp__addr$32 )
-        _5_ <= \wp__data$34 ;
+      if (\wp__en$108  && \$12 [1:0] == \$204 [1:0])
+        _5_ <= \wp__data$107 ;
     end
   end
-  assign \port__data$44  = l0_coef_0_0_bank2[_4_];
-  assign \port__data$40  = _5_;
+  assign \$signature__data$94  = l0_coef_0_0_bank2[_4_];
+  assign \$signature__data$184  = _5_;
   (* ram_style = "distributed" *)
   reg [15:0] l0_coef_0_0_bank3 [2:0];
   initial begin
@@ -1139,21 +1047,21 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     l0_coef_0_0_bank3[2] = 16'h0000;
   end
   always @(posedge clk) begin
-    if (\wp__en$50 )
-      l0_coef_0_0_bank3[\wp__addr$46 ] <= \wp__data$48 ;
+    if (\wp__en$124 )
+      l0_coef_0_0_bank3[\$260 [1:0]] <= \wp__data$123 ;
   end
   reg [1:0] _6_;
   reg [15:0] _7_;
   always @(posedge clk) begin
     _6_ <= \$259 [1:0];
-    if (\port__en$71 ) begin
+    if (\$signature__en$15 ) begin
       _7_ <= l0_coef_0_0_bank3[\$16 [1:0]];
-      if (\wp__en$50  && \$16 [1:0] == \wp__addr$46 )
-        _7_ <= \wp__data$48 ;
+      if (\wp__en$124  && \$16 [1:0] == \$260 [1:0])
+        _7_ <= \wp__data$123 ;
     end
   end
-  assign \port__data$58  = l0_coef_0_0_bank3[_6_];
-  assign \port__data$54  = _7_;
+  assign \$signature__data$110  = l0_coef_0_0_bank3[_6_];
+  assign \$signature__data$185  = _7_;
   reg [15:0] theta0_rom [10:0];
   initial begin
     theta0_rom[0] = 16'h0000;
@@ -1174,271 +1082,157 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   assign rom_rd__data = _8_;
   always @(posedge clk)
-    \wp__addr$32  <= \$204 [1:0];
+    pr__valid <= \$410 ;
   always @(posedge clk)
-    \wp__data$34  <= l0_coef_0_0_bank2_data;
+    pr__payload <= \$411 ;
   always @(posedge clk)
-    \wp__en$36  <= l0_coef_0_0_bank2_en;
+    y0_s1 <= \$412 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r0_fwd <= \$395 ;
+    kind_s1 <= \$413 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r0_word <= \$396 ;
+    pos_in <= \$414 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r1_fwd <= \$397 ;
+    l0_lo0_s2 <= \$415 ;
   always @(posedge clk)
-    l0_coef_0_0_bank2_r1_word <= \$398 ;
+    l0_cell0_s2 <= \$416 ;
   always @(posedge clk)
-    \wp__addr$46  <= \$260 [1:0];
+    l0_bval_bank0_0_s2 <= \$417 ;
   always @(posedge clk)
-    \wp__data$48  <= l0_coef_0_0_bank3_data;
+    l0_bval_bank0_1_s2 <= \$418 ;
   always @(posedge clk)
-    \wp__en$50  <= l0_coef_0_0_bank3_en;
+    l0_bval_bank0_2_s2 <= \$419 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r0_fwd <= \$399 ;
+    l0_bval_bank0_3_s2 <= \$420 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r0_word <= \$400 ;
+    l0_waddr0_0_s3 <= \$421 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r1_fwd <= \$401 ;
+    l0_waddr0_1_s3 <= \$422 ;
   always @(posedge clk)
-    l0_coef_0_0_bank3_r1_word <= \$402 ;
+    l0_waddr0_2_s3 <= \$423 ;
   always @(posedge clk)
-    valid_s1 <= \$403 ;
+    l0_waddr0_3_s3 <= \$424 ;
   always @(posedge clk)
-    valid_s2 <= \$404 ;
+    l0_prod0_0_0_raw_s3 <= \$425 ;
   always @(posedge clk)
-    valid_s3 <= \$405 ;
+    l0_prod0_0_1_raw_s3 <= \$426 ;
   always @(posedge clk)
-    valid_s4 <= \$406 ;
+    l0_prod0_0_2_raw_s3 <= \$427 ;
   always @(posedge clk)
-    valid_s5 <= \$407 ;
+    l0_prod0_0_3_raw_s3 <= \$428 ;
   always @(posedge clk)
-    valid_s6 <= \$408 ;
+    l0_sum0_t0_0_s4 <= \$429 ;
   always @(posedge clk)
-    reload_count <= \$409 ;
+    l0_out0_s5 <= \$430 ;
   always @(posedge clk)
-    port_in_flight0 <= \$410 ;
+    y0_neg_s1 <= \$431 ;
   always @(posedge clk)
-    port_in_flight1 <= \$411 ;
+    y0_neg_s2 <= \$432 ;
   always @(posedge clk)
-    port_in_flight2 <= \$412 ;
+    y0_neg_s3 <= \$433 ;
   always @(posedge clk)
-    port_in_flight3 <= \$413 ;
+    y0_neg_s4 <= \$434 ;
   always @(posedge clk)
-    l0_port_local_p1 <= \$414 ;
+    y0_at_max_s1 <= \$435 ;
   always @(posedge clk)
-    l0_port_wr_p1 <= \$415 ;
+    y0_at_max_s2 <= \$436 ;
   always @(posedge clk)
-    l0_port_rd_p1 <= \$416 ;
+    y0_at_max_s3 <= \$437 ;
   always @(posedge clk)
-    l0_port_data_p1 <= \$417 ;
+    y0_at_max_s4 <= \$438 ;
   always @(posedge clk)
-    l0_port_edge_p2 <= \$418 ;
+    y0_at_min_s1 <= \$439 ;
   always @(posedge clk)
-    l0_port_local_p2 <= \$419 ;
+    y0_at_min_s2 <= \$440 ;
   always @(posedge clk)
-    l0_port_wr_p2 <= \$420 ;
+    y0_at_min_s3 <= \$441 ;
   always @(posedge clk)
-    l0_port_rd_p2 <= \$421 ;
+    y0_at_min_s4 <= \$442 ;
   always @(posedge clk)
-    l0_port_data_p2 <= \$422 ;
+    kind_s2 <= \$443 ;
   always @(posedge clk)
-    l0_port_q_p3 <= \$423 ;
+    kind_s3 <= \$444 ;
   always @(posedge clk)
-    l0_port_edge_p3 <= \$424 ;
+    kind_s4 <= \$445 ;
   always @(posedge clk)
-    l0_port_wr_p3 <= \$425 ;
+    y0_s2 <= \$446 ;
   always @(posedge clk)
-    l0_port_rd_p3 <= \$426 ;
+    y0_s3 <= \$447 ;
   always @(posedge clk)
-    l0_port_data_p3 <= \$427 ;
+    y0_s4 <= \$448 ;
   always @(posedge clk)
-    l0_port_baddr_p4 <= \$428 ;
+    err0_s5 <= \$449 ;
   always @(posedge clk)
-    l0_port_bank_p4 <= \$429 ;
+    l0_waddr0_0_s4 <= \$450 ;
   always @(posedge clk)
-    l0_port_edge_p4 <= \$430 ;
+    l0_waddr0_0_s5 <= \$451 ;
   always @(posedge clk)
-    l0_ram_wr <= \$431 ;
+    l0_waddr0_0_s6 <= \$452 ;
   always @(posedge clk)
-    l0_ram_rd <= \$432 ;
+    l0_waddr0_1_s4 <= \$453 ;
   always @(posedge clk)
-    l0_ram_data <= \$433 ;
+    l0_waddr0_1_s5 <= \$454 ;
   always @(posedge clk)
-    l0_rd_edge <= \$434 ;
+    l0_waddr0_1_s6 <= \$455 ;
   always @(posedge clk)
-    l0_rd_bank <= \$435 ;
+    l0_waddr0_2_s4 <= \$456 ;
   always @(posedge clk)
-    read_layer <= \$436 ;
+    l0_waddr0_2_s5 <= \$457 ;
   always @(posedge clk)
-    read_wait <= \$437 ;
+    l0_waddr0_2_s6 <= \$458 ;
   always @(posedge clk)
-    read_wait1 <= \$438 ;
+    l0_waddr0_3_s4 <= \$459 ;
   always @(posedge clk)
-    read_wait2 <= \$439 ;
+    l0_waddr0_3_s5 <= \$460 ;
   always @(posedge clk)
-    read_wait3 <= \$440 ;
+    l0_waddr0_3_s6 <= \$461 ;
   always @(posedge clk)
-    read_wait4 <= \$441 ;
+    l0_bval_bank0_0_s3 <= \$462 ;
   always @(posedge clk)
-    pr__valid <= \$442 ;
+    l0_bval_bank0_0_s4 <= \$463 ;
   always @(posedge clk)
-    pr__payload <= \$443 ;
+    l0_bval_bank0_0_s5 <= \$464 ;
   always @(posedge clk)
-    y0_s1 <= \$444 ;
+    l0_delta0_0_0_raw_s6 <= \$465 ;
   always @(posedge clk)
-    kind_s1 <= \$445 ;
+    l0_bval_bank0_1_s3 <= \$466 ;
   always @(posedge clk)
-    pos_in <= \$446 ;
+    l0_bval_bank0_1_s4 <= \$467 ;
   always @(posedge clk)
-    l0_lo0_s2 <= \$447 ;
+    l0_bval_bank0_1_s5 <= \$468 ;
   always @(posedge clk)
-    l0_cell0_s2 <= \$448 ;
+    l0_delta0_0_1_raw_s6 <= \$469 ;
   always @(posedge clk)
-    l0_bval_bank0_0_s2 <= \$449 ;
+    l0_bval_bank0_2_s3 <= \$470 ;
   always @(posedge clk)
-    l0_bval_bank0_1_s2 <= \$450 ;
+    l0_bval_bank0_2_s4 <= \$471 ;
   always @(posedge clk)
-    l0_bval_bank0_2_s2 <= \$451 ;
+    l0_bval_bank0_2_s5 <= \$472 ;
   always @(posedge clk)
-    l0_bval_bank0_3_s2 <= \$452 ;
+    l0_delta0_0_2_raw_s6 <= \$473 ;
   always @(posedge clk)
-    l0_waddr0_0_s3 <= \$453 ;
+    l0_bval_bank0_3_s3 <= \$474 ;
   always @(posedge clk)
-    l0_waddr0_1_s3 <= \$454 ;
+    l0_bval_bank0_3_s4 <= \$475 ;
   always @(posedge clk)
-    l0_waddr0_2_s3 <= \$455 ;
+    l0_bval_bank0_3_s5 <= \$476 ;
   always @(posedge clk)
-    l0_waddr0_3_s3 <= \$456 ;
-  always @(posedge clk)
-    l0_prod0_0_0_raw_s3 <= \$457 ;
-  always @(posedge clk)
-    l0_prod0_0_1_raw_s3 <= \$458 ;
-  always @(posedge clk)
-    l0_prod0_0_2_raw_s3 <= \$459 ;
-  always @(posedge clk)
-    l0_prod0_0_3_raw_s3 <= \$460 ;
-  always @(posedge clk)
-    l0_sum0_t0_0_s4 <= \$461 ;
-  always @(posedge clk)
-    l0_out0_s5 <= \$462 ;
-  always @(posedge clk)
-    y0_neg_s1 <= \$463 ;
-  always @(posedge clk)
-    y0_neg_s2 <= \$464 ;
-  always @(posedge clk)
-    y0_neg_s3 <= \$465 ;
-  always @(posedge clk)
-    y0_neg_s4 <= \$466 ;
-  always @(posedge clk)
-    y0_at_max_s1 <= \$467 ;
-  always @(posedge clk)
-    y0_at_max_s2 <= \$468 ;
-  always @(posedge clk)
-    y0_at_max_s3 <= \$469 ;
-  always @(posedge clk)
-    y0_at_max_s4 <= \$470 ;
-  always @(posedge clk)
-    y0_at_min_s1 <= \$471 ;
-  always @(posedge clk)
-    y0_at_min_s2 <= \$472 ;
-  always @(posedge clk)
-    y0_at_min_s3 <= \$473 ;
-  always @(posedge clk)
-    y0_at_min_s4 <= \$474 ;
-  always @(posedge clk)
-    kind_s2 <= \$475 ;
-  always @(posedge clk)
-    kind_s3 <= \$476 ;
-  always @(posedge clk)
-    kind_s4 <= \$477 ;
-  always @(posedge clk)
-    y0_s2 <= \$478 ;
-  always @(posedge clk)
-    y0_s3 <= \$479 ;
-  always @(posedge clk)
-    y0_s4 <= \$480 ;
-  always @(posedge clk)
-    err0_s5 <= \$481 ;
-  always @(posedge clk)
-    l0_waddr0_0_s4 <= \$482 ;
-  always @(posedge clk)
-    l0_waddr0_0_s5 <= \$483 ;
-  always @(posedge clk)
-    l0_waddr0_0_s6 <= \$484 ;
-  always @(posedge clk)
-    l0_waddr0_1_s4 <= \$485 ;
-  always @(posedge clk)
-    l0_waddr0_1_s5 <= \$486 ;
-  always @(posedge clk)
-    l0_waddr0_1_s6 <= \$487 ;
-  always @(posedge clk)
-    l0_waddr0_2_s4 <= \$488 ;
-  always @(posedge clk)
-    l0_waddr0_2_s5 <= \$489 ;
-  always @(posedge clk)
-    l0_waddr0_2_s6 <= \$490 ;
-  always @(posedge clk)
-    l0_waddr0_3_s4 <= \$491 ;
-  always @(posedge clk)
-    l0_waddr0_3_s5 <= \$492 ;
-  always @(posedge clk)
-    l0_waddr0_3_s6 <= \$493 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s3 <= \$494 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s4 <= \$495 ;
-  always @(posedge clk)
-    l0_bval_bank0_0_s5 <= \$496 ;
-  always @(posedge clk)
-    l0_delta0_0_0_raw_s6 <= \$497 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s3 <= \$498 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s4 <= \$499 ;
-  always @(posedge clk)
-    l0_bval_bank0_1_s5 <= \$500 ;
-  always @(posedge clk)
-    l0_delta0_0_1_raw_s6 <= \$501 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s3 <= \$502 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s4 <= \$503 ;
-  always @(posedge clk)
-    l0_bval_bank0_2_s5 <= \$504 ;
-  always @(posedge clk)
-    l0_delta0_0_2_raw_s6 <= \$505 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s3 <= \$506 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s4 <= \$507 ;
-  always @(posedge clk)
-    l0_bval_bank0_3_s5 <= \$508 ;
-  always @(posedge clk)
-    l0_delta0_0_3_raw_s6 <= \$509 ;
-  assign l0_coef_0_0_bank0_r0_data = l0_coef_0_0_bank0_r0_fwd ? l0_coef_0_0_bank0_r0_word : port__data;
-  assign l0_coef_0_0_bank0_r1_data = l0_coef_0_0_bank0_r1_fwd ? l0_coef_0_0_bank0_r1_word : \port__data$16 ;
-  assign l0_coef_0_0_bank1_r0_data = l0_coef_0_0_bank1_r0_fwd ? l0_coef_0_0_bank1_r0_word : \port__data$26 ;
-  assign l0_coef_0_0_bank1_r1_data = l0_coef_0_0_bank1_r1_fwd ? l0_coef_0_0_bank1_r1_word : \port__data$30 ;
-  assign l0_coef_0_0_bank2_r0_data = l0_coef_0_0_bank2_r0_fwd ? l0_coef_0_0_bank2_r0_word : \port__data$40 ;
-  assign l0_coef_0_0_bank2_r1_data = l0_coef_0_0_bank2_r1_fwd ? l0_coef_0_0_bank2_r1_word : \port__data$44 ;
-  assign l0_coef_0_0_bank3_r0_data = l0_coef_0_0_bank3_r0_fwd ? l0_coef_0_0_bank3_r0_word : \port__data$54 ;
-  assign l0_coef_0_0_bank3_r1_data = l0_coef_0_0_bank3_r1_fwd ? l0_coef_0_0_bank3_r1_word : \port__data$58 ;
+    l0_delta0_0_3_raw_s6 <= \$477 ;
   assign \$2  = \cell [1:0] > 1'h0;
   assign \$3  = \$1  + \$2 ;
   assign \$4  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$3 ;
-  assign port__en = en | l0_ram_rd;
+  assign \$signature__en  = en | l0_ram_rd;
   assign \$6  = \cell [1:0] > 1'h1;
   assign \$7  = \$5  + \$6 ;
   assign \$8  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$7 ;
-  assign \port__en$67  = en | l0_ram_rd;
+  assign \$signature__en$11  = en | l0_ram_rd;
   assign \$10  = \cell [1:0] > 2'h2;
   assign \$11  = \$9  + \$10 ;
   assign \$12  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$11 ;
-  assign \port__en$69  = en | l0_ram_rd;
+  assign \$signature__en$13  = en | l0_ram_rd;
   assign \$14  = \cell [1:0] > 2'h3;
   assign \$15  = \$13  + \$14 ;
   assign \$16  = l0_ram_rd ? { 2'h0, l0_port_baddr_p4[1:0] } : \$15 ;
-  assign \port__en$71  = en | l0_ram_rd;
+  assign \$signature__en$15  = en | l0_ram_rd;
   assign \$17  = $signed({ l0_sum0_t0_0_s4[39:0], l0_sum0_t0_0_s4[14] }) + $signed({ 14'h1fff, l0_sum0_t0_0_s4[14] });
   assign \$18  = & \$17 [42:30];
   assign \$19  = ~ \$18 ;
@@ -1447,10 +1241,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$22  = | \$17 [42:30];
   assign \$23  = \$21  & \$22 ;
   assign \$24  = \$23  ? 16'h7fff : \$17 [30:15];
-  assign \t$87  = \$20  ? 16'h8000 : \$24 ;
+  assign \t$31  = \$20  ? 16'h8000 : \$24 ;
   assign \$25  = $signed(l0_out0_s5) >= $signed(1'h0);
-  assign \t$90  = $signed(16'h7fff) - $signed(s__payload[31:16]);
-  assign \t$91  = $signed(16'h8000) - $signed(s__payload[31:16]);
+  assign \t$34  = $signed(16'h7fff) - $signed(s__payload[31:16]);
+  assign \t$35  = $signed(16'h8000) - $signed(s__payload[31:16]);
   assign \$26  = { l0_sum0_t0_0_s4[32:0], l0_sum0_t0_0_s4[14] } + { y0_neg_s4[16], y0_neg_s4[16], y0_neg_s4, 14'h1fff, l0_sum0_t0_0_s4[14] };
   assign \$27  = ~ l0_sum0_t0_0_s4[39];
   assign \$28  = | l0_sum0_t0_0_s4[39:29];
@@ -1493,7 +1287,7 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign en = ~ \$62 ;
   assign busy = | { valid_s6, valid_s5, valid_s4, valid_s3, valid_s2, valid_s1 };
   assign commit_l0 = en & valid_s6;
-  assign \$63  = { l0_coef_0_0_bank0_r1_data[15], l0_coef_0_0_bank0_r1_data[15], l0_coef_0_0_bank0_r1_data, 17'h10000 } - { l0_delta0_0_0_raw_s6[31], l0_delta0_0_0_raw_s6[31], l0_delta0_0_0_raw_s6, l0_delta0_0_0_raw_s6[16] };
+  assign \$63  = { \$signature__data [15], \$signature__data [15], \$signature__data , 17'h10000 } - { l0_delta0_0_0_raw_s6[31], l0_delta0_0_0_raw_s6[31], l0_delta0_0_0_raw_s6, l0_delta0_0_0_raw_s6[16] };
   assign \$64  = ~ l0_delta0_0_0_raw_s6[31];
   assign \$68  = ~ \$67 ;
   assign \$69  = & l0_delta0_0_0_raw_s6[30:16];
@@ -1512,29 +1306,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$85  = l0_delta0_0_0_raw_s6[15] & \$84 ;
   assign \$86  = \$82  & \$85 ;
   assign \$87  = ~ \$86 ;
-  assign \t$118  = $signed(l0_coef_0_0_bank0_r1_data) - $signed(16'h7fff);
-  assign \t$119  = $signed(l0_coef_0_0_bank0_r1_data) - $signed(16'h8000);
+  assign \t$63  = $signed(\$signature__data ) - $signed(16'h7fff);
+  assign \t$64  = $signed(\$signature__data ) - $signed(16'h8000);
   assign \$88  = ! l0_port_edge_p4[0];
   assign \$89  = l0_ram_wr & \$88 ;
   assign \$90  = ! l0_port_bank_p4[1:0];
   assign l0_port_hit0_0_0 = \$89  & \$90 ;
   assign \$91  = \$62  ? l0_waddr0_0_s6 : l0_waddr0_0_s5;
   assign \$92  = l0_port_hit0_0_0 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_0_s6;
-  assign \$93  = & \t$118 [16:15];
+  assign \$93  = & \t$63 [16:15];
   assign \$94  = ~ \$93 ;
-  assign \$95  = \t$118 [16] & \$94 ;
-  assign \$96  = ~ \t$118 [16];
-  assign \$97  = | \t$118 [16:15];
+  assign \$95  = \t$63 [16] & \$94 ;
+  assign \$96  = ~ \t$63 [16];
+  assign \$97  = | \t$63 [16:15];
   assign \$98  = \$96  & \$97 ;
-  assign \$99  = \$98  ? 16'h7fff : \t$118 [15:0];
+  assign \$99  = \$98  ? 16'h7fff : \t$63 [15:0];
   assign \$100  = \$95  ? 16'h8000 : \$99 ;
-  assign \$101  = & \t$119 [16:15];
+  assign \$101  = & \t$64 [16:15];
   assign \$102  = ~ \$101 ;
-  assign \$103  = \t$119 [16] & \$102 ;
-  assign \$104  = ~ \t$119 [16];
-  assign \$105  = | \t$119 [16:15];
+  assign \$103  = \t$64 [16] & \$102 ;
+  assign \$104  = ~ \t$64 [16];
+  assign \$105  = | \t$64 [16:15];
   assign \$106  = \$104  & \$105 ;
-  assign \$107  = \$106  ? 16'h7fff : \t$119 [15:0];
+  assign \$107  = \$106  ? 16'h7fff : \t$64 [15:0];
   assign \$108  = \$103  ? 16'h8000 : \$107 ;
   assign \$109  = & \$63 [34:32];
   assign \$110  = ~ \$109 ;
@@ -1544,10 +1338,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$114  = \$112  & \$113 ;
   assign \$115  = \$114  ? 16'h7fff : \$63 [32:17];
   assign \$116  = \$111  ? 16'h8000 : \$115 ;
-  assign \$118  = \q_above$116  ? \$100  : \$117 ;
-  assign l0_coef_0_0_bank0_data = l0_port_hit0_0_0 ? l0_ram_data : \$118 ;
-  assign l0_coef_0_0_bank0_en = commit_l0 | l0_port_hit0_0_0;
-  assign \$119  = { l0_coef_0_0_bank1_r1_data[15], l0_coef_0_0_bank1_r1_data[15], l0_coef_0_0_bank1_r1_data, 17'h10000 } - { l0_delta0_0_1_raw_s6[31], l0_delta0_0_1_raw_s6[31], l0_delta0_0_1_raw_s6, l0_delta0_0_1_raw_s6[16] };
+  assign \$118  = \q_above$61  ? \$100  : \$117 ;
+  assign wp__data = l0_port_hit0_0_0 ? l0_ram_data : \$118 ;
+  assign wp__en = commit_l0 | l0_port_hit0_0_0;
+  assign \$119  = { \$signature__data$78 [15], \$signature__data$78 [15], \$signature__data$78 , 17'h10000 } - { l0_delta0_0_1_raw_s6[31], l0_delta0_0_1_raw_s6[31], l0_delta0_0_1_raw_s6, l0_delta0_0_1_raw_s6[16] };
   assign \$120  = ~ l0_delta0_0_1_raw_s6[31];
   assign \$124  = ~ \$123 ;
   assign \$125  = & l0_delta0_0_1_raw_s6[30:16];
@@ -1566,29 +1360,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$141  = l0_delta0_0_1_raw_s6[15] & \$140 ;
   assign \$142  = \$138  & \$141 ;
   assign \$143  = ~ \$142 ;
-  assign \t$137  = $signed(l0_coef_0_0_bank1_r1_data) - $signed(16'h7fff);
-  assign \t$138  = $signed(l0_coef_0_0_bank1_r1_data) - $signed(16'h8000);
+  assign \t$83  = $signed(\$signature__data$78 ) - $signed(16'h7fff);
+  assign \t$84  = $signed(\$signature__data$78 ) - $signed(16'h8000);
   assign \$144  = ! l0_port_edge_p4[0];
   assign \$145  = l0_ram_wr & \$144 ;
   assign \$146  = l0_port_bank_p4[1:0] == 1'h1;
   assign l0_port_hit0_0_1 = \$145  & \$146 ;
   assign \$147  = \$62  ? l0_waddr0_1_s6 : l0_waddr0_1_s5;
   assign \$148  = l0_port_hit0_0_1 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_1_s6;
-  assign \$149  = & \t$137 [16:15];
+  assign \$149  = & \t$83 [16:15];
   assign \$150  = ~ \$149 ;
-  assign \$151  = \t$137 [16] & \$150 ;
-  assign \$152  = ~ \t$137 [16];
-  assign \$153  = | \t$137 [16:15];
+  assign \$151  = \t$83 [16] & \$150 ;
+  assign \$152  = ~ \t$83 [16];
+  assign \$153  = | \t$83 [16:15];
   assign \$154  = \$152  & \$153 ;
-  assign \$155  = \$154  ? 16'h7fff : \t$137 [15:0];
+  assign \$155  = \$154  ? 16'h7fff : \t$83 [15:0];
   assign \$156  = \$151  ? 16'h8000 : \$155 ;
-  assign \$157  = & \t$138 [16:15];
+  assign \$157  = & \t$84 [16:15];
   assign \$158  = ~ \$157 ;
-  assign \$159  = \t$138 [16] & \$158 ;
-  assign \$160  = ~ \t$138 [16];
-  assign \$161  = | \t$138 [16:15];
+  assign \$159  = \t$84 [16] & \$158 ;
+  assign \$160  = ~ \t$84 [16];
+  assign \$161  = | \t$84 [16:15];
   assign \$162  = \$160  & \$161 ;
-  assign \$163  = \$162  ? 16'h7fff : \t$138 [15:0];
+  assign \$163  = \$162  ? 16'h7fff : \t$84 [15:0];
   assign \$164  = \$159  ? 16'h8000 : \$163 ;
   assign \$165  = & \$119 [34:32];
   assign \$166  = ~ \$165 ;
@@ -1598,10 +1392,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$170  = \$168  & \$169 ;
   assign \$171  = \$170  ? 16'h7fff : \$119 [32:17];
   assign \$172  = \$167  ? 16'h8000 : \$171 ;
-  assign \$174  = \q_above$135  ? \$156  : \$173 ;
-  assign l0_coef_0_0_bank1_data = l0_port_hit0_0_1 ? l0_ram_data : \$174 ;
-  assign l0_coef_0_0_bank1_en = commit_l0 | l0_port_hit0_0_1;
-  assign \$175  = { l0_coef_0_0_bank2_r1_data[15], l0_coef_0_0_bank2_r1_data[15], l0_coef_0_0_bank2_r1_data, 17'h10000 } - { l0_delta0_0_2_raw_s6[31], l0_delta0_0_2_raw_s6[31], l0_delta0_0_2_raw_s6, l0_delta0_0_2_raw_s6[16] };
+  assign \$174  = \q_above$81  ? \$156  : \$173 ;
+  assign \wp__data$91  = l0_port_hit0_0_1 ? l0_ram_data : \$174 ;
+  assign \wp__en$92  = commit_l0 | l0_port_hit0_0_1;
+  assign \$175  = { \$signature__data$94 [15], \$signature__data$94 [15], \$signature__data$94 , 17'h10000 } - { l0_delta0_0_2_raw_s6[31], l0_delta0_0_2_raw_s6[31], l0_delta0_0_2_raw_s6, l0_delta0_0_2_raw_s6[16] };
   assign \$176  = ~ l0_delta0_0_2_raw_s6[31];
   assign \$180  = ~ \$179 ;
   assign \$181  = & l0_delta0_0_2_raw_s6[30:16];
@@ -1620,29 +1414,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$197  = l0_delta0_0_2_raw_s6[15] & \$196 ;
   assign \$198  = \$194  & \$197 ;
   assign \$199  = ~ \$198 ;
-  assign \t$152  = $signed(l0_coef_0_0_bank2_r1_data) - $signed(16'h7fff);
-  assign \t$153  = $signed(l0_coef_0_0_bank2_r1_data) - $signed(16'h8000);
+  assign \t$99  = $signed(\$signature__data$94 ) - $signed(16'h7fff);
+  assign \t$100  = $signed(\$signature__data$94 ) - $signed(16'h8000);
   assign \$200  = ! l0_port_edge_p4[0];
   assign \$201  = l0_ram_wr & \$200 ;
   assign \$202  = l0_port_bank_p4[1:0] == 2'h2;
   assign l0_port_hit0_0_2 = \$201  & \$202 ;
   assign \$203  = \$62  ? l0_waddr0_2_s6 : l0_waddr0_2_s5;
   assign \$204  = l0_port_hit0_0_2 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_2_s6;
-  assign \$205  = & \t$152 [16:15];
+  assign \$205  = & \t$99 [16:15];
   assign \$206  = ~ \$205 ;
-  assign \$207  = \t$152 [16] & \$206 ;
-  assign \$208  = ~ \t$152 [16];
-  assign \$209  = | \t$152 [16:15];
+  assign \$207  = \t$99 [16] & \$206 ;
+  assign \$208  = ~ \t$99 [16];
+  assign \$209  = | \t$99 [16:15];
   assign \$210  = \$208  & \$209 ;
-  assign \$211  = \$210  ? 16'h7fff : \t$152 [15:0];
+  assign \$211  = \$210  ? 16'h7fff : \t$99 [15:0];
   assign \$212  = \$207  ? 16'h8000 : \$211 ;
-  assign \$213  = & \t$153 [16:15];
+  assign \$213  = & \t$100 [16:15];
   assign \$214  = ~ \$213 ;
-  assign \$215  = \t$153 [16] & \$214 ;
-  assign \$216  = ~ \t$153 [16];
-  assign \$217  = | \t$153 [16:15];
+  assign \$215  = \t$100 [16] & \$214 ;
+  assign \$216  = ~ \t$100 [16];
+  assign \$217  = | \t$100 [16:15];
   assign \$218  = \$216  & \$217 ;
-  assign \$219  = \$218  ? 16'h7fff : \t$153 [15:0];
+  assign \$219  = \$218  ? 16'h7fff : \t$100 [15:0];
   assign \$220  = \$215  ? 16'h8000 : \$219 ;
   assign \$221  = & \$175 [34:32];
   assign \$222  = ~ \$221 ;
@@ -1652,10 +1446,10 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$226  = \$224  & \$225 ;
   assign \$227  = \$226  ? 16'h7fff : \$175 [32:17];
   assign \$228  = \$223  ? 16'h8000 : \$227 ;
-  assign \$230  = \q_above$150  ? \$212  : \$229 ;
-  assign l0_coef_0_0_bank2_data = l0_port_hit0_0_2 ? l0_ram_data : \$230 ;
-  assign l0_coef_0_0_bank2_en = commit_l0 | l0_port_hit0_0_2;
-  assign \$231  = { l0_coef_0_0_bank3_r1_data[15], l0_coef_0_0_bank3_r1_data[15], l0_coef_0_0_bank3_r1_data, 17'h10000 } - { l0_delta0_0_3_raw_s6[31], l0_delta0_0_3_raw_s6[31], l0_delta0_0_3_raw_s6, l0_delta0_0_3_raw_s6[16] };
+  assign \$230  = \q_above$97  ? \$212  : \$229 ;
+  assign \wp__data$107  = l0_port_hit0_0_2 ? l0_ram_data : \$230 ;
+  assign \wp__en$108  = commit_l0 | l0_port_hit0_0_2;
+  assign \$231  = { \$signature__data$110 [15], \$signature__data$110 [15], \$signature__data$110 , 17'h10000 } - { l0_delta0_0_3_raw_s6[31], l0_delta0_0_3_raw_s6[31], l0_delta0_0_3_raw_s6, l0_delta0_0_3_raw_s6[16] };
   assign \$232  = ~ l0_delta0_0_3_raw_s6[31];
   assign \$236  = ~ \$235 ;
   assign \$237  = & l0_delta0_0_3_raw_s6[30:16];
@@ -1674,29 +1468,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$253  = l0_delta0_0_3_raw_s6[15] & \$252 ;
   assign \$254  = \$250  & \$253 ;
   assign \$255  = ~ \$254 ;
-  assign \t$167  = $signed(l0_coef_0_0_bank3_r1_data) - $signed(16'h7fff);
-  assign \t$168  = $signed(l0_coef_0_0_bank3_r1_data) - $signed(16'h8000);
+  assign \t$115  = $signed(\$signature__data$110 ) - $signed(16'h7fff);
+  assign \t$116  = $signed(\$signature__data$110 ) - $signed(16'h8000);
   assign \$256  = ! l0_port_edge_p4[0];
   assign \$257  = l0_ram_wr & \$256 ;
   assign \$258  = l0_port_bank_p4[1:0] == 2'h3;
   assign l0_port_hit0_0_3 = \$257  & \$258 ;
   assign \$259  = \$62  ? l0_waddr0_3_s6 : l0_waddr0_3_s5;
   assign \$260  = l0_port_hit0_0_3 ? { 2'h0, l0_port_baddr_p4[1:0] } : l0_waddr0_3_s6;
-  assign \$261  = & \t$167 [16:15];
+  assign \$261  = & \t$115 [16:15];
   assign \$262  = ~ \$261 ;
-  assign \$263  = \t$167 [16] & \$262 ;
-  assign \$264  = ~ \t$167 [16];
-  assign \$265  = | \t$167 [16:15];
+  assign \$263  = \t$115 [16] & \$262 ;
+  assign \$264  = ~ \t$115 [16];
+  assign \$265  = | \t$115 [16:15];
   assign \$266  = \$264  & \$265 ;
-  assign \$267  = \$266  ? 16'h7fff : \t$167 [15:0];
+  assign \$267  = \$266  ? 16'h7fff : \t$115 [15:0];
   assign \$268  = \$263  ? 16'h8000 : \$267 ;
-  assign \$269  = & \t$168 [16:15];
+  assign \$269  = & \t$116 [16:15];
   assign \$270  = ~ \$269 ;
-  assign \$271  = \t$168 [16] & \$270 ;
-  assign \$272  = ~ \t$168 [16];
-  assign \$273  = | \t$168 [16:15];
+  assign \$271  = \t$116 [16] & \$270 ;
+  assign \$272  = ~ \t$116 [16];
+  assign \$273  = | \t$116 [16:15];
   assign \$274  = \$272  & \$273 ;
-  assign \$275  = \$274  ? 16'h7fff : \t$168 [15:0];
+  assign \$275  = \$274  ? 16'h7fff : \t$116 [15:0];
   assign \$276  = \$271  ? 16'h8000 : \$275 ;
   assign \$277  = & \$231 [34:32];
   assign \$278  = ~ \$277 ;
@@ -1706,9 +1500,9 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$282  = \$280  & \$281 ;
   assign \$283  = \$282  ? 16'h7fff : \$231 [32:17];
   assign \$284  = \$279  ? 16'h8000 : \$283 ;
-  assign \$286  = \q_above$165  ? \$268  : \$285 ;
-  assign l0_coef_0_0_bank3_data = l0_port_hit0_0_3 ? l0_ram_data : \$286 ;
-  assign l0_coef_0_0_bank3_en = commit_l0 | l0_port_hit0_0_3;
+  assign \$286  = \q_above$113  ? \$268  : \$285 ;
+  assign \wp__data$123  = l0_port_hit0_0_3 ? l0_ram_data : \$286 ;
+  assign \wp__en$124  = commit_l0 | l0_port_hit0_0_3;
   assign reloading = reload_count != 4'hc;
   assign \$287  = | reload_count;
   assign reload_write = reloading & \$287 ;
@@ -1750,86 +1544,120 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$317  = ~ pc__payload[20];
   assign l0_port_rd = \$316  & \$317 ;
   assign port_cmd = reload_write | execute;
-  assign \$318  = \$92 [1:0] == \$4 [1:0];
-  assign \$319  = l0_coef_0_0_bank0_en & \$318 ;
-  assign \$320  = \$92 [1:0] == \$91 [1:0];
-  assign \$321  = l0_coef_0_0_bank0_en & \$320 ;
-  assign \$322  = \$148 [1:0] == \$8 [1:0];
-  assign \$323  = l0_coef_0_0_bank1_en & \$322 ;
-  assign \$324  = \$148 [1:0] == \$147 [1:0];
-  assign \$325  = l0_coef_0_0_bank1_en & \$324 ;
-  assign \$326  = \$204 [1:0] == \$12 [1:0];
-  assign \$327  = l0_coef_0_0_bank2_en & \$326 ;
-  assign \$328  = \$204 [1:0] == \$203 [1:0];
-  assign \$329  = l0_coef_0_0_bank2_en & \$328 ;
-  assign \$330  = \$260 [1:0] == \$16 [1:0];
-  assign \$331  = l0_coef_0_0_bank3_en & \$330 ;
-  assign \$332  = \$260 [1:0] == \$259 [1:0];
-  assign \$333  = l0_coef_0_0_bank3_en & \$332 ;
-  assign \$334  = reload_count + 1'h1;
-  assign \$337  = \$335  + \$336 ;
-  assign \$340  = l0_port_local_p2 - \$339 ;
-  assign \$343  = \$342  * 3'h4;
-  assign \$344  = l0_port_q_p3 - \$343 ;
-  assign \$345  = ~ pc__payload[20];
-  assign \$346  = execute & \$345 ;
-  assign \$347  = execute & pc__payload[20];
-  assign \$356  = l0_cell0_s2[1:0] > 1'h0;
-  assign \$357  = \$355  + \$356 ;
-  assign \$359  = l0_cell0_s2[1:0] > 1'h1;
-  assign \$360  = \$358  + \$359 ;
-  assign \$362  = l0_cell0_s2[1:0] > 2'h2;
-  assign \$363  = \$361  + \$362 ;
-  assign \$365  = l0_cell0_s2[1:0] > 2'h3;
-  assign \$366  = \$364  + \$365 ;
-  assign \$367  = $signed(l0_coef_0_0_bank0_r0_data) * $signed(l0_bval_bank0_0_s2);
-  assign \$368  = $signed(l0_coef_0_0_bank1_r0_data) * $signed(l0_bval_bank0_1_s2);
-  assign \$369  = $signed(l0_coef_0_0_bank2_r0_data) * $signed(l0_bval_bank0_2_s2);
-  assign \$370  = $signed(l0_coef_0_0_bank3_r0_data) * $signed(l0_bval_bank0_3_s2);
-  assign \$371  = $signed(t) + $signed(\t$75 );
-  assign \$372  = $signed(\t$78 ) + $signed(\t$81 );
-  assign \$373  = $signed(\$371 ) + $signed(\$372 );
-  assign \$374  = - $signed(s__payload[31:16]);
-  assign \$375  = $signed(\t$90 ) < $signed(16'h8000);
-  assign \$376  = $signed(\t$90 ) > $signed(16'h7fff);
-  assign \$377  = \$376  ? 16'h7fff : \t$90 [15:0];
-  assign \$378  = \$375  ? 16'h8000 : \$377 ;
-  assign \$379  = $signed(\t$91 ) < $signed(16'h8000);
-  assign \$380  = $signed(\t$91 ) > $signed(16'h7fff);
-  assign \$381  = \$380  ? 16'h7fff : \t$91 [15:0];
-  assign \$382  = \$379  ? 16'h8000 : \$381 ;
-  assign \$383  = $signed(err0_s5) * $signed(l0_bval_bank0_0_s5);
-  assign \$384  = $signed(err0_s5) * $signed(l0_bval_bank0_1_s5);
-  assign \$385  = $signed(err0_s5) * $signed(l0_bval_bank0_2_s5);
-  assign \$386  = $signed(err0_s5) * $signed(l0_bval_bank0_3_s5);
+  assign \$318  = reload_count + 1'h1;
+  assign \$321  = \$319  + \$320 ;
+  assign \$324  = l0_port_local_p2 - \$323 ;
+  assign \$327  = \$326  * 3'h4;
+  assign \$328  = l0_port_q_p3 - \$327 ;
+  assign \$329  = ~ pc__payload[20];
+  assign \$330  = execute & \$329 ;
+  assign \$331  = execute & pc__payload[20];
+  assign \$340  = l0_cell0_s2[1:0] > 1'h0;
+  assign \$341  = \$339  + \$340 ;
+  assign \$343  = l0_cell0_s2[1:0] > 1'h1;
+  assign \$344  = \$342  + \$343 ;
+  assign \$346  = l0_cell0_s2[1:0] > 2'h2;
+  assign \$347  = \$345  + \$346 ;
+  assign \$349  = l0_cell0_s2[1:0] > 2'h3;
+  assign \$350  = \$348  + \$349 ;
+  assign \$351  = $signed(\$signature__data$182 ) * $signed(l0_bval_bank0_0_s2);
+  assign \$352  = $signed(\$signature__data$183 ) * $signed(l0_bval_bank0_1_s2);
+  assign \$353  = $signed(\$signature__data$184 ) * $signed(l0_bval_bank0_2_s2);
+  assign \$354  = $signed(\$signature__data$185 ) * $signed(l0_bval_bank0_3_s2);
+  assign \$355  = $signed(t) + $signed(\t$19 );
+  assign \$356  = $signed(\t$22 ) + $signed(\t$25 );
+  assign \$357  = $signed(\$355 ) + $signed(\$356 );
+  assign \$358  = - $signed(s__payload[31:16]);
+  assign \$359  = $signed(\t$34 ) < $signed(16'h8000);
+  assign \$360  = $signed(\t$34 ) > $signed(16'h7fff);
+  assign \$361  = \$360  ? 16'h7fff : \t$34 [15:0];
+  assign \$362  = \$359  ? 16'h8000 : \$361 ;
+  assign \$363  = $signed(\t$35 ) < $signed(16'h8000);
+  assign \$364  = $signed(\t$35 ) > $signed(16'h7fff);
+  assign \$365  = \$364  ? 16'h7fff : \t$35 [15:0];
+  assign \$366  = \$363  ? 16'h8000 : \$365 ;
+  assign \$367  = $signed(err0_s5) * $signed(l0_bval_bank0_0_s5);
+  assign \$368  = $signed(err0_s5) * $signed(l0_bval_bank0_1_s5);
+  assign \$369  = $signed(err0_s5) * $signed(l0_bval_bank0_2_s5);
+  assign \$370  = $signed(err0_s5) * $signed(l0_bval_bank0_3_s5);
   always @(posedge clk)
-    wp__addr <= \$92 [1:0];
+    valid_s1 <= \$371 ;
   always @(posedge clk)
-    wp__data <= l0_coef_0_0_bank0_data;
+    valid_s2 <= \$372 ;
   always @(posedge clk)
-    wp__en <= l0_coef_0_0_bank0_en;
+    valid_s3 <= \$373 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r0_fwd <= \$387 ;
+    valid_s4 <= \$374 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r0_word <= \$388 ;
+    valid_s5 <= \$375 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r1_fwd <= \$389 ;
+    valid_s6 <= \$376 ;
   always @(posedge clk)
-    l0_coef_0_0_bank0_r1_word <= \$390 ;
+    reload_count <= \$377 ;
   always @(posedge clk)
-    \wp__addr$18  <= \$148 [1:0];
+    port_in_flight0 <= \$378 ;
   always @(posedge clk)
-    \wp__data$20  <= l0_coef_0_0_bank1_data;
+    port_in_flight1 <= \$379 ;
   always @(posedge clk)
-    \wp__en$22  <= l0_coef_0_0_bank1_en;
+    port_in_flight2 <= \$380 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r0_fwd <= \$391 ;
+    port_in_flight3 <= \$381 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r0_word <= \$392 ;
+    l0_port_local_p1 <= \$382 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r1_fwd <= \$393 ;
+    l0_port_wr_p1 <= \$383 ;
   always @(posedge clk)
-    l0_coef_0_0_bank1_r1_word <= \$394 ;
+    l0_port_rd_p1 <= \$384 ;
+  always @(posedge clk)
+    l0_port_data_p1 <= \$385 ;
+  always @(posedge clk)
+    l0_port_edge_p2 <= \$386 ;
+  always @(posedge clk)
+    l0_port_local_p2 <= \$387 ;
+  always @(posedge clk)
+    l0_port_wr_p2 <= \$388 ;
+  always @(posedge clk)
+    l0_port_rd_p2 <= \$389 ;
+  always @(posedge clk)
+    l0_port_data_p2 <= \$390 ;
+  always @(posedge clk)
+    l0_port_q_p3 <= \$391 ;
+  always @(posedge clk)
+    l0_port_edge_p3 <= \$392 ;
+  always @(posedge clk)
+    l0_port_wr_p3 <= \$393 ;
+  always @(posedge clk)
+    l0_port_rd_p3 <= \$394 ;
+  always @(posedge clk)
+    l0_port_data_p3 <= \$395 ;
+  always @(posedge clk)
+    l0_port_baddr_p4 <= \$396 ;
+  always @(posedge clk)
+    l0_port_bank_p4 <= \$397 ;
+  always @(posedge clk)
+    l0_port_edge_p4 <= \$398 ;
+  always @(posedge clk)
+    l0_ram_wr <= \$399 ;
+  always @(posedge clk)
+    l0_ram_rd <= \$400 ;
+  always @(posedge clk)
+    l0_ram_data <= \$401 ;
+  always @(posedge clk)
+    l0_rd_edge <= \$402 ;
+  always @(posedge clk)
+    l0_rd_bank <= \$403 ;
+  always @(posedge clk)
+    read_layer <= \$404 ;
+  always @(posedge clk)
+    read_wait <= \$405 ;
+  always @(posedge clk)
+    read_wait1 <= \$406 ;
+  always @(posedge clk)
+    read_wait2 <= \$407 ;
+  always @(posedge clk)
+    read_wait3 <= \$408 ;
+  always @(posedge clk)
+    read_wait4 <= \$409 ;
   \onchip_learner_axis.learner.l0_bspline0  l0_bspline0 (
     .bval(bval),
     .\cell (\cell ),
@@ -1839,829 +1667,498 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$395  = l0_coef_0_0_bank2_r0_fwd;
-    if (\port__en$69 ) begin
-      \$395  = \$327 ;
+    \$410  = pr__valid;
+    if (\$331 ) begin
+      \$410  = 1'h1;
+    end else if (read_wait4) begin
+      \$410  = 1'h1;
+    end else if (pr__ready) begin
+      \$410  = 1'h0;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$396  = l0_coef_0_0_bank2_r0_word;
-    if (\port__en$69 ) begin
-      \$396  = l0_coef_0_0_bank2_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$399  = l0_coef_0_0_bank3_r0_fwd;
-    if (\port__en$71 ) begin
-      \$399  = \$331 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$400  = l0_coef_0_0_bank3_r0_word;
-    if (\port__en$71 ) begin
-      \$400  = l0_coef_0_0_bank3_data;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$403  = valid_s1;
-    if (en) begin
-      \$403  = accept;
-    end
-    if (rst) begin
-      \$403  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$404  = valid_s2;
-    if (en) begin
-      \$404  = valid_s1;
-    end
-    if (rst) begin
-      \$404  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$405  = valid_s3;
-    if (en) begin
-      \$405  = valid_s2;
-    end
-    if (rst) begin
-      \$405  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$406  = valid_s4;
-    if (en) begin
-      \$406  = valid_s3;
-    end
-    if (rst) begin
-      \$406  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$407  = valid_s5;
-    if (en) begin
-      \$407  = valid_s4;
-    end
-    if (rst) begin
-      \$407  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$408  = valid_s6;
-    if (en) begin
-      \$408  = valid_s5;
-    end
-    if (rst) begin
-      \$408  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$409  = reload_count;
-    if (reloading) begin
-      \$409  = \$334 [3:0];
-    end
-    if (rst) begin
-      \$409  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$410  = port_cmd;
     if (rst) begin
       \$410  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$411  = port_in_flight0;
-    if (rst) begin
-      \$411  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$412  = port_in_flight1;
-    if (rst) begin
-      \$412  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$413  = port_in_flight2;
-    if (rst) begin
-      \$413  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$414  = \$307 [3:0];
-    if (rst) begin
-      \$414  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$415  = l0_port_wr;
-    if (rst) begin
-      \$415  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$416  = l0_port_rd;
-    if (rst) begin
-      \$416  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$417  = l0_port_data;
-    if (rst) begin
-      \$417  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$418  = \$338 ;
-    if (rst) begin
-      \$418  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$419  = l0_port_local_p1;
-    if (rst) begin
-      \$419  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$420  = l0_port_wr_p1;
-    if (rst) begin
-      \$420  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$421  = l0_port_rd_p1;
-    if (rst) begin
-      \$421  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$422  = l0_port_data_p1;
-    if (rst) begin
-      \$422  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$423  = \$340 [3:0];
-    if (rst) begin
-      \$423  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$424  = l0_port_edge_p2;
-    if (rst) begin
-      \$424  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$425  = l0_port_wr_p2;
-    if (rst) begin
-      \$425  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$426  = l0_port_rd_p2;
-    if (rst) begin
-      \$426  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$427  = l0_port_data_p2;
-    if (rst) begin
-      \$427  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$428  = \$341 ;
-    if (rst) begin
-      \$428  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$429  = \$344 ;
-    if (rst) begin
-      \$429  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$430  = l0_port_edge_p3;
-    if (rst) begin
-      \$430  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$431  = l0_port_wr_p3;
-    if (rst) begin
-      \$431  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$432  = l0_port_rd_p3;
-    if (rst) begin
-      \$432  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$433  = l0_port_data_p3;
-    if (rst) begin
-      \$433  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$434  = l0_rd_edge;
-    if (l0_ram_rd) begin
-      \$434  = l0_port_edge_p4[0];
-    end
-    if (rst) begin
-      \$434  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$435  = l0_rd_bank;
-    if (l0_ram_rd) begin
-      \$435  = l0_port_bank_p4[1:0];
-    end
-    if (rst) begin
-      \$435  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$436  = read_layer;
-    if (l0_port_rd) begin
-      \$436  = 1'h0;
-    end
-    if (rst) begin
-      \$436  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$437  = \$346 ;
-    if (rst) begin
-      \$437  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$438  = read_wait;
-    if (rst) begin
-      \$438  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$439  = read_wait1;
-    if (rst) begin
-      \$439  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$440  = read_wait2;
-    if (rst) begin
-      \$440  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$441  = read_wait3;
-    if (rst) begin
-      \$441  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$442  = pr__valid;
-    if (\$347 ) begin
-      \$442  = 1'h1;
+    \$411  = pr__payload;
+    if (\$331 ) begin
+      \$411  = pc__payload[15:0];
     end else if (read_wait4) begin
-      \$442  = 1'h1;
-    end else if (pr__ready) begin
-      \$442  = 1'h0;
+      \$411  = \$334 ;
     end
     if (rst) begin
-      \$442  = 1'h0;
+      \$411  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$443  = pr__payload;
-    if (\$347 ) begin
-      \$443  = pc__payload[15:0];
-    end else if (read_wait4) begin
-      \$443  = \$350 ;
-    end
-    if (rst) begin
-      \$443  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$444  = y0_s1;
+    \$412  = y0_s1;
     if (en) begin
-      \$444  = s__payload[31:16];
+      \$412  = s__payload[31:16];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$445  = kind_s1;
+    \$413  = kind_s1;
     if (en) begin
-      \$445  = s__payload[33:32];
+      \$413  = s__payload[33:32];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$446  = pos_in;
+    \$414  = pos_in;
     if (en) begin
-      \$446  = pos;
+      \$414  = pos;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$447  = l0_lo0_s2;
+    \$415  = l0_lo0_s2;
     if (en) begin
-      \$447  = \cell [1:0];
+      \$415  = \cell [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$448  = l0_cell0_s2;
+    \$416  = l0_cell0_s2;
     if (en) begin
-      \$448  = \cell ;
+      \$416  = \cell ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$449  = l0_bval_bank0_0_s2;
+    \$417  = l0_bval_bank0_0_s2;
     if (en) begin
-      \$449  = \$351 ;
+      \$417  = \$335 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$450  = l0_bval_bank0_1_s2;
+    \$418  = l0_bval_bank0_1_s2;
     if (en) begin
-      \$450  = \$352 ;
+      \$418  = \$336 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$451  = l0_bval_bank0_2_s2;
+    \$419  = l0_bval_bank0_2_s2;
     if (en) begin
-      \$451  = \$353 ;
+      \$419  = \$337 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$452  = l0_bval_bank0_3_s2;
+    \$420  = l0_bval_bank0_3_s2;
     if (en) begin
-      \$452  = \$354 ;
+      \$420  = \$338 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$453  = l0_waddr0_0_s3;
+    \$421  = l0_waddr0_0_s3;
     if (en) begin
-      \$453  = \$357 ;
+      \$421  = \$341 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$454  = l0_waddr0_1_s3;
+    \$422  = l0_waddr0_1_s3;
     if (en) begin
-      \$454  = \$360 ;
+      \$422  = \$344 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$455  = l0_waddr0_2_s3;
+    \$423  = l0_waddr0_2_s3;
     if (en) begin
-      \$455  = \$363 ;
+      \$423  = \$347 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$456  = l0_waddr0_3_s3;
+    \$424  = l0_waddr0_3_s3;
     if (en) begin
-      \$456  = \$366 ;
+      \$424  = \$350 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$457  = l0_prod0_0_0_raw_s3;
+    \$425  = l0_prod0_0_0_raw_s3;
     if (en) begin
-      \$457  = \$367 ;
+      \$425  = \$351 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$458  = l0_prod0_0_1_raw_s3;
+    \$426  = l0_prod0_0_1_raw_s3;
     if (en) begin
-      \$458  = \$368 ;
+      \$426  = \$352 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$459  = l0_prod0_0_2_raw_s3;
+    \$427  = l0_prod0_0_2_raw_s3;
     if (en) begin
-      \$459  = \$369 ;
+      \$427  = \$353 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$460  = l0_prod0_0_3_raw_s3;
+    \$428  = l0_prod0_0_3_raw_s3;
     if (en) begin
-      \$460  = \$370 ;
+      \$428  = \$354 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$461  = l0_sum0_t0_0_s4;
+    \$429  = l0_sum0_t0_0_s4;
     if (en) begin
-      \$461  = \$373 ;
+      \$429  = \$357 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$462  = l0_out0_s5;
+    \$430  = l0_out0_s5;
     if (en) begin
-      \$462  = \t$87 ;
+      \$430  = \t$31 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$463  = y0_neg_s1;
+    \$431  = y0_neg_s1;
     if (en) begin
-      \$463  = \$374 ;
+      \$431  = \$358 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$464  = y0_neg_s2;
+    \$432  = y0_neg_s2;
     if (en) begin
-      \$464  = y0_neg_s1;
+      \$432  = y0_neg_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$465  = y0_neg_s3;
+    \$433  = y0_neg_s3;
     if (en) begin
-      \$465  = y0_neg_s2;
+      \$433  = y0_neg_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$466  = y0_neg_s4;
+    \$434  = y0_neg_s4;
     if (en) begin
-      \$466  = y0_neg_s3;
+      \$434  = y0_neg_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$467  = y0_at_max_s1;
+    \$435  = y0_at_max_s1;
     if (en) begin
-      \$467  = \$378 ;
+      \$435  = \$362 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$468  = y0_at_max_s2;
+    \$436  = y0_at_max_s2;
     if (en) begin
-      \$468  = y0_at_max_s1;
+      \$436  = y0_at_max_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$469  = y0_at_max_s3;
+    \$437  = y0_at_max_s3;
     if (en) begin
-      \$469  = y0_at_max_s2;
+      \$437  = y0_at_max_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$470  = y0_at_max_s4;
+    \$438  = y0_at_max_s4;
     if (en) begin
-      \$470  = y0_at_max_s3;
+      \$438  = y0_at_max_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$471  = y0_at_min_s1;
+    \$439  = y0_at_min_s1;
     if (en) begin
-      \$471  = \$382 ;
+      \$439  = \$366 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$472  = y0_at_min_s2;
+    \$440  = y0_at_min_s2;
     if (en) begin
-      \$472  = y0_at_min_s1;
+      \$440  = y0_at_min_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$473  = y0_at_min_s3;
+    \$441  = y0_at_min_s3;
     if (en) begin
-      \$473  = y0_at_min_s2;
+      \$441  = y0_at_min_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$474  = y0_at_min_s4;
+    \$442  = y0_at_min_s4;
     if (en) begin
-      \$474  = y0_at_min_s3;
+      \$442  = y0_at_min_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$475  = kind_s2;
+    \$443  = kind_s2;
     if (en) begin
-      \$475  = kind_s1;
+      \$443  = kind_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$476  = kind_s3;
+    \$444  = kind_s3;
     if (en) begin
-      \$476  = kind_s2;
+      \$444  = kind_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$477  = kind_s4;
+    \$445  = kind_s4;
     if (en) begin
-      \$477  = kind_s3;
+      \$445  = kind_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$478  = y0_s2;
+    \$446  = y0_s2;
     if (en) begin
-      \$478  = y0_s1;
+      \$446  = y0_s1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$479  = y0_s3;
+    \$447  = y0_s3;
     if (en) begin
-      \$479  = y0_s2;
+      \$447  = y0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$480  = y0_s4;
+    \$448  = y0_s4;
     if (en) begin
-      \$480  = y0_s3;
+      \$448  = y0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$481  = err0_s5;
+    \$449  = err0_s5;
     if (en) begin
-      \$481  = err0;
+      \$449  = err0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$482  = l0_waddr0_0_s4;
+    \$450  = l0_waddr0_0_s4;
     if (en) begin
-      \$482  = l0_waddr0_0_s3;
+      \$450  = l0_waddr0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$483  = l0_waddr0_0_s5;
+    \$451  = l0_waddr0_0_s5;
     if (en) begin
-      \$483  = l0_waddr0_0_s4;
+      \$451  = l0_waddr0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$484  = l0_waddr0_0_s6;
+    \$452  = l0_waddr0_0_s6;
     if (en) begin
-      \$484  = l0_waddr0_0_s5;
+      \$452  = l0_waddr0_0_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$485  = l0_waddr0_1_s4;
+    \$453  = l0_waddr0_1_s4;
     if (en) begin
-      \$485  = l0_waddr0_1_s3;
+      \$453  = l0_waddr0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$486  = l0_waddr0_1_s5;
+    \$454  = l0_waddr0_1_s5;
     if (en) begin
-      \$486  = l0_waddr0_1_s4;
+      \$454  = l0_waddr0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$487  = l0_waddr0_1_s6;
+    \$455  = l0_waddr0_1_s6;
     if (en) begin
-      \$487  = l0_waddr0_1_s5;
+      \$455  = l0_waddr0_1_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$488  = l0_waddr0_2_s4;
+    \$456  = l0_waddr0_2_s4;
     if (en) begin
-      \$488  = l0_waddr0_2_s3;
+      \$456  = l0_waddr0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$489  = l0_waddr0_2_s5;
+    \$457  = l0_waddr0_2_s5;
     if (en) begin
-      \$489  = l0_waddr0_2_s4;
+      \$457  = l0_waddr0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$490  = l0_waddr0_2_s6;
+    \$458  = l0_waddr0_2_s6;
     if (en) begin
-      \$490  = l0_waddr0_2_s5;
+      \$458  = l0_waddr0_2_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$491  = l0_waddr0_3_s4;
+    \$459  = l0_waddr0_3_s4;
     if (en) begin
-      \$491  = l0_waddr0_3_s3;
+      \$459  = l0_waddr0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$492  = l0_waddr0_3_s5;
+    \$460  = l0_waddr0_3_s5;
     if (en) begin
-      \$492  = l0_waddr0_3_s4;
+      \$460  = l0_waddr0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$493  = l0_waddr0_3_s6;
+    \$461  = l0_waddr0_3_s6;
     if (en) begin
-      \$493  = l0_waddr0_3_s5;
+      \$461  = l0_waddr0_3_s5;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$494  = l0_bval_bank0_0_s3;
+    \$462  = l0_bval_bank0_0_s3;
     if (en) begin
-      \$494  = l0_bval_bank0_0_s2;
+      \$462  = l0_bval_bank0_0_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$495  = l0_bval_bank0_0_s4;
+    \$463  = l0_bval_bank0_0_s4;
     if (en) begin
-      \$495  = l0_bval_bank0_0_s3;
+      \$463  = l0_bval_bank0_0_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$496  = l0_bval_bank0_0_s5;
+    \$464  = l0_bval_bank0_0_s5;
     if (en) begin
-      \$496  = l0_bval_bank0_0_s4;
+      \$464  = l0_bval_bank0_0_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$497  = l0_delta0_0_0_raw_s6;
+    \$465  = l0_delta0_0_0_raw_s6;
     if (en) begin
-      \$497  = \$383 ;
+      \$465  = \$367 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$498  = l0_bval_bank0_1_s3;
+    \$466  = l0_bval_bank0_1_s3;
     if (en) begin
-      \$498  = l0_bval_bank0_1_s2;
+      \$466  = l0_bval_bank0_1_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$499  = l0_bval_bank0_1_s4;
+    \$467  = l0_bval_bank0_1_s4;
     if (en) begin
-      \$499  = l0_bval_bank0_1_s3;
+      \$467  = l0_bval_bank0_1_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$500  = l0_bval_bank0_1_s5;
+    \$468  = l0_bval_bank0_1_s5;
     if (en) begin
-      \$500  = l0_bval_bank0_1_s4;
+      \$468  = l0_bval_bank0_1_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$501  = l0_delta0_0_1_raw_s6;
+    \$469  = l0_delta0_0_1_raw_s6;
     if (en) begin
-      \$501  = \$384 ;
+      \$469  = \$368 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$502  = l0_bval_bank0_2_s3;
+    \$470  = l0_bval_bank0_2_s3;
     if (en) begin
-      \$502  = l0_bval_bank0_2_s2;
+      \$470  = l0_bval_bank0_2_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$503  = l0_bval_bank0_2_s4;
+    \$471  = l0_bval_bank0_2_s4;
     if (en) begin
-      \$503  = l0_bval_bank0_2_s3;
+      \$471  = l0_bval_bank0_2_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$504  = l0_bval_bank0_2_s5;
+    \$472  = l0_bval_bank0_2_s5;
     if (en) begin
-      \$504  = l0_bval_bank0_2_s4;
+      \$472  = l0_bval_bank0_2_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$505  = l0_delta0_0_2_raw_s6;
+    \$473  = l0_delta0_0_2_raw_s6;
     if (en) begin
-      \$505  = \$385 ;
+      \$473  = \$369 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$506  = l0_bval_bank0_3_s3;
+    \$474  = l0_bval_bank0_3_s3;
     if (en) begin
-      \$506  = l0_bval_bank0_3_s2;
+      \$474  = l0_bval_bank0_3_s2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$507  = l0_bval_bank0_3_s4;
+    \$475  = l0_bval_bank0_3_s4;
     if (en) begin
-      \$507  = l0_bval_bank0_3_s3;
+      \$475  = l0_bval_bank0_3_s3;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$508  = l0_bval_bank0_3_s5;
+    \$476  = l0_bval_bank0_3_s5;
     if (en) begin
-      \$508  = l0_bval_bank0_3_s4;
+      \$476  = l0_bval_bank0_3_s4;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$509  = l0_delta0_0_3_raw_s6;
+    \$477  = l0_delta0_0_3_raw_s6;
     if (en) begin
-      \$509  = \$386 ;
+      \$477  = \$370 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$339  = 4'h0;
+    \$323  = 4'h0;
     casez (l0_port_edge_p2)
       6'h00:
-          \$339  = 4'h0;
+          \$323  = 4'h0;
     endcase
   end
   always @* begin
@@ -2669,29 +2166,29 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (l0_rd_bank)
       2'h0:
-          \$348  = l0_coef_0_0_bank0_r0_data;
+          \$332  = \$signature__data$182 ;
       2'h1:
-          \$348  = l0_coef_0_0_bank1_r0_data;
+          \$332  = \$signature__data$183 ;
       2'h2:
-          \$348  = l0_coef_0_0_bank2_r0_data;
+          \$332  = \$signature__data$184 ;
       2'h3:
-          \$348  = l0_coef_0_0_bank3_r0_data;
+          \$332  = \$signature__data$185 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$349  = 16'h0000;
+    \$333  = 16'h0000;
     casez (l0_rd_edge)
       1'h0:
-          \$349  = \$348 ;
+          \$333  = \$332 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$350  = 16'h0000;
+    \$334  = 16'h0000;
     casez (read_layer)
       1'h0:
-          \$350  = \$349 ;
+          \$334  = \$333 ;
     endcase
   end
   always @* begin
@@ -2699,13 +2196,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$351  = bval[15:0];
+          \$335  = bval[15:0];
       2'h1:
-          \$351  = bval[63:48];
+          \$335  = bval[63:48];
       2'h2:
-          \$351  = bval[47:32];
+          \$335  = bval[47:32];
       2'h3:
-          \$351  = bval[31:16];
+          \$335  = bval[31:16];
     endcase
   end
   always @* begin
@@ -2713,13 +2210,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$352  = bval[31:16];
+          \$336  = bval[31:16];
       2'h1:
-          \$352  = bval[15:0];
+          \$336  = bval[15:0];
       2'h2:
-          \$352  = bval[63:48];
+          \$336  = bval[63:48];
       2'h3:
-          \$352  = bval[47:32];
+          \$336  = bval[47:32];
     endcase
   end
   always @* begin
@@ -2727,13 +2224,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$353  = bval[47:32];
+          \$337  = bval[47:32];
       2'h1:
-          \$353  = bval[31:16];
+          \$337  = bval[31:16];
       2'h2:
-          \$353  = bval[15:0];
+          \$337  = bval[15:0];
       2'h3:
-          \$353  = bval[63:48];
+          \$337  = bval[63:48];
     endcase
   end
   always @* begin
@@ -2741,13 +2238,13 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
     (* full_case = 32'd1 *)
     casez (\cell [1:0])
       2'h0:
-          \$354  = bval[63:48];
+          \$338  = bval[63:48];
       2'h1:
-          \$354  = bval[47:32];
+          \$338  = bval[47:32];
       2'h2:
-          \$354  = bval[31:16];
+          \$338  = bval[31:16];
       2'h3:
-          \$354  = bval[15:0];
+          \$338  = bval[15:0];
     endcase
   end
   always @* begin
@@ -2764,83 +2261,346 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$387  = l0_coef_0_0_bank0_r0_fwd;
-    if (port__en) begin
-      \$387  = \$319 ;
+    \$371  = valid_s1;
+    if (en) begin
+      \$371  = accept;
+    end
+    if (rst) begin
+      \$371  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$388  = l0_coef_0_0_bank0_r0_word;
-    if (port__en) begin
-      \$388  = l0_coef_0_0_bank0_data;
+    \$372  = valid_s2;
+    if (en) begin
+      \$372  = valid_s1;
+    end
+    if (rst) begin
+      \$372  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$391  = l0_coef_0_0_bank1_r0_fwd;
-    if (\port__en$67 ) begin
-      \$391  = \$323 ;
+    \$373  = valid_s3;
+    if (en) begin
+      \$373  = valid_s2;
+    end
+    if (rst) begin
+      \$373  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$392  = l0_coef_0_0_bank1_r0_word;
-    if (\port__en$67 ) begin
-      \$392  = l0_coef_0_0_bank1_data;
+    \$374  = valid_s4;
+    if (en) begin
+      \$374  = valid_s3;
+    end
+    if (rst) begin
+      \$374  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$375  = valid_s5;
+    if (en) begin
+      \$375  = valid_s4;
+    end
+    if (rst) begin
+      \$375  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$376  = valid_s6;
+    if (en) begin
+      \$376  = valid_s5;
+    end
+    if (rst) begin
+      \$376  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$377  = reload_count;
+    if (reloading) begin
+      \$377  = \$318 [3:0];
+    end
+    if (rst) begin
+      \$377  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$378  = port_cmd;
+    if (rst) begin
+      \$378  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$379  = port_in_flight0;
+    if (rst) begin
+      \$379  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$380  = port_in_flight1;
+    if (rst) begin
+      \$380  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$381  = port_in_flight2;
+    if (rst) begin
+      \$381  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$382  = \$307 [3:0];
+    if (rst) begin
+      \$382  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$383  = l0_port_wr;
+    if (rst) begin
+      \$383  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$384  = l0_port_rd;
+    if (rst) begin
+      \$384  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$385  = l0_port_data;
+    if (rst) begin
+      \$385  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$386  = \$322 ;
+    if (rst) begin
+      \$386  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$387  = l0_port_local_p1;
+    if (rst) begin
+      \$387  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$388  = l0_port_wr_p1;
+    if (rst) begin
+      \$388  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$389  = l0_port_rd_p1;
+    if (rst) begin
+      \$389  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$390  = l0_port_data_p1;
+    if (rst) begin
+      \$390  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$391  = \$324 [3:0];
+    if (rst) begin
+      \$391  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$392  = l0_port_edge_p2;
+    if (rst) begin
+      \$392  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$393  = l0_port_wr_p2;
+    if (rst) begin
+      \$393  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$394  = l0_port_rd_p2;
+    if (rst) begin
+      \$394  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$395  = l0_port_data_p2;
+    if (rst) begin
+      \$395  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$396  = \$325 ;
+    if (rst) begin
+      \$396  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$397  = \$328 ;
+    if (rst) begin
+      \$397  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$398  = l0_port_edge_p3;
+    if (rst) begin
+      \$398  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$399  = l0_port_wr_p3;
+    if (rst) begin
+      \$399  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$400  = l0_port_rd_p3;
+    if (rst) begin
+      \$400  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$401  = l0_port_data_p3;
+    if (rst) begin
+      \$401  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$402  = l0_rd_edge;
+    if (l0_ram_rd) begin
+      \$402  = l0_port_edge_p4[0];
+    end
+    if (rst) begin
+      \$402  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$403  = l0_rd_bank;
+    if (l0_ram_rd) begin
+      \$403  = l0_port_bank_p4[1:0];
+    end
+    if (rst) begin
+      \$403  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$404  = read_layer;
+    if (l0_port_rd) begin
+      \$404  = 1'h0;
+    end
+    if (rst) begin
+      \$404  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$405  = \$330 ;
+    if (rst) begin
+      \$405  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$406  = read_wait;
+    if (rst) begin
+      \$406  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$407  = read_wait1;
+    if (rst) begin
+      \$407  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$408  = read_wait2;
+    if (rst) begin
+      \$408  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$409  = read_wait3;
+    if (rst) begin
+      \$409  = 1'h0;
     end
   end
   assign u = s__payload[15:0];
   assign l0_pos0_s1 = pos_in;
-  assign l0_coef_0_0_bank0_waddr = wp__addr;
-  assign l0_coef_0_0_bank0_wdata = wp__data;
-  assign l0_coef_0_0_bank0_wen = wp__en;
-  assign l0_coef_0_0_bank1_waddr = \wp__addr$18 ;
-  assign l0_coef_0_0_bank1_wdata = \wp__data$20 ;
-  assign l0_coef_0_0_bank1_wen = \wp__en$22 ;
-  assign l0_coef_0_0_bank2_waddr = \wp__addr$32 ;
-  assign l0_coef_0_0_bank2_wdata = \wp__data$34 ;
-  assign l0_coef_0_0_bank2_wen = \wp__en$36 ;
-  assign l0_coef_0_0_bank3_waddr = \wp__addr$46 ;
-  assign l0_coef_0_0_bank3_wdata = \wp__data$48 ;
-  assign l0_coef_0_0_bank3_wen = \wp__en$50 ;
-  assign port__addr = \$4 [1:0];
+  assign \$signature__addr  = \$4 [1:0];
   assign l0_port_baddr = l0_port_baddr_p4[1:0];
-  assign \port__addr$66  = \$8 [1:0];
-  assign \port__addr$68  = \$12 [1:0];
-  assign \port__addr$70  = \$16 [1:0];
-  assign \t$74  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
-  assign \t$77  = { \t$75 [32], \t$75 [32], \t$75 [32], \t$75 [32], \t$75 [32], \t$75 [32], \t$75 [32], \t$75  };
-  assign \t$80  = { \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78 [32], \t$78  };
-  assign \t$83  = { \t$81 [32], \t$81 [32], \t$81 [32], \t$81 [32], \t$81 [32], \t$81 [32], \t$81 [32], \t$81  };
-  assign \t$84  = l0_sum0_t0_0_s4[39:0];
+  assign \$signature__addr$10  = \$8 [1:0];
+  assign \$signature__addr$12  = \$12 [1:0];
+  assign \$signature__addr$14  = \$16 [1:0];
+  assign \t$18  = { t[32], t[32], t[32], t[32], t[32], t[32], t[32], t };
+  assign \t$21  = { \t$19 [32], \t$19 [32], \t$19 [32], \t$19 [32], \t$19 [32], \t$19 [32], \t$19 [32], \t$19  };
+  assign \t$24  = { \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22 [32], \t$22  };
+  assign \t$27  = { \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25 [32], \t$25  };
+  assign \t$28  = l0_sum0_t0_0_s4[39:0];
   assign rounded = \$17 [42:15];
-  assign \t$92  = l0_sum0_t0_0_s4[39:0];
+  assign \t$36  = l0_sum0_t0_0_s4[39:0];
   assign q_less_t = \$26 [33:0];
-  assign \t$95  = \$26 [33:15];
+  assign \t$39  = \$26 [33:15];
   assign m__valid = valid_s5;
   assign theta_less_q = \$63 [34:0];
-  assign \t$115  = \$63 [34:17];
+  assign \t$60  = \$63 [34:17];
   assign l0_port_edge = l0_port_edge_p4[0];
   assign l0_port_bank = l0_port_bank_p4[1:0];
-  assign \port__addr$124  = \$91 [1:0];
-  assign \port__en$127  = 1'h1;
-  assign l0_coef_0_0_bank0_addr = \$92 [1:0];
-  assign \theta_less_q$132  = \$119 [34:0];
-  assign \t$134  = \$119 [34:17];
-  assign \port__addr$140  = \$147 [1:0];
-  assign \port__en$143  = 1'h1;
-  assign l0_coef_0_0_bank1_addr = \$148 [1:0];
-  assign \theta_less_q$147  = \$175 [34:0];
-  assign \t$149  = \$175 [34:17];
-  assign \port__addr$155  = \$203 [1:0];
-  assign \port__en$158  = 1'h1;
-  assign l0_coef_0_0_bank2_addr = \$204 [1:0];
-  assign \theta_less_q$162  = \$231 [34:0];
-  assign \t$164  = \$231 [34:17];
-  assign \port__addr$170  = \$259 [1:0];
-  assign \port__en$173  = 1'h1;
-  assign l0_coef_0_0_bank3_addr = \$260 [1:0];
+  assign \$signature__addr$69  = \$91 [1:0];
+  assign \$signature__en$72  = 1'h1;
+  assign wp__addr = \$92 [1:0];
+  assign \theta_less_q$77  = \$119 [34:0];
+  assign \t$80  = \$119 [34:17];
+  assign \$signature__addr$86  = \$147 [1:0];
+  assign \$signature__en$89  = 1'h1;
+  assign \wp__addr$90  = \$148 [1:0];
+  assign \theta_less_q$93  = \$175 [34:0];
+  assign \t$96  = \$175 [34:17];
+  assign \$signature__addr$102  = \$203 [1:0];
+  assign \$signature__en$105  = 1'h1;
+  assign \wp__addr$106  = \$204 [1:0];
+  assign \theta_less_q$109  = \$231 [34:0];
+  assign \t$112  = \$231 [34:17];
+  assign \$signature__addr$118  = \$259 [1:0];
+  assign \$signature__en$121  = 1'h1;
+  assign \wp__addr$122  = \$260 [1:0];
   assign rom_rd__addr = reload_count;
   assign reload_addr = \$288 [3:0];
   assign pc__ready = execute;
@@ -2865,14 +2625,6 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \bval[1]  = bval[31:16];
   assign \bval[2]  = bval[47:32];
   assign \bval[3]  = bval[63:48];
-  assign \$402  = l0_coef_0_0_bank3_data;
-  assign \$401  = \$333 ;
-  assign \$398  = l0_coef_0_0_bank2_data;
-  assign \$397  = \$329 ;
-  assign \$394  = l0_coef_0_0_bank1_data;
-  assign \$393  = \$325 ;
-  assign \$390  = l0_coef_0_0_bank0_data;
-  assign \$389  = \$321 ;
   assign m__payload[16] = \$25 ;
   assign m__payload[15:0] = l0_out0_s5;
   assign \$1  = { 2'h0, \cell [2] };
@@ -2880,53 +2632,53 @@ module \onchip_learner_axis.learner (s__payload, s__valid, m__ready, pc__payload
   assign \$9  = { 2'h0, \cell [2] };
   assign \$13  = { 2'h0, \cell [2] };
   assign t = { l0_prod0_0_0_raw_s3[31], l0_prod0_0_0_raw_s3 };
-  assign \t$75  = { l0_prod0_0_1_raw_s3[31], l0_prod0_0_1_raw_s3 };
-  assign \t$78  = { l0_prod0_0_2_raw_s3[31], l0_prod0_0_2_raw_s3 };
-  assign \t$81  = { l0_prod0_0_3_raw_s3[31], l0_prod0_0_3_raw_s3 };
+  assign \t$19  = { l0_prod0_0_1_raw_s3[31], l0_prod0_0_1_raw_s3 };
+  assign \t$22  = { l0_prod0_0_2_raw_s3[31], l0_prod0_0_2_raw_s3 };
+  assign \t$25  = { l0_prod0_0_3_raw_s3[31], l0_prod0_0_3_raw_s3 };
   assign \$65  = l0_delta0_0_0_raw_s6[31];
   assign \$66  = 1'h0;
   assign \$67  = l0_delta0_0_0_raw_s6[31];
-  assign \q_above$116  = \$74 ;
+  assign \q_above$61  = \$74 ;
   assign \$75  = l0_delta0_0_0_raw_s6[31];
   assign \$81  = l0_delta0_0_0_raw_s6[31];
   assign \$121  = l0_delta0_0_1_raw_s6[31];
   assign \$122  = 1'h0;
   assign \$123  = l0_delta0_0_1_raw_s6[31];
-  assign \q_above$135  = \$130 ;
+  assign \q_above$81  = \$130 ;
   assign \$131  = l0_delta0_0_1_raw_s6[31];
   assign \$137  = l0_delta0_0_1_raw_s6[31];
   assign \$177  = l0_delta0_0_2_raw_s6[31];
   assign \$178  = 1'h0;
   assign \$179  = l0_delta0_0_2_raw_s6[31];
-  assign \q_above$150  = \$186 ;
+  assign \q_above$97  = \$186 ;
   assign \$187  = l0_delta0_0_2_raw_s6[31];
   assign \$193  = l0_delta0_0_2_raw_s6[31];
   assign \$233  = l0_delta0_0_3_raw_s6[31];
   assign \$234  = 1'h0;
   assign \$235  = l0_delta0_0_3_raw_s6[31];
-  assign \q_above$165  = \$242 ;
+  assign \q_above$113  = \$242 ;
   assign \$243  = l0_delta0_0_3_raw_s6[31];
   assign \$249  = l0_delta0_0_3_raw_s6[31];
-  assign \$335  = { 1'h0, l0_port_local_p1 };
-  assign \$336  = { l0_port_local_p1, 1'h0 };
-  assign \$338  = { 5'h00, \$337 [5] };
-  assign \$341  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$342  = { 2'h0, l0_port_q_p3[3:2] };
-  assign \$355  = { 2'h0, l0_cell0_s2[2] };
-  assign \$358  = { 2'h0, l0_cell0_s2[2] };
-  assign \$361  = { 2'h0, l0_cell0_s2[2] };
-  assign \$364  = { 2'h0, l0_cell0_s2[2] };
+  assign \$319  = { 1'h0, l0_port_local_p1 };
+  assign \$320  = { l0_port_local_p1, 1'h0 };
+  assign \$322  = { 5'h00, \$321 [5] };
+  assign \$325  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$326  = { 2'h0, l0_port_q_p3[3:2] };
+  assign \$339  = { 2'h0, l0_cell0_s2[2] };
+  assign \$342  = { 2'h0, l0_cell0_s2[2] };
+  assign \$345  = { 2'h0, l0_cell0_s2[2] };
+  assign \$348  = { 2'h0, l0_cell0_s2[2] };
   assign \$77  = 1'h0;
-  assign \q_below$117  = 1'h0;
+  assign \q_below$62  = 1'h0;
   assign \$117  = \$116 ;
   assign \$133  = 1'h0;
-  assign \q_below$136  = 1'h0;
+  assign \q_below$82  = 1'h0;
   assign \$173  = \$172 ;
   assign \$189  = 1'h0;
-  assign \q_below$151  = 1'h0;
+  assign \q_below$98  = 1'h0;
   assign \$229  = \$228 ;
   assign \$245  = 1'h0;
-  assign \q_below$166  = 1'h0;
+  assign \q_below$114  = 1'h0;
   assign \$285  = \$284 ;
 endmodule
 

@@ -16,21 +16,11 @@ Reads are synchronous and transparent to the bank's write port: a read whose
 address is presented in cycle t returns the word as written by the edge that
 ends cycle t, which is what a register read in cycle t + 1 returns. So a
 synchronous RAM keeps the pipeline's read-before-write timing unchanged.
-
-With ``write_behind`` (:class:`EdgeBanks`, a LUT RAM bank) the RAM is written one
-cycle after the write port is driven, from registers (:func:`write_behind_ports`), and
-each read is answered as if written at once: the RAM's read, transparent to the
-registered write, and a register of the write's word chosen after the read
-register when the addresses matched. The same words every cycle; the commit's
-new coefficient then ends at registers beside its carry chain, not at the RAM
-and its read multiplexers.
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Cat, Module, Signal, Value
 from amaranth.lib.memory import Memory
 
 from ..fixed import Fmt
@@ -78,47 +68,6 @@ def channel_address(word: Value, channel: Value | None, span: int) -> Value:
     return Cat(word[: (span - 1).bit_length()], channel)
 
 
-def write_behind_ports(m: Module, mem: Memory, reads: int,
-                       name: str) -> tuple[SimpleNamespace, list[SimpleNamespace]]:
-    """A write port and ``reads`` synchronous read ports of ``mem``, each read transparent to the write,
-    with the RAM written one cycle late from registers: cycle for cycle the words that
-    ``mem.write_port()`` and ``mem.read_port(transparent_for=(write,))`` give, enable and hold
-    included, and the word being written reaches only registers in its cycle.
-
-    A read at cycle t returns, at t + 1, the word the write of cycle t writes there (a register of
-    the address match and one of the word, chosen after the read register), else the RAM's word
-    read transparent to the RAM write of cycle t, which is the port's write of cycle t - 1. The
-    registers added here are, like a read port's data register, not reset, so a write driven in
-    the cycle of a reset still lands, as it does on a plain port.
-
-    Args:
-        m: module receiving the registers. mem: the memory (no other port on it). reads: read ports.
-        name: prefix of the registers' names (``<name>_w{addr,data,en}``: the write one cycle late;
-            ``<name>_r<n>_{fwd,word}``: read n's address match and the word then written).
-
-    Returns:
-        ``(write, reads)``: the write's ``addr``, ``data``, ``en`` and each read's ``addr``, ``en``
-        (the caller drives them all) and ``data`` (the word read).
-    """
-    wp = mem.write_port()
-    write = SimpleNamespace(addr=Signal.like(wp.addr, name=f"{name}_addr"),
-                            data=Signal.like(wp.data, name=f"{name}_data"), en=Signal(name=f"{name}_en"))
-    late = [Signal.like(getattr(wp, f), name=f"{name}_w{f}", reset_less=True) for f in ("addr", "data", "en")]
-    m.d.sync += [late[0].eq(write.addr), late[1].eq(write.data), late[2].eq(write.en)]
-    m.d.comb += [wp.addr.eq(late[0]), wp.data.eq(late[1]), wp.en.eq(late[2])]
-    ports = []
-    for n in range(reads):
-        port = mem.read_port(transparent_for=(wp,))  # sees the write of the cycle before
-        hit = Signal(name=f"{name}_r{n}_fwd", reset_less=True)
-        word = Signal.like(write.data, name=f"{name}_r{n}_word", reset_less=True)
-        with m.If(port.en):
-            m.d.sync += [hit.eq(write.en & (write.addr == port.addr)), word.eq(write.data)]
-        data = Signal.like(port.data, name=f"{name}_r{n}_data")
-        m.d.comb += data.eq(Mux(hit, word, port.data))
-        ports.append(SimpleNamespace(addr=port.addr, en=port.en, data=data))
-    return write, ports
-
-
 class EdgeBanks:
     """The k+1 banks of one edge, each a :class:`amaranth.lib.memory.Memory` of
     ceil((G + k) / (k+1)) words in the coefficient format.
@@ -136,13 +85,10 @@ class EdgeBanks:
         coefs: the edge's G + k initial raw coefficients (memory contents at configuration).
         k1: k + 1. fmt: coefficient format. name: prefix of the memories' names.
         channels: the initial coefficients of every channel (N lists), instead of ``coefs``.
-        write_behind: a LUT RAM bank written one cycle late from registers, its reads answered as
-            if written at once (:func:`write_behind_ports`: the same words); a block RAM bank keeps the
-            RAM's own ports.
     """
 
     def __init__(self, m: Module, coefs: list[int] | None, k1: int, fmt: Fmt, name: str,
-                 channels: list[list[int]] | None = None, write_behind: bool = False):
+                 channels: list[list[int]] | None = None):
         per = [coefs] if channels is None else channels
         n = len(per[0])
         self.depth = -(-n // k1)
@@ -155,13 +101,9 @@ class EdgeBanks:
             for ch in per:
                 words = [int(ch[q]) for q in range(b, n, k1)]
                 init += words + [0] * (self.span - len(words))
-            style = bank_style(depth, fmt.width, len(per))
-            mem = Memory(shape=fmt_shape(fmt), depth=depth, init=init, attrs={"ram_style": style})
+            mem = Memory(shape=fmt_shape(fmt), depth=depth, init=init,
+                         attrs={"ram_style": bank_style(depth, fmt.width, len(per))})
             m.submodules[f"{name}_bank{b}"] = mem
-            if write_behind and style == "distributed":
-                wp, (read, rmw) = write_behind_ports(m, mem, 2, f"{name}_bank{b}")
-                self.write.append(wp), self.read.append(read), self.rmw.append(rmw)
-                continue
             wp = mem.write_port()
             self.write.append(wp)
             self.read.append(mem.read_port(transparent_for=(wp,)))

@@ -360,12 +360,8 @@ class KanLayer(_Layer):
         for j in range(self.n_out):
             terms, self_dphi, row = [], [], []
             for i in range(self.n_in):
-                # sequential fast (not predict-first, not placed with it): the commit's new coefficient
-                # ends at registers, the RAM written from them a cycle later (coefmem.write_behind_ports;
-                # measured: sweeps/timing/README.md)
                 banks = EdgeBanks(m, self.theta0[j][i], self.k1, f.coef, f"l{l}_coef_{j}_{i}",
-                                  channels=None if self.channel is None else [t[j][i] for t in self.theta_ch],
-                                  write_behind=bank_operands and self.spec.stage_timing == "fast")
+                                  channels=None if self.channel is None else [t[j][i] for t in self.theta_ch])
                 self.span = banks.span
                 row.append(banks)
                 port_addr = channel_address(self.port_baddr, self.ram_chan, banks.span)
