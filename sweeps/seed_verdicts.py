@@ -311,7 +311,9 @@ def committed_command(path: Path) -> str:
         action = next((dests[d] for d in (field, field.removeprefix("n_"), field.rstrip("s")) if d in dests), None)
         if action is None:
             raise ValueError(f"{where}: no flag of `onchip {argv[0]}` sets '{field}'")
-        if isinstance(value, list):
+        if isinstance(value, list) and tuple(value) == getattr(action.type, "known", None):
+            words = [action.type.all_word]  # every name, as the flag spells it
+        elif isinstance(value, list):
             words = [str(v) for v in value] if action.nargs in ("+", "*") else [",".join(map(str, value))]
         else:
             words = [str(value)]

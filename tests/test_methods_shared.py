@@ -444,8 +444,14 @@ def test_the_committed_command_adds_the_flags_whose_defaults_moved_since_the_run
     assert sv.committed_command(path) == ("onchip dynaview --jobs 1 --seeds 0,1,2,3,4 --train-steps 5000 "
                                           "--out sweeps/dynaview")
     # the run as it stands under today's defaults keeps its own command
-    path.write_text(json.dumps({**run, "headline": {"seeds": [0, 1]}, "config": {"train_steps": 3000}}))
+    path.write_text(json.dumps({**run, "headline": {"seeds": [0, 1]}, "config": {"train_steps": 2000}}))
     assert sv.committed_command(path) == run["command"]
+    # a list of names: every name is spelled as the flag spells it ("all"), a part of them listed
+    every = ["full", "dense", "no-selective", "no-reweight", "separate"]
+    path.write_text(json.dumps({**run, "headline": {"seeds": [0, 1]}, "config": {"variants": every}}))
+    assert sv.committed_command(path) == "onchip dynaview --jobs 1 --variants all --out sweeps/dynaview"
+    path.write_text(json.dumps({**run, "headline": {"seeds": [0, 1]}, "config": {"variants": ["full", "dense"]}}))
+    assert sv.committed_command(path) == "onchip dynaview --jobs 1 --variants full,dense --out sweeps/dynaview"
     # a field no flag sets is named, not guessed
     path.write_text(json.dumps({**run, "config": {"curve_items": 30}}))
     with pytest.raises(ValueError, match="curve_items"):
