@@ -219,8 +219,8 @@ def _regenerators() -> dict:
             "logicsage": sections(logicsage), "ink": sections(ink), "ips": sections(ips)}
 
 
-#: config fields of a run's scale that the committed run and the default command should share
-SCALE_FIELDS = ("seeds", "threads", "torch_threads", "train_steps", "reviews", "items", "per_cell")
+#: config fields of a run's scale (dynaview's variants: its arms) that the committed run and the default command should share
+SCALE_FIELDS = ("seeds", "threads", "torch_threads", "train_steps", "reviews", "items", "per_cell", "variants")
 UNUSED = ROOT / "sweeps" / ".seed-verdicts-unused"
 
 
@@ -372,7 +372,7 @@ def defaults_table(files: list[Path]) -> str:
                          or "-"])
     return markdown_table(["committed run", "its command (also in the card)", "seeds / threads / scale",
                            "other settings"],
-                          rows, caption="Committed runs whose seeds, threads or scale (steps, reviews, contexts, problems per cell) "
+                          rows, caption="Committed runs whose seeds, threads or scale (steps, reviews, contexts, problems per cell, arms) "
                                         "differ from their command's default run (every other committed run uses "
                                         "the default seeds, threads and scale):")
 
