@@ -6,8 +6,8 @@ seconds, the machine's load average before and after the run, its core count and
 a run whose CPU seconds stay under 300 fits on a quiet 2-core machine whatever its threading; over
 600 it cannot fit; in between it fits only if it keeps both cores busy.
 
-Each measured command is ``onchip <method> [required flags] --quiet --out <scratch>``, not niced
-(``nice`` would stretch its wall time on a shared machine); the scratch folder is under the system's
+Each measured command is ``onchip <method> [required flags] --quiet --out <scratch>``, best not niced
+(``nice`` would stretch its wall time on a shared machine; a row run under ``nice`` says so); the scratch folder is under the system's
 temporary folder and is removed afterwards, after the row has read the threads the run used from the
 ``environment`` its ``metrics.json`` records (torch / BLAS / OpenMP). Cached models are kept, so these are warm times; a row
 names the cache entries the run built (``onchip.cache.cache_root``), which make it a partly cold run.
@@ -120,7 +120,7 @@ def measure(method: str, cold: bool = False) -> dict:
         shutil.rmtree(scratch, ignore_errors=True)
     row = {"method": method, "command": " ".join(argv[:-2]), "date": start.isoformat(timespec="minutes"),
            "cores": os.cpu_count(), "load_before": before, "load_after": after, "exit": proc.returncode,
-           "cold": cold, "cache_built": built, "niced": False, "threads": threads,
+           "cold": cold, "cache_built": built, "niced": os.nice(0) > 0, "threads": threads,
            "processes": processes(argv[1:-2])}
     row.update(parse_time_v(proc.stderr))
     if proc.returncode:

@@ -219,8 +219,8 @@ def _regenerators() -> dict:
             "logicsage": sections(logicsage), "ink": sections(ink), "ips": sections(ips)}
 
 
-#: config fields of a run's scale that the committed run and the default command should share
-SCALE_FIELDS = ("seeds", "threads", "torch_threads", "train_steps", "reviews", "items", "per_cell")
+#: config fields of a run's scale (dynaview's variants: its arms) that the committed run and the default command should share
+SCALE_FIELDS = ("seeds", "threads", "torch_threads", "train_steps", "reviews", "items", "per_cell", "variants")
 UNUSED = ROOT / "sweeps" / ".seed-verdicts-unused"
 
 
@@ -311,7 +311,9 @@ def committed_command(path: Path) -> str:
         action = next((dests[d] for d in (field, field.removeprefix("n_"), field.rstrip("s")) if d in dests), None)
         if action is None:
             raise ValueError(f"{where}: no flag of `onchip {argv[0]}` sets '{field}'")
-        if isinstance(value, list):
+        if isinstance(value, list) and tuple(value) == getattr(action.type, "known", None):
+            words = [action.type.all_word]  # every name, as the flag spells it
+        elif isinstance(value, list):
             words = [str(v) for v in value] if action.nargs in ("+", "*") else [",".join(map(str, value))]
         else:
             words = [str(value)]
@@ -370,7 +372,7 @@ def defaults_table(files: list[Path]) -> str:
                          or "-"])
     return markdown_table(["committed run", "its command (also in the card)", "seeds / threads / scale",
                            "other settings"],
-                          rows, caption="Committed runs whose seeds, threads or scale (steps, reviews, contexts, problems per cell) "
+                          rows, caption="Committed runs whose seeds, threads or scale (steps, reviews, contexts, problems per cell, arms) "
                                         "differ from their command's default run (every other committed run uses "
                                         "the default seeds, threads and scale):")
 

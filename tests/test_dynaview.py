@@ -12,6 +12,7 @@ from method_support import assert_refused
 from onchip.cli import main
 from onchip.commands.dynaview import QUICK
 from onchip.methods._tiny import TinyConfig, TinyTransformer
+from onchip.methods.dynaview import VARIANTS
 from onchip.methods.dynaview.experiment import (
     DynaviewConfig,
     encode,
@@ -232,4 +233,6 @@ def test_cli_quick_keeps_the_flags_given(tmp_path, monkeypatch):
     assert c.episodes == QUICK["episodes"] and c.d_model == QUICK["d_model"]  # not given: --quick's
     assert main(["dynaview", "--out", str(tmp_path / "o")]) == 0
     assert seen[1].seeds == (0, 1) and seen[1].episodes == DynaviewConfig().episodes  # no --quick: defaults
-    assert seen[1].train_steps == 3000  # the default run: smaller than the committed run's 5000
+    # the default run: smaller than the committed run's 5000 steps of every arm
+    assert seen[1].train_steps == 2000 and seen[1].variants == ("full", "separate")
+    assert c.variants == tuple(VARIANTS)  # --quick: every arm

@@ -93,6 +93,43 @@ def test_config_refuses_bad_shapes():
         _tiny.TinyConfig(vocab=5, n_experts=1)
 
 
+def _weights(model):
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_a_cached_model_is_the_same_whatever_the_global_generator_held_when_it_was_built(tmp_path, monkeypatch):
+    # torch seeds its global generator differently in every process: a cached model drawn from it made
+    # tapc's reference model of seed 0 differ between two runs of the same command
+    import torch
+
+    config = _tiny.TinyConfig(vocab=12, d_model=16, n_heads=2, n_layers=1, max_len=8)
+    data = _tiny.pad_batch([[1, 5, 6, 7, 2], [1, 8, 9, 2]], 8)
+
+    def build(model):
+        _tiny.train(model, lambda r: (data,), steps=2, seed=0)
+
+    built = []
+    for state in (1, 2):
+        monkeypatch.setenv("ONCHIP_CACHE", str(tmp_path / f"cache{state}"))
+        torch.manual_seed(state)
+        before = torch.get_rng_state()
+        built.append(_weights(_tiny.cached_model("tiny_test", config, ["k"], build)))
+        assert torch.equal(torch.get_rng_state(), before), "building changed the caller's generator"
+        loaded = _weights(_tiny.cached_model("tiny_test", config, ["k"], build))
+        assert torch.equal(torch.get_rng_state(), before), "loading changed the caller's generator"
+        assert all(torch.equal(loaded[k], built[-1][k]) for k in loaded)
+    assert all(torch.equal(built[0][k], built[1][k]) for k in built[0])
+    # an explicit init seed draws what a model made right after torch.manual_seed(init_seed) holds
+    # (ips and multi2 seeded the global generator so before cached_model: their models stay the same)
+    torch.manual_seed(7)
+    want = _weights(_tiny.TinyTransformer(config))
+    got = _weights(_tiny.cached_model("tiny_test", config, ["other"], lambda m: None, init_seed=7))
+    assert all(torch.equal(got[k], want[k]) for k in want)
+    assert not torch.equal(got["head.weight"], built[0]["head.weight"])
+    with pytest.raises(ValueError, match="init_seed: must be >= 0, got -1"):
+        _tiny.cached_model("tiny_test", config, ["k"], build, init_seed=-1)
+
+
 def test_headline_object_and_its_checks():
     h = _report.headline("accuracy", "m", 0.9, {"b": 0.8}, budget={"evaluations": 10}, seeds=[0, 1, 2],
                          direction="higher", std=0.01, baseline_std={"b": 0.02})
@@ -426,8 +463,14 @@ def test_the_committed_command_adds_the_flags_whose_defaults_moved_since_the_run
     assert sv.committed_command(path) == ("onchip dynaview --jobs 1 --seeds 0,1,2,3,4 --train-steps 5000 "
                                           "--out sweeps/dynaview")
     # the run as it stands under today's defaults keeps its own command
-    path.write_text(json.dumps({**run, "headline": {"seeds": [0, 1]}, "config": {"train_steps": 3000}}))
+    path.write_text(json.dumps({**run, "headline": {"seeds": [0, 1]}, "config": {"train_steps": 2000}}))
     assert sv.committed_command(path) == run["command"]
+    # a list of names: every name is spelled as the flag spells it ("all"), a part of them listed
+    every = ["full", "dense", "no-selective", "no-reweight", "separate"]
+    path.write_text(json.dumps({**run, "headline": {"seeds": [0, 1]}, "config": {"variants": every}}))
+    assert sv.committed_command(path) == "onchip dynaview --jobs 1 --variants all --out sweeps/dynaview"
+    path.write_text(json.dumps({**run, "headline": {"seeds": [0, 1]}, "config": {"variants": ["full", "dense"]}}))
+    assert sv.committed_command(path) == "onchip dynaview --jobs 1 --variants full,dense --out sweeps/dynaview"
     # a field no flag sets is named, not guessed
     path.write_text(json.dumps({**run, "config": {"curve_items": 30}}))
     with pytest.raises(ValueError, match="curve_items"):

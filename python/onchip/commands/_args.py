@@ -436,4 +436,5 @@ def name_list(known: Sequence[str], *, all_word: str = "all") -> Callable[[str],
         return names
 
     parse.__name__ = "name_list"
+    parse.known, parse.all_word = tuple(known), all_word  # how a command line spells every name
     return parse

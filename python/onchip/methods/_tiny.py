@@ -368,8 +368,15 @@ def greedy_decode(model, prefix: Sequence[Sequence[int]], *, max_new: int, eos: 
     return gen
 
 
-def cached_model(name: str, config: TinyConfig, key_parts: Sequence[str], build: Callable[[object], None]):
+def cached_model(name: str, config: TinyConfig, key_parts: Sequence[str], build: Callable[[object], None], *,
+                 init_seed: int | None = None):
     """A :func:`TinyTransformer` trained once and kept in the onchip cache.
+
+    The model's initial weights are drawn from torch's generator seeded with ``init_seed`` (default: a
+    number derived from ``name``, ``config`` and ``key_parts``), inside a fork of the generator: an entry
+    is a function of its key alone, whichever process builds it and whatever ran there before (torch
+    seeds its global generator differently in every process), and the caller's generator is left as it
+    was, whether the entry was built or loaded.
 
     Args:
         name: entry family (lower-case letters, digits, ``_``), e.g. ``"tiny_ink"``.
@@ -377,24 +384,36 @@ def cached_model(name: str, config: TinyConfig, key_parts: Sequence[str], build:
         key_parts: everything else the trained weights depend on (data recipe, steps, seed); the key
             also holds the torch version and thread count.
         build: ``build(model)`` trains the fresh model in place.
+        init_seed: seed of the initial weights (an integer >= 0, part of the key), e.g. a named stream
+            of the run's seed (:func:`onchip.methods._report.seed_int`); None derives it from the key.
 
     Returns:
         The trained model in eval mode (loaded from the cache when present).
+
+    Raises:
+        ValueError: ``init_seed`` is negative.
     """
     torch = import_torch()
     from onchip.cache import cached_build, digest
 
+    shape = repr(sorted(asdict(config).items()))
+    if init_seed is None:
+        init_seed = int(digest(name, shape, *map(str, key_parts))[:15], 16)
+    if init_seed < 0:
+        raise ValueError(f"init_seed: must be >= 0, got {init_seed}")
     # the torch version and thread count change float reductions, hence the trained weights
-    key = digest(name, repr(sorted(asdict(config).items())), *map(str, key_parts), torch.__version__,
+    key = digest(name, shape, *map(str, key_parts), f"init {init_seed}", torch.__version__,
                  str(torch.get_num_threads()))[:32]
 
     def fill(folder: Path) -> None:
+        torch.manual_seed(init_seed)
         model = TinyTransformer(config)
         build(model)
         torch.save(model.state_dict(), folder / "model.pt")
 
-    entry, _ = cached_build(name, key, fill)
-    model = TinyTransformer(config)
+    with torch.random.fork_rng(devices=[]):
+        entry, _ = cached_build(name, key, fill)
+        model = TinyTransformer(config)
     model.load_state_dict(torch.load(entry / "model.pt", weights_only=True))
     model.eval()
     return model

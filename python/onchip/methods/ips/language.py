@@ -168,8 +168,6 @@ def train_tiny(arm: str, *, seed: int, steps: int, progress: bool = False):
     Raises:
         KeyError: unknown ``arm``.
     """
-    import torch
-
     from .._report import seed_int
     from .._tiny import TinyConfig, cached_model, lm_loss, pad_batch
     from .._tiny import train as train_model
@@ -196,8 +194,8 @@ def train_tiny(arm: str, *, seed: int, steps: int, progress: bool = False):
                     progress=progress, desc=f"{arm} pre-train", loss_fn=loss)
 
     # named streams: seed s's fine-tuning no longer draws seed s + 1's pre-training batches
-    torch.manual_seed(seed_int(seed, "ips-tiny", "init"))
-    pre = cached_model("ips_tiny", config, ["sentiment-v4", "pre", seed, steps], pretrain)
+    pre = cached_model("ips_tiny", config, ["sentiment-v4", "pre", seed, steps], pretrain,
+                       init_seed=seed_int(seed, "ips-tiny", "init"))
     if not finetune:
         return pre, vocab
 
@@ -218,8 +216,6 @@ def train_control_tiny(planted: bool, *, seed: int, steps: int, progress: bool =
     positive); without, every template follows the language's rule (the negative control's model).
     Whether the model learns the rule, and so whether its interactions move, is up to the training.
     """
-    import torch
-
     from .._tiny import TinyConfig, cached_model, lm_loss, pad_batch
     from .._tiny import train as train_model
 
@@ -240,8 +236,8 @@ def train_control_tiny(planted: bool, *, seed: int, steps: int, progress: bool =
         train_model(model, make, steps=2 * steps, seed=seed, progress=progress,
                     desc=f"control {'planted' if planted else 'unplanted'}", loss_fn=lambda m, i, k: lm_loss(m, i, k))
 
-    torch.manual_seed(seed)
-    return cached_model("ips_tiny", config, ["sentiment-control-v1", planted, seed, steps], build), vocab
+    return cached_model("ips_tiny", config, ["sentiment-control-v1", planted, seed, steps], build,
+                        init_seed=seed), vocab
 
 
 def tiny_scores(model, vocab, texts: Sequence[str]) -> np.ndarray:

@@ -222,8 +222,8 @@ def train_high_level(examples, *, steps: int, seed: int, progress: bool = False,
         build(model)
         return model, vocab
     data = hashlib.sha256(ids.tobytes() + mask.tobytes()).hexdigest()[:16]
-    torch.manual_seed(seed)
-    return cached_model("multi2_high", config, [seed, steps, data, *cache_key], build), vocab
+    torch.manual_seed(seed)  # the caller's generator as the uncached path leaves it (train reseeds it)
+    return cached_model("multi2_high", config, [seed, steps, data, *cache_key], build, init_seed=seed), vocab
 
 
 def decode_subgoals(model, vocab, prompts: list[str]) -> list[int | None]:
