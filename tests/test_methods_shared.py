@@ -172,8 +172,8 @@ def test_every_committed_metrics_file_has_the_command_and_the_headline(method):
         assert all(np.isfinite(v) for v in [h["value"], h["std"], *h["baselines"].values()]), path
 
 
-#: committed runs that predate the environment record in metrics.json (only a rerun adds it); the acrobot
-#: runs are `onchip run` outputs, whose metrics.json does not record it
+#: committed runs that predate the environment record in metrics.json (only a rerun adds it; the acrobot
+#: runs are `onchip run` outputs, whose metrics.json records it since)
 _BEFORE_ENVIRONMENT = {"dynaview", "ink", "ink/tiny-control", "ips", "ips/tiny-control", "lmaps", "multi2",
                        "token-search",
                        *(f"unlearning/hardware-digits-{b}bit-class-3" for b in (2, 4, 8)),

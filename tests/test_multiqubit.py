@@ -182,6 +182,7 @@ def test_the_job_end_to_end_equals_one_learner_per_qubit(tmp_path, capsys):
     assert preds.dtype == np.int64 and preds.shape == (n * s, 1)
     singles = _single_channel_runs(stream, spec)
     metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["environment"]["numpy"] == np.__version__  # what it ran on
     g = GoldenLearner(PRESETS["kan-readout"])
     for c in range(n):
         np.testing.assert_array_equal(preds[c::n], singles[c])

@@ -7,6 +7,7 @@ import pytest
 
 from onchip import tasks
 from onchip.cli import main
+from onchip.environment import RECORDED_PACKAGES
 from onchip.model import GoldenLearner
 from onchip.spec import PRESETS
 
@@ -32,6 +33,9 @@ def test_default_main_job_writes_everything_and_equals_golden(tmp_path):
                 "recovery_shots", "static_baseline"):
         assert key in metrics
     assert metrics["samples"] == 6000 and metrics["backend"] == "golden"
+    # what it ran on, as every seed method's metrics.json records it
+    assert {*RECORDED_PACKAGES, "python", "onchip", "threads"} <= set(metrics["environment"])
+    assert metrics["environment"]["numpy"] == np.__version__
     preds = np.load(out / "predictions.npy")
     assert preds.dtype == np.int64 and preds.shape == (6000, 1)
     # the file holds exactly the golden model's raw outputs on the same stream
@@ -463,7 +467,8 @@ def test_the_kind_comes_from_the_spec(tmp_path, capsys, task, preset):
     length = ["--episodes", "2"] if task == "acrobot" else ["--samples", "300"]
     code, out = _run(tmp_path, "--task", task, "--spec", str(spec), *length)
     assert code == 0, capsys.readouterr().err
-    assert json.loads((out / "metrics.json").read_text())["model"] == "mlp"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model"] == "mlp" and metrics["environment"]["numpy"] == np.__version__  # both jobs record it
     code, _ = _run(tmp_path, "--task", task, "--spec", str(spec), "--model", "kan", *length, name="other")
     assert code == 2
     assert "describes a 'mlp' learner but --model is 'kan'" in capsys.readouterr().err

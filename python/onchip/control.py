@@ -235,7 +235,9 @@ def run_acrobot_job(*, model: str | None = None, out, spec=None, backend: str = 
             compared = {name: replay(backend, resolved, s) for name, s in run.streams.items()}
             metrics["replay"] = {"closed_loop": closed, "backend": backend, "samples_compared": compared,
                                  "predictions_equal": True}
-        write_json(stage / "metrics.json", metrics)
+        from .environment import environment
+
+        write_json(stage / "metrics.json", {**metrics, "environment": environment()})
         frozen = run.frozen_steps if run.frozen_steps is not None else np.full(cfg.episodes, -1)
         table = np.column_stack([np.arange(cfg.episodes), run.steps, run.returns, frozen])
         np.savetxt(stage / "episodes.csv", table, delimiter=",", fmt="%d",

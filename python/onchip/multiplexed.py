@@ -199,7 +199,9 @@ def run_multiplexed_job(*, qubits: int, out: "str | Path", model: str | None = N
         for c, (s, m) in enumerate(zip(stream.qubits, figures["per_qubit"])):
             if m["static_baseline"] is not None:
                 static[c] = tasks.rolling_metric(s, tasks.static_baseline_predictions(s))[1]
-        write_json(stage / "metrics.json", metrics)
+        from .environment import environment
+
+        write_json(stage / "metrics.json", {**metrics, "environment": environment()})
         np.save(stage / "predictions.npy", result.raw if result.raw is not None else result.predictions)
         label = f"{model} ({backend})"
         columns = [f"qubit {c} {who}" for c in range(qubits) for who in (label, "static discriminator")]

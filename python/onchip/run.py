@@ -389,7 +389,9 @@ def run_job(
         if task == "qubit-readout" and metrics.get("static_baseline") is not None:
             _, static = tasks.rolling_metric(stream, tasks.static_baseline_predictions(stream))
             series["static discriminator"] = static
-        write_json(stage / "metrics.json", metrics)
+        from .environment import environment
+
+        write_json(stage / "metrics.json", {**metrics, "environment": environment()})
         np.save(stage / "predictions.npy", result.raw if result.raw is not None else result.predictions)
         header = ",".join(["sample"] + [name.replace(",", ";") for name in series])
         table = np.column_stack([np.arange(len(stream))] + list(series.values()))

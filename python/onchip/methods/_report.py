@@ -16,6 +16,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from onchip.environment import RECORDED_PACKAGES, environment  # noqa: F401  (metrics.json's record, re-exported)
+
 
 def rng(seed: int, *labels: str | int) -> np.random.Generator:
     """An independent generator for one named use of ``seed``.
@@ -58,61 +60,6 @@ def need(ok: bool, field: str, value, reason: str) -> None:
     :func:`onchip.commands._args.build_config`)."""
     if not ok:
         raise ValueError(f"{field}: {reason}, got {value!r}")
-
-
-#: the packages whose versions every ``metrics.json`` records (distribution names)
-RECORDED_PACKAGES = ("numpy", "scipy", "torch", "scikit-learn")
-
-
-def environment() -> dict:
-    """What a run ran on, as ``metrics.json`` records it under ``"environment"``.
-
-    Returns:
-        ``{"python", "numpy", "scipy", "torch", "scikit-learn"`` (versions; None when not
-        installed), ``"onchip"`` (its version), ``"git_commit"`` and ``"git_dirty"`` (the checkout
-        onchip was imported from, with uncommitted changes to tracked files or not; None outside
-        a git checkout), ``"threads": {"torch", "blas", "openmp"}`` (torch's intra-op threads when
-        torch is loaded, and the largest BLAS / OpenMP pool threadpoolctl sees; None when not
-        known) and ``"cpu_count"``}``.
-    """
-    import platform
-    import subprocess
-    import sys
-    from importlib import metadata
-
-    import onchip
-
-    def version(name):
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-
-    def git(*args):
-        try:
-            out = subprocess.run(["git", *args], cwd=Path(onchip.__file__).parent, capture_output=True, text=True,
-                                 timeout=10, check=True)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip()
-
-    threads = {"torch": sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None,
-               "blas": None, "openmp": None}
-    try:
-        from threadpoolctl import threadpool_info
-
-        for pool in threadpool_info():
-            api = pool.get("user_api")
-            if api in threads:
-                threads[api] = max(threads[api] or 0, int(pool["num_threads"]))
-    except ImportError:
-        pass
-    commit = git("rev-parse", "HEAD")
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return {"python": platform.python_version(), **{name: version(name) for name in RECORDED_PACKAGES},
-            "onchip": onchip.__version__, "git_commit": commit or None,
-            "git_dirty": None if commit is None or dirty is None else bool(dirty),
-            "threads": threads, "cpu_count": os.cpu_count()}
 
 
 def write_metrics(folder: str | os.PathLike, result: Mapping, command: str | None) -> None:
