@@ -492,3 +492,49 @@ def test_the_parameter_port_channel_guard_is_checked_and_its_removal_caught(tmp_
     back = {r.name: r.status for r in formal.prove_readback(d, channel_parameters(spec), tmp_path / "rb2", verilog=bad,
                                                                         timeout=600)}
     assert back["no_channel_answers_zero"] == "failed"
+
+
+def test_pipelined_channels_spec_is_built_and_labelled_sequential_fast(tmp_path, capsys):
+    """channels > 1 with schedule = "pipelined" and timing "auto": every channel is a sequential
+    learner, so auto resolves to the sequential plan (fast); the console line, the header and the
+    JSON name the plan that is built, and the cycles are those of the same spec without the schedule."""
+    import json
+
+    from onchip.cli import main
+    from onchip.hw import generate
+
+    spec = PRESETS["kan-readout"].replace(channels=3, schedule="pipelined", staleness=3)
+    seq = spec.replace(schedule="sequential")
+    assert spec.stage_timing == seq.stage_timing == "fast"
+    got, want = generate(spec, axis=False), generate(seq, axis=False)
+    for key in ("timing", "schedule", "stages", "latency_cycles_prediction", "latency_cycles_update",
+                "initiation_interval", "initiation_interval_channel", "reset_cycles"):
+        assert got.info[key] == want.info[key], key
+    assert got.info["timing"] == "fast" and got.info["schedule"] == "sequential"
+    assert "does not apply" in got.info["schedule_note"] and "sequential" in got.info["schedule_note"]
+    body = got.verilog[got.verilog.index("module "):]
+    assert body == want.verilog[want.verilog.index("module "):]
+    head = got.verilog[:got.verilog.index("module ")]
+    assert "Timing plan: fast" in head and "Timing plan: compact" not in head
+    assert "sequential per channel" in head
+
+    path = tmp_path / "c.toml"
+    path.write_text(spec.to_toml())
+    out = tmp_path / "g"
+    assert main(["generate", "--spec", str(path), "--out", str(out)]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "timing fast (auto)" in line and "sequential per channel" in line, line
+    assert json.loads((out / "onchip_learner.json").read_text())["timing"] == "fast"
+
+
+def test_pipelined_channels_spec_rtl_equals_golden_per_channel():
+    """The design of a channels spec that asks for the pipelined schedule (timing auto) still equals
+    N sequential golden learners, channel by channel."""
+    spec = kan("auto").replace(schedule="pipelined", staleness=3)
+    design = cached_design(spec)
+    x, y = stimulus(spec, 600, seed=5)
+    ch = channel_order("random", len(x), spec.channels, seed=6)
+    want_preds, want_theta = golden_channels(spec, x, y, ch)
+    out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y, channel=ch), "then": {"op": "read"}}],
+                      seed=8, p_valid=0.8, p_ready=0.8, p_param_ready=0.7)
+    assert_channels(design, spec, out["segments"][0], want_preds, want_theta)
