@@ -420,6 +420,12 @@ def test_verify_takes_channels_on_every_backend():
     names = ("rtl.predictions", "rtl.parameters", "rtl.initiation_interval", "hls.predictions", "hls.final_parameters")
     assert {n: got[n].status for n in names} == dict.fromkeys(names, "passed"), report.summary()
     assert "4 channels" in got["rtl.predictions"].detail
+    p = PRESETS["kan-readout"].parameter_count()
+    assert got["hls.final_parameters"].detail.startswith(f"{4 * p} final parameters (4 channels)"), report.summary()
+    # the single-channel cases the channel bench does not run are listed as skipped, saying why
+    for name in ("rtl.reset_mid_stream", "rtl.checkpoint_restore", "rtl.latency", "rtl.channel_error"):
+        assert got[name].status == "skipped" and "channels" in got[name].detail, report.summary()
+    assert report.ok
 
 
 def _tiny_channels():
