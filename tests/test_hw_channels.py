@@ -420,6 +420,12 @@ def test_verify_takes_channels_on_every_backend():
     names = ("rtl.predictions", "rtl.parameters", "rtl.initiation_interval", "hls.predictions", "hls.final_parameters")
     assert {n: got[n].status for n in names} == dict.fromkeys(names, "passed"), report.summary()
     assert "4 channels" in got["rtl.predictions"].detail
+    p = PRESETS["kan-readout"].parameter_count()
+    assert got["hls.final_parameters"].detail.startswith(f"{4 * p} final parameters (4 channels)"), report.summary()
+    # the single-channel cases the channel bench does not run are listed as skipped, saying why
+    for name in ("rtl.reset_mid_stream", "rtl.checkpoint_restore", "rtl.latency", "rtl.channel_error"):
+        assert got[name].status == "skipped" and "channels" in got[name].detail, report.summary()
+    assert report.ok
 
 
 def _tiny_channels():
@@ -492,3 +498,49 @@ def test_the_parameter_port_channel_guard_is_checked_and_its_removal_caught(tmp_
     back = {r.name: r.status for r in formal.prove_readback(d, channel_parameters(spec), tmp_path / "rb2", verilog=bad,
                                                                         timeout=600)}
     assert back["no_channel_answers_zero"] == "failed"
+
+
+def test_pipelined_channels_spec_is_built_and_labelled_sequential_fast(tmp_path, capsys):
+    """channels > 1 with schedule = "pipelined" and timing "auto": every channel is a sequential
+    learner, so auto resolves to the sequential plan (fast); the console line, the header and the
+    JSON name the plan that is built, and the cycles are those of the same spec without the schedule."""
+    import json
+
+    from onchip.cli import main
+    from onchip.hw import generate
+
+    spec = PRESETS["kan-readout"].replace(channels=3, schedule="pipelined", staleness=3)
+    seq = spec.replace(schedule="sequential")
+    assert spec.stage_timing == seq.stage_timing == "fast"
+    got, want = generate(spec, axis=False), generate(seq, axis=False)
+    for key in ("timing", "schedule", "stages", "latency_cycles_prediction", "latency_cycles_update",
+                "initiation_interval", "initiation_interval_channel", "reset_cycles"):
+        assert got.info[key] == want.info[key], key
+    assert got.info["timing"] == "fast" and got.info["schedule"] == "sequential"
+    assert "does not apply" in got.info["schedule_note"] and "sequential" in got.info["schedule_note"]
+    body = got.verilog[got.verilog.index("module "):]
+    assert body == want.verilog[want.verilog.index("module "):]
+    head = got.verilog[:got.verilog.index("module ")]
+    assert "Timing plan: fast" in head and "Timing plan: compact" not in head
+    assert "sequential per channel" in head
+
+    path = tmp_path / "c.toml"
+    path.write_text(spec.to_toml())
+    out = tmp_path / "g"
+    assert main(["generate", "--spec", str(path), "--out", str(out)]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "timing fast (auto)" in line and "sequential per channel" in line, line
+    assert json.loads((out / "onchip_learner.json").read_text())["timing"] == "fast"
+
+
+def test_pipelined_channels_spec_rtl_equals_golden_per_channel():
+    """The design of a channels spec that asks for the pipelined schedule (timing auto) still equals
+    N sequential golden learners, channel by channel."""
+    spec = kan("auto").replace(schedule="pipelined", staleness=3)
+    design = cached_design(spec)
+    x, y = stimulus(spec, 600, seed=5)
+    ch = channel_order("random", len(x), spec.channels, seed=6)
+    want_preds, want_theta = golden_channels(spec, x, y, ch)
+    out = sim.run_job(design, [{"payloads": sim.pack_samples(design, x, y, channel=ch), "then": {"op": "read"}}],
+                      seed=8, p_valid=0.8, p_ready=0.8, p_param_ready=0.7)
+    assert_channels(design, spec, out["segments"][0], want_preds, want_theta)

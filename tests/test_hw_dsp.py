@@ -52,9 +52,44 @@ def test_the_pipelined_schedule_puts_its_products_in_the_dsp_too(preset):
 
 
 def test_compact_verilog_is_unchanged_by_dsp():
-    """compact registers converted products, never raw ones: nothing to put in the block."""
+    """compact registers converted products, never raw ones: nothing to put in the block. The
+    Python API (the ECP5 flows pass dsp at every plan) takes the choice and the description says
+    that it mapped nothing."""
+    from onchip.hw.description import strip_header
+
     spec = PRESETS["kan-paper"].replace(timing="compact")
-    assert generate(spec, axis=False, dsp="ecp5").verilog == generate(spec, axis=False).verilog
+    asked, generic = generate(spec, axis=False, dsp="ecp5"), generate(spec, axis=False)
+    assert strip_header(asked.verilog) == strip_header(generic.verilog)
+    assert asked.info["dsp"] == generic.info["dsp"] == "generic"
+    assert "ecp5" in asked.info["dsp_note"] and "compact" in asked.info["dsp_note"]
+    assert "DSP mapping: generic" in asked.verilog.split("module ")[0]
+
+
+@pytest.mark.parametrize("dsp", ["ecp5", "ice40"])
+def test_the_description_records_the_dsp_mapping(dsp):
+    spec = PRESETS["kan-readout"].replace(timing="fast")
+    design = generate(spec, axis=False, dsp=dsp)
+    assert design.info["dsp"] == dsp and generate(spec, axis=False).info["dsp"] == "generic"
+    assert f"DSP mapping: {dsp}" in design.verilog.split("module ")[0]
+
+
+@pytest.mark.parametrize("args", [["--spec", "kan-paper", "--timing", "compact", "--dsp", "ice40"],
+                                  ["--spec", "kan-paper", "--schedule", "pipelined", "--staleness", "min",
+                                   "--dsp", "ecp5"]])
+def test_cli_dsp_at_the_compact_plan_is_refused(args, tmp_path, capsys):
+    """--dsp at a plan without registered products would change nothing: one line naming --dsp and
+    the plan, exit 2, nothing written."""
+    import json
+
+    from onchip.cli import main
+
+    out = tmp_path / "g"
+    assert main(["generate", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--dsp" in err[0] and "compact" in err[0] and "--timing fast" in err[0], err
+    assert not out.exists()
+    assert main(["generate", "--spec", "kan-paper", "--timing", "fast", "--dsp", "ecp5", "--out", str(out)]) == 0
+    assert json.loads((out / "onchip_learner.json").read_text())["dsp"] == "ecp5"
 
 
 @pytest.mark.parametrize("spec", [
@@ -261,15 +296,18 @@ def test_ice40_verilog_is_the_generic_one_with_its_factor_registers_kept():
     """``dsp="ice40"`` changes no logic: the generic Verilog plus ``keep`` on the update and
     coefficient products' factor registers (the error and the basis values), so it simulates as the
     generic design, which equals the golden model (tests/test_rtl_backend.py)."""
+    from onchip.hw.description import strip_header  # the header records the mapping (DSP mapping: ice40)
+
     spec = PRESETS["kan-regression"].replace(timing="fast")
-    generic = generate(spec, axis=False).verilog
-    ice40 = generate(spec, axis=False, dsp="ice40").verilog
+    generic = strip_header(generate(spec, axis=False).verilog)
+    ice40 = strip_header(generate(spec, axis=False, dsp="ice40").verilog)
     keep = "  (* keep = 32'd1 *)\n"
     kept = re.findall(re.escape(keep) + r"\s*reg\s+(?:signed\s+)?(?:\[[^\]]*\]\s*)?(\w+)", ice40)
     assert ice40.replace(keep, "") == generic
     assert sorted(kept) == ["err0_s5"] + [f"l0_bval_bank0_{j}_s{s}" for j in range(4) for s in (2, 5)]
     compact = PRESETS["kan-regression"].replace(timing="compact")
-    assert generate(compact, axis=False, dsp="ice40").verilog == generate(compact, axis=False).verilog
+    assert strip_header(generate(compact, axis=False, dsp="ice40").verilog) == strip_header(
+        generate(compact, axis=False).verilog)
 
 
 @pytest.mark.parametrize("shape, kept", [(signed(16), True), (unsigned(15), True), (signed(17), False),

@@ -32,11 +32,16 @@ def test_family_and_preset_tables_are_the_ones_results_json_gives(ts):
 def test_preset_table_cells(ts):
     placed = {"preset": "kan-paper", "timing": "fast", "schedule": "sequential", "latency_cycles_prediction": 6,
               "latency_cycles_update": 9, "initiation_interval": 7, "fmax_mhz": 120.0, "step_ns": 75.0,
-              "ii_ns": 58.33, "staleness": 0, "ecp5_lut": 100, "ecp5_ff": 50, "ecp5_dsp": 8}
+              "ii_ns": 58.33, "staleness": 0, "ecp5_lut": 100, "ecp5_ff": 50, "ecp5_dsp": 8, "seeds": [1, 2, 3]}
     table = ts.preset_table([placed])
     # 6 cycles at 120 MHz are 50.0 ns; a point never placed says so instead of a number
     assert "| kan-paper | sequential, `fast` | 120.0 | 6 / 50.0 | 9 / 75.0 | 7 / 58.3 | 100 / 50 / 8 |" in table
     assert "| kan-paper | pipelined, `fast` | not placed |" in table
+    assert "\u2020" not in table
+    # a row placed at fewer than 3 seeds carries the dagger, and the table says what it means
+    table = ts.preset_table([{**placed, "seeds": [1]}])
+    assert "| kan-paper | sequential, `fast` | 120.0 \u2020 | 6 / 50.0 |" in table
+    assert table.splitlines()[-1] == "\u2020 placed at fewer than 3 placer seeds (the others: best of seeds 1-3)."
 
 
 def test_family_table_cells(ts):

@@ -501,7 +501,7 @@ class LearnerSpec:
         """D used by the models: ``staleness`` when pipelined, 0 when sequential or with more than
         one channel (each channel is a sequential learner; the hardware stalls a sample whose
         channel still has an update in flight)."""
-        return self.staleness if self.schedule == "pipelined" and self.channels == 1 else 0
+        return self.staleness if self.built_schedule == "pipelined" else 0
 
     @property
     def n_in(self) -> int:
@@ -536,10 +536,16 @@ class LearnerSpec:
         return {"parameters": p, "parameter_bits": p * self.formats.coef.width, "multipliers": mult}
 
     @property
+    def built_schedule(self) -> str:
+        """The schedule the hardware and the models run: ``schedule``, but ``"sequential"`` with more
+        than one channel (each channel is a sequential learner: :attr:`effective_staleness`)."""
+        return "sequential" if self.channels > 1 else self.schedule
+
+    @property
     def stage_timing(self) -> str:
         """The stage plan the RTL is built with: ``timing``, or for ``"auto"``
-        :func:`default_timing` of this spec's schedule."""
-        return default_timing(self.schedule) if self.timing == "auto" else self.timing
+        :func:`default_timing` of the schedule built (:attr:`built_schedule`)."""
+        return default_timing(self.built_schedule) if self.timing == "auto" else self.timing
 
     def replace(self, **changes) -> "LearnerSpec":
         """A copy with fields changed (validated again)."""

@@ -304,6 +304,18 @@ ANCHORS_BEGIN, ANCHORS_END = "<!-- anchors table: written by sweeps/timing/timin
 FAMILY_BEGIN, FAMILY_END = "<!-- family table: written by sweeps/timing/timing_sweep.py --report -->", "<!-- end of family table -->"
 
 
+def _few_seeds(row: dict) -> str:
+    """A dagger (" \u2020") for a point placed at fewer than the 3 placer seeds the figures are the best of, else ""."""
+    return "" if {1, 2, 3} <= set(row.get("seeds", ())) else " \u2020"
+
+
+def _dagger_note(lines: list[str]) -> list[str]:
+    """The footnote a table's lines need when one of them carries the dagger of :func:`_few_seeds`."""
+    if not any("\u2020" in line for line in lines):
+        return []
+    return ["", "\u2020 placed at fewer than 3 placer seeds (the others: best of seeds 1-3)."]
+
+
 def _member_cell(row: dict | None, what: str) -> str:
     """One point of the family table: ``what`` is "seq" (cycles, MHz, ns per update), "pip" (MHz, ns per
     sample) or "ns" (ns per update); a refusal or a design over budget in a few words; a dagger for a
@@ -324,7 +336,7 @@ def _member_cell(row: dict | None, what: str) -> str:
     mhz = f"{row['fmax_mhz']:.1f} MHz"
     if "below the board clock" in note:  # "below the board clock (25.00 MHz): ..."
         return f"{mhz}, {note.split(':')[0]}"
-    few = "" if {1, 2, 3} <= set(row["seeds"]) else " \u2020"
+    few = _few_seeds(row)
     if what == "seq":
         return f"{row['latency_cycles_update']} cycles, {mhz}, {row['step_ns']:.1f} ns{few}"
     if what == "pip":
@@ -348,8 +360,7 @@ def family_table(rows: list[dict]) -> str:
         lines.append(f"| {m} | {_member_cell(seq, 'seq')} | {_member_cell(seq, 'pred')} "
                      f"| {_member_cell(by.get((m, 'fast', 'pipelined')), 'pip')} "
                      f"| {_member_cell(by.get((m, 'compact', 'sequential')), 'ns')} | {lut} |")
-    if any("\u2020" in line for line in lines):
-        lines += ["", "\u2020 placed at fewer than 3 placer seeds (the others: best of seeds 1-3)."]
+    lines += _dagger_note(lines)
     return "\n".join(lines)
 
 
@@ -371,12 +382,12 @@ def preset_table(rows: list[dict]) -> str:
             ns = 1e3 / r["fmax_mhz"]
             d = f" (D = {r['staleness']})" if schedule == "pipelined" else ""
             lines.append(
-                f"| {p} | {schedule}{d}, `fast` | {r['fmax_mhz']:.1f} "
+                f"| {p} | {schedule}{d}, `fast` | {r['fmax_mhz']:.1f}{_few_seeds(r)} "
                 f"| {r['latency_cycles_prediction']} / {r['latency_cycles_prediction'] * ns:.1f} "
                 f"| {r['latency_cycles_update']} / {r['step_ns']:.1f} "
                 f"| {r['initiation_interval']} / {r['ii_ns']:.1f} "
                 f"| {_cell(r, 'ecp5_lut')} / {_cell(r, 'ecp5_ff')} / {_cell(r, 'ecp5_dsp')} |")
-    return "\n".join(lines)
+    return "\n".join(lines + _dagger_note(lines))
 
 
 #: the published figures onchip is set beside, as their sources state them (not measured here)
@@ -408,12 +419,11 @@ def anchors_table(rows: list[dict]) -> str:
         if r is None or r.get("fmax_mhz") is None or "latency_cycles_update" not in r:
             lines.append(f"| {what} | {part} | not placed | - | - | yes |")
             continue
-        few = "" if {1, 2, 3} <= set(r["seeds"]) else " \u2020"
+        few = _few_seeds(r)
         lines.append(f"| {what} | {part} | {r['latency_ns_prediction']:.1f} ns ({r['latency_cycles_prediction']} "
                      f"cycles) | {r['step_ns']:.1f} ns ({r['latency_cycles_update']} cycles) "
                      f"| {r['fmax_mhz']:.1f} MHz{few} | yes |")
-    if any("\u2020" in line for line in lines):
-        lines += ["", "\u2020 placed at fewer than 3 placer seeds (the others: best of seeds 1-3)."]
+    lines += _dagger_note(lines)
     return "\n".join(lines)
 
 

@@ -94,6 +94,9 @@ def plan_words(spec, report: dict) -> str:
     (auto)"`` or ``"pipelined (staleness 8), timing compact"``, from a report or description holding
     ``schedule``, ``staleness`` and ``timing`` (:data:`onchip.hw.description.PLAN_KEYS`)."""
     schedule = f"pipelined (staleness {report['staleness']})" if report["schedule"] == "pipelined" else "sequential"
+    if report.get("channels", 1) > 1:
+        schedule = "sequential per channel" + (" (the spec's pipelined schedule does not apply with channels)"
+                                               if spec.schedule == "pipelined" else "")
     return f"{schedule}, timing {report['timing']}{' (auto)' if spec.timing == 'auto' else ''}"
 
 

@@ -20,11 +20,12 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--dsp", choices=("generic", "ecp5", "ice40"), default="generic",
         help="products as generic '*' for the synthesis tool to map (default); for Lattice ECP5, "
-             "the fast plan's registered products as MULT18X18D instances holding their product "
+             "the fast (or predict-first) plan's registered products as MULT18X18D instances holding their product "
              "register (Yosys does not move it into the block on ECP5), with MULT18X18D_sim.v, a "
              "simulation model of that primitive subset; for iCE40, the same products generic with "
              "their factor registers marked keep (Yosys moves the product register into SB_MAC16 and "
-             "leaves the factor registers in the fabric)",
+             "leaves the factor registers in the fabric). The compact plan registers no raw products: "
+             "ecp5 or ice40 there is refused. The JSON's dsp says what the Verilog holds",
     )
     _args.add_top(p)
     _args.add_packet(p)
@@ -90,7 +91,12 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
 def run(args: argparse.Namespace) -> int:
     from ..flow.steps import generate_to
 
+    from ..hw.dsp import dsp_applies
+
     spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing, args.channels)
+    if args.dsp != "generic" and not dsp_applies(spec):  # the Python API takes it (flows pass it at every plan)
+        raise ValueError(f"--dsp {args.dsp}: the {spec.stage_timing} plan has no registered raw products to map; "
+                         f"use --timing fast")
     design = generate_to(spec, args.out, top=args.top, theta=_args.load_theta(args.theta, spec),
                          dsp=None if args.dsp == "generic" else args.dsp, packet=args.packet)
     info = design.info

@@ -71,6 +71,33 @@ def check_dsp(dsp) -> str | None:
     return dsp
 
 
+def dsp_applies(spec) -> bool:
+    """Whether a ``dsp`` choice can change the design of ``spec``: only a plan that registers raw
+    products has any to map (:func:`onchip.hw.plan.fast_registers`: ``fast``, ``predict-first``);
+    ``compact`` registers converted products, so its Verilog is the generic one."""
+    from .plan import fast_registers
+
+    return fast_registers(spec)
+
+
+def dsp_mapping(spec, dsp: str | None) -> tuple[str, str]:
+    """What the design of ``spec`` holds for the choice ``dsp``: ``("generic" | "ecp5" | "ice40",
+    a sentence saying what that is)``, for the description (``dsp``, ``dsp_note``).
+
+    Raises:
+        ValueError: as :func:`check_dsp`.
+    """
+    check_dsp(dsp)
+    if dsp is None:
+        return "generic", "products as generic '*', mapped by the synthesis tool"
+    if not dsp_applies(spec):
+        return "generic", (f"{dsp} asked, nothing mapped: the {spec.stage_timing} plan registers no raw "
+                           f"products (the fast plan does)")
+    if dsp == "ecp5":
+        return dsp, "each registered raw product whose factors fit 18 bits is a MULT18X18D holding its product register"
+    return dsp, "registered raw products generic, their factor registers within 16 bits marked keep (out of SB_MAC16)"
+
+
 def _as_factor(v: Value, bits: int) -> Value | None:
     """``v`` as a ``bits``-bit two's complement factor, or None when it does not fit."""
     shape = v.shape()
