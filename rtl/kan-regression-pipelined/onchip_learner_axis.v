@@ -83,6 +83,7 @@
 // Timing plan: compact (fewest cycles: a multiply, its rounding and an adder tree share a cycle); stages (0:
 //     the cycle that takes the sample): prediction 4, parameter read per layer [2], update per layer [5],
 //     parameter port 0.
+// DSP mapping: generic (products as generic '*', mapped by the synthesis tool).
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
 //     ap_fixed<40,14,TRN,WRAP>.

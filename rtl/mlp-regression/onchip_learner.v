@@ -65,6 +65,7 @@
 // Timing plan: fast (a register after every multiplier and carry chain: more cycles, higher fmax); stages (0:
 //     the cycle that takes the sample): prediction 9, parameter read per layer [1, 4], update per layer [12,
 //     10], parameter port 0.
+// DSP mapping: generic (products as generic '*', mapped by the synthesis tool).
 // Formats: input ap_fixed<16,4,RND_CONV,SAT>, coef ap_fixed<16,4,RND_CONV,SAT>, basis
 //     ap_fixed<16,2,RND_CONV,SAT>, act ap_fixed<16,4,RND_CONV,SAT>, grad ap_fixed<16,4,RND_CONV,SAT>, acc
 //     ap_fixed<40,14,TRN,WRAP>.
