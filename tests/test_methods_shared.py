@@ -172,12 +172,10 @@ def test_every_committed_metrics_file_has_the_command_and_the_headline(method):
         assert all(np.isfinite(v) for v in [h["value"], h["std"], *h["baselines"].values()]), path
 
 
-#: committed runs that predate the environment record in metrics.json (only a rerun adds it; the acrobot
-#: runs are `onchip run` outputs, whose metrics.json records it since)
+#: committed runs that predate the environment record in metrics.json (only a rerun adds it)
 _BEFORE_ENVIRONMENT = {"dynaview", "ink", "ink/tiny-control", "ips", "ips/tiny-control", "lmaps", "multi2",
                        "token-search",
-                       *(f"unlearning/hardware-digits-{b}bit-class-3" for b in (2, 4, 8)),
-                       *(f"acrobot/runs/{m}-acrobot-s{s}" for m in ("kan", "kan2", "mlp") for s in range(3))}
+                       *(f"unlearning/hardware-digits-{b}bit-class-3" for b in (2, 4, 8))}
 
 
 def test_every_committed_run_records_its_environment_unless_it_is_listed_as_older():

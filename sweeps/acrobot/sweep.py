@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from datetime import datetime, timezone
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -38,13 +40,26 @@ def _f(v, before: float = 0.0, cap: int = 500) -> str:
 def report(rows: list[dict], command: str) -> None:
     from onchip.plotting import pyplot
 
-    lines = ["# Acrobot swing-up under a dynamics change", "", f"Command: `{command}`", "",
+    backends = sorted({r["backend"] for r in rows})
+    episodes = sorted({r["episodes"] for r in rows})
+    changes = sorted({r["changes"][0]["episode"] for r in rows})
+    setting = (f"{', '.join(backends)} backend, {', '.join(map(str, episodes))} episodes, change at episode "
+               f"{', '.join(map(str, changes))}")
+    measured = HERE / "runs" / "measured.json"
+    when = ""
+    if measured.is_file():  # written when the runs were made (a --report-only rewrite keeps it)
+        m = json.loads(measured.read_text())
+        command = m["command"]  # the runs' command, also under --report-only
+        when = (f" Seconds: each run's wall time, measured {m['date']} with {m['jobs']} runs at a time on "
+                f"{m['cpu_count']} cores (load average {m['load_before']:.1f} before, {m['load_after']:.1f} after); "
+                "each run's metrics.json records the versions and threads it ran on.")
+    lines = ["# Acrobot swing-up under a dynamics change", "", f"Command: `{command}` ({setting})", "",
              "Steps to swing up (cap 500; lower is better), mean over windows of 20 episodes: before the "
              "change, the first 20 after it and the last 20 of the run; recovery = episodes after the change "
              "until a 20-episode window (all after the change) is within 10 % of the level before it "
              "(never: no such window in the run; n/a: the policy had not learned the task, mean steps before the change "
              ">= 450). Frozen: the same policy with learning switched off at "
-             "the change.", "",
+             "the change." + when, "",
              "| spec | seed | before | first 20 after | last 20 | recovery | frozen: first 20 after | "
              "frozen: last 20 | frozen: recovery | seconds |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -108,14 +123,20 @@ def main(argv=None) -> int:
     p.add_argument("--report-only", action="store_true", help="rewrite results.md and steps.png from runs/")
     args = p.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
+    command = "python sweeps/acrobot/sweep.py " + " ".join(sys.argv[1:] if argv is None else argv)
     jobs = [(spec, seed) for spec in args.specs.split(",") for seed in seeds]
     if not args.report_only:
         from tqdm import tqdm
 
+        load_before = os.getloadavg()[0]
         with ProcessPoolExecutor(args.jobs) as pool:
             futures = [pool.submit(one, spec, seed, args.episodes) for spec, seed in jobs]
             for fut in tqdm(futures, desc="acrobot sweep", unit="run"):
                 fut.result()
+        date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        (HERE / "runs" / "measured.json").write_text(json.dumps(
+            {"command": command, "date": date, "jobs": args.jobs, "cpu_count": os.cpu_count(), "load_before": load_before,
+             "load_after": os.getloadavg()[0]}, indent=2) + "\n")
     rows = []
     for spec in SPECS:
         for seed in seeds:
@@ -128,7 +149,7 @@ def main(argv=None) -> int:
         c = r["changes"][0]["episode"]
         r["changes"] = [change_metrics(r["steps_per_episode"], c, cap=r["max_steps"])]
         r["frozen_baseline"] = change_metrics(r["frozen_steps_per_episode"], c, cap=r["max_steps"])
-    report(rows, "python sweeps/acrobot/sweep.py " + " ".join(sys.argv[1:] if argv is None else argv))
+    report(rows, command)
     return 0
 
 
