@@ -206,7 +206,9 @@ def _as_flag(message: str, flags: dict[str, str]) -> str:
     name, file, path = head.partition(" file ")
     if not sep or name not in flags:
         return message
-    return f"{flags[name]} {path}:{rest}" if file and path else f"{flags[name]}:{rest}" if head == name else message
+    if file and path:
+        return f"{flags[name]} {path}:{rest}"
+    return f"{flags[name]}:{rest}" if head == name else message
 
 
 def _run(args) -> int:

@@ -195,7 +195,8 @@ def run_acrobot_job(*, model: str | None = None, out, spec=None, backend: str = 
             RuntimeError: a replayed backend that differs from the golden model. Nothing is
             written then.
     """
-    from .io import atomic_output_dir, check_output_dir, write_json
+    from .environment import write_metrics
+    from .io import atomic_output_dir, check_output_dir
 
     check_output_dir(out)
     if backend not in JOB_BACKENDS:
@@ -235,9 +236,7 @@ def run_acrobot_job(*, model: str | None = None, out, spec=None, backend: str = 
             compared = {name: replay(backend, resolved, s) for name, s in run.streams.items()}
             metrics["replay"] = {"closed_loop": closed, "backend": backend, "samples_compared": compared,
                                  "predictions_equal": True}
-        from .environment import environment
-
-        write_json(stage / "metrics.json", {**metrics, "environment": environment()})
+        write_metrics(stage, metrics)  # with what the run ran on
         frozen = run.frozen_steps if run.frozen_steps is not None else np.full(cfg.episodes, -1)
         table = np.column_stack([np.arange(cfg.episodes), run.steps, run.returns, frozen])
         np.savetxt(stage / "episodes.csv", table, delimiter=",", fmt="%d",

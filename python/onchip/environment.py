@@ -4,6 +4,7 @@ methods', ``onchip run``'s), so that a result can be told apart from one made el
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 #: the packages whose versions every ``metrics.json`` records (distribution names)
@@ -59,3 +60,19 @@ def environment() -> dict:
             "onchip": onchip.__version__, "git_commit": commit or None,
             "git_dirty": None if commit is None or dirty is None else bool(dirty),
             "threads": threads, "cpu_count": os.cpu_count()}
+
+
+def write_metrics(folder: str | os.PathLike, result: Mapping, command: str | None = None) -> None:
+    """Write ``metrics.json``: ``{"command": command, **result, "environment": environment()}``
+    (the command first, when given; what the run ran on last, :func:`environment`).
+
+    Args:
+        folder: the (staging) output folder.
+        result: the experiment's result; numpy values become plain JSON.
+        command: the command line that made it (:func:`onchip.commands._args.command_line`); None
+            for a job whose result records its settings itself (``onchip run``).
+    """
+    from .io import write_json
+
+    write_json(Path(folder) / "metrics.json",
+               {**({"command": command} if command else {}), **result, "environment": environment()})

@@ -168,7 +168,8 @@ def run_multiplexed_job(*, qubits: int, out: "str | Path", model: str | None = N
             drift or theta, before anything is written.
     """
     from . import tasks
-    from .io import atomic_output_dir, check_output_dir, write_json
+    from .environment import write_metrics
+    from .io import atomic_output_dir, check_output_dir
     from .run import MIN_READOUT_SAMPLES, job_theta, resolve_spec, run_backend
     from .tasks.multiqubit import (check_qubits, evaluate_multiqubit, make_multiqubit_readout,
                                    rolling_per_qubit)
@@ -199,9 +200,7 @@ def run_multiplexed_job(*, qubits: int, out: "str | Path", model: str | None = N
         for c, (s, m) in enumerate(zip(stream.qubits, figures["per_qubit"])):
             if m["static_baseline"] is not None:
                 static[c] = tasks.rolling_metric(s, tasks.static_baseline_predictions(s))[1]
-        from .environment import environment
-
-        write_json(stage / "metrics.json", {**metrics, "environment": environment()})
+        write_metrics(stage, metrics)  # with what the run ran on
         np.save(stage / "predictions.npy", result.raw if result.raw is not None else result.predictions)
         label = f"{model} ({backend})"
         columns = [f"qubit {c} {who}" for c in range(qubits) for who in (label, "static discriminator")]

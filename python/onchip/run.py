@@ -333,7 +333,8 @@ def run_job(
             before anything is written.
     """
     from . import tasks
-    from .io import atomic_output_dir, check_output_dir, write_json
+    from .environment import write_metrics
+    from .io import atomic_output_dir, check_output_dir
 
     if data is not None and not isinstance(data, (str, Path)):
         files = list(data)
@@ -389,9 +390,7 @@ def run_job(
         if task == "qubit-readout" and metrics.get("static_baseline") is not None:
             _, static = tasks.rolling_metric(stream, tasks.static_baseline_predictions(stream))
             series["static discriminator"] = static
-        from .environment import environment
-
-        write_json(stage / "metrics.json", {**metrics, "environment": environment()})
+        write_metrics(stage, metrics)  # with what the run ran on
         np.save(stage / "predictions.npy", result.raw if result.raw is not None else result.predictions)
         header = ",".join(["sample"] + [name.replace(",", ";") for name in series])
         table = np.column_stack([np.arange(len(stream))] + list(series.values()))

@@ -816,7 +816,6 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
             if backend == "hls":
                 report.cases += _hls_cases(spec, x, y, progress=progress, log=log, theta=theta, top=top, seed=seed)
             elif backend == "formal":
-                import shutil
                 import tempfile
 
                 report.formal_dir = str(formal_dir or tempfile.mkdtemp(prefix="onchip-formal-"))

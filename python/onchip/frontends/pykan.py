@@ -638,15 +638,16 @@ def _check_checkpoint_files(prefix: str) -> None:
     config, state = f"{prefix}_config.yml", f"{prefix}_state"
     if not Path(config).is_file():
         raise ValueError(f"{config}: no such file (a pykan checkpoint is <prefix>_config.yml beside <prefix>_state)")
+    text = Path(config).read_text(errors="replace")
     try:
-        yaml.safe_load(Path(config).read_text(errors="replace"))
+        yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = (getattr(exc, "problem", None) or str(exc)).splitlines()[0]
         if not (isinstance(exc, yaml.constructor.ConstructorError) and "python/" in problem):
             where = f"line {mark.line + 1}: " if mark is not None else ""
             raise ValueError(f"{config}: not valid YAML ({where}{problem})") from None
-        lines = Path(config).read_text(errors="replace").splitlines()
+        lines = text.splitlines()
         key = lines[mark.line].split(":")[0].strip() if mark is not None and mark.line < len(lines) else "?"
         # saveckpt after prune_input writes the base function as an object: the one cause we know
         hint = ("; pykan's prune_input leaves base_fun_name so. Save again after `del model.base_fun_name; "

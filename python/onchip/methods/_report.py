@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from onchip.environment import RECORDED_PACKAGES, environment  # noqa: F401  (metrics.json's record, re-exported)
+from onchip.environment import RECORDED_PACKAGES, environment, write_metrics  # noqa: F401  (re-exported)
 
 
 def rng(seed: int, *labels: str | int) -> np.random.Generator:
@@ -60,21 +60,6 @@ def need(ok: bool, field: str, value, reason: str) -> None:
     :func:`onchip.commands._args.build_config`)."""
     if not ok:
         raise ValueError(f"{field}: {reason}, got {value!r}")
-
-
-def write_metrics(folder: str | os.PathLike, result: Mapping, command: str | None) -> None:
-    """Write ``metrics.json``: ``{"command": command, **result, "environment": environment()}``
-    (the command first, when given; what the run ran on last, :func:`environment`).
-
-    Args:
-        folder: the (staging) output folder.
-        result: the experiment's result; numpy values become plain JSON.
-        command: the command line that made it (:func:`onchip.commands._args.command_line`).
-    """
-    from onchip.io import write_json
-
-    write_json(Path(folder) / "metrics.json",
-               {**({"command": command} if command else {}), **result, "environment": environment()})
 
 
 #: config fields that say how a run is made, not what it computes (left out of the recorded settings)
