@@ -130,6 +130,16 @@ def test_key_depends_on_spec_and_settings():
     assert a[0]["key"] != b[0]["key"] and a[0]["key"] != a[1]["key"]
 
 
+def test_key_changes_with_the_computations_source(monkeypatch):
+    # a record cached before the computations changed what it holds is computed again, not read
+    from onchip.sweep import grid
+    d = _definition(None)
+    before = [p["key"] for p in sweep.expand(d)]
+    assert grid.computations_digest() == grid.computations_digest() != ""
+    monkeypatch.setattr(grid, "computations_digest", lambda: "edited")
+    assert not set(before) & {p["key"] for p in sweep.expand(d)}
+
+
 def test_dask_local_cluster_gives_the_same_table(local_run, tmp_path):
     distributed = pytest.importorskip("distributed")
     _, d, records = local_run

@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+from pathlib import Path
 
 from ..errors import SpecError
 from ..numbers import is_integer
@@ -122,10 +123,18 @@ def _build_spec(spec_fields: dict, tuned_table: bool):
 def point_key(spec_dict: dict, settings: dict, versions: dict) -> str:
     """The cache key of a point: 20 hex digits of the SHA-256 of its spec, settings and tool versions.
 
-    The simulation bench is not part of it (:func:`onchip.flow.tools.tool_versions` leaves it out).
+    The simulation bench is not part of it (:func:`onchip.flow.tools.tool_versions` leaves it out);
+    :func:`expand` adds the computations' own source (:func:`computations_digest`).
     """
     source = json.dumps({"spec": spec_dict, "settings": settings, "tools": versions}, sort_keys=True, default=str)
     return hashlib.sha256(source.encode()).hexdigest()[:20]
+
+
+def computations_digest() -> str:
+    """16 hex digits of the SHA-256 of ``sweep/computations.py``: what a point's record holds (its
+    columns, which of them mark a failed backend) is decided there, so a record cached before an
+    edit of it is computed again rather than read under the new meaning."""
+    return hashlib.sha256(Path(__file__).with_name("computations.py").read_bytes()).hexdigest()[:16]
 
 
 def expand(d: dict) -> list[dict]:
@@ -141,7 +150,7 @@ def expand(d: dict) -> list[dict]:
     from ..flow.tools import tool_versions
 
     base = dict(d.get("base", {}))
-    versions = tool_versions()
+    versions = {**tool_versions(), "computations": computations_digest()}
     computations = [get_computation(name) for name in d["sweep"]["compute"]]
     folder = d.get("_dir", ".")
     points = []
