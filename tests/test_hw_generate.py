@@ -131,6 +131,17 @@ def test_cli_timing_override_raises_the_staleness_to_the_new_minimum(tmp_path, c
     assert info["initiation_interval"] == 1
     said = capsys.readouterr().out  # the plan used is printed with the cycles it gives
     assert f"pipelined (staleness {min_staleness(fast)}), timing fast, latency to prediction" in said
+    # --timing auto takes a spec's own plan back to the schedule's default (the choices are the spec's)
+    from onchip.spec import TIMING_CHOICES
+    assert resolve_spec("kan-readout", None, None, "auto").stage_timing == "fast"
+    assert main(["generate", "--spec", "kan-readout", "--schedule", "pipelined", "--timing", "auto",
+                 "--out", str(tmp_path / "auto")]) == 0
+    info = json.loads((tmp_path / "auto" / "onchip_learner.json").read_text())
+    assert info["timing"] == "compact" and "(auto)" in capsys.readouterr().out
+    from onchip.cli import build_parser
+    parser = build_parser()
+    timing = next(a for a in parser._subparsers._group_actions[0].choices["verify"]._actions if a.dest == "timing")
+    assert set(timing.choices) == set(TIMING_CHOICES)
     # the default, timing = "auto": the plan with fewer routed ns per update for the learner
     assert main(["generate", "--spec", "kan-readout", "--out", str(tmp_path / "seq")]) == 0
     assert "sequential, timing fast (auto), latency to prediction" in capsys.readouterr().out

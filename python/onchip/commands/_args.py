@@ -80,12 +80,13 @@ def add_spec(parser: argparse.ArgumentParser) -> None:
         help="override the pipelined staleness D: an integer, or 'min' for the smallest the pipeline allows",
     )
     parser.add_argument(
-        "--timing", choices=("compact", "fast", "predict-first"),
+        "--timing", choices=("auto", "compact", "fast", "predict-first"),  # spec.TIMING_CHOICES, unimported
         help="override the spec's register stages: compact (fewest cycles) or fast (a register after every "
              "multiplier and carry chain: more cycles, higher fmax), or predict-first (one-layer KANs: the fewest "
-             "cycles from sample to prediction, the update registered as in fast behind it); a pipelined staleness below the "
-             "new minimum is raised to it unless --staleness is given (default: the spec's timing, whose "
-             "default 'auto' is fast for the sequential schedule, on either datapath, and compact for the pipelined one)",
+             "cycles from sample to prediction, the update registered as in fast behind it), or auto (fast for "
+             "the sequential schedule, on either datapath, compact for the pipelined one); a pipelined staleness "
+             "below the new minimum is raised to it unless --staleness is given (default: the spec's timing, "
+             "itself auto unless the spec sets one)",
     )
 
 
