@@ -83,14 +83,19 @@ def build_learner(spec: LearnerSpec, theta=None, dsp: str | None = None):
         raise ValueError(f"channels={spec.channels} is built on the parallel datapath; "
                          f"datapath='serial' has one channel")
     if spec.datapath == "serial" and spec.kind == "kan":
-        from .kan_serial import SerialKanLearner
-
-        return SerialKanLearner(spec, theta, dsp=dsp)
-    if spec.datapath == "serial":
-        from .mlp_serial import SerialMlpLearner
-
-        return SerialMlpLearner(spec, theta, dsp=dsp)
-    return OnchipLearner(spec, theta, dsp=dsp)
+        from .kan_serial import SerialKanLearner as component
+    elif spec.datapath == "serial":
+        from .mlp_serial import SerialMlpLearner as component
+    else:
+        component = OnchipLearner
+    learner = component.__new__(component)
+    try:
+        learner.__init__(spec, theta, dsp=dsp)
+    except BaseException:
+        # refused while being built (a staleness, a theta): Amaranth would report it "created but never used"
+        learner._MustUse__silence = True
+        raise
+    return learner
 
 
 def generate(spec: "LearnerSpec | str | os.PathLike", *, axis: bool = True, theta=None, top: str = TOP,
