@@ -1,6 +1,7 @@
 """`onchip generate` and the committed reference RTL under rtl/."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -196,6 +197,10 @@ def test_a_learner_refused_while_built_is_not_reported_unused(tmp_path):
         "             '--staleness', '3', '--out', 'unused']) == 2\n"
         "print([o._MustUse__silence for o in gc.get_objects() if type(o) is OnchipLearner])\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    import onchip
+
+    env = {**os.environ, "PYTHONPATH": str(Path(onchip.__file__).parents[1])}  # this onchip, from any folder
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=env)
     assert "staleness must be >=" in done.stderr
     assert done.stdout.strip() == "[True]" and not (tmp_path / "unused").exists()  # built, refused, silenced
