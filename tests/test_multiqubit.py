@@ -197,6 +197,8 @@ def test_the_job_end_to_end_equals_one_learner_per_qubit(tmp_path, capsys):
     assert (out / "rolling.png").read_bytes()[:4] == b"\x89PNG"
     text = capsys.readouterr().out
     assert f"{n} qubits" in text and "qubit 2: fidelity" in text and f"mean over {n} qubits, online learner" in text
+    last = f"{metrics['mean']['assignment_fidelity_last_5000']:.4g} (last {min(5000, s)} of each qubit)"
+    assert last in text  # the mean line names its window as the qubits' lines do
 
 
 def test_one_real_file_reused_by_every_qubit_is_stated_and_learned(tmp_path, capsys):

@@ -108,7 +108,7 @@ def summary_lines(metrics: dict) -> list[str]:
     5000 shots), its recovery per drift event and its static discriminator's, then the means."""
     from .run import _sig
     from .tasks import recovery_text
-    from .tasks.fidelity import static_in_sample_note
+    from .tasks.fidelity import LAST_SHOTS, static_in_sample_note
 
     n = metrics["qubits"]
     head = (f"qubit-readout, {n} qubits / {metrics['spec']} (channels = {metrics['channels']}) / "
@@ -119,13 +119,14 @@ def summary_lines(metrics: dict) -> list[str]:
         static = (f"static {_sig(sb['assignment_fidelity'])} / {_sig(sb['assignment_fidelity_last_5000'])}"
                   f"{static_in_sample_note(m['samples'])}" if sb else "static not calibrated")
         lines.append(f"  qubit {c}: fidelity {_sig(m['assignment_fidelity'])} (whole), "
-                     f"{_sig(m['assignment_fidelity_last_5000'])} (last {min(5000, m['samples'])}); "
+                     f"{_sig(m['assignment_fidelity_last_5000'])} (last {min(LAST_SHOTS, m['samples'])}); "
                      f"recovery {recovery_text(m)}; {static}")
         if "iq_map" in metrics["per_qubit_stream"][c]["source"]:
             lines[-1] += f" [{metrics['stream']['per_qubit'][c]['source']}]"
     for who, mean in (("online learner", metrics["mean"]), ("static discriminator", metrics["static_baseline_mean"])):
         lines.append(f"  mean over {mean['qubits']} qubits, {who}: fidelity {_sig(mean['assignment_fidelity'])} "
-                     f"(whole), {_sig(mean['assignment_fidelity_last_5000'])} (last shots); "
+                     f"(whole), {_sig(mean['assignment_fidelity_last_5000'])} "
+                     f"(last {min(LAST_SHOTS, metrics['samples_per_qubit'])} of each qubit); "
                      + _events_text(mean))
     if "samples_per_second" in metrics:
         kernel = f"{metrics['kernel']} kernel, " if metrics.get("kernel") else ""
