@@ -530,6 +530,8 @@ def test_pipelined_channels_spec_is_built_and_labelled_sequential_fast(tmp_path,
     assert main(["generate", "--spec", str(path), "--out", str(out)]) == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert "timing fast (auto)" in line and "sequential per channel" in line, line
+    said = "the spec's schedule 'pipelined', staleness 3, does not apply with channels"  # one wording, both places
+    assert said in line and said in got.info["schedule_note"]
     assert json.loads((out / "onchip_learner.json").read_text())["timing"] == "fast"
 
 

@@ -542,6 +542,19 @@ class LearnerSpec:
         return "sequential" if self.channels > 1 else self.schedule
 
     @property
+    def schedule_words(self) -> str:
+        """The schedule as the tools print it: :attr:`built_schedule`, or ``"sequential per channel"``
+        with more than one channel."""
+        return "sequential per channel" if self.channels > 1 else self.built_schedule
+
+    @property
+    def schedule_not_applied(self) -> str | None:
+        """Why the spec's own schedule is not the one built (channels), or None when it is."""
+        if self.schedule == self.built_schedule:
+            return None
+        return f"the spec's schedule {self.schedule!r}, staleness {self.staleness}, does not apply with channels"
+
+    @property
     def stage_timing(self) -> str:
         """The stage plan the RTL is built with: ``timing``, or for ``"auto"``
         :func:`default_timing` of the schedule built (:attr:`built_schedule`)."""

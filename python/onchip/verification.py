@@ -149,7 +149,7 @@ class VerifyReport:
     def label(self) -> str:
         s = self.spec
         name = s.name or f"{s.kind} {list(s.widths)}"
-        sched = f"{s.channels} channels, sequential per channel" if s.channels > 1 else s.built_schedule
+        sched = f"{s.channels} channels, {s.schedule_words}" if s.channels > 1 else s.schedule_words
         return (f"{name} ({sched}{', staleness %d' % s.staleness if s.effective_staleness else ''}"
                 f", timing {s.stage_timing})")
 

@@ -96,8 +96,7 @@ def plan_words(spec, report: dict) -> str:
     ``schedule``, ``staleness`` and ``timing`` (:data:`onchip.hw.description.PLAN_KEYS`)."""
     schedule = f"pipelined (staleness {report['staleness']})" if report["schedule"] == "pipelined" else "sequential"
     if report.get("channels", 1) > 1:
-        schedule = "sequential per channel" + (" (the spec's pipelined schedule does not apply with channels)"
-                                               if spec.schedule == "pipelined" else "")
+        schedule = spec.schedule_words + (f" ({spec.schedule_not_applied})" if spec.schedule_not_applied else "")
     return f"{schedule}, timing {report['timing']}{' (auto)' if spec.timing == 'auto' else ''}"
 
 

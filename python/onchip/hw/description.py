@@ -360,10 +360,8 @@ def _channel_entries(learner) -> dict:
 def schedule_note(spec) -> str:
     """What ``schedule`` means for a spec of N > 1 channels: each channel a sequential learner, and
     where the spec asks for the pipelined schedule, that it does not apply (``spec.built_schedule``)."""
-    note = f"sequential per channel: each of the {spec.channels} channels is a sequential learner on its own sub-stream"
-    if spec.schedule != spec.built_schedule:
-        note += f"; the spec's schedule {spec.schedule!r} (staleness {spec.staleness}) does not apply with channels"
-    return note
+    note = f"{spec.schedule_words}: each of the {spec.channels} channels is a sequential learner on its own sub-stream"
+    return note + (f"; {spec.schedule_not_applied}" if spec.schedule_not_applied else "")
 
 
 def describe(learner, *, top: str, packet: int = 1) -> dict:
