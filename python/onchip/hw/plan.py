@@ -152,9 +152,14 @@ def stage_plan(spec: LearnerSpec) -> dict:
             terms = read + 1 + to_acc(f.coef.frac_bits + in_frac)
             n_terms = n_in + 1
             back_frac = f.coef.frac_bits + f.grad.frac_bits
-        out = terms + levels(n_terms) + 1
+        # sequential fast KAN: a hidden layer's outputs leave unregistered after their rounding into act,
+        # and the next B-spline unit registers its offset and clamp of them (as the first unit does of
+        # the payload): the same logic between two registers, a stage less per hidden layer
+        out_comb = fast and spec.kind == "kan" and spec.schedule == "sequential" and l < n_layers - 1
+        out = terms + levels(n_terms) + int(not out_comb)
         plan.append({"in": a, "read": read, "operands": operands, "product": operands + 1, "terms": terms, "out": out,
-                     "port": PORT_STAGES if fast and spec.kind == "kan" else 0, "back_frac": back_frac})
+                     "out_comb": out_comb, "port": PORT_STAGES if fast and spec.kind == "kan" else 0,
+                     "back_frac": back_frac})
         a = out
     p = a
     # sequential fast: the output error is made from the output layer's sum in the prediction's own
