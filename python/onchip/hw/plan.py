@@ -92,7 +92,9 @@ def stage_plan(spec: LearnerSpec) -> dict:
     pending-update queue, half as wide as the raw one). Sequential, a fast KAN's first B-spline
     unit takes its offset and clamp from the sample payload in the accepting cycle (stage 0) and
     registers them in place of the input (the same logic between two registers, a stage less),
-    and the output error is made from the output sums in the prediction's stage (E = P,
+    each later B-spline unit does the same with the previous layer's outputs, which leave their
+    rounding into ``act`` unregistered (``out_comb``, a stage less per hidden layer), and the output
+    error is made from the output sums in the prediction's stage (E = P,
     :func:`~onchip.hw.fixedpoint.requant_less`, ``error_fused``).
 
     The parameter port (KAN: a flat index decoded into edge, RAM bank and word) is combinational
@@ -108,7 +110,8 @@ def stage_plan(spec: LearnerSpec) -> dict:
         command takes to reach the parameters, "layers": [dict per layer]}``;
         a layer's dict: ``in`` (stage of its inputs), ``read`` R, ``port`` (its parameter port's registers), ``operands`` (the stage whose
         cycle multiplies), ``product`` (raw or converted
-        products registered), ``terms`` (products in ``acc``), ``out`` (outputs registered),
+        products registered), ``terms`` (products in ``acc``), ``out`` (outputs registered, or with ``out_comb`` valid
+        unregistered after the sums' last register),
         ``error`` E (its output error), ``delta`` (update product registered, fast only),
         ``update`` U, ``rounds_in_commit`` (U holds the raw update, rounded by the commit), and for hidden inputs ``bproduct``, ``bterms``, ``prev`` (the
         back-propagated error registered).
