@@ -171,6 +171,10 @@ EXTRA_SHAPES = {
                          learning_rate=2.0**-5),
     "kan-2-3-1-k2": dict(kind="kan", widths=(2, 3, 1), grid_size=8, spline_order=2, init_scale=0.1,
                          learning_rate=2.0**-5),
+    # two hidden layers, each output into the next B-spline unit unregistered at fast (out_comb), on a
+    # grid narrower than the hidden outputs' range: hidden inputs are clamped and their errors masked
+    "kan-2-2-2-1-k1": dict(kind="kan", widths=(2, 2, 2, 1), grid_size=4, spline_order=1, grid_range=(-1.0, 1.0),
+                           init_scale=1.0, learning_rate=2.0**-5),
 }
 
 #: k = 2: three RAM banks per edge (not a power of two: the cell is split by a table and the
