@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,6 +162,20 @@ def _run(spec, model_text: str, cache_dir, n: int):
 ])
 def test_ecp5_products_equal_golden(preset, schedule, cache_dir):
     spec = _spec(preset, schedule, "fast")
+    result, (preds, theta) = _run(spec, mult18x18d_model(), cache_dir, 3000)
+    np.testing.assert_array_equal(result.predictions, preds)
+    np.testing.assert_array_equal(result.parameters, theta)
+
+
+@pytest.mark.slow
+def test_the_placed_hidden_kan_layer_equals_golden(cache_dir):
+    """The user's 2->3->1 KAN of the timing sweep as it is placed (sequential fast, MULT18X18D
+    products): the hidden layer's outputs go unregistered into the next B-spline unit's offset and
+    clamp (``out_comb``), with inputs beyond the grid's edges."""
+    from onchip.spec import load_spec
+
+    spec = load_spec(Path(__file__).parents[1] / "sweeps" / "timing" / "family" / "user-kan-2-3-1.toml")
+    assert spec.schedule == "sequential" and spec.stage_timing == "fast"
     result, (preds, theta) = _run(spec, mult18x18d_model(), cache_dir, 3000)
     np.testing.assert_array_equal(result.predictions, preds)
     np.testing.assert_array_equal(result.parameters, theta)

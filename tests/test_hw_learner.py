@@ -118,10 +118,32 @@ def test_fast_stage_plan_of_kan_paper():
     hid = stage_plan(wide)["layers"][1]
     assert hid["out"] - hid["terms"] == 3
     assert stage_plan(KAN_PAPER.replace(timing="compact"))["layers"][0] == {"in": 1, "read": 2, "operands": 2, "product": 3, "terms": 3, "out": 4,
-                                                  "port": 0, "error": 5, "delta": 5, "update": 5,
+                                                  "out_comb": False, "port": 0, "error": 5, "delta": 5, "update": 5,
                                                   "rounds_in_commit": False}
     # fast: the parameter port's decode (edge, q, bank and word) is registered, 4 stages
     assert plan["port"] == lay["port"] == 4
+
+
+def test_fast_stage_plan_of_a_hidden_kan_layer():
+    """Worked by hand for the 2->3->1 KAN, k = 2, sequential: layer 0 as kan-paper's layer up to its
+    products (0 the payload's offset and clamp, 1 cell and basis table, 2 read, 3 raw products), its
+    6 terms per output in 3 adder levels registered at 4 (one level) and 5 (two); its rounding into
+    act leaves stage 5 unregistered and layer 1's B-spline unit registers its offset and clamp of it
+    (in = 5: 6 cell and basis table, 7 read, 8 raw products, 9 terms in 4 levels registered at 9
+    and 10, prediction 11 with the output error beside it). Backward: 12 layer 1's raw e x b (its
+    update, rounded in the commit) and the raw e x dphi, 13 layer 0's error, 14 its raw e x b:
+    14 cycles, a cycle less than with layer 0's outputs registered (at 6, then layer 1's offset and
+    clamp). Pipelined keeps the register."""
+    from onchip.hw.plan import stage_plan
+
+    wide = LearnerSpec(kind="kan", widths=(2, 3, 1), grid_size=4, spline_order=2, timing="fast")
+    plan = stage_plan(wide)
+    assert (plan["prediction"], plan["read"], plan["update"]) == (11, [2, 7], [14, 12])
+    l0, l1 = plan["layers"]
+    assert (l0["out"], l0["out_comb"], l1["in"], l1["out_comb"], l1["prev"], l0["error"]) == (5, True, 5, False, 13, 13)
+    piped = stage_plan(wide.replace(schedule="pipelined", staleness=20))
+    assert [(ly["out"], ly["out_comb"]) for ly in piped["layers"]] == [(8, False), (15, False)]
+    assert piped["layers"][1]["in"] == 8
 
 
 #: The 1->1 KAN of the latency goal: G = 5, k = 3, ap_fixed<16,6> (bit-exactness: test_preset_bit_exact).
@@ -149,6 +171,10 @@ EXTRA_SHAPES = {
                          learning_rate=2.0**-5),
     "kan-2-3-1-k2": dict(kind="kan", widths=(2, 3, 1), grid_size=8, spline_order=2, init_scale=0.1,
                          learning_rate=2.0**-5),
+    # two hidden layers, each output into the next B-spline unit unregistered at fast (out_comb), on a
+    # grid narrower than the hidden outputs' range: hidden inputs are clamped and their errors masked
+    "kan-2-2-2-1-k1": dict(kind="kan", widths=(2, 2, 2, 1), grid_size=4, spline_order=1, grid_range=(-1.0, 1.0),
+                           init_scale=1.0, learning_rate=2.0**-5),
 }
 
 #: k = 2: three RAM banks per edge (not a power of two: the cell is split by a table and the

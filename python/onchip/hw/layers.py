@@ -355,6 +355,9 @@ class KanLayer(_Layer):
             self.lookahead = [self.channel] + self.lookahead
             self.n_lookahead += 1
         f_prod = f.coef.frac_bits + f.basis.frac_bits
+        # the stage of the sums' last register: the outputs are registered after it, or with the plan's
+        # out_comb leave from it unregistered
+        sum_end = st["out"] - int(not st.get("out_comb"))
         self.banks = []
         outs = []
         for j in range(self.n_out):
@@ -390,18 +393,23 @@ class KanLayer(_Layer):
                         dterms.append(self.product(m, pipe, coef, pipe.at(self.bder[i][mm], o), o, f_prod,
                                                    f.acc, st["terms"], f"l{l}_dprod{j}_{i}_{mm}"))
                 if hidden_in:
-                    sd = staged_tree(pipe, dterms, st["out"] - 1, f"l{l}_dsum{j}_{i}", self.tree_extra_last)
+                    sd = staged_tree(pipe, dterms, sum_end, f"l{l}_dsum{j}_{i}", self.tree_extra_last)
                     dphi = self.rq(m, overflow(m, sd.value, f.acc), f.acc.frac_bits + self.spec.cell_exp, f.grad)
-                    self_dphi.append(pipe.reg(dphi, sd.stage, f"l{l}_dphi{j}_{i}_s{st['out']}"))
+                    self_dphi.append(pipe.reg(dphi, sd.stage, f"l{l}_dphi{j}_{i}_s{sd.stage + 1}"))
             self.banks.append(row)
             self.dphi.append(self_dphi)
             if "levels" in st:
                 outs.append(self._predict_first_sum(m, pipe, terms, j))
                 continue
-            s = staged_tree(pipe, terms, st["out"] - 1, f"l{l}_sum{j}", self.tree_extra_last)
+            s = staged_tree(pipe, terms, sum_end, f"l{l}_sum{j}", self.tree_extra_last)
             self.sums.append(Staged(overflow(m, s.value, f.acc), s.stage))
             out = self.rq(m, self.sums[-1].value, f.acc.frac_bits, self.out_fmt)
-            outs.append(pipe.reg(out, s.stage, f"l{l}_out{j}_s{st['out']}"))
+            if st.get("out_comb"):  # unregistered: the next layer's B-spline unit registers what it makes of it
+                outs.append(Staged(node(m, out, f"l{l}_out{j}"), s.stage))
+            else:
+                outs.append(pipe.reg(out, s.stage, f"l{l}_out{j}_s{st['out']}"))
+        if any(o.stage != st["out"] for o in outs):
+            raise AssertionError(f"layer {l}: outputs at stage {outs[0].stage}, the stage plan says {st['out']}")
         return outs
 
     def _predict_first_sum(self, m: Module, pipe: Pipe, terms: list[Staged], j: int) -> Staged:

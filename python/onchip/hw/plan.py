@@ -92,7 +92,9 @@ def stage_plan(spec: LearnerSpec) -> dict:
     pending-update queue, half as wide as the raw one). Sequential, a fast KAN's first B-spline
     unit takes its offset and clamp from the sample payload in the accepting cycle (stage 0) and
     registers them in place of the input (the same logic between two registers, a stage less),
-    and the output error is made from the output sums in the prediction's stage (E = P,
+    each later B-spline unit does the same with the previous layer's outputs, which leave their
+    rounding into ``act`` unregistered (``out_comb``, a stage less per hidden layer), and the output
+    error is made from the output sums in the prediction's stage (E = P,
     :func:`~onchip.hw.fixedpoint.requant_less`, ``error_fused``).
 
     The parameter port (KAN: a flat index decoded into edge, RAM bank and word) is combinational
@@ -108,7 +110,8 @@ def stage_plan(spec: LearnerSpec) -> dict:
         command takes to reach the parameters, "layers": [dict per layer]}``;
         a layer's dict: ``in`` (stage of its inputs), ``read`` R, ``port`` (its parameter port's registers), ``operands`` (the stage whose
         cycle multiplies), ``product`` (raw or converted
-        products registered), ``terms`` (products in ``acc``), ``out`` (outputs registered),
+        products registered), ``terms`` (products in ``acc``), ``out`` (outputs registered, or with ``out_comb`` valid
+        unregistered after the sums' last register),
         ``error`` E (its output error), ``delta`` (update product registered, fast only),
         ``update`` U, ``rounds_in_commit`` (U holds the raw update, rounded by the commit), and for hidden inputs ``bproduct``, ``bterms``, ``prev`` (the
         back-propagated error registered).
@@ -152,9 +155,14 @@ def stage_plan(spec: LearnerSpec) -> dict:
             terms = read + 1 + to_acc(f.coef.frac_bits + in_frac)
             n_terms = n_in + 1
             back_frac = f.coef.frac_bits + f.grad.frac_bits
-        out = terms + levels(n_terms) + 1
+        # sequential fast KAN: a hidden layer's outputs leave unregistered after their rounding into act,
+        # and the next B-spline unit registers its offset and clamp of them (as the first unit does of
+        # the payload): the same logic between two registers, a stage less per hidden layer
+        out_comb = fast and spec.kind == "kan" and spec.schedule == "sequential" and l < n_layers - 1
+        out = terms + levels(n_terms) + int(not out_comb)
         plan.append({"in": a, "read": read, "operands": operands, "product": operands + 1, "terms": terms, "out": out,
-                     "port": PORT_STAGES if fast and spec.kind == "kan" else 0, "back_frac": back_frac})
+                     "out_comb": out_comb, "port": PORT_STAGES if fast and spec.kind == "kan" else 0,
+                     "back_frac": back_frac})
         a = out
     p = a
     # sequential fast: the output error is made from the output layer's sum in the prediction's own
