@@ -508,10 +508,13 @@ def test_a_method_computes_the_same_numbers_with_its_seeds_in_one_process_or_two
     assert runs[0] == runs[1]
 
 
-def test_sentence_encoder_ranks_paraphrases_above_unrelated_text():
+def test_sentence_encoder_ranks_paraphrases_above_unrelated_text(capfd):
     from onchip.methods import _lm
+    from transformers.utils import logging as hf_logging
 
-    e = _lm.sentence_encoder()
+    e = _lm.sentence_encoder.__wrapped__()  # loaded here, not taken from the process's cache
+    # transformers' loading bar would break a --quiet run's silence; the caller's setting is left as it was
+    assert "Loading weights" not in capfd.readouterr().err and hf_logging.is_progress_bar_enabled()
     v = e.encode(["the digit seven", "a handwritten 7", "a qubit readout pulse"])
     assert v.shape == (3, 384)
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
