@@ -9,6 +9,7 @@ see seeds/fedspa.md).
 from __future__ import annotations
 
 import argparse
+import os
 
 from . import _args
 
@@ -50,6 +51,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--seeds", type=_args.int_list(0), default=None,
                    help="comma-separated seeds: client data, skew, training order (default 0,1,2,3,4; --quick 0,1); "
                         "the positive control needs at least 2")
+    p.add_argument("--jobs", type=_args.positive_int, default=min(2, os.cpu_count() or 1),
+                   help="processes that run the seeds in parallel (same numbers; default: 2, or 1 on one core)")
     p.add_argument("--quick", action="store_true",
                    help="seconds-long smoke run: seeds 0,1, 3 clients, 1 round, tiny training")
     _args.add_quiet(p)
@@ -72,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     config = _args.build_config(FedSpaConfig, flags={"methods": "--method"}, methods=args.method,
                                 dirichlet=args.dirichlet, fallback_quantile=args.fallback_quantile,
                                 control=not args.no_control, control_swap=args.control_swap, out=args.out,
-                                progress=not args.quiet, command=args.command_line, **values)
+                                progress=not args.quiet, command=args.command_line, jobs=args.jobs,
+                                **values)
     run_experiment(config)
     return 0

@@ -9,6 +9,7 @@ ordered tokens", arXiv 2604.15453 (see seeds/token-search.md).
 from __future__ import annotations
 
 import argparse
+import os
 
 from . import _args
 
@@ -48,7 +49,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--prior-temperature", type=float, default=1.5,
                    help="sampling temperature of the AR priors; above 1 a weaker prior (default 1.5)")
     p.add_argument("--seeds", type=_args.int_list(0), default=None,
-                   help="comma-separated seeds: split, training, search (default 0,1; the committed run 0-4)")
+                   help="comma-separated seeds: split, training, search (default 0,1, one per process at --jobs 2; "
+                        "the committed run 0-4)")
+    p.add_argument("--jobs", type=_args.positive_int, default=min(2, os.cpu_count() or 1),
+                   help="processes that run the seeds in parallel (same numbers; default: 2, or 1 on one core)")
     p.add_argument("--quick", action="store_true",
                    help="seconds-long smoke run: tiny training, the smallest selecting budget, 1 image per class, "
                         "seeds 0,1")
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         budgets=args.budgets or (quick_budgets if args.quick else [12, 24, 48]),
         candidates_per_beam=args.candidates_per_beam,
         per_class=args.per_class or quick.get("per_class", 8), prior_temperature=args.prior_temperature,
-        seeds=args.seeds or quick.get("seeds", DEFAULT_SEEDS),
+        seeds=args.seeds or quick.get("seeds", DEFAULT_SEEDS), jobs=args.jobs,
         **{k: v for k, v in quick.items() if k.endswith("_steps")},
         out=args.out, progress=not args.quiet, command=args.command_line)
     run_experiment(config)

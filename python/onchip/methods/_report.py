@@ -63,7 +63,7 @@ def need(ok: bool, field: str, value, reason: str) -> None:
 
 
 #: config fields that say how a run is made, not what it computes (left out of the recorded settings)
-RUN_FIELDS = ("out", "progress", "command")
+RUN_FIELDS = ("out", "progress", "command", "jobs")  # how a run ran, not what it computes
 
 
 def recorded_config(config) -> dict:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._report import need
+from .._report import need, recorded_config
 from . import VARIANTS
 
 #: the accuracies of :func:`evaluate`, in table order, and their column names
@@ -412,7 +412,7 @@ def run(config: DynaviewConfig) -> dict:
     paired_rare = ({x: paired_difference(values(per_seed, main, "rare_schema"), values(per_seed, x, "rare_schema"))
                     for x in others} if len(c.seeds) >= 2 else None)
     result = {
-        "config": {k: v for k, v in asdict(c).items() if k not in ("out", "progress", "command", "jobs")},
+        "config": recorded_config(c),
         "threads": {"torch_threads_per_process": torch.get_num_threads(), "processes": min(c.jobs, len(c.seeds))},
         "headline": headline("schema accuracy (held-out transitions, all 4 tokens)", main, results[main]["schema"],
                              {x: results[x]["schema"] for x in others}, std=results[main]["schema_std"],

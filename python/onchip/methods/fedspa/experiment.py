@@ -18,6 +18,7 @@ Method: FedSPA (public code eejiarong/FedSPA-main; see seeds/fedspa.md).
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -59,6 +60,7 @@ class FedSpaConfig:
         server_epochs: FedSPA server epochs per round.
         test_per_client: images in a client's own test set.
         seeds: one run per seed (data, skew, training order).
+        jobs: processes that run the seeds (1 = in this process; the results do not depend on it).
         clip_steps: tiny-CLIP pre-training steps (one model for all seeds).
         fallback_quantile: the ``fedspa_fallback`` arm's threshold, a quantile in (0, 1) of each round's
             client cosines (:func:`~onchip.methods.fedspa.federated.fallback_threshold`); the ``fedspa``
@@ -80,6 +82,7 @@ class FedSpaConfig:
     server_epochs: int = 20
     test_per_client: int = 100
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    jobs: int = field(default=1, compare=False)
     clip_steps: int = 1000
     fallback_quantile: float = 0.2
     control: bool = True
@@ -93,6 +96,7 @@ class FedSpaConfig:
         object.__setattr__(self, "seeds", tuple(self.seeds))
         need(bool(self.methods) and all(m in METHODS for m in self.methods) and len(set(self.methods)) == len(self.methods),
              "methods", list(self.methods), f"choose distinct names from {', '.join(METHODS)}")
+        need(self.jobs >= 1, "jobs", self.jobs, "must be >= 1")
         need(bool(self.seeds) and all(s >= 0 for s in self.seeds) and len(set(self.seeds)) == len(self.seeds),
              "seeds", list(self.seeds), "need distinct integers >= 0")
         for name, lo, hi in (("clients", 2, 40), ("shots", 1, 64), ("rounds", 1, 100), ("local_epochs", 1, 200),
@@ -300,6 +304,50 @@ def run_method(method: str, clients: list[Client], text, g_f, g_y, c: FedSpaConf
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _models(clip_steps: int, prompt: bool, progress: bool):
+    """``(net, text, prompt)``: the tiny CLIP (pre-trained once, then read from the cache) and the CoOp
+    prompt (None unless ``prompt``), once per process: every seed run in it shares them, as they did
+    when all seeds ran in one."""
+    from .encoder import class_names, pretrained_encoder
+
+    net, text = pretrained_encoder(steps=clip_steps, progress=progress)
+    if not prompt:
+        return net, text, None
+    from .federated import PromptText
+
+    return net, text, PromptText(class_names())
+
+
+def _run_seed(c: FedSpaConfig, seed: int) -> dict:
+    """One seed: its clients, every arm, the positive control (module level:
+    :func:`onchip.methods._seeds.run_seeds` may run it in another process). Returns ``{"rows": {arm:
+    scores, "_data": ...}, "zero_shot_by_domain": {domain: accuracy}, "control": {arm: scores} or None}``."""
+    import numpy as np
+    import torch
+    from onchip.progress import progress_bar
+
+    from .. import _report
+
+    torch.set_num_threads(1)  # tiny tensors: threads only add hand-off stalls (and the result stays reproducible)
+    net, text, prompt = _models(c.clip_steps, "fedcoop" in c.methods, c.progress)
+    torch.manual_seed(_report.seed_int(seed, "fedspa", "torch"))
+    clients, g_f, g_y, g_dom = make_clients(c, seed, net)
+    zs = (g_f @ text.T).argmax(1) == g_y
+    out = {"zero_shot_by_domain": {d: float(zs[g_dom == d].mean()) for d in sorted(set(g_dom))}, "rows": {},
+           "control": None}
+    for m in progress_bar(c.methods, desc=f"seed {seed}", disable=not c.progress, leave=False):
+        out["rows"][m] = run_method(m, clients, text, g_f, g_y, c, seed, prompt)
+    out["rows"]["_data"] = {"train_images": [len(cl.y_train) for cl in clients],
+                            "classes_present": [len(np.unique(cl.y_train)) for cl in clients],
+                            "domains": [cl.domain for cl in clients]}
+    if c.control:
+        swapped, idx = swap_text_rows(text, c.control_swap, _report.rng(seed, "fedspa", "control-swap"))
+        out["control"] = {m: run_method(m, clients, swapped, g_f, g_y, c, seed) for m in CONTROL_ARMS}
+        out["control"]["_swapped_classes"] = idx
+    return out
+
+
 def run(config: FedSpaConfig) -> dict:
     """Pre-train (or load) the tiny CLIP, then run every arm (and the positive control) for every seed;
     write the output folder.
@@ -307,42 +355,22 @@ def run(config: FedSpaConfig) -> dict:
     Returns:
         The content of ``metrics.json``.
     """
-    import numpy as np
     import torch
-    from onchip.progress import progress_bar
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from .. import _report
-    from .encoder import class_names, pretrained_encoder
+    from .._seeds import run_seeds
 
     c = config
     check_output_dir(c.out)
-    torch.set_num_threads(1)  # tiny tensors: threads only add hand-off stalls (and the result stays reproducible)
+    torch.set_num_threads(1)  # as in every seed's process (:func:`_run_seed`)
     t_start = time.perf_counter()
-    net, text = pretrained_encoder(steps=c.clip_steps, progress=c.progress)
-    prompt = None
-    if "fedcoop" in c.methods:
-        from .federated import PromptText
-
-        prompt = PromptText(class_names())
+    _, text, _ = _models(c.clip_steps, "fedcoop" in c.methods, c.progress)  # trained here once, cached for the seeds
     per_seed, domain_zero_shot, control = {}, {}, {}
-    for seed in c.seeds:
-        torch.manual_seed(_report.seed_int(seed, "fedspa", "torch"))
-        clients, g_f, g_y, g_dom = make_clients(c, seed, net)
-        zs = (g_f @ text.T).argmax(1) == g_y
-        domain_zero_shot[seed] = {d: float(zs[g_dom == d].mean()) for d in sorted(set(g_dom))}
-        rows = {}
-        for m in progress_bar(c.methods, desc=f"seed {seed}", disable=not c.progress, leave=False):
-            rows[m] = run_method(m, clients, text, g_f, g_y, c, seed, prompt)
-        rows["_data"] = {"train_images": [len(cl.y_train) for cl in clients],
-                         "classes_present": [len(np.unique(cl.y_train)) for cl in clients],
-                         "domains": [cl.domain for cl in clients]}
-        per_seed[seed] = rows
+    for seed, run_ in run_seeds(_run_seed, c, c.seeds, c.jobs).items():
+        per_seed[seed], domain_zero_shot[seed] = run_["rows"], run_["zero_shot_by_domain"]
         if c.control:
-            swapped, idx = swap_text_rows(text, c.control_swap, _report.rng(seed, "fedspa", "control-swap"))
-            control[seed] = {m: run_method(m, clients, swapped, g_f, g_y, c, seed) for m in CONTROL_ARMS}
-            control[seed]["_swapped_classes"] = idx
+            control[seed] = run_["control"]
     summary = _summary(per_seed, c.seeds, c.methods)
     main = "fedspa" if "fedspa" in c.methods else c.methods[0]
     others = [m for m in c.methods if m != main]

@@ -55,6 +55,7 @@ class LmapsConfig:
         train_steps: digits denoiser training steps (>= 1).
         cache_dir: folder keeping the trained digits denoisers (None: none).
         seeds: seeds (>= 2 of them, each >= 0): prior fit, split, masks, noise, samplers.
+        jobs: processes that run the seeds (1 = in this process; the results do not depend on it).
         control: run the positive control.
         control_operator: the control's operator.
         control_sigma_y: the control's measurement noise (high: the local posterior is wide).
@@ -78,6 +79,7 @@ class LmapsConfig:
     train_steps: int = 3000
     cache_dir: str | None = None
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    jobs: int = field(default=1, compare=False)
     control: bool = True
     control_operator: str = "downsample"
     control_sigma_y: float = 0.2
@@ -103,6 +105,7 @@ class LmapsConfig:
         need(self.n_val + self.n_test <= 200, "n_test", self.n_test, f"n_val + n_test must be <= 200 (n_val {self.n_val})")
         need(len(self.seeds) >= 2 and len(set(self.seeds)) == len(self.seeds) and min(self.seeds) >= 0, "seeds",
              list(self.seeds), "two or more distinct seeds >= 0 (paired intervals)")
+        need(self.jobs >= 1, "jobs", self.jobs, "must be >= 1")
         need(0 <= self.sigma_y < 10, "sigma_y", self.sigma_y, "must be in [0, 10)")
         need(0 < self.control_sigma_y < 10, "control_sigma_y", self.control_sigma_y, "must be in (0, 10)")
         need(not ("daps" in self.methods and self.sigma_y == 0 and any(op != "quantize" for op in self.operators)),
@@ -174,6 +177,44 @@ def _tune_and_test(c, seed, prior, name, sigma_y, arms, val, test, tag):
     return rows, recon
 
 
+def _run_seed(c: LmapsConfig, seed: int) -> dict:
+    """One seed: the prior fitted, the split drawn, every operator's arms tuned and tested, the control
+    (module level: :func:`onchip.methods._seeds.run_seeds` may run it in another process). Returns
+    ``{"rows": {operator: {arm: scores}}, "control": {arm: scores} or None, "recon": {operator:
+    reconstructions}, "prior_seconds": float}``."""
+    import torch
+
+    from .._data import load_digits_split
+    from .priors import DigitsTraining, fit_digits_gmm, train_digits_denoiser
+
+    # the tensors are tiny (64 pixels): one thread avoids losing time to thread hand-offs on a busy machine
+    torch.set_num_threads(1)
+    train, heldout = load_digits_split()
+    arms = list(c.methods)
+    t0 = time.perf_counter()
+    if c.prior == "gmm":
+        prior = fit_digits_gmm(train, seed=seed_int(seed, "prior"))
+    else:
+        prior = train_digits_denoiser(train, seed=seed_int(seed, "prior"), config=DigitsTraining(steps=c.train_steps),
+                                      cache_dir=c.cache_dir, progress=c.progress)
+    out = {"prior_seconds": time.perf_counter() - t0, "rows": {}, "recon": {}, "control": None}
+    order = rng(seed, "split").permutation(len(heldout))
+    val, test = heldout[order[:c.n_val]], heldout[order[c.n_val:c.n_val + c.n_test]]
+    for name in c.operators:
+        out["rows"][name], out["recon"][name] = _tune_and_test(c, seed, prior, name, c.sigma_y, arms, val, test, name)
+        if c.progress:
+            print(f"seed {seed} {name}: " + ", ".join(f"{a} {out['rows'][name][a]['psnr']:.2f}" for a in arms)
+                  + f" dB  ({time.perf_counter() - t0:.0f} s)", flush=True)
+    if c.control:
+        out["control"], _ = _tune_and_test(c, seed, prior, c.control_operator, c.control_sigma_y,
+                                           ["lmaps", "lmaps-sample"], val, test, "control")
+        if c.progress:
+            print(f"seed {seed} control ({c.control_operator}, sigma_y {c.control_sigma_y}): lmaps "
+                  f"{out['control']['lmaps']['psnr']:.2f}, lmaps-sample {out['control']['lmaps-sample']['psnr']:.2f} dB",
+                  flush=True)
+    return out
+
+
 def run(config: LmapsConfig) -> dict:
     """Run every arm on every operator for every seed (tuned on validation images), the positive
     control, and write the output folder.
@@ -189,43 +230,20 @@ def run(config: LmapsConfig) -> dict:
 
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from .._data import load_digits_split
-    from .priors import DigitsTraining, fit_digits_gmm, train_digits_denoiser
+    from .._seeds import run_seeds
 
     c = config
     check_output_dir(c.out)
-    # the tensors are tiny (64 pixels): one thread avoids losing time to thread hand-offs on a busy machine
-    torch.set_num_threads(1)
-    train, heldout = load_digits_split()
+    torch.set_num_threads(1)  # as in every seed's process (:func:`_run_seed`)
     arms = list(c.methods)
-    per_seed, control, recon_first, prior_seconds = {}, {}, {}, {}
+    per_seed, control, prior_seconds = {}, {}, {}
     t_start = time.perf_counter()
-    for seed in c.seeds:
-        t0 = time.perf_counter()
-        if c.prior == "gmm":
-            prior = fit_digits_gmm(train, seed=seed_int(seed, "prior"))
-        else:
-            prior = train_digits_denoiser(train, seed=seed_int(seed, "prior"), config=DigitsTraining(steps=c.train_steps),
-                                          cache_dir=c.cache_dir, progress=c.progress)
-        prior_seconds[seed] = time.perf_counter() - t0
-        order = rng(seed, "split").permutation(len(heldout))
-        val, test = heldout[order[:c.n_val]], heldout[order[c.n_val:c.n_val + c.n_test]]
-        per_seed[seed] = {}
-        for name in c.operators:
-            rows, recon = _tune_and_test(c, seed, prior, name, c.sigma_y, arms, val, test, name)
-            per_seed[seed][name] = rows
-            if seed == c.seeds[0]:
-                recon_first[name] = recon
-            if c.progress:
-                print(f"seed {seed} {name}: " + ", ".join(f"{a} {rows[a]['psnr']:.2f}" for a in arms)
-                      + f" dB  ({time.perf_counter() - t_start:.0f} s)", flush=True)
+    runs = run_seeds(_run_seed, c, c.seeds, c.jobs)
+    for seed, run_ in runs.items():
+        per_seed[seed], prior_seconds[seed] = run_["rows"], run_["prior_seconds"]
         if c.control:
-            rows, _ = _tune_and_test(c, seed, prior, c.control_operator, c.control_sigma_y,
-                                     ["lmaps", "lmaps-sample"], val, test, "control")
-            control[seed] = rows
-            if c.progress:
-                print(f"seed {seed} control ({c.control_operator}, sigma_y {c.control_sigma_y}): lmaps "
-                      f"{rows['lmaps']['psnr']:.2f}, lmaps-sample {rows['lmaps-sample']['psnr']:.2f} dB", flush=True)
+            control[seed] = run_["control"]
+    recon_first = runs[c.seeds[0]]["recon"]
 
     settings = recorded_config(c)
     settings.update(operators=list(c.operators), methods=list(c.methods), seeds=list(c.seeds),

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._report import need
+from .._report import need, recorded_config
 from . import ARMS
 
 
@@ -338,7 +338,7 @@ def run(config: Multi2Config) -> dict:
                 per_arm("hier-offline", "success_true_subgoals"), per_arm("hier-bc", "success_true_subgoals"),
                 seeds=seeds, metric=f"success rate at horizon {top} with true sub-goals")
     result = {
-        "config": {k: v for k, v in asdict(c).items() if k not in ("out", "progress", "command", "jobs")},
+        "config": recorded_config(c),
         "results": results,
         "per_seed": {str(s): {a: {str(h): v for h, v in r.items()} for a, r in per_seed[s].items()
                               if not a.startswith("_")} for s in c.seeds},

