@@ -3,8 +3,10 @@
 Each card in :data:`CARDS` holds a block between two markers; this script rewrites the block from
 the card's committed runs, the prose around it is the card's own. tapc's and autotune's blocks are
 the tables their method's own report code writes into ``results.md`` (so a card and its results
-file never disagree), and so are gats's (its default run and its literal-judge run) and logicsage's; ais's block is written by ``sweeps/ais/card_tables.py``, registered here so
-that one command rebuilds every card. Unlearning's card is written with its README by
+file never disagree), and so are gats's (its default run and its literal-judge run) and logicsage's;
+token-search's block is computed here from its per-seed values (its gap differences are stored nowhere
+else); ais's block is written by ``sweeps/ais/card_tables.py``, registered here so that one command
+rebuilds every card. Unlearning's card is written with its README by
 ``sweeps/unlearning/make_readme.py``.
 
 Run: ``PYTHONPATH=python python sweeps/card_tables.py [--check] [NAME ...]`` (seconds; no experiment
@@ -112,6 +114,82 @@ def logicsage_block() -> str:
                          *(s.strip("\n") for s in results_sections(m)), END])
 
 
+def token_search_block() -> str:
+    """token-search's card: the accuracy of every arm, the positive control, the headline, the 1D - grid
+    gaps per search with the differences of those gaps (computed here from the per-seed values, paired
+    over seeds with ``_report.paired_difference``), the beam's Frechet gap and the prefix diagnostics."""
+    from onchip.methods._report import markdown_table, paired_difference
+
+    m = _metrics("token-search")
+    per_seed, summary, h, pc = m["per_seed"], m["summary"], m["headline"], m["positive_control"]
+    seeds, budgets = list(per_seed), m["config"]["budgets"]
+    kinds, searches = m["config"]["tokenizers"], m["config"]["searches"]
+
+    def ci(p, digits=3):
+        lo, hi = p["ci95"]
+        return f"{p['difference']:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+    def values(key, metric="evaluator_accuracy"):
+        return [per_seed[s][key][metric] for s in seeds]
+
+    def gap(search, b, metric="evaluator_accuracy"):  # per seed, 1D - grid
+        return [a - g for a, g in zip(values(f"ordered-{search}@{b}", metric), values(f"grid-{search}@{b}", metric))]
+
+    cols = ["1 call", *[f"{b} calls" for b in budgets]]
+    label = {"sample": " (one AR sample)", "blind": " (ablation)"}
+    acc_rows = []
+    order = [s for s in ("sample",) if s in searches] + [s for s in searches if s not in ("sample", "blind")] \
+        + [s for s in ("blind",) if s in searches]
+    for search in order:
+        for kind in kinds:
+            cells = []
+            for b in [1, *budgets]:
+                r = summary.get(f"{kind}-{search}@{b}")
+                cells.append(f"{r['evaluator_accuracy']:.3f} ± {r['evaluator_accuracy_std']:.3f}" if r else "")
+            acc_rows.append((f"{kind}-{search}{label.get(search, '') if kind == kinds[0] else ''}", *cells))
+    acc = markdown_table(["arm", *cols], acc_rows,
+                         caption=f"Evaluator accuracy, mean ± std over the {len(seeds)} seeds (chance 0.10):")
+    control = (f"**Positive control** ({pc['setting']}): {pc['method']} "
+               f"{' / '.join(f'{v:.3f}' for v in pc['method_values'])} per seed against {pc['ablation']} "
+               f"{' / '.join(f'{v:.3f}' for v in pc['ablation_values'])}; paired **{ci(pc['paired'])}**; "
+               f"sensitive: {pc['sensitive']}.")
+    b0 = h["budget"]["verifier_calls_per_image"]
+    head = markdown_table(
+        ["arm", "value", f"{h['method']} - arm [ci95]"],
+        [(name + (" (1 call)" if name.endswith("-sample") else f" ({budgets[-1]} calls)" if name.endswith("-blind")
+                  else ""), f"{h['baselines'][name]:.3f}", ci(p)) for name, p in h["paired"].items()],
+        caption=f"**Headline** ({b0} calls): {h['method']} {h['value']:.3f} ± {h['std']:.3f}; "
+                f"{h['method']} - arm, paired over seeds:")
+    gap_rows = [(f"1D - grid, {s}", *[ci(m["paired"][str(b)][f"ordered-{s}"][f"grid-{s}"]) for b in budgets])
+                for s in ("beam", "lookahead", "bon", "uniform") if s in searches]
+    if "bon" in searches:
+        gap_rows += [(f"(1D - grid, {s}) - (1D - grid, bon)",
+                      *[ci(paired_difference(gap(s, b), gap("bon", b))) for b in budgets])
+                     for s in ("beam", "lookahead") if s in searches]
+    gap_rows += [(f"Frechet 1D - grid, {s} (lower is better)",
+                  *[ci(paired_difference(values(f"ordered-{s}@{b}", "frechet"), values(f"grid-{s}@{b}", "frechet")), 2)
+                    for b in budgets]) for s in ("beam", "uniform") if s in searches]
+    gaps = markdown_table(["difference", *[f"{b} calls" for b in budgets]], gap_rows,
+                          caption="1D - grid per search (evaluator accuracy unless named), and how much larger the "
+                                  "gap is under a prefix search than under best-of-N, paired over seeds (Student t "
+                                  "ci95):")
+    ranks, mse = m["prefix_rank_correlation"], m["prefix_mse"]
+    ks = list(ranks[seeds[0]][kinds[0]])
+    prefix = markdown_table(
+        ["tokenizer", *[f"k={k}" for k in ks]],
+        [(kind, *[f"{sum(ranks[s][kind][k] for s in seeds) / len(seeds):.2f} / "
+                  f"{sum(mse[s][kind][int(k) - 1] for s in seeds) / len(seeds):.3f}" for k in ks])
+         for kind in ("ordered", "grid")],
+        caption="Prefix diagnostics (mean over seeds): Spearman between the verifier score of a k-token prefix "
+                "and of the full sample / reconstruction MSE of held-out digits from k tokens (all "
+                f"{m['protocol']['tokens']} tokens: " + " vs ".join(
+                    f"{kind} {sum(mse[s][kind][-1] for s in seeds) / len(seeds):.3f}" for kind in ("ordered", "grid"))
+                + "):")
+    command = (f"Command: `{m['command']}` ({m['protocol']['seconds_total']:.0f} s wall as the run recorded it)")
+    return "\n\n".join([start("sweeps/token-search/metrics.json"), command,
+                         *(t.strip("\n") for t in (acc, control, head, gaps, prefix)), END])
+
+
 def _ais() -> Card:
     import importlib.util
 
@@ -130,6 +208,8 @@ CARDS: dict[str, Callable[[], Card]] = {
     "gats": lambda: Card(ROOT / "seeds" / "gats.md", start("sweeps/gats*/metrics.json"), END, gats_block),
     "logicsage": lambda: Card(ROOT / "seeds" / "logicsage.md", start("sweeps/logicsage/metrics.json"), END,
                               logicsage_block),
+    "token-search": lambda: Card(ROOT / "seeds" / "token-search.md", start("sweeps/token-search/metrics.json"), END,
+                                 token_search_block),
 }
 
 
