@@ -173,7 +173,7 @@ def test_every_committed_metrics_file_has_the_command_and_the_headline(method):
 
 
 #: committed runs that predate the environment record in metrics.json (only a rerun adds it)
-_BEFORE_ENVIRONMENT = {"dynaview", "ink", "ink/tiny-control", "lmaps", "multi2",
+_BEFORE_ENVIRONMENT = {"dynaview", "ink", "ink/tiny-control", "multi2",
                        "token-search",
                        *(f"unlearning/hardware-digits-{b}bit-class-3" for b in (2, 4, 8))}
 
