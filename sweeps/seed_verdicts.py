@@ -218,7 +218,7 @@ def _regenerators() -> dict:
             "seg-research": _whole(seg_research.results_table), "unlearning": _unlearning,
             "gats": sections(gats), "gats-literal-judge": sections(gats), "radar": sections(radar),
             "logicsage": sections(logicsage), "ink": sections(ink), "ink-tiny-control": sections(ink),
-            "ips": sections(ips)}
+            "ips": sections(ips), "ips-tiny-control": sections(ips)}
 
 
 #: config fields of a run's scale (dynaview's variants: its arms) that the committed run and the default command should share
@@ -381,7 +381,8 @@ def defaults_table(files: list[Path]) -> str:
 
 #: sweeps folder -> its card (seeds/<card>.md), where the names differ
 CARDS = {"ais": "ais-entropic-mirror", "memorization": "diffusion-memorization", "quantum_meta": "quantum-meta",
-         "unlearning": "unlearning-oeu", "gats-literal-judge": "gats", "ink-tiny-control": "ink"}
+         "unlearning": "unlearning-oeu", "gats-literal-judge": "gats", "ink-tiny-control": "ink",
+         "ips-tiny-control": "ips"}
 CARD_START = "<!-- seed-verdicts: start (written by sweeps/seed_verdicts.py; the verdicts the t interval changed) -->"
 
 

@@ -173,7 +173,7 @@ def test_every_committed_metrics_file_has_the_command_and_the_headline(method):
 
 
 #: committed runs that predate the environment record in metrics.json (only a rerun adds it)
-_BEFORE_ENVIRONMENT = {"dynaview", "ips", "ips/tiny-control", "lmaps", "multi2"}
+_BEFORE_ENVIRONMENT = {"dynaview", "multi2"}
 
 
 def test_every_committed_run_records_its_environment_unless_it_is_listed_as_older():
