@@ -3,10 +3,10 @@
 Each card in :data:`CARDS` holds a block between two markers; this script rewrites the block from
 the card's committed runs, the prose around it is the card's own. tapc's and autotune's blocks are
 the tables their method's own report code writes into ``results.md`` (so a card and its results
-file never disagree), and so are gats's (its default run and its literal-judge run) and logicsage's;
-token-search's block is computed here from its per-seed values (its gap differences are stored nowhere
-else); ais's block is written by ``sweeps/ais/card_tables.py``, registered here so that one command
-rebuilds every card. Unlearning's card is written with its README by
+file never disagree), and so are gats's (its default run and its literal-judge run), logicsage's and dynaview's (with a paired
+table over five metrics); token-search's block is computed here from its per-seed values (its gap
+differences are stored nowhere else); ais's block is written by ``sweeps/ais/card_tables.py``, registered
+here so that one command rebuilds every card. Unlearning's card is written with its README by
 ``sweeps/unlearning/make_readme.py``.
 
 Run: ``PYTHONPATH=python python sweeps/card_tables.py [--check] [NAME ...]`` (seconds; no experiment
@@ -190,6 +190,37 @@ def token_search_block() -> str:
                          *(t.strip("\n") for t in (acc, control, head, gaps, prefix)), END])
 
 
+#: dynaview's paired table beyond results.md: (per-seed key, column title), the headline's first
+DYNAVIEW_PAIRED = [("schema", "schema acc (headline)"), ("rare_schema", "rare-set schema acc"),
+                   ("next_state", "next-state"), ("rollout", "rollout"), ("changed_cell", "changed cell")]
+
+
+def dynaview_block() -> str:
+    """dynaview's card (its command is printed above the block): the run's wall time, the tables of ``sweeps/dynaview/results.md``
+    (``dynaview.experiment.results_table``), then the paired difference ``full`` - arm on five metrics,
+    computed as the headline's (``_report.paired_difference``) from the per-seed values."""
+    from onchip.methods._report import paired_difference
+    from onchip.methods.dynaview.experiment import results_table
+
+    m = _metrics("dynaview")
+    seeds, main = m["headline"]["seeds"], m["headline"]["method"]
+    arms = [v for v in m["results"] if v != main]
+
+    def cell(arm, key):
+        d = paired_difference([m["per_seed"][str(s)][main][key] for s in seeds],
+                              [m["per_seed"][str(s)][arm][key] for s in seeds])
+        return f"{d['difference']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
+
+    paired = "\n".join([f"Paired difference `{main}` - arm over the {len(seeds)} seeds, mean [ci95] (Student t; an "
+                        "interval that holds zero is no difference), per metric:", "",
+                        "| arm | " + " | ".join(t for _, t in DYNAVIEW_PAIRED) + " |",
+                        "|---|" + "---|" * len(DYNAVIEW_PAIRED),
+                        *(f"| {a} | " + " | ".join(cell(a, k) for k, _ in DYNAVIEW_PAIRED) + " |" for a in arms)])
+    return "\n\n".join([start("sweeps/dynaview/metrics.json"),
+                         f"By the committed command above ({m['seconds']:.0f} s wall as the run recorded it):",
+                         _demote(results_table(m, None)).strip("\n"), paired, END])
+
+
 def _ais() -> Card:
     import importlib.util
 
@@ -206,6 +237,8 @@ CARDS: dict[str, Callable[[], Card]] = {
     "autotune": lambda: Card(ROOT / "seeds" / "autotune.md", start("sweeps/autotune/*/metrics.json"), END,
                              autotune_block),
     "gats": lambda: Card(ROOT / "seeds" / "gats.md", start("sweeps/gats*/metrics.json"), END, gats_block),
+    "dynaview": lambda: Card(ROOT / "seeds" / "dynaview.md", start("sweeps/dynaview/metrics.json"), END,
+                             dynaview_block),
     "logicsage": lambda: Card(ROOT / "seeds" / "logicsage.md", start("sweeps/logicsage/metrics.json"), END,
                               logicsage_block),
     "token-search": lambda: Card(ROOT / "seeds" / "token-search.md", start("sweeps/token-search/metrics.json"), END,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import datetime
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -217,7 +218,7 @@ def _regenerators() -> dict:
             "seg-research": _whole(seg_research.results_table), "unlearning": _unlearning,
             "gats": sections(gats), "gats-literal-judge": sections(gats), "radar": sections(radar),
             "logicsage": sections(logicsage), "ink": sections(ink), "ink-tiny-control": sections(ink),
-            "ips": sections(ips)}
+            "ips": sections(ips), "ips-tiny-control": sections(ips)}
 
 
 #: config fields of a run's scale (dynaview's variants: its arms) that the committed run and the default command should share
@@ -380,7 +381,8 @@ def defaults_table(files: list[Path]) -> str:
 
 #: sweeps folder -> its card (seeds/<card>.md), where the names differ
 CARDS = {"ais": "ais-entropic-mirror", "memorization": "diffusion-memorization", "quantum_meta": "quantum-meta",
-         "unlearning": "unlearning-oeu", "gats-literal-judge": "gats", "ink-tiny-control": "ink"}
+         "unlearning": "unlearning-oeu", "gats-literal-judge": "gats", "ink-tiny-control": "ink",
+         "ips-tiny-control": "ips"}
 CARD_START = "<!-- seed-verdicts: start (written by sweeps/seed_verdicts.py; the verdicts the t interval changed) -->"
 
 
@@ -424,11 +426,12 @@ def _verdict(ci) -> str:
     return "excludes 0" if ci[0] > 0 or ci[1] < 0 else "holds 0"
 
 
-def table(changed: list[tuple[str, dict]], total: int, missing: list[str]) -> str:
-    """The markdown block between the README's markers."""
+def table(changed: list[tuple[str, dict]], total: int, missing: list[str], date: str | None = None) -> str:
+    """The markdown block between the README's markers, stamped ``date`` (default today)."""
     from onchip.methods._report import markdown_table
 
-    intro = (f"Written by `sweeps/seed_verdicts.py` on {datetime.date.today().isoformat()} from the per-seed "
+    date = date or datetime.date.today().isoformat()
+    intro = (f"Written by `sweeps/seed_verdicts.py` on {date} from the per-seed "
              f"differences stored in the committed `metrics.json` files. Of {total} paired intervals, {len(changed)} "
              "change their verdict between the percentile bootstrap used before and the Student t interval "
              "used now (`methods/_report.py: paired_difference`; the bootstrap is too narrow at a few seeds, "
@@ -530,14 +533,21 @@ def main(argv: list[str]) -> int:
             if not check:
                 target.write_text(text)
     readme = README.read_text()
-    block = table(changed, total, missing)
     files = sorted(p for p in SWEEPS.rglob("metrics.json") if json.loads(p.read_text()).get("command", "")
                    .startswith("onchip ") and "headline" in json.loads(p.read_text()))
-    block = block.replace(END, defaults_table(files) + "\n" + END)
-    if START in readme:
-        fresh = readme[:readme.index(START)] + block + readme[readme.index(END) + len(END):]
-    else:
-        fresh = readme.rstrip("\n") + "\n\n## Verdicts that the t interval changed\n\n" + block + "\n"
+
+    def with_block(date):
+        block = table(changed, total, missing, date).replace(END, defaults_table(files) + "\n" + END)
+        if START in readme:
+            return readme[:readme.index(START)] + block + readme[readme.index(END) + len(END):]
+        return readme.rstrip("\n") + "\n\n## Verdicts that the t interval changed\n\n" + block + "\n"
+
+    # the stamp is the date the tables last changed: an unchanged table keeps its date (and --check passes
+    # on any later day)
+    stamp = re.search(r"Written by `sweeps/seed_verdicts.py` on (\d{4}-\d\d-\d\d)", readme)
+    fresh = with_block(stamp.group(1)) if stamp else None
+    if fresh != readme:
+        fresh = with_block(None)
     if fresh != readme:
         touched.append(README.relative_to(ROOT).as_posix())
         if not check:

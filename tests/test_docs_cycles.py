@@ -63,3 +63,12 @@ def test_kan_paper_routed_update_time_is_the_sweeps():
     cycles, ns, mhz = found[0]
     assert int(cycles) == row["latency_cycles_update"] == _info("kan-paper", "compact")["latency_cycles_update"]
     assert (ns, mhz) == (f"{row['step_ns']:.1f}", f"{row['fmax_mhz']:.1f}")
+
+
+def test_readme_two_layer_kan_row_is_the_sweeps():
+    rows = json.loads((ROOT / "sweeps" / "timing" / "results.json").read_text())
+    row = next(r for r in rows if (r["preset"], r["timing"], r["schedule"]) == ("user-kan-2-3-1", "fast", "sequential"))
+    text = " ".join((ROOT / "README.md").read_text().split())
+    found = re.findall(r"2->3->1\) at 150 ns per step \| ([\d.]+) ns after routing on the ECP5 \((\d+) cycles at "
+                       r"([\d.]+) MHz", text)
+    assert found == [(f"{row['step_ns']:.1f}", str(row["latency_cycles_update"]), f"{row['fmax_mhz']:.1f}")]

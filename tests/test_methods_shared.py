@@ -173,8 +173,7 @@ def test_every_committed_metrics_file_has_the_command_and_the_headline(method):
 
 
 #: committed runs that predate the environment record in metrics.json (only a rerun adds it)
-_BEFORE_ENVIRONMENT = {"dynaview", "ips", "ips/tiny-control", "lmaps", "multi2",
-                       *(f"unlearning/hardware-digits-{b}bit-class-3" for b in (2, 4, 8))}
+_BEFORE_ENVIRONMENT = {"dynaview", "multi2"}
 
 
 def test_every_committed_run_records_its_environment_unless_it_is_listed_as_older():
@@ -575,8 +574,18 @@ def test_no_committed_card_or_results_file_calls_the_paired_interval_a_bootstrap
 
 # ~50 s on a loaded machine: recomputes every committed interval and rebuilds every results.md
 @pytest.mark.slow
-def test_committed_intervals_results_and_cards_are_what_seed_verdicts_writes():
-    assert _seed_verdicts().main(["--check"]) == 0
+def test_committed_intervals_results_and_cards_are_what_seed_verdicts_writes(monkeypatch):
+    import datetime
+
+    sv = _seed_verdicts()
+
+    class Later(datetime.date):  # the check holds on any later day: an unchanged table keeps its date
+        @classmethod
+        def today(cls):
+            return cls(2031, 1, 1)
+
+    monkeypatch.setattr(sv.datetime, "date", Later)
+    assert sv.main(["--check"]) == 0
 
 
 def test_seed_times_reads_wall_cpu_and_memory_from_time_v_and_judges_the_2_core_limit():
@@ -711,7 +720,7 @@ def test_replace_marked_rewrites_only_between_the_markers_and_names_a_page_witho
             _report.replace_marked(broken, "<!-- s -->", "<!-- e -->", "x", where="c.md")
 
 
-@pytest.mark.parametrize("name", ["ais", "tapc", "autotune", "gats", "logicsage", "token-search"])
+@pytest.mark.parametrize("name", ["ais", "tapc", "autotune", "gats", "logicsage", "dynaview", "token-search"])
 def test_a_cards_measured_tables_are_what_card_tables_writes_from_the_committed_runs(name):
     # every figure between a card's markers comes from its committed metrics.json, never copied by hand
     from support import load_script
@@ -725,6 +734,22 @@ def test_a_cards_measured_tables_are_what_card_tables_writes_from_the_committed_
     middle = a + (b - a) // 2
     edited = text[:middle] + "9" + text[middle:]
     assert ct.card_text(card, edited) == text
+
+
+def test_dynaviews_card_gives_the_stored_paired_intervals_and_computes_the_others_the_same_way():
+    # the headline's stored intervals appear in the block's five-metric table, whose other columns are
+    # computed by the same paired_difference from the per-seed values
+    from support import load_script
+
+    ct = load_script("sweeps/card_tables.py")
+    block = ct.CARDS["dynaview"]().block()
+    m = json.loads((ROOT / "sweeps" / "dynaview" / "metrics.json").read_text())
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in block.splitlines()
+            if line.startswith("| ") and line.count("[") == len(ct.DYNAVIEW_PAIRED)}
+    for arm, p in m["headline"]["paired"].items():
+        assert rows[arm][0] == f"{p['difference']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]", arm
+    for arm, p in m["paired_rare_schema"].items():
+        assert rows[arm][1] == f"{p['difference']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]", arm
 
 
 def test_tapc_and_autotune_cards_quote_every_stored_paired_interval():

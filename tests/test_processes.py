@@ -1,5 +1,6 @@
 """An interrupted command ends the tools it started and a sweep's running points with it
-(onchip.processes, onchip.sweep.executors): nothing runs on after onchip has stopped."""
+and a seed method's seeds (onchip.processes, onchip.sweep.executors, onchip.methods._seeds): nothing runs on
+after onchip has stopped."""
 
 import multiprocessing
 import signal
@@ -116,3 +117,40 @@ def test_an_interrupted_sweep_ends_its_running_points_and_their_tools_and_starts
     assert not any(map(_alive, tools))
     time.sleep(1.0)
     assert sorted(tmp_path.glob("started-*")) == started  # and no worker took another point
+
+
+def _slow_seed(folder, seed):
+    import os
+
+    (folder / f"started-{seed}").write_text(str(os.getpid()))
+    time.sleep(60)
+    return seed
+
+
+def test_an_interrupted_seed_method_ends_its_seeds_workers_and_starts_no_other_seed(tmp_path):
+    """A seed method's workers trained on after Ctrl-C or SIGTERM: leaving the pool waited for every
+    seed. Now the queued seeds are dropped and the running ones end (onchip.methods._seeds)."""
+    from onchip.methods._seeds import run_seeds
+
+    def stop(signum, frame):  # once both workers are inside a seed
+        if len(list(tmp_path.glob("started-*"))) >= 2:
+            raise KeyboardInterrupt
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    start = time.time()
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(KeyboardInterrupt):
+            run_seeds(_slow_seed, tmp_path, [0, 1, 2, 3], jobs=2)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.time() - start < 50  # not the 60 s a seed sleeps
+    workers = [int(p.read_text()) for p in tmp_path.glob("started-*")]
+    deadline = time.time() + 10
+    while time.time() < deadline and any(map(_alive, workers)):
+        time.sleep(0.05)
+    assert len(workers) == 2 and not any(map(_alive, workers))
+    time.sleep(1.0)
+    assert len(list(tmp_path.glob("started-*"))) == 2  # the two queued seeds never start

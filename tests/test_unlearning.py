@@ -373,3 +373,24 @@ def test_the_cards_measured_tables_are_what_make_readme_writes_from_the_committe
     # a changed stored interval changes the card
     results[(8, "class:3")]["headline"]["paired"]["oeu-noproj"]["ci95"][1] += 1.0
     assert mr.card_text(card, results) != card
+
+
+def test_the_hardware_tables_are_what_make_readme_writes_from_the_committed_hardware_runs(monkeypatch):
+    # the README's section and the card's table on the simulated hardware come from the hardware-digits-*
+    # folders (their commands from metrics.json, their tables from hardware.md/.json), never kept by hand
+    import json
+
+    from support import load_script
+
+    mr = load_script("sweeps/unlearning/make_readme.py")
+    readme = (mr.HERE / "README.md").read_text()
+    assert readme.endswith(mr.hardware_section() + "\n")
+    assert mr.hardware_block() in mr.CARD.read_text()
+    for b in mr.HARDWARE_BITS:
+        metrics = json.loads((mr.hardware_folder(b) / "metrics.json").read_text())
+        assert f"--out sweeps/unlearning/{mr.hardware_folder(b).name}" in metrics["command"]
+    # another sample count on one run is named with its bits
+    runs = mr._hardware_runs()
+    runs[2][1]["sets"]["test"]["n"] += 1
+    monkeypatch.setattr(mr, "_hardware_runs", lambda: runs)
+    assert f"{sum(s['n'] for s in runs[2][1]['sets'].values())} at 2 bits" in mr.hardware_section()

@@ -5,7 +5,8 @@ scheduler's SIGTERM, a timeout), and the tools onchip starts start their own: ``
 Yosys and nextpnr (Amaranth's build script), ``make`` runs the compiler, SymbiYosys its
 solvers. Those ran on after onchip had exited, nextpnr for 10 s and more. :func:`run` starts
 the child in a process group of its own and kills the whole group instead; :func:`end_all`
-ends every group still running (a sweep's worker told to stop).
+ends every group still running (a sweep's worker told to stop). A process pool's workers (a
+sweep's points, a seed method's seeds) end with the command too: :func:`stop_pool`.
 """
 
 from __future__ import annotations
@@ -76,3 +77,29 @@ def _kill_group(proc: subprocess.Popen, *, wait: bool = True) -> None:
         pass
     if wait:
         proc.wait()
+
+
+def stop_pool(pool) -> None:
+    """Drop a ``ProcessPoolExecutor``'s queued work and end its running workers now: leaving its
+    ``with`` would wait for everything submitted (a sweep interrupted at 2 s ran on for its whole
+    28 s; a seed method's workers trained on after Ctrl-C). Workers started with
+    :func:`pool_worker_start` end at once, with the tools they run. The workers are the pool's
+    private ``_processes``: Python 3.11 has no public way (``terminate_workers`` came in 3.14)."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.terminate()  # SIGTERM: _worker_end
+    for worker in workers:
+        worker.join(timeout=10)
+
+
+def pool_worker_start() -> None:
+    """A pool worker's initializer: SIGTERM (:func:`stop_pool`) ends it at once."""
+    signal.signal(signal.SIGTERM, _worker_end)
+
+
+def _worker_end(signum, frame):
+    """A worker told to stop ends at once, with the tools it runs (their own process groups). Not by
+    unwinding: the worker would take the next queued item."""
+    end_all()
+    os._exit(128 + signum)

@@ -1,9 +1,10 @@
 """Rebuild sweeps/unlearning/README.md from the committed metrics.json / results.md of each configuration.
 
-Run: python sweeps/unlearning/make_readme.py  (reads only files in this folder; the hardware section is kept
-from the current README, everything above it is rewritten). The page opens with the summary tables and the
-commands that make them, then the method. The same run writes the measured tables of seeds/unlearning-oeu.md
-between its ``unlearning-tables`` markers (:func:`card_text`; the prose around them is the card's own).
+Run: python sweeps/unlearning/make_readme.py  (reads only files in this folder). The page opens with the summary
+tables and the commands that make them, then the method, and ends with the runs on the simulated hardware
+(:func:`hardware_section`, from the ``hardware-digits-*`` folders). The same run writes the measured tables of
+seeds/unlearning-oeu.md between its ``unlearning-tables`` and ``unlearning-hardware`` markers (:func:`card_text`;
+the prose around them is the card's own).
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ CARD = HERE.resolve().parents[1] / "seeds" / "unlearning-oeu.md"
 CARD_START = ("<!-- unlearning-tables: start (written by sweeps/unlearning/make_readme.py from "
               "sweeps/unlearning/*/metrics.json) -->")
 CARD_END = "<!-- unlearning-tables: end -->"
+HARDWARE_START = ("<!-- unlearning-hardware: start (written by sweeps/unlearning/make_readme.py from "
+                  "sweeps/unlearning/hardware-digits-*/) -->")
+HARDWARE_END = "<!-- unlearning-hardware: end -->"
+#: bit widths of the runs on the simulated hardware (OEU, forget class:3, seed 0), in page order
+HARDWARE_BITS = (8, 4, 2)
 #: the card's names of the headline's baselines, in its row order per forget request
 CARD_ROWS = {"class:3": [("oeu-noproj", "OEU-noproj"), ("relabel", "relabel"), ("gradascent", "gradient ascent"),
                          ("finetune", "fine-tune"), ("original", "original")],
@@ -28,6 +34,62 @@ CONFIGS = [(8, "class:3"), (4, "class:3"), (2, "class:3"), (8, "random:0.1"), (4
 
 def folder(bits: int, forget: str) -> Path:
     return HERE / f"digits-{bits}bit-{forget.replace(':', '-')}"
+
+
+def hardware_folder(bits: int) -> Path:
+    return HERE / f"hardware-digits-{bits}bit-class-3"
+
+
+def _hardware_runs() -> dict:
+    """bits -> (metrics.json, hardware.json's one run, hardware.md) of each ``hardware-digits-*`` folder."""
+    out = {}
+    for b in HARDWARE_BITS:
+        d = hardware_folder(b)
+        hw = json.loads((d / "hardware.json").read_text())
+        (run,) = (r for per_seed in hw["runs"].values() for r in per_seed.values())
+        out[b] = (json.loads((d / "metrics.json").read_text()), run, (d / "hardware.md").read_text().strip())
+    return out
+
+
+def _one_or_each(values: dict, fmt) -> str:
+    """``fmt(v)`` when every bit width has the same value, else each with its bits."""
+    if len(set(values.values())) == 1:
+        return fmt(next(iter(values.values())))
+    return ", ".join(f"{fmt(v)} at {b} bits" for b, v in values.items())
+
+
+def hardware_section() -> str:
+    """The README's section on the simulated hardware: per bit width its command (metrics.json's), the table of
+    hardware.md and the plot; sample and cycle counts from hardware.json."""
+    runs = _hardware_runs()
+    samples = {b: sum(s["n"] for s in run["sets"].values()) for b, (_, run, _) in runs.items()}
+    cycles = {b: run.get("rtl_stream_cycles") for b, (_, run, _) in runs.items()}  # older runs recorded them
+    out = ["## On the simulated hardware (OEU, forget class:3, seed 0; lr 0.2)", "",
+           "The OEU-unlearned 64-64-32-10 network, imported by the brevitas front end, on the golden model "
+           "(inference), the HLS C simulation (inference) and the RTL (the Verilated serial MLP datapath with the "
+           "imported parameters as reset values and a learning rate at which every update rounds to zero; its "
+           "parameters read back unchanged after the stream); accuracies computed from each backend's outputs, "
+           "mismatches counted sample for sample against brevitas (forget + retain + test = "
+           f"{_one_or_each(samples, str)} samples"
+           + ("" if None in cycles.values() else f", {_one_or_each(cycles, str)} clock cycles on the RTL") + ")."]
+    for b, (metrics, _, table) in runs.items():
+        d = hardware_folder(b)
+        out += ["", f"### {b} bits", "", f"`{metrics['command']}`", "", table, "", f"![{d.name}]({d.name}/hardware.png)"]
+    return "\n".join(out)
+
+
+def hardware_block() -> str:
+    """The card's block on the simulated hardware: the committed commands and one table of every bit width
+    (with its activation format, hardware.json's spec) from the ``hardware-digits-*`` folders."""
+    runs = _hardware_runs()
+    lines = [HARDWARE_START, "The committed runs, exactly:", ""]
+    lines += [f"- `{metrics['command']}`" for metrics, _, _ in runs.values()]
+    lines += ["", "| bits | act format | backend | forget acc % | retain acc % | test acc % | argmax mismatches | "
+              "output mismatches |", "|---|---|---|---|---|---|---|---|"]
+    for b, (_, run, table) in runs.items():
+        act = run["spec"]["formats"]["act"]
+        lines += [f"| {b} | `{act}` |" + row.split("|", 2)[2] for row in table.splitlines()[2:]]
+    return "\n".join([*lines, HARDWARE_END])
 
 
 def ci(p: dict, digits: int = 1) -> str:
@@ -101,19 +163,18 @@ def _mean_sd(values) -> str:
 
 
 def card_text(card: str, results: dict) -> str:
-    """``card`` with its block between the markers replaced by :func:`card_block`.
+    """``card`` with its blocks between the markers replaced by :func:`card_block` and :func:`hardware_block`.
 
     Raises:
         ValueError: the card has no markers.
     """
     from onchip.methods._report import replace_marked
 
-    return replace_marked(card, CARD_START, CARD_END, card_block(results), where=str(CARD))
+    card = replace_marked(card, CARD_START, CARD_END, card_block(results), where=str(CARD))
+    return replace_marked(card, HARDWARE_START, HARDWARE_END, hardware_block(), where=str(CARD))
 
 
 def main() -> None:
-    old = (HERE / "README.md").read_text()
-    hardware = old[old.index("## On the simulated hardware"):]
     results = {c: json.loads((folder(*c) / "metrics.json").read_text()) for c in CONFIGS}
     fresh = {c: r for c, r in results.items() if "paired" in r["headline"]}
     cols = [f"{b}-bit {f}" for b, f in fresh]
@@ -176,8 +237,7 @@ def main() -> None:
                     f"![{d.name}]({d.name}/comparison.png)"]
         if (d / "ablation.md").exists():
             out += ["", f"### OEU ablation ({b} bits, forget {f})", "", (d / "ablation.md").read_text().strip()]
-    out += ["", hardware.replace("## On the simulated hardware (OEU, forget class:3, seed 0)",
-                                 "## On the simulated hardware (OEU, forget class:3, seed 0; lr 0.2, not rerun)")]
+    out += ["", hardware_section()]
     (HERE / "README.md").write_text("\n".join(out).rstrip() + "\n")
     card = CARD.read_text()
     CARD.write_text(card_text(card, results))

@@ -7,8 +7,6 @@ goes on with the others.
 
 from __future__ import annotations
 
-import os
-import signal
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from .. import processes
@@ -51,7 +49,7 @@ class LocalExecutor:
         """See :meth:`Executor.map`."""
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        with ProcessPoolExecutor(max_workers=self.jobs, initializer=_worker_start) as pool:
+        with ProcessPoolExecutor(max_workers=self.jobs, initializer=processes.pool_worker_start) as pool:
             futures = {pool.submit(fn, item): item for item in items}
             try:
                 for fut in as_completed(futures):
@@ -63,32 +61,8 @@ class LocalExecutor:
                         result = on_error(futures[fut], exc)
                     yield result
             except BaseException:  # an interrupt, a failure, or the caller stopped reading
-                _stop(pool)
+                processes.stop_pool(pool)
                 raise
-
-
-def _stop(pool) -> None:
-    """Drop a process pool's queued points and end its running ones now: leaving the ``with``
-    would wait for every point submitted (a sweep interrupted at 2 s ran on for its whole 28 s).
-    The workers are the pool's private ``_processes``: Python 3.11 has no public way
-    (``terminate_workers`` came in 3.14)."""
-    workers = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for worker in workers:
-        worker.terminate()  # SIGTERM: _worker_end
-    for worker in workers:
-        worker.join(timeout=10)
-
-
-def _worker_start() -> None:
-    signal.signal(signal.SIGTERM, _worker_end)
-
-
-def _worker_end(signum, frame):
-    """A worker told to stop ends at once, with the tools its point runs (their own process
-    groups: onchip.processes). Not by unwinding: the worker would take the next queued point."""
-    processes.end_all()
-    os._exit(128 + signum)
 
 
 class DaskExecutor:
