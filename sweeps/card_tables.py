@@ -3,10 +3,10 @@
 Each card in :data:`CARDS` holds a block between two markers; this script rewrites the block from
 the card's committed runs, the prose around it is the card's own. tapc's and autotune's blocks are
 the tables their method's own report code writes into ``results.md`` (so a card and its results
-file never disagree), and so are gats's (its default run and its literal-judge run), logicsage's and dynaview's (with a paired
-table over five metrics); token-search's block is computed here from its per-seed values (its gap
-differences are stored nowhere else); ais's block is written by ``sweeps/ais/card_tables.py``, registered
-here so that one command rebuilds every card. Unlearning's card is written with its README by
+file never disagree), and so are gats's (its default run and its literal-judge run), logicsage's, multi2's and
+dynaview's (with a paired table over five metrics); token-search's block is computed here from its per-seed
+values (its gap differences are stored nowhere else); ais's block is written by ``sweeps/ais/card_tables.py``,
+registered here so that one command rebuilds every card. Unlearning's card is written with its README by
 ``sweeps/unlearning/make_readme.py``.
 
 Run: ``PYTHONPATH=python python sweeps/card_tables.py [--check] [NAME ...]`` (seconds; no experiment
@@ -221,6 +221,17 @@ def dynaview_block() -> str:
                          _demote(results_table(m, None)).strip("\n"), paired, END])
 
 
+def multi2_block() -> str:
+    """multi2's card (its command is printed above the block): the run's wall time and the tables of
+    ``sweeps/multi2/results.md`` (``multi2.experiment.results_table``)."""
+    from onchip.methods.multi2.experiment import results_table
+
+    m = _metrics("multi2")
+    return "\n\n".join([start("sweeps/multi2/metrics.json"),
+                         f"By the committed command above ({m['seconds']:.0f} s wall as the run recorded it):",
+                         _demote(results_table(m, None)).strip("\n"), END])
+
+
 def _ais() -> Card:
     import importlib.util
 
@@ -243,6 +254,7 @@ CARDS: dict[str, Callable[[], Card]] = {
                               logicsage_block),
     "token-search": lambda: Card(ROOT / "seeds" / "token-search.md", start("sweeps/token-search/metrics.json"), END,
                                  token_search_block),
+    "multi2": lambda: Card(ROOT / "seeds" / "multi2.md", start("sweeps/multi2/metrics.json"), END, multi2_block),
 }
 
 
