@@ -118,16 +118,12 @@ def token_search_block() -> str:
     """token-search's card: the accuracy of every arm, the positive control, the headline, the 1D - grid
     gaps per search with the differences of those gaps (computed here from the per-seed values, paired
     over seeds with ``_report.paired_difference``), the beam's Frechet gap and the prefix diagnostics."""
-    from onchip.methods._report import markdown_table, paired_difference
+    from onchip.methods._report import markdown_table, paired_difference, paired_text as ci
 
     m = _metrics("token-search")
     per_seed, summary, h, pc = m["per_seed"], m["summary"], m["headline"], m["positive_control"]
     seeds, budgets = list(per_seed), m["config"]["budgets"]
     kinds, searches = m["config"]["tokenizers"], m["config"]["searches"]
-
-    def ci(p, digits=3):
-        lo, hi = p["ci95"]
-        return f"{p['difference']:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
     def values(key, metric="evaluator_accuracy"):
         return [per_seed[s][key][metric] for s in seeds]
@@ -199,7 +195,7 @@ def dynaview_block() -> str:
     """dynaview's card (its command is printed above the block): the run's wall time, the tables of ``sweeps/dynaview/results.md``
     (``dynaview.experiment.results_table``), then the paired difference ``full`` - arm on five metrics,
     computed as the headline's (``_report.paired_difference``) from the per-seed values."""
-    from onchip.methods._report import paired_difference
+    from onchip.methods._report import paired_difference, paired_text
     from onchip.methods.dynaview.experiment import results_table
 
     m = _metrics("dynaview")
@@ -207,9 +203,8 @@ def dynaview_block() -> str:
     arms = [v for v in m["results"] if v != main]
 
     def cell(arm, key):
-        d = paired_difference([m["per_seed"][str(s)][main][key] for s in seeds],
-                              [m["per_seed"][str(s)][arm][key] for s in seeds])
-        return f"{d['difference']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
+        return paired_text(paired_difference([m["per_seed"][str(s)][main][key] for s in seeds],
+                                             [m["per_seed"][str(s)][arm][key] for s in seeds]))
 
     paired = "\n".join([f"Paired difference `{main}` - arm over the {len(seeds)} seeds, mean [ci95] (Student t; an "
                         "interval that holds zero is no difference), per metric:", "",

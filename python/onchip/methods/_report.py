@@ -368,7 +368,12 @@ def positive_control(setting: str, method: str, ablation: str, method_values: Se
             "sensitive": excludes_zero(paired)}
 
 
+def paired_text(paired: Mapping, digits: int = 3) -> str:
+    """``"+0.012 [-0.004, +0.030]"``: a paired difference (:func:`paired_difference`) and its interval."""
+    lo, hi = next(v for k, v in paired.items() if k.startswith("ci"))
+    return f"{paired['difference']:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
 def paired_line(name: str, paired: Mapping, digits: int = 3) -> str:
     """``"<name>: +0.012 [-0.004, +0.030] (n=5)"``: one paired difference as a table cell or line."""
-    lo, hi = next(v for k, v in paired.items() if k.startswith("ci"))
-    return f"{name}: {paired['difference']:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}] (n={paired['n']})"
+    return f"{name}: {paired_text(paired, digits)} (n={paired['n']})"

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field
 
 from .._report import (
-    excludes_zero, headline, markdown_table, mean_std, need, paired_difference, paired_line, positive_control,
-    recorded_config, save, write_metrics, write_results,
+    excludes_zero, headline, markdown_table, mean_std, need, paired_difference, paired_line, paired_text,
+    positive_control, recorded_config, save, write_metrics, write_results,
 )
 from . import DATASETS, SEARCHES, TOKENIZERS, schedule
 
@@ -526,8 +526,7 @@ def results_table(result: dict) -> str:
         if not table:
             continue
         cols = list(next(iter(table.values())))
-        cell = lambda p: (f"{p['difference']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]"  # noqa: E731
-                          + ("*" if excludes_zero(p) else ""))
+        cell = lambda p: paired_text(p) + ("*" if excludes_zero(p) else "")  # noqa: E731
         text += "\n" + markdown_table(["search \\ arm", *cols],
                                       [(arm, *[cell(t[o]) if o in t else "" for o in cols])
                                        for arm, t in table.items()],
