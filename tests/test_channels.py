@@ -410,3 +410,22 @@ def test_cli_hls_writes_a_multichannel_project_whose_testbench_passes(tmp_path, 
     exp.write_text("\n".join(lines) + "\n")
     bad = subprocess.run(["./tb"], cwd=out, capture_output=True, text=True)
     assert bad.returncode == 1 and "1 mismatches" in bad.stdout, bad.stdout
+
+
+@pytest.mark.slow
+def test_the_committed_channel_sweep_is_of_the_designs_generated_today():
+    """Every Yosys count and routed fmax in sweeps/channels/README.md belongs to the Verilog the
+    generator writes now (a change of the hardware, not of its descriptive header, makes a run stale
+    and the page would then read "–"), and the page is the one its runs give."""
+    from support import ROOT, load_script
+
+    cs = load_script("sweeps/channels/channels_sweep.py")
+    runs = cs.load_runs()
+    for preset in cs.PRESETS:
+        for n in cs.CHANNELS:
+            h = cs.digest(cs.point_design(preset, n).verilog)
+            assert runs[f"{preset}/{n}/yosys"]["hash"] == h, (preset, n)
+            routed = runs[f"{preset}/{n}/pnr"]
+            assert routed["hash"] == h and routed["fmax_mhz"] > 0, (preset, n)
+    body = lambda text: text.split("\n", 3)[3]  # noqa: E731 - past the line that dates the page
+    assert body(cs.render()) == body((ROOT / "sweeps/channels/README.md").read_text())

@@ -12,7 +12,7 @@ Beside it, N separate single-channel learners: N = 2 measured (two cores in one 
 ``synth_ecp5`` of a top holding both), larger N extrapolated as N times one core, against the
 ULX3S 85F's 156 MULT18X18D (the DSP wall: the largest N of separate learners that fits).
 
-Runs are kept in ``runs.json`` beside this script (keyed by point and a hash of its Verilog), so a
+Runs are kept in ``runs.json`` beside this script (keyed by point and a hash of its Verilog without the descriptive header), so a
 rerun does only what is missing; every run rewrites ``README.md`` from them.
 
 Routed points are placed one at a time, the cheapest first (fewest Yosys LUTs); each keeps its build
@@ -65,8 +65,13 @@ def point_design(preset: str, channels: int, top: str = "onchip_learner"):
     return generate(point_spec(preset, channels), axis=False, top=top, dsp="ecp5")
 
 
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def digest(verilog: str) -> str:
+    """First 16 hex digits of the SHA-256 of a design's Verilog without its descriptive header (which
+    words the plan and names the onchip version): a run is stale when the hardware changed, not its
+    description."""
+    from onchip.hw.description import strip_header
+
+    return hashlib.sha256(strip_header(verilog).encode()).hexdigest()[:16]
 
 
 def two_cores(preset: str) -> tuple[str, str]:
@@ -85,7 +90,10 @@ def two_cores(preset: str) -> tuple[str, str]:
             inst[d.top].append(f".{name}({d.top}_{name})")
     head = "module two_cores(\n  input clk,\n  input rst,\n" + ",\n".join(decl) + "\n);\n"
     body = "".join(f"  {t} u_{t} ({', '.join(c)});\n" for t, c in inst.items())
-    return "\n".join(d.verilog for d in designs) + "\n" + head + body + "endmodule\n", "two_cores"
+    from onchip.hw.description import strip_header
+
+    cores = "\n".join(strip_header(d.verilog) for d in designs)
+    return cores + "\n" + head + body + "endmodule\n", "two_cores"
 
 
 def run_yosys(verilog: str, top: str) -> dict:
@@ -282,6 +290,13 @@ def critical_paths(preset: str, current) -> list[str]:
 
 def report() -> str:
     """Write README.md from the runs of the current designs; returns its text."""
+    text = render()
+    README.write_text(text)
+    return text
+
+
+def render() -> str:
+    """README.md's text from the runs of the current designs (dated today)."""
     runs = load_runs()
     dates = sorted({r["date"] for r in runs.values()}) or ["(no runs)"]
     from importlib.metadata import version
@@ -356,9 +371,7 @@ def report() -> str:
         targets.append(f"II 1 with round-robin channels from N = {first} on (the II of one channel: "
                        f"{cycles(preset, 1)['ii_channel']})")
         lines += ["Targets: " + "; ".join(targets) + ".", ""]
-    text = "\n".join(lines)
-    README.write_text(text)
-    return text
+    return "\n".join(lines)
 
 
 def _utc_time(text: str) -> datetime.datetime:
