@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._torch import seeded_init
+
 DIGITS_SIDE = 8
 
 
@@ -308,7 +310,7 @@ def train_digits_denoiser(train: np.ndarray, *, seed: int = 0, config: DigitsTra
     configuration, the torch version and the torch thread count.
 
     Raises:
-        ValueError: ``train`` is not a 2-D array.
+        ValueError: ``train`` is not a 2-D array, or ``seed`` is negative.
     """
     train = np.asarray(train, dtype=np.float32)
     if train.ndim != 2:
@@ -317,10 +319,8 @@ def train_digits_denoiser(train: np.ndarray, *, seed: int = 0, config: DigitsTra
     if key in _MEMORY_CACHE:
         return _MEMORY_CACHE[key]
     sd = float(train.std())
-    with torch.random.fork_rng(devices=[]):  # seed the initialisation without touching the caller's RNG
-        torch.manual_seed(seed)
-        model = DigitsDenoiser(train.shape[1], sigma_data=sd, hidden=config.hidden, n_blocks=config.n_blocks,
-                               data_var=float(train.var(0).mean()))
+    model = seeded_init(seed, lambda: DigitsDenoiser(train.shape[1], sigma_data=sd, hidden=config.hidden,
+                                                     n_blocks=config.n_blocks, data_var=float(train.var(0).mean())))
     path = None
     if cache_dir is not None:
         tag = (f"digits_denoiser_seed{seed}_n{train.shape[0]}_steps{config.steps}_batch{config.batch}"
