@@ -112,10 +112,33 @@ def test_wide_parallel_mlp_is_refused_with_the_serial_hint():
 
     wide = LearnerSpec(kind="mlp", widths=(64, 64, 32, 10))
     assert wide.parameter_count() > PARALLEL_MLP_MAX_PARAMS
-    with pytest.raises(ValueError, match="datapath='serial'"):
+    with pytest.raises(ValueError, match='^datapath = "parallel": .* use datapath = "serial"'):
         generate(wide)
     design = generate(wide.replace(datapath="serial"), axis=False)
     assert design.info["datapath"] == "serial" and design.info["param_storage"] == "memory"
+
+
+@pytest.mark.parametrize("command", ["generate", "synth", "pnr", "vivado", "verify"])
+def test_a_spec_the_rtl_generator_does_not_build_is_refused_naming_its_source(command, tmp_path, capsys):
+    # the generator's own limits (onchip.hw.check_buildable), checked before anything is built: the
+    # message names the file or the flag the field came from, and spells the field as the file does
+    from onchip.cli import main
+
+    serial = tmp_path / "serial.toml"
+    serial.write_text('kind = "kan"\nwidths = [2, 3, 1]\ndatapath = "serial"\nchannels = 2\n')
+    serial_one = tmp_path / "serial1.toml"
+    serial_one.write_text('kind = "kan"\nwidths = [2, 3, 1]\ndatapath = "serial"\n')
+    wide = tmp_path / "wide.toml"
+    wide.write_text('kind = "mlp"\nwidths = [64, 64, 32, 10]\n')
+    out = ["--out", str(tmp_path / "out")] if command != "verify" else []
+    cases = [([str(serial)], f"--spec {serial}: channels = 2: many channels are built on the parallel datapath"),
+             ([str(serial_one), "--channels", "3"], "--channels 3: channels = 3: many channels are built on"),
+             ([str(wide)], f'--spec {wide}: datapath = "parallel": the MLP [64, 64, 32, 10] has')]
+    for spec, expected in cases:
+        assert main([command, "--spec", *spec, *out]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"onchip {command}: error: {expected}"), err
+        assert not (tmp_path / "out").exists()
 
 
 def test_cli_timing_override_raises_the_staleness_to_the_new_minimum(tmp_path, capsys):

@@ -789,7 +789,7 @@ def verify(spec, *, samples: int = 2000, seed: int = 0, stream: str = RANDOM_STR
     if isinstance(equivalence, bool) or not isinstance(equivalence, (int, float, np.integer, np.floating)) \
             or not np.isfinite(equivalence) or equivalence < 0:
         raise ValueError(f"equivalence: must be a number of seconds >= 0, got {equivalence!r}")
-    spec = resolve_spec(spec, schedule, staleness, timing, channels)
+    spec = resolve_spec(spec, schedule, staleness, timing, channels, rtl=True)
     if theta is not None:
         from .hw.interface import channel_parameters
         from .model.golden import check_parameters

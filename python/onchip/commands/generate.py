@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from . import _args
 
@@ -35,18 +36,22 @@ def add_parser(subparsers) -> None:
 
 
 def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | int | None = None,
-                 timing: str | None = None, channels: int | None = None):
+                 timing: str | None = None, channels: int | None = None, *, rtl: bool = False):
     """Load a spec and apply the --schedule / --staleness / --timing / --channels overrides.
 
     A ``timing`` override of a pipelined spec raises a staleness below the new
-    :func:`~onchip.hw.learner.min_staleness` to it, unless ``staleness`` is given.
+    :func:`~onchip.hw.learner.min_staleness` to it, unless ``staleness`` is given. With ``rtl`` (a
+    command that builds the RTL) the generator's limits are checked too
+    (:func:`onchip.hw.check_buildable`), the message naming where the field came from: ``--channels
+    N`` or the spec file (``spec file PATH:``, which the command line spells ``--spec PATH:``).
 
     Raises:
         ValueError: a bad spec, a schedule or timing the spec cannot take, a staleness that is
-            neither an integer >= 0 nor 'min', or a staleness for a sequential spec.
+            neither an integer >= 0 nor 'min', a staleness for a sequential spec, or (``rtl``) a spec
+            the RTL generator does not build.
     """
     from ..hw.learner import min_staleness
-    from ..spec import load_spec
+    from ..spec import PRESETS, TASK_PRESETS, load_spec
 
     spec = load_spec(spec_arg)
     if channels is not None:
@@ -85,6 +90,17 @@ def resolve_spec(spec_arg: str, schedule: str | None = None, staleness: str | in
         # the staleness is part of the learner's numbers: not raised behind the user's back, but named
         raise ValueError(f"--schedule pipelined: the spec's staleness {spec.staleness} is below the "
                          f"{need} this pipeline needs; add --staleness min (or an integer >= {need})")
+    if rtl:
+        from ..hw import check_buildable
+
+        try:
+            check_buildable(spec)
+        except ValueError as exc:
+            if channels is not None and str(exc).startswith("channels"):
+                raise ValueError(f"--channels {channels}: {exc}") from None
+            if isinstance(spec_arg, (str, os.PathLike)) and str(spec_arg) not in {*PRESETS, *TASK_PRESETS}:
+                raise ValueError(f"spec file {spec_arg}: {exc}") from None
+            raise
     return spec
 
 
@@ -93,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..hw.dsp import dsp_applies
 
-    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing, args.channels)
+    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing, args.channels, rtl=True)
     if args.dsp != "generic" and not dsp_applies(spec):  # the Python API takes it (flows pass it at every plan)
         raise ValueError(f"--dsp {args.dsp}: the {spec.stage_timing} plan has no registered raw products to map; "
                          f"use --timing fast")

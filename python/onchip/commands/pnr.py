@@ -35,7 +35,7 @@ def run(args) -> int:
     from ..flow.steps import pnr
     from .generate import resolve_spec
 
-    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing, args.channels)
+    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing, args.channels, rtl=True)
 
     report = pnr(spec, out=args.out, board=args.board, baud=args.baud, seed=args.seed, top=args.top,
                  theta=_args.load_theta(args.theta, spec))

@@ -27,7 +27,7 @@ def run(args) -> int:
     from ..flow.steps import synth
     from .generate import resolve_spec
 
-    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing, args.channels)
+    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing, args.channels, rtl=True)
 
     report = synth(spec, family=args.family, out=args.out, top=args.top, theta=_args.load_theta(args.theta, spec))
     print(f"{args.family} ({_args.plan_words(spec, report)}): lut={report['lut']} ff={report['ff']} dsp={report['dsp']} bram={report['bram']} "

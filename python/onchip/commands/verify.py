@@ -113,7 +113,9 @@ def run(args) -> int:
                         channels=args.channels)
     except ValueError as exc:
         message = _args.flag_message(str(exc), list(FLAGS), FLAGS)
-        if message == str(exc) and not message.startswith("--") and "spec" in message.split(":")[0]:
+        # "spec file PATH:" is left to the command line's "--spec PATH:" (onchip.cli._as_flag)
+        if message == str(exc) and not message.startswith(("--", "spec file ")) \
+                and "spec" in message.split(":")[0]:
             message = f"--spec: {message}"
         raise ValueError(message) from None
     except FileNotFoundError as exc:

@@ -56,7 +56,7 @@ def run(args) -> int:
     from ..flow.steps import vivado
     from .generate import resolve_spec
 
-    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing, args.channels)
+    spec = resolve_spec(args.spec, args.schedule, args.staleness, args.timing, args.channels, rtl=True)
 
     manifest = vivado(spec, out=args.out, part=args.part, board=args.board, clock_mhz=args.clock_mhz,
                       ip=args.ip, top=args.top, theta=_args.load_theta(args.theta, spec),

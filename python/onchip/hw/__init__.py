@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ..spec import LearnerSpec, load_spec
 from .names import DEFAULT_TOP, check_top
 
-__all__ = ["Design", "PARALLEL_MLP_MAX_PARAMS", "build_learner", "check_top", "clocked", "generate", "TOP"]
+__all__ = ["Design", "PARALLEL_MLP_MAX_PARAMS", "build_learner", "check_buildable", "check_top", "clocked", "generate", "TOP"]
 
 #: Module name of the learner core in the generated Verilog when no ``top`` is given.
 TOP = DEFAULT_TOP
@@ -59,6 +59,27 @@ class Design:
 PARALLEL_MLP_MAX_PARAMS = 2048
 
 
+def check_buildable(spec: LearnerSpec) -> None:
+    """The RTL generator's limits beyond the spec's own validation (the golden model, the float twin
+    and the HLS C++ take such specs), checked without building anything.
+
+    Raises:
+        ValueError: naming the field, as the spec file spells it: ``datapath = "parallel"`` for an MLP
+            of more than :data:`PARALLEL_MLP_MAX_PARAMS` parameters (a multiplier per weight), or
+            ``channels = N`` (N > 1) on the serial datapath.
+    """
+    n = spec.parameter_count()
+    if spec.kind == "mlp" and spec.datapath == "parallel" and n > PARALLEL_MLP_MAX_PARAMS:
+        raise ValueError(
+            f'datapath = "parallel": the MLP {list(spec.widths)} has {n} parameters, more than the '
+            f"{PARALLEL_MLP_MAX_PARAMS} a multiplier-per-weight datapath is generated for; "
+            f'use datapath = "serial" (weights in RAM, one MAC lane per neuron)'
+        )
+    if spec.channels > 1 and spec.datapath == "serial":
+        raise ValueError(f'channels = {spec.channels}: many channels are built on the parallel datapath; '
+                         f'datapath = "serial" has one channel')
+
+
 def build_learner(spec: LearnerSpec, theta=None, dsp: str | None = None):
     """The Amaranth component of ``spec``: :class:`~onchip.hw.learner.OnchipLearner`, or for
     ``datapath = "serial"`` :class:`~onchip.hw.mlp_serial.SerialMlpLearner` (MLP) or
@@ -72,16 +93,7 @@ def build_learner(spec: LearnerSpec, theta=None, dsp: str | None = None):
     from .learner import OnchipLearner
 
     check_dsp(dsp)
-    n = spec.parameter_count()
-    if spec.kind == "mlp" and spec.datapath == "parallel" and n > PARALLEL_MLP_MAX_PARAMS:
-        raise ValueError(
-            f"datapath='parallel' MLP {list(spec.widths)} has {n} parameters, more than the "
-            f"{PARALLEL_MLP_MAX_PARAMS} a multiplier-per-weight datapath is generated for; "
-            f"use datapath='serial' (weights in RAM, one MAC lane per neuron)"
-        )
-    if spec.channels > 1 and spec.datapath == "serial":
-        raise ValueError(f"channels={spec.channels} is built on the parallel datapath; "
-                         f"datapath='serial' has one channel")
+    check_buildable(spec)
     if spec.datapath == "serial" and spec.kind == "kan":
         from .kan_serial import SerialKanLearner as component
     elif spec.datapath == "serial":

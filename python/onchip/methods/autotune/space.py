@@ -133,19 +133,18 @@ def hardware_check(spec: LearnerSpec) -> None:
     """The checks ``onchip generate`` applies beyond the spec's own validation, without generating.
 
     Raises:
-        ValueError: a pipelined staleness below the pipeline's minimum, a parallel MLP larger
-            than :data:`onchip.hw.PARALLEL_MLP_MAX_PARAMS`, or (the space's own bound) a data
+        ValueError: a pipelined staleness below the pipeline's minimum, a spec the RTL generator
+            does not build (:func:`onchip.hw.check_buildable`), or (the space's own bound) a data
             format without a fractional bit.
     """
-    from ...hw import PARALLEL_MLP_MAX_PARAMS
+    from ...hw import check_buildable
     from ...hw.learner import check_staleness
 
     for cls in DATA_CLASSES:
         f = getattr(spec.formats, cls)
         if f.int_bits >= f.width:
             raise ValueError(f"formats.{cls} ({f}) has no fractional bit")
-    if spec.kind == "mlp" and spec.datapath == "parallel" and spec.parameter_count() > PARALLEL_MLP_MAX_PARAMS:
-        raise ValueError(f"parallel MLP of {spec.parameter_count()} parameters is not generated")
+    check_buildable(spec)
     if spec.datapath == "parallel":
         check_staleness(spec)
 
