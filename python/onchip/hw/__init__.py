@@ -65,8 +65,9 @@ def check_buildable(spec: LearnerSpec) -> None:
 
     Raises:
         ValueError: naming the field, as the spec file spells it: ``datapath = "parallel"`` for an MLP
-            of more than :data:`PARALLEL_MLP_MAX_PARAMS` parameters (a multiplier per weight), or
-            ``channels = N`` (N > 1) on the serial datapath.
+            of more than :data:`PARALLEL_MLP_MAX_PARAMS` parameters (a multiplier per weight),
+            ``channels = N`` (N > 1) on the serial datapath, or ``staleness = D`` below the pipeline's
+            minimum (:func:`onchip.hw.learner.check_staleness`).
     """
     n = spec.parameter_count()
     if spec.kind == "mlp" and spec.datapath == "parallel" and n > PARALLEL_MLP_MAX_PARAMS:
@@ -78,6 +79,11 @@ def check_buildable(spec: LearnerSpec) -> None:
     if spec.channels > 1 and spec.datapath == "serial":
         raise ValueError(f'channels = {spec.channels}: many channels are built on the parallel datapath; '
                          f'datapath = "serial" has one channel')
+    if spec.datapath == "parallel":
+        from .learner import check_staleness
+        from .interface import single_channel
+
+        check_staleness(single_channel(spec))
 
 
 def build_learner(spec: LearnerSpec, theta=None, dsp: str | None = None):

@@ -93,7 +93,7 @@ def check_staleness(spec: LearnerSpec) -> None:
     d, need = spec.effective_staleness, min_staleness(spec)
     if spec.schedule == "pipelined" and d < need:
         raise ValueError(
-            f"staleness={d} is too small for the pipelined {spec.kind} {list(spec.widths)}: an update "
+            f"staleness = {d}: too small for the pipelined {spec.kind} {list(spec.widths)}: an update "
             f"is ready {need} cycles after its sample read the parameters, so staleness must be "
             f">= {need} (or the sequential schedule)"
         )

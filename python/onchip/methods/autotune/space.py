@@ -133,20 +133,17 @@ def hardware_check(spec: LearnerSpec) -> None:
     """The checks ``onchip generate`` applies beyond the spec's own validation, without generating.
 
     Raises:
-        ValueError: a pipelined staleness below the pipeline's minimum, a spec the RTL generator
-            does not build (:func:`onchip.hw.check_buildable`), or (the space's own bound) a data
-            format without a fractional bit.
+        ValueError: a spec the RTL generator does not build (:func:`onchip.hw.check_buildable`: a
+            pipelined staleness below the pipeline's minimum, a parallel MLP too large), or (the
+            space's own bound) a data format without a fractional bit.
     """
     from ...hw import check_buildable
-    from ...hw.learner import check_staleness
 
     for cls in DATA_CLASSES:
         f = getattr(spec.formats, cls)
         if f.int_bits >= f.width:
             raise ValueError(f"formats.{cls} ({f}) has no fractional bit")
     check_buildable(spec)
-    if spec.datapath == "parallel":
-        check_staleness(spec)
 
 
 def hidden_of(spec: LearnerSpec) -> int:
