@@ -390,3 +390,12 @@ def test_a_commit_that_fails_between_the_renames_puts_the_earlier_output_back(tm
     with pytest.raises(OSError, match="No space"):
         _write(out, "new")
     assert _contents(out) == "old" and _beside(tmp_path) == ["out"]
+
+
+@pytest.fixture(autouse=True)
+def _default_ctrl_c():
+    # a command starts with Python's default Ctrl-C handler, which onchip replaces only while it is the
+    # default; the worker running these tests may have been left another by a test elsewhere
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
