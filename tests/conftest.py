@@ -5,8 +5,6 @@ import os
 import shutil
 import tempfile
 
-import pytest
-
 _run_home = tempfile.mkdtemp(prefix="onchip-test-")
 atexit.register(shutil.rmtree, _run_home, ignore_errors=True)
 for _var in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "NUMBA_CACHE_DIR"):
@@ -50,17 +48,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in QUICK:
             item.add_marker(pytest.mark.quick)
-
-
-@pytest.fixture(autouse=True)
-def _signal_handlers_restored():
-    """Each test starts with the Ctrl-C and SIGTERM handlers the one before it started with: a test
-    that leaves a handler of its own (a product handler it exercised) cannot change what the signal
-    tests of another file see when the workers order the tests otherwise."""
-    import signal
-
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for s, h in handlers.items():
-        if h is not None and signal.getsignal(s) is not h:
-            signal.signal(s, h)
